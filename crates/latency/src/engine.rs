@@ -1,0 +1,358 @@
+//! The measuring loop and the threads that run it.
+
+use crate::modes::{AbsWaiter, HybridWaiter, Mode, RelWaiter, SignalWaiter, TimerfdWaiter, Waiter};
+use crate::samples::{self, Sample};
+use crate::LatencyError;
+use punctual_rt::{setup_current_thread, Fallback, Policy, ThreadRequest};
+use punctual_stats::Recorder;
+use punctual_time::clock::{read_clock, sleep_abs, thread_cpu_time};
+use punctual_time::{ClockId, MarginPolicy};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+/// When the measurement ends (besides the stop flag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Releases scheduled before this much time after the first one.
+    Duration(u64),
+    /// This many samples per thread.
+    Loops(u64),
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// One entry per thread: the CPU it is pinned to, or `None` to float.
+    pub threads: Vec<Option<usize>>,
+    pub interval: u64,
+    pub stop: Stop,
+    pub clock: ClockId,
+    pub mode: Mode,
+    /// Spin margin (hybrid mode only).
+    pub margin: MarginPolicy,
+    pub policy: Policy,
+    pub priority: u32,
+    pub timer_slack_ns: Option<u64>,
+}
+
+/// The most threads one run may start.
+pub const MAX_THREADS: usize = 256;
+/// Time between the threads being ready and the first release.
+const LEAD_NS: u64 = 10_000_000;
+const STACK: usize = 256 << 10;
+
+pub struct ThreadResult {
+    pub index: usize,
+    pub cpu: Option<usize>,
+    pub recorder: Recorder,
+    /// CPU time the thread consumed while measuring.
+    pub cpu_ns: u64,
+    /// Wall time of the measuring loop.
+    pub wall_ns: u64,
+    pub policy: Policy,
+    pub priority: u32,
+    pub fallback: Option<Fallback>,
+    /// Spin margin at the end (hybrid).
+    pub margin_ns: Option<u64>,
+    /// How far the last wake-up was from the absolute schedule (rel mode: accumulated drift).
+    pub drift_ns: Option<i64>,
+    pub dropped_samples: u64,
+}
+
+pub struct Outcome {
+    pub threads: Vec<ThreadResult>,
+    pub samples_written: u64,
+    /// When the first release was due.
+    pub first_release: u64,
+}
+
+impl Outcome {
+    pub fn merged(&self) -> Recorder {
+        let mut all = Recorder::new();
+        for t in &self.threads {
+            all.merge(&t.recorder).expect("recorders share one histogram shape");
+        }
+        all
+    }
+}
+
+struct LoopEnd {
+    n: u64,
+    last_done: u64,
+}
+
+/// The loop every mode shares. Nothing in it allocates, locks or prints.
+#[inline(never)]
+fn measure<W: Waiter>(
+    w: &mut W,
+    first: u64,
+    interval: u64,
+    until: Stop,
+    stop: &AtomicBool,
+    rec: &mut Recorder,
+    tx: &mut Option<rtrb::Producer<Sample>>,
+    dropped: &mut u64,
+) -> LoopEnd {
+    let deadline = match until {
+        Stop::Duration(d) => first.saturating_add(d),
+        Stop::Loops(_) => u64::MAX,
+    };
+    let loops = match until {
+        Stop::Loops(l) => l,
+        Stop::Duration(_) => u64::MAX,
+    };
+    let mut target = first;
+    let mut end = LoopEnd { n: 0, last_done: first };
+    while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
+        let Some(obs) = w.wait(target) else { continue };
+        let latency = obs.done.saturating_sub(obs.target);
+        rec.record(latency);
+        rec.add_missed(obs.overruns);
+        if obs.woke > obs.target {
+            rec.add_woke_late();
+        }
+        if let Some(p) = tx {
+            if p.push((obs.target, latency)).is_err() {
+                *dropped += 1;
+            }
+        }
+        end.n += 1;
+        end.last_done = obs.done;
+        let mut next = obs.target + interval;
+        if w.self_scheduled() && obs.done >= next {
+            // Releases already in the past: count them, then resume at the first future one.
+            let missed = (obs.done - next) / interval + 1;
+            rec.add_missed(missed);
+            next += missed * interval;
+        }
+        target = next;
+    }
+    end
+}
+
+/// Run the measurement. `stop` ends it early (interrupt); `samples` receives every sample as CSV.
+pub fn run(cfg: &Config, stop: &Arc<AtomicBool>, samples: Option<Box<dyn Write + Send>>) -> Result<Outcome, LatencyError> {
+    let n = cfg.threads.len();
+    let (producers, consumers) = if samples.is_some() { samples::rings(n) } else { (Vec::new(), Vec::new()) };
+    let mut producers: Vec<Option<rtrb::Producer<Sample>>> = producers.into_iter().map(Some).collect();
+    producers.resize_with(n, || None);
+    let barrier = Barrier::new(n + 1);
+    let first = AtomicU64::new(0);
+    let setup_error: Mutex<Option<LatencyError>> = Mutex::new(None);
+    let abort = AtomicBool::new(false);
+    let clock = cfg.clock.as_raw();
+
+    let (results, written) = std::thread::scope(|s| {
+        let writer = samples.map(|out| s.spawn(move || samples::drain(consumers, out)));
+        let mut handles = Vec::new();
+        for (index, (cpu, mut tx)) in cfg.threads.iter().copied().zip(producers.drain(..)).enumerate() {
+            let (barrier, first, setup_error, abort) = (&barrier, &first, &setup_error, &abort);
+            let h = std::thread::Builder::new()
+                .name(format!("punctual-t{index}"))
+                .stack_size(STACK)
+                .spawn_scoped(s, move || -> Option<ThreadResult> {
+                    let req = ThreadRequest {
+                        cpu,
+                        policy: cfg.policy,
+                        priority: cfg.priority,
+                        timer_slack_ns: cfg.timer_slack_ns,
+                        fall_back_on_refusal: true,
+                    };
+                    let guards = match setup_current_thread(&req) {
+                        Ok(g) => Some(g),
+                        Err(source) => {
+                            setup_error.lock().unwrap().get_or_insert(LatencyError::Setup { thread: index, source });
+                            None
+                        }
+                    };
+                    let mut rec = Recorder::new();
+                    barrier.wait(); // everyone is set up (or failed)
+                    barrier.wait(); // the main thread has published the first release time
+                    let guards = guards?;
+                    if abort.load(Ordering::SeqCst) {
+                        return None;
+                    }
+                    let first = first.load(Ordering::SeqCst);
+                    let mut dropped = 0u64;
+                    let cpu0 = thread_cpu_time();
+                    let wall0 = read_clock(clock);
+                    let mut margin_ns = None;
+                    let mut drift_ns = None;
+                    let timer_err = |mode, source| {
+                        setup_error.lock().unwrap().get_or_insert(LatencyError::Timer { thread: index, mode, source });
+                    };
+                    let _end = match cfg.mode {
+                        Mode::Abs => {
+                            let mut w = AbsWaiter { clock };
+                            measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped)
+                        }
+                        Mode::Hybrid => {
+                            let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
+                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped);
+                            margin_ns = w.margin();
+                            e
+                        }
+                        Mode::Rel => {
+                            // Start the naive loop one interval before the first release, so its ideal
+                            // wake-ups coincide with the absolute schedule and the gap is pure drift.
+                            sleep_abs(clock, first.saturating_sub(cfg.interval));
+                            let mut w = RelWaiter { clock, interval: cfg.interval };
+                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped);
+                            let ideal = first + e.n.saturating_sub(1) * cfg.interval;
+                            drift_ns = Some(e.last_done as i64 - ideal as i64);
+                            e
+                        }
+                        Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
+                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped),
+                            Err(e) => {
+                                timer_err("timerfd", e);
+                                return None;
+                            }
+                        },
+                        Mode::Signal => match SignalWaiter::new(clock, first, cfg.interval) {
+                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped),
+                            Err(e) => {
+                                timer_err("signal", e);
+                                return None;
+                            }
+                        },
+                    };
+                    let result = ThreadResult {
+                        index,
+                        cpu,
+                        recorder: rec,
+                        cpu_ns: thread_cpu_time() - cpu0,
+                        wall_ns: read_clock(clock).saturating_sub(wall0),
+                        policy: guards.policy,
+                        priority: guards.priority,
+                        fallback: guards.fallback.clone(),
+                        margin_ns,
+                        drift_ns,
+                        dropped_samples: dropped,
+                    };
+                    drop(tx); // lets the writer finish
+                    Some(result)
+                })
+                .expect("spawning a measuring thread");
+            handles.push(h);
+        }
+        barrier.wait();
+        if setup_error.lock().unwrap().is_some() {
+            abort.store(true, Ordering::SeqCst);
+        }
+        first.store(read_clock(clock) + LEAD_NS, Ordering::SeqCst);
+        barrier.wait();
+        let results: Vec<Option<ThreadResult>> = handles.into_iter().map(|h| h.join().expect("measuring thread panicked")).collect();
+        let written = writer.map(|w| w.join().expect("sample writer panicked"));
+        (results, written)
+    });
+    if let Some(e) = setup_error.into_inner().unwrap() {
+        return Err(e);
+    }
+    let samples_written = match written {
+        Some(Ok(n)) => n,
+        Some(Err(e)) => return Err(LatencyError::Samples(e)),
+        None => 0,
+    };
+    Ok(Outcome {
+        threads: results.into_iter().flatten().collect(),
+        samples_written,
+        first_release: first.into_inner(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::modes::Obs;
+
+    /// A waiter driven by a script of wake-up latencies on a simulated clock.
+    struct Scripted {
+        latencies: Vec<u64>,
+        i: usize,
+        overruns_at: Option<(usize, u64)>,
+        self_scheduled: bool,
+        interval: u64,
+    }
+
+    impl Waiter for Scripted {
+        fn wait(&mut self, target: u64) -> Option<Obs> {
+            let lat = self.latencies[self.i % self.latencies.len()];
+            let overruns = match self.overruns_at {
+                Some((at, n)) if at == self.i => n,
+                _ => 0,
+            };
+            self.i += 1;
+            let target = target + overruns * self.interval;
+            Some(Obs { target, woke: target + lat, done: target + lat, overruns })
+        }
+        fn self_scheduled(&self) -> bool {
+            self.self_scheduled
+        }
+    }
+
+    fn go(w: &mut Scripted, until: Stop) -> (Recorder, Vec<Sample>) {
+        let (mut p, mut c) = rtrb::RingBuffer::new(1024);
+        let mut tx = Some(p);
+        let mut rec = Recorder::new();
+        let mut dropped = 0;
+        measure(w, 1_000_000, 1_000_000, until, &AtomicBool::new(false), &mut rec, &mut tx, &mut dropped);
+        p = tx.take().unwrap();
+        drop(p);
+        let mut v = Vec::new();
+        while let Ok(s) = c.pop() {
+            v.push(s);
+        }
+        assert_eq!(dropped, 0);
+        (rec, v)
+    }
+
+    #[test]
+    fn releases_follow_the_absolute_schedule() {
+        let mut w = Scripted { latencies: vec![5_000, 70_000, 3_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let (rec, samples) = go(&mut w, Stop::Loops(9));
+        assert_eq!(rec.count(), 9);
+        for (k, &(release, latency)) in samples.iter().enumerate() {
+            assert_eq!(release, 1_000_000 + k as u64 * 1_000_000, "release {k} drifted");
+            assert_eq!(latency, [5_000, 70_000, 3_000][k % 3]);
+        }
+        assert_eq!(rec.missed_periods(), 0);
+        assert_eq!(rec.woke_late(), 9);
+    }
+
+    #[test]
+    fn a_wake_past_the_next_release_counts_and_skips_the_missed_periods() {
+        // The second wake-up is 2.5 periods late: releases 3 and 4 have passed by then.
+        let mut w = Scripted { latencies: vec![1_000, 2_500_000, 1_000, 1_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let (rec, samples) = go(&mut w, Stop::Loops(4));
+        assert_eq!(rec.missed_periods(), 2);
+        let releases: Vec<u64> = samples.iter().map(|s| s.0 / 1_000_000).collect();
+        assert_eq!(releases, vec![1, 2, 5, 6]);
+    }
+
+    #[test]
+    fn timer_overruns_are_counted_and_move_the_schedule() {
+        let mut w = Scripted { latencies: vec![2_000], i: 0, overruns_at: Some((1, 3)), self_scheduled: false, interval: 1_000_000 };
+        let (rec, samples) = go(&mut w, Stop::Loops(3));
+        assert_eq!(rec.missed_periods(), 3);
+        let releases: Vec<u64> = samples.iter().map(|s| s.0 / 1_000_000).collect();
+        assert_eq!(releases, vec![1, 5, 6]);
+    }
+
+    #[test]
+    fn duration_stops_at_the_last_release_before_the_deadline() {
+        let mut w = Scripted { latencies: vec![1_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let (rec, _) = go(&mut w, Stop::Duration(10_000_000));
+        assert_eq!(rec.count(), 10);
+    }
+
+    #[test]
+    fn a_set_stop_flag_ends_the_loop_before_any_wait() {
+        let mut w = Scripted { latencies: vec![1_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let mut rec = Recorder::new();
+        let mut tx = None;
+        let mut d = 0;
+        measure(&mut w, 0, 1_000, Stop::Loops(100), &AtomicBool::new(true), &mut rec, &mut tx, &mut d);
+        assert_eq!((rec.count(), w.i), (0, 0));
+    }
+}

@@ -1,0 +1,35 @@
+//! Timer wake-up latency, measured the way cyclictest does and in the ways the seeds did: threads
+//! pinned to CPUs wait for absolute release times (`next += interval`, never summed deltas) with one of
+//! five mechanisms, and record how late they ran. [`check`] builds the 30-second machine check on it.
+
+pub mod check;
+mod engine;
+mod modes;
+mod samples;
+
+pub use engine::{run, Config, Outcome, Stop, ThreadResult, MAX_THREADS};
+pub use modes::Mode;
+
+/// Why a measurement could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LatencyError {
+    #[error("thread {thread}: {source}")]
+    Setup { thread: usize, source: punctual_rt::RtError },
+    #[error("thread {thread}: setting up the {mode} timer: {source}")]
+    Timer { thread: usize, mode: &'static str, source: std::io::Error },
+    #[error("writing samples: {0}")]
+    Samples(std::io::Error),
+    #[error("starting the load: {0}")]
+    Load(#[from] punctual_load::LoadError),
+}
+
+impl From<LatencyError> for punctual_result::Failure {
+    fn from(e: LatencyError) -> Self {
+        match e {
+            LatencyError::Setup { source: punctual_rt::RtError::Invalid(_), .. } => {
+                punctual_result::Failure::usage(e.to_string())
+            }
+            _ => punctual_result::Failure::system(e.to_string()),
+        }
+    }
+}

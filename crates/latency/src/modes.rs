@@ -1,0 +1,271 @@
+//! The five ways a thread can wait for its next release. Each is a [`Waiter`]; the engine's loop is
+//! the same for all of them.
+
+use punctual_time::clock::{read_clock, sleep_abs, sleep_rel, timespec};
+use punctual_time::{hybrid_until, AutoMargin, ClockId, MarginPolicy};
+use std::io;
+
+/// How a thread waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `clock_nanosleep(TIMER_ABSTIME)` to the release (cyclictest's default).
+    Abs,
+    /// `clock_nanosleep` for the interval, relative (the naive loop: lateness accumulates as drift).
+    Rel,
+    /// A periodic timerfd; `read()` returns the expirations.
+    Timerfd,
+    /// A periodic POSIX timer delivering a real-time signal to the thread (the seeds' alarms).
+    Signal,
+    /// Absolute sleep to release minus a margin, then spin on the clock to the release.
+    Hybrid,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 5] = [Mode::Abs, Mode::Rel, Mode::Timerfd, Mode::Signal, Mode::Hybrid];
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Abs => "abs",
+            Mode::Rel => "rel",
+            Mode::Timerfd => "timerfd",
+            Mode::Signal => "signal",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown mode '{s}' (valid: abs, rel, timerfd, signal, hybrid)"))
+    }
+}
+
+/// One wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Obs {
+    /// The release this wait was for (for `rel`: when the relative sleep should have ended).
+    pub target: u64,
+    /// When the thread ran again after the kernel wait.
+    pub woke: u64,
+    /// When the wait returned to the loop.
+    pub done: u64,
+    /// Releases the kernel timer reports as passed without a wake-up (timer overruns).
+    pub overruns: u64,
+}
+
+pub(crate) trait Waiter {
+    /// Wait for the release at `target`. Timer-driven waiters follow the kernel's timer instead and
+    /// report overruns; the engine then moves its target along. `None`: the wait timed out without a
+    /// release (only so the loop can look at its stop flag).
+    fn wait(&mut self, target: u64) -> Option<Obs>;
+    /// Whether the loop chooses its own release times (and so must skip periods it has missed).
+    fn self_scheduled(&self) -> bool {
+        true
+    }
+    /// The spin margin in use at the end (hybrid only).
+    fn margin(&self) -> Option<u64> {
+        None
+    }
+}
+
+pub(crate) struct AbsWaiter {
+    pub clock: libc::clockid_t,
+}
+
+impl Waiter for AbsWaiter {
+    #[inline]
+    fn wait(&mut self, target: u64) -> Option<Obs> {
+        sleep_abs(self.clock, target);
+        let now = read_clock(self.clock);
+        Some(Obs { target, woke: now, done: now, overruns: 0 })
+    }
+}
+
+pub(crate) struct RelWaiter {
+    pub clock: libc::clockid_t,
+    pub interval: u64,
+}
+
+impl Waiter for RelWaiter {
+    #[inline]
+    fn wait(&mut self, _target: u64) -> Option<Obs> {
+        let before = read_clock(self.clock);
+        sleep_rel(self.clock, self.interval);
+        let now = read_clock(self.clock);
+        Some(Obs { target: before + self.interval, woke: now, done: now, overruns: 0 })
+    }
+    fn self_scheduled(&self) -> bool {
+        false
+    }
+}
+
+pub(crate) struct HybridWaiter {
+    pub clock: punctual_time::SystemClock,
+    pub fixed: Option<u64>,
+    pub auto: AutoMargin,
+}
+
+impl HybridWaiter {
+    pub fn new(id: ClockId, policy: MarginPolicy, interval: u64) -> Self {
+        let fixed = match policy {
+            MarginPolicy::Fixed(m) => Some(m),
+            MarginPolicy::Auto => None,
+        };
+        HybridWaiter { clock: punctual_time::SystemClock::new(id), fixed, auto: AutoMargin::for_interval(interval) }
+    }
+    fn current_margin(&self) -> u64 {
+        self.fixed.unwrap_or_else(|| self.auto.margin())
+    }
+}
+
+impl Waiter for HybridWaiter {
+    #[inline]
+    fn wait(&mut self, target: u64) -> Option<Obs> {
+        let margin = self.current_margin();
+        let w = hybrid_until(&self.clock, target, margin);
+        if self.fixed.is_none() && w.sleep_to > 0 && w.woke >= w.sleep_to {
+            self.auto.observe(w.sleep_latency());
+        }
+        Some(Obs { target, woke: w.woke, done: w.done, overruns: 0 })
+    }
+    fn margin(&self) -> Option<u64> {
+        Some(self.current_margin())
+    }
+}
+
+pub(crate) struct TimerfdWaiter {
+    fd: libc::c_int,
+    clock: libc::clockid_t,
+    interval: u64,
+    next: u64,
+}
+
+impl TimerfdWaiter {
+    pub fn new(clock: libc::clockid_t, first: u64, interval: u64) -> io::Result<Self> {
+        // SAFETY: plain syscalls with valid arguments; the fd is owned by the waiter.
+        unsafe {
+            let fd = libc::timerfd_create(clock, libc::TFD_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let spec = libc::itimerspec { it_interval: timespec(interval), it_value: timespec(first) };
+            if libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) != 0 {
+                let e = io::Error::last_os_error();
+                libc::close(fd);
+                return Err(e);
+            }
+            Ok(TimerfdWaiter { fd, clock, interval, next: first })
+        }
+    }
+}
+
+impl Waiter for TimerfdWaiter {
+    #[inline]
+    fn wait(&mut self, _target: u64) -> Option<Obs> {
+        let mut expirations: u64 = 0;
+        loop {
+            // SAFETY: reading 8 bytes into a u64 from our timerfd.
+            let n = unsafe { libc::read(self.fd, (&mut expirations as *mut u64).cast(), 8) };
+            if n == 8 {
+                break;
+            }
+        }
+        let now = read_clock(self.clock);
+        // The latest expiration is the release this wake-up serves; earlier ones were overrun.
+        let overruns = expirations.saturating_sub(1);
+        let target = self.next + overruns * self.interval;
+        self.next = target + self.interval;
+        Some(Obs { target, woke: now, done: now, overruns })
+    }
+    fn self_scheduled(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for TimerfdWaiter {
+    fn drop(&mut self) {
+        // SAFETY: closing our own fd once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+pub(crate) struct SignalWaiter {
+    timer: libc::timer_t,
+    clock: libc::clockid_t,
+    set: libc::sigset_t,
+    interval: u64,
+    next: u64,
+    timeout: libc::timespec,
+    signo: libc::c_int,
+}
+
+impl SignalWaiter {
+    /// A periodic POSIX timer that sends SIGRTMIN+1 to the calling thread only; the signal is blocked
+    /// in the thread and taken with `sigtimedwait`, so no handler runs.
+    pub fn new(clock: libc::clockid_t, first: u64, interval: u64) -> io::Result<Self> {
+        // SAFETY: standard signal-set and timer calls on properly initialised structures.
+        unsafe {
+            let signo = libc::SIGRTMIN() + 1;
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signo);
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            let mut sev: libc::sigevent = std::mem::zeroed();
+            sev.sigev_notify = libc::SIGEV_THREAD_ID;
+            sev.sigev_signo = signo;
+            sev.sigev_notify_thread_id = libc::gettid();
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            if libc::timer_create(clock, &mut sev, &mut timer) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let spec = libc::itimerspec { it_interval: timespec(interval), it_value: timespec(first) };
+            if libc::timer_settime(timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut()) != 0 {
+                let e = io::Error::last_os_error();
+                libc::timer_delete(timer);
+                return Err(e);
+            }
+            // Wake at least every 100 ms (or two intervals) so a stop request is seen.
+            let timeout = timespec((interval * 2).max(100_000_000));
+            Ok(SignalWaiter { timer, clock, set, interval, next: first, timeout, signo })
+        }
+    }
+}
+
+impl Waiter for SignalWaiter {
+    #[inline]
+    fn wait(&mut self, _target: u64) -> Option<Obs> {
+        let overruns = loop {
+            // SAFETY: valid set/info/timeout pointers.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let s = unsafe { libc::sigtimedwait(&self.set, &mut info, &self.timeout) };
+            if s == self.signo {
+                // SAFETY: the timer is ours.
+                break unsafe { libc::timer_getoverrun(self.timer) }.max(0) as u64;
+            }
+            if s < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                return None; // timed out: no release, the loop looks at its stop flag
+            }
+        };
+        let now = read_clock(self.clock);
+        let target = self.next + overruns * self.interval;
+        self.next = target + self.interval;
+        Some(Obs { target, woke: now, done: now, overruns })
+    }
+    fn self_scheduled(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for SignalWaiter {
+    fn drop(&mut self) {
+        // SAFETY: deleting our own timer once; leaving the signal blocked is harmless for this thread,
+        // which is about to end, and a pending one is discarded with it.
+        unsafe { libc::timer_delete(self.timer) };
+    }
+}

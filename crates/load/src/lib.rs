@@ -1,0 +1,13 @@
+//! Background loads. Each load instance is a child process running one [`LoadKind`]'s body (the
+//! punctual binary re-executed with a hidden `__load` subcommand), pinned where the spec asks, in a
+//! process group of its own, with a parent-death signal so it cannot outlive punctual, and reaped
+//! when [`Loads`] is stopped or dropped. A body counts its work and reports it on exit, so the cost
+//! of a load can be put beside its effect.
+
+mod body;
+mod spec;
+mod supervise;
+
+pub use body::{run_body, BodyOptions, LoadReport};
+pub use spec::{LoadItem, LoadKind, LoadSpec};
+pub use supervise::{LoadError, Loads, HIDDEN_SUBCOMMAND};

@@ -1,0 +1,146 @@
+//! Starting, pinning and reaping load processes.
+
+use crate::{LoadKind, LoadReport, LoadSpec};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The hidden subcommand of the punctual binary that runs a load body.
+pub const HIDDEN_SUBCOMMAND: &str = "__load";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("starting load '{kind}': {source}")]
+    Spawn { kind: &'static str, source: std::io::Error },
+    #[error("creating the scratch directory for io loads: {0}")]
+    Scratch(std::io::Error),
+    #[error("{0}")]
+    Cpu(#[from] punctual_rt::RtError),
+}
+
+struct Instance {
+    kind: LoadKind,
+    cpu: Option<usize>,
+    child: Child,
+}
+
+/// Running loads. Stop them with [`Loads::stop`] to get their reports; dropping also reaps them.
+pub struct Loads {
+    instances: Vec<Instance>,
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl Loads {
+    /// No load.
+    pub fn none() -> Self {
+        Loads { instances: Vec::new(), scratch: None }
+    }
+
+    /// Start every instance of `spec` by re-executing `exe` (the punctual binary).
+    ///
+    /// Call this from the thread that lives for the whole run (the main thread): the kernel sends the
+    /// parent-death signal when the *thread* that forked a child exits.
+    pub fn start(spec: &LoadSpec, exe: &Path) -> Result<Self, LoadError> {
+        let mut loads = Loads::none();
+        for item in &spec.items {
+            if let Some(c) = &item.cpus {
+                punctual_rt::affinity::check_online(c)?;
+            }
+        }
+        if spec.items.iter().any(|i| i.kind == LoadKind::Io) {
+            loads.scratch = Some(tempfile::Builder::new().prefix("punctual-load-").tempdir().map_err(LoadError::Scratch)?);
+        }
+        let parent = std::process::id() as i32;
+        for item in &spec.items {
+            for i in 0..item.count {
+                let cpu = item.cpu_for(i);
+                let mut cmd = Command::new(exe);
+                cmd.arg(HIDDEN_SUBCOMMAND).arg(item.kind.name());
+                if let Some(c) = cpu {
+                    cmd.arg("--cpu").arg(c.to_string());
+                }
+                if let Some(d) = &loads.scratch {
+                    cmd.arg("--dir").arg(d.path());
+                }
+                cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+                // Own process group (a terminal's Ctrl-C reaches punctual, which then stops the loads in
+                // order), and SIGTERM if punctual dies, so the body cleans up and exits.
+                cmd.process_group(0);
+                // SAFETY: only async-signal-safe calls (prctl, getppid, sched_setaffinity, _exit).
+                unsafe {
+                    cmd.pre_exec(move || {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        if libc::getppid() != parent {
+                            libc::_exit(0); // punctual died before the signal was armed
+                        }
+                        if let Some(c) = cpu {
+                            let mut set: libc::cpu_set_t = std::mem::zeroed();
+                            libc::CPU_SET(c, &mut set);
+                            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                        }
+                        Ok(())
+                    });
+                }
+                let child = cmd.spawn().map_err(|source| LoadError::Spawn { kind: item.kind.name(), source })?;
+                loads.instances.push(Instance { kind: item.kind, cpu, child });
+            }
+        }
+        Ok(loads)
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.instances.iter().map(|i| i.child.id()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Stop every instance (SIGTERM, then SIGKILL after 2 s), reap it, and collect its report.
+    /// An instance that had to be killed, or died early, has no report.
+    pub fn stop(mut self) -> Vec<(LoadKind, Option<usize>, Option<LoadReport>)> {
+        self.stop_all()
+    }
+
+    fn stop_all(&mut self) -> Vec<(LoadKind, Option<usize>, Option<LoadReport>)> {
+        for inst in &self.instances {
+            // Our own child, by pid, still unreaped: the pid cannot have been reused.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(inst.child.id() as i32), nix::sys::signal::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut out = Vec::new();
+        for mut inst in self.instances.drain(..) {
+            let mut exited = false;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = inst.child.try_wait() {
+                    exited = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if !exited {
+                let _ = inst.child.kill();
+                let _ = inst.child.wait();
+            }
+            let mut text = String::new();
+            if let Some(mut so) = inst.child.stdout.take() {
+                let _ = so.read_to_string(&mut text);
+            }
+            let report = text.lines().rev().find_map(|l| serde_json::from_str::<LoadReport>(l).ok());
+            out.push((inst.kind, inst.cpu, report));
+        }
+        out
+    }
+}
+
+impl Drop for Loads {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}

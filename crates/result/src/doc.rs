@@ -1,0 +1,221 @@
+//! The result document, `punctual.result/1` (SPEC section 3). Every time value is integer ns.
+
+use punctual_rt::{Fallback, HostFacts};
+use punctual_stats::{decode_histogram, encode_histogram, HistogramError, Recorder, Summary, HISTOGRAM_ENCODING};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub const SCHEMA_ID: &str = "punctual.result/1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for Tool {
+    fn default() -> Self {
+        Tool { name: "punctual".into(), version: env!("CARGO_PKG_VERSION").into() }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    LimitExceeded,
+    Interrupted,
+}
+
+/// How the run was set up. The real-time fields are absent for runs that have none (the simulator);
+/// commands add their own keys in `extra` (interval, mode, load...).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub priority: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mlock: Option<bool>,
+    /// `null` when /dev/cpu_dma_latency was left alone.
+    #[serde(default)]
+    pub dma_latency_us: Option<u32>,
+    #[serde(default)]
+    pub fallbacks: Vec<Fallback>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The histogram of a series, in a documented mergeable encoding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EncodedHistogram {
+    pub encoding: String,
+    pub data: String,
+}
+
+/// One series of samples: its identity, its numbers, its histogram, and command-specific extras
+/// (`cpu_ns`, `duration_ns`, `spin_margin_ns`...).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu: Option<usize>,
+    pub kind: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub histogram: EncodedHistogram,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Series kinds used across punctual.
+pub mod kind {
+    pub const WAKEUP_LATENCY: &str = "wakeup_latency";
+    pub const LATENESS: &str = "lateness";
+    pub const DISPATCH: &str = "dispatch";
+}
+
+impl Series {
+    pub fn from_recorder(name: impl Into<String>, kind: &str, cpu: Option<usize>, rec: &Recorder) -> Self {
+        Series {
+            name: name.into(),
+            cpu,
+            kind: kind.into(),
+            summary: rec.summary(),
+            histogram: EncodedHistogram { encoding: HISTOGRAM_ENCODING.into(), data: encode_histogram(rec.histogram()) },
+            extra: Map::new(),
+        }
+    }
+
+    /// Add a command-specific field.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.into(), value.into());
+        self
+    }
+
+    /// Rebuild the recorder (to merge series across threads or stored runs).
+    pub fn recorder(&self) -> Result<Recorder, HistogramError> {
+        let h = decode_histogram(&self.histogram.encoding, &self.histogram.data)?;
+        Ok(Recorder::from_summary(&self.summary, h))
+    }
+}
+
+/// The whole document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultDoc {
+    pub schema: String,
+    pub tool: Tool,
+    pub command: Vec<String>,
+    pub started_at: String,
+    pub ended_at: String,
+    pub status: Status,
+    pub host: HostFacts,
+    pub settings: Settings,
+    pub series: Vec<Series>,
+    /// Command-specific top-level fields (the simulator's `events` and `simulated_ns`, verdicts...).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ResultDoc {
+    pub fn new(command: Vec<String>, host: HostFacts, started_at: String) -> Self {
+        ResultDoc {
+            schema: SCHEMA_ID.into(),
+            tool: Tool::default(),
+            command,
+            ended_at: started_at.clone(),
+            started_at,
+            status: Status::Ok,
+            host,
+            settings: Settings::default(),
+            series: Vec::new(),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("result documents always serialise");
+        s.push('\n');
+        s
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// Now, as RFC 3339 in UTC.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("formatting the current time cannot fail")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn sample_doc() -> ResultDoc {
+        let host = HostFacts {
+            kernel: "6.1.0-test".into(),
+            preempt: "dynamic: full".into(),
+            realtime: false,
+            cpus: 2,
+            clocksource: "tsc".into(),
+            virtualized: true,
+            hz: Some(250),
+            hostname: "box".into(),
+            cpu_model: "Test CPU".into(),
+        };
+        let mut doc = ResultDoc::new(vec!["punctual".into(), "latency".into()], host, "2026-11-22T10:00:00Z".into());
+        doc.ended_at = "2026-11-22T10:00:10Z".into();
+        doc.settings.policy = Some("fifo".into());
+        doc.settings.priority = Some(99);
+        doc.settings.mlock = Some(true);
+        doc.settings.dma_latency_us = Some(0);
+        doc.settings.extra.insert("interval_ns".into(), 1_000_000.into());
+        for (t, base) in [(0usize, 3_000u64), (1, 5_000)] {
+            let mut r = Recorder::new();
+            for i in 0..1000u64 {
+                r.record(base + (i * 37) % 4_000 + if i == 999 { 60_000 } else { 0 });
+            }
+            r.add_missed(1);
+            doc.series.push(Series::from_recorder(format!("thread {t}"), kind::WAKEUP_LATENCY, Some(t), &r).with("cpu_ns", 1234));
+        }
+        doc
+    }
+
+    #[test]
+    fn round_trips_through_json_with_extras() {
+        let mut doc = sample_doc();
+        doc.extra.insert("events".into(), 42.into());
+        let back = ResultDoc::from_json(&doc.to_json()).unwrap();
+        assert_eq!(back, doc);
+        assert_eq!(back.series[0].extra["cpu_ns"], 1234);
+    }
+
+    #[test]
+    fn series_recorders_merge() {
+        let doc = sample_doc();
+        let mut a = doc.series[0].recorder().unwrap();
+        a.merge(&doc.series[1].recorder().unwrap()).unwrap();
+        let s = a.summary();
+        assert_eq!(s.count, 2000);
+        assert_eq!(s.max, doc.series[1].summary.max);
+        assert_eq!(s.missed_periods, 2);
+    }
+
+    #[test]
+    fn validates_against_the_schema() {
+        let schema: Value = serde_json::from_str(crate::SCHEMA_JSON).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let doc = serde_json::to_value(sample_doc()).unwrap();
+        let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path)).collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        // And the schema is not a rubber stamp: a missing field and a float time are refused.
+        let mut bad = doc.clone();
+        bad["series"][0].as_object_mut().unwrap().remove("woke_late");
+        bad["series"][1]["max"] = serde_json::json!(1.5);
+        assert_eq!(v.iter_errors(&bad).count(), 2);
+    }
+}

@@ -1,0 +1,57 @@
+//! Error classes shared by every library, so the binary can map them to SPEC's exit codes:
+//! usage → 2, system → 3, interrupted → 130.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Bad input or usage: nothing ran, nothing was written.
+    Usage,
+    /// The system refused (privilege, missing kernel feature) or failed.
+    System,
+    /// Stopped by a signal before finishing.
+    Interrupted,
+}
+
+impl Class {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Class::Usage => 2,
+            Class::System => 3,
+            Class::Interrupted => 130,
+        }
+    }
+}
+
+/// A classified error with a message that names the cause and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub class: Class,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure { class: Class::Usage, message: message.into() }
+    }
+    pub fn system(message: impl Into<String>) -> Self {
+        Failure { class: Class::System, message: message.into() }
+    }
+    pub fn interrupted() -> Self {
+        Failure { class: Class::Interrupted, message: "interrupted".into() }
+    }
+}
+
+impl From<punctual_rt::RtError> for Failure {
+    fn from(e: punctual_rt::RtError) -> Self {
+        match e {
+            punctual_rt::RtError::Invalid(_) => Failure::usage(e.to_string()),
+            _ => Failure::system(e.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::system(e.to_string())
+    }
+}

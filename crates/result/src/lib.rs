@@ -1,0 +1,23 @@
+//! What a run produces, and every way it leaves the process.
+//!
+//! [`ResultDoc`] is SPEC section 3's `punctual.result/1` document. [`export`] turns it into bytes (one
+//! module per format behind [`export::Exporter`]); [`table`] renders human tables; [`output`] checks
+//! output paths before anything runs and writes atomically; [`store`] keeps documents in the user's
+//! data directory. [`Failure`] classifies errors for the exit codes of SPEC section 2, and
+//! [`experiment`] is the seam every reproduction of a seed's experiment plugs into.
+
+pub mod doc;
+pub mod experiment;
+pub mod export;
+pub mod failure;
+pub mod output;
+pub mod store;
+pub mod table;
+
+pub use doc::{now_rfc3339, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID};
+pub use failure::{Class, Failure};
+pub use output::Output;
+pub use table::Table;
+
+/// The JSON Schema of the result document (draft 2020-12).
+pub const SCHEMA_JSON: &str = include_str!("../schema/punctual.result-1.schema.json");

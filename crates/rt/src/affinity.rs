@@ -1,0 +1,180 @@
+//! CPU lists (`0-3,5`), the online CPUs, and the calling thread's affinity.
+
+use crate::RtError;
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+
+/// Parse a CPU list in the kernel's format (`0-3,5,7-8`). Duplicates are removed; order is ascending.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty CPU list; write e.g. 0-3,5".into());
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        let bad = || format!("'{part}' in CPU list '{s}' is not a CPU number or range like 2-5");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(format!("range '{part}' in CPU list runs backwards; write {b}-{a}"));
+                }
+                if b >= CpuSet::count() {
+                    return Err(format!("CPU {b} is beyond the {} CPUs Linux can address", CpuSet::count()));
+                }
+                out.extend(a..=b);
+            }
+            None => {
+                let c: usize = part.parse().map_err(|_| bad())?;
+                if c >= CpuSet::count() {
+                    return Err(format!("CPU {c} is beyond the {} CPUs Linux can address", CpuSet::count()));
+                }
+                out.push(c);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Format CPUs in the kernel's compact list form.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let start = v[i];
+        let mut end = start;
+        while i + 1 < v.len() && v[i + 1] == end + 1 {
+            i += 1;
+            end = v[i];
+        }
+        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// The CPUs the kernel reports online.
+pub fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s).ok())
+        .unwrap_or_else(|| (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect())
+}
+
+/// Refuse CPUs that are not online, naming them and the ones that are.
+pub fn check_online(cpus: &[usize]) -> Result<(), RtError> {
+    let online = online_cpus();
+    let missing: Vec<usize> = cpus.iter().copied().filter(|c| !online.contains(c)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(RtError::Invalid(format!(
+            "CPU {} not online (online: {})",
+            format_cpu_list(&missing),
+            format_cpu_list(&online)
+        )))
+    }
+}
+
+fn to_set(cpus: &[usize]) -> Result<CpuSet, RtError> {
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c).map_err(|e| RtError::Invalid(format!("CPU {c}: {e}")))?;
+    }
+    Ok(set)
+}
+
+fn from_set(set: &CpuSet) -> Vec<usize> {
+    (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect()
+}
+
+/// Affinity of a task (0 = the calling thread).
+pub fn get(pid: i32) -> Result<Vec<usize>, RtError> {
+    sched_getaffinity(Pid::from_raw(pid))
+        .map(|s| from_set(&s))
+        .map_err(|e| RtError::io(format!("sched_getaffinity({pid})"), e.into()))
+}
+
+/// Set the affinity of a task (0 = the calling thread).
+pub fn set(pid: i32, cpus: &[usize]) -> Result<(), RtError> {
+    let set = to_set(cpus)?;
+    sched_setaffinity(Pid::from_raw(pid), &set).map_err(|e| {
+        RtError::from_os(
+            format!("sched_setaffinity({pid}, {})", format_cpu_list(cpus)),
+            e.into(),
+            "run as root or as the task's owner; the CPUs must be in the task's cpuset",
+        )
+    })
+}
+
+/// Pins the calling thread; restores its previous affinity on drop.
+pub struct AffinityGuard {
+    previous: Vec<usize>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl AffinityGuard {
+    pub fn pin(cpus: &[usize]) -> Result<Self, RtError> {
+        check_online(cpus)?;
+        let previous = get(0)?;
+        set(0, cpus)?;
+        Ok(AffinityGuard { previous, _not_send: std::marker::PhantomData })
+    }
+}
+
+impl Drop for AffinityGuard {
+    fn drop(&mut self) {
+        let _ = set(0, &self.previous);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn lists() {
+        assert_eq!(parse_cpu_list("0-3,5").unwrap(), vec![0, 1, 2, 3, 5]);
+        assert_eq!(parse_cpu_list(" 1 , 1,0 ").unwrap(), vec![0, 1]);
+        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("99999").is_err());
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+    }
+
+    #[test]
+    fn offline_cpu_is_named() {
+        let e = check_online(&[4000]).unwrap_err().to_string();
+        assert!(e.contains("CPU 4000 not online"), "{e}");
+    }
+
+    #[test]
+    fn guard_pins_and_restores() {
+        std::thread::spawn(|| {
+            let before = get(0).unwrap();
+            let cpu = *online_cpus().last().unwrap();
+            let g = AffinityGuard::pin(&[cpu]).unwrap();
+            assert_eq!(get(0).unwrap(), vec![cpu]);
+            drop(g);
+            assert_eq!(get(0).unwrap(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_round_trips(cpus in proptest::collection::btree_set(0usize..256, 1..40)) {
+            let v: Vec<usize> = cpus.into_iter().collect();
+            prop_assert_eq!(parse_cpu_list(&format_cpu_list(&v)).unwrap(), v);
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! `/dev/cpu_dma_latency`: keep CPUs out of deep idle states for as long as the file stays open.
+//! The kernel drops the request when the descriptor closes, so there is nothing to restore by hand
+//! and nothing left behind if punctual is killed.
+
+use crate::RtError;
+use std::fs::OpenOptions;
+use std::io::Write;
+
+pub const PATH: &str = "/dev/cpu_dma_latency";
+
+/// Holds a PM QoS CPU latency request open.
+pub struct DmaLatencyGuard {
+    _file: std::fs::File,
+    pub microseconds: u32,
+}
+
+impl DmaLatencyGuard {
+    pub fn request(microseconds: u32) -> Result<Self, RtError> {
+        let mut file = OpenOptions::new().write(true).open(PATH).map_err(|e| {
+            RtError::from_os(
+                format!("opening {PATH}"),
+                e,
+                "run as root, or pass --dma-latency off",
+            )
+        })?;
+        file.write_all(&(microseconds as i32).to_ne_bytes())
+            .map_err(|e| RtError::io(format!("writing {PATH}"), e))?;
+        Ok(DmaLatencyGuard { _file: file, microseconds })
+    }
+}
+
+/// True when this process could open the file for writing.
+pub fn writable() -> bool {
+    nix::unistd::access(PATH, nix::unistd::AccessFlags::W_OK).is_ok()
+}

@@ -1,0 +1,140 @@
+//! Facts about the machine a result was measured on (SPEC section 3, `host`).
+
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFacts {
+    pub kernel: String,
+    /// Preemption model: `none`, `voluntary`, `full`, `lazy` or `rt`, prefixed `dynamic: ` on
+    /// PREEMPT_DYNAMIC kernels, suffixed with where it was read when not from the running kernel.
+    pub preempt: String,
+    /// `/sys/kernel/realtime` (PREEMPT_RT kernels).
+    pub realtime: bool,
+    pub cpus: usize,
+    pub clocksource: String,
+    pub virtualized: bool,
+    /// CONFIG_HZ, from the kernel configuration, when it can be read.
+    pub hz: Option<u32>,
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub cpu_model: String,
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+/// The running kernel's build configuration (`/proc/config.gz`, else `/boot/config-RELEASE`).
+pub fn kernel_config() -> Option<String> {
+    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+        let mut s = String::new();
+        if flate2::read::GzDecoder::new(f).read_to_string(&mut s).is_ok() {
+            return Some(s);
+        }
+    }
+    let release = nix::sys::utsname::uname().ok()?.release().to_string_lossy().to_string();
+    std::fs::read_to_string(format!("/boot/config-{release}")).ok()
+}
+
+fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
+    config.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Preemption model, from the most direct source available.
+fn preempt_model(config: Option<&str>, version: &str, realtime: bool, cmdline: &str) -> String {
+    if realtime || version.contains("PREEMPT_RT") {
+        return "rt".into();
+    }
+    // debugfs shows the live choice as "none voluntary (full) lazy".
+    if let Some(s) = read("/sys/kernel/debug/sched/preempt") {
+        if let Some(live) = s.split_whitespace().find(|w| w.starts_with('(')) {
+            return format!("dynamic: {}", live.trim_matches(|c| c == '(' || c == ')'));
+        }
+    }
+    let dynamic = version.contains("PREEMPT_DYNAMIC")
+        || config.is_some_and(|c| config_value(c, "CONFIG_PREEMPT_DYNAMIC") == Some("y"));
+    if let Some(mode) = cmdline.split_whitespace().find_map(|w| w.strip_prefix("preempt=")) {
+        return format!("dynamic: {mode} (from preempt= on the command line)");
+    }
+    let configured = config.and_then(|c| {
+        [("CONFIG_PREEMPT_NONE", "none"), ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"), ("CONFIG_PREEMPT", "full"), ("CONFIG_PREEMPT_LAZY", "lazy")]
+            .into_iter()
+            .find(|(k, _)| config_value(c, k) == Some("y"))
+            .map(|(_, m)| m)
+    });
+    match (dynamic, configured) {
+        (true, Some(m)) => format!("dynamic: {m} (build default)"),
+        (true, None) => "dynamic".into(),
+        (false, Some(m)) => m.into(),
+        (false, None) if version.contains("PREEMPT") => "full".into(),
+        (false, None) => "unknown".into(),
+    }
+}
+
+impl HostFacts {
+    pub fn detect() -> Self {
+        let uts = nix::sys::utsname::uname().ok();
+        let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
+            uts.as_ref().map(|u| f(u).to_string_lossy().to_string()).unwrap_or_default()
+        };
+        let kernel = field(|u| u.release());
+        let version = field(|u| u.version());
+        let hostname = field(|u| u.nodename());
+        let config = kernel_config();
+        let realtime = read("/sys/kernel/realtime").as_deref() == Some("1");
+        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+        let virtualized = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+            || std::path::Path::new("/sys/hypervisor/type").exists();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+            .unwrap_or_default();
+        HostFacts {
+            preempt: preempt_model(config.as_deref(), &version, realtime, &read("/proc/cmdline").unwrap_or_default()),
+            kernel,
+            realtime,
+            cpus: crate::online_cpus().len(),
+            clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+                .unwrap_or_else(|| "unknown".into()),
+            virtualized,
+            hz: config.as_deref().and_then(|c| config_value(c, "CONFIG_HZ")).and_then(|v| v.parse().ok()),
+            hostname,
+            cpu_model,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preempt_from_config_and_cmdline() {
+        let cfg = "CONFIG_PREEMPT_DYNAMIC=y\nCONFIG_PREEMPT_NONE=y\n";
+        assert_eq!(preempt_model(Some(cfg), "#1 SMP", false, ""), "dynamic: none (build default)");
+        assert_eq!(
+            preempt_model(Some(cfg), "#1 SMP PREEMPT_DYNAMIC", false, "quiet preempt=full"),
+            "dynamic: full (from preempt= on the command line)"
+        );
+        assert_eq!(preempt_model(None, "#1 SMP PREEMPT_RT", false, ""), "rt");
+        assert_eq!(preempt_model(Some("CONFIG_PREEMPT_VOLUNTARY=y\n"), "#1 SMP", false, ""), "voluntary");
+        assert_eq!(preempt_model(None, "#1 SMP", false, ""), "unknown");
+    }
+
+    #[test]
+    fn config_values_do_not_match_prefixes() {
+        let cfg = "CONFIG_HZ_250=y\nCONFIG_HZ=250\n";
+        assert_eq!(config_value(cfg, "CONFIG_HZ"), Some("250"));
+        assert_eq!(config_value("CONFIG_PREEMPT_RCU=y\n", "CONFIG_PREEMPT"), None);
+    }
+
+    #[test]
+    fn detects_something_plausible() {
+        let h = HostFacts::detect();
+        assert!(!h.kernel.is_empty());
+        assert!(h.cpus >= 1);
+        assert!(!h.clocksource.is_empty());
+    }
+}

@@ -1,0 +1,28 @@
+//! Getting a thread ready for real-time work, and putting everything back afterwards.
+//!
+//! Every setting is held by a guard that restores the previous value on drop: scheduling policy and
+//! priority ([`sched`]), CPU affinity ([`affinity`]), `mlockall` ([`memlock`]), `/dev/cpu_dma_latency`
+//! ([`dma`]), timer slack ([`slack`]). Settings that outlive the process (sysctls, IRQ affinities,
+//! other tasks' affinities, tracefs instances) go through the [`journal`], which also writes them to a
+//! state file so a crashed run is undone by the next one. [`privilege`] decides, before anything starts,
+//! what is allowed and what falls back. [`signals`] turns SIGINT/SIGTERM into a stop flag.
+
+pub mod affinity;
+pub mod dma;
+pub mod error;
+pub mod host;
+pub mod journal;
+pub mod memlock;
+pub mod privilege;
+pub mod sched;
+pub mod signals;
+pub mod slack;
+pub mod thread;
+
+pub use affinity::{online_cpus, parse_cpu_list, format_cpu_list, AffinityGuard};
+pub use error::RtError;
+pub use host::HostFacts;
+pub use privilege::{Fallback, Privileges, RtPlan, RtWant};
+pub use sched::{Policy, SchedGuard, SchedParams};
+pub use signals::Interrupts;
+pub use thread::{setup_current_thread, ThreadGuards, ThreadRequest};

@@ -1,0 +1,37 @@
+//! `mlockall(MCL_CURRENT | MCL_FUTURE)`: no page fault may stretch a wake-up.
+
+use crate::RtError;
+use std::io;
+
+/// Locks all current and future pages; unlocks on drop.
+pub struct MlockGuard(());
+
+impl MlockGuard {
+    pub fn lock_all() -> Result<Self, RtError> {
+        // SAFETY: plain syscall.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            let e = io::Error::last_os_error();
+            let fix = "run as root, grant cap_ipc_lock, or raise RLIMIT_MEMLOCK (`ulimit -l unlimited`)";
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOMEM) => RtError::Refused { what: "mlockall".into(), source: e, fix: fix.into() },
+                _ => RtError::from_os("mlockall", e, fix),
+            });
+        }
+        Ok(MlockGuard(()))
+    }
+}
+
+impl Drop for MlockGuard {
+    fn drop(&mut self) {
+        // SAFETY: plain syscall.
+        unsafe { libc::munlockall() };
+    }
+}
+
+/// Bytes of this process currently locked (VmLck in /proc/self/status).
+pub fn locked_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmLck:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,168 @@
+//! Scheduling policy and priority of the calling thread.
+
+use crate::RtError;
+use std::io;
+
+/// The scheduling classes punctual uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    Fifo,
+    Rr,
+    Other,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Rr => "rr",
+            Policy::Other => "other",
+        }
+    }
+    fn raw(self) -> libc::c_int {
+        match self {
+            Policy::Fifo => libc::SCHED_FIFO,
+            Policy::Rr => libc::SCHED_RR,
+            Policy::Other => libc::SCHED_OTHER,
+        }
+    }
+    fn from_raw(raw: libc::c_int) -> Option<Policy> {
+        match raw & !libc::SCHED_RESET_ON_FORK {
+            libc::SCHED_FIFO => Some(Policy::Fifo),
+            libc::SCHED_RR => Some(Policy::Rr),
+            libc::SCHED_OTHER => Some(Policy::Other),
+            _ => None,
+        }
+    }
+    pub fn is_realtime(self) -> bool {
+        self != Policy::Other
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fifo" | "FIFO" => Ok(Policy::Fifo),
+            "rr" | "RR" => Ok(Policy::Rr),
+            "other" | "OTHER" | "normal" => Ok(Policy::Other),
+            other => Err(format!("unknown policy '{other}' (valid: fifo, rr, other)")),
+        }
+    }
+}
+
+/// A policy with its priority (1..=99 for fifo/rr, 0 for other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SchedParams {
+    pub policy: Policy,
+    pub priority: u32,
+}
+
+impl SchedParams {
+    pub fn validate(&self) -> Result<(), RtError> {
+        match self.policy {
+            Policy::Fifo | Policy::Rr if !(1..=99).contains(&self.priority) => Err(RtError::Invalid(
+                format!("priority {} is outside 1..=99 for {}; pass -p/--priority 1..99", self.priority, self.policy),
+            )),
+            Policy::Other if self.priority != 0 => Err(RtError::Invalid(format!(
+                "priority {} has no meaning for policy other; drop -p/--priority or use --policy fifo",
+                self.priority
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Read the calling thread's policy and priority.
+pub fn current() -> Result<SchedParams, RtError> {
+    // SAFETY: pid 0 means the calling thread.
+    let raw = unsafe { libc::sched_getscheduler(0) };
+    if raw < 0 {
+        return Err(RtError::io("sched_getscheduler", io::Error::last_os_error()));
+    }
+    let mut p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::sched_getparam(0, &mut p) } != 0 {
+        return Err(RtError::io("sched_getparam", io::Error::last_os_error()));
+    }
+    let policy = Policy::from_raw(raw).unwrap_or(Policy::Other);
+    Ok(SchedParams { policy, priority: p.sched_priority as u32 })
+}
+
+const FIX: &str = "run as root, grant the capability (setcap cap_sys_nice+ep on the binary), \
+     or raise RLIMIT_RTPRIO (`ulimit -r 99`, or `rtprio 99` in /etc/security/limits.conf)";
+
+/// Set the calling thread's policy and priority. Real-time threads get SCHED_RESET_ON_FORK, so
+/// children they fork (exec actions, loads) start in the normal class.
+pub fn set_current(params: SchedParams) -> Result<(), RtError> {
+    params.validate()?;
+    let flags = if params.policy.is_realtime() { libc::SCHED_RESET_ON_FORK } else { 0 };
+    let p = libc::sched_param { sched_priority: params.priority as libc::c_int };
+    // SAFETY: pid 0 is the calling thread; p is valid.
+    if unsafe { libc::sched_setscheduler(0, params.policy.raw() | flags, &p) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(RtError::from_os(format!("sched_setscheduler({} {})", params.policy, params.priority), e, FIX));
+    }
+    Ok(())
+}
+
+/// Holds a thread's scheduling class; puts the previous one back on drop (on the same thread).
+pub struct SchedGuard {
+    previous: SchedParams,
+    // Not Send: the guard must drop on the thread it changed.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl SchedGuard {
+    pub fn set(params: SchedParams) -> Result<Self, RtError> {
+        let previous = current()?;
+        set_current(params)?;
+        Ok(SchedGuard { previous, _not_send: std::marker::PhantomData })
+    }
+}
+
+impl Drop for SchedGuard {
+    fn drop(&mut self) {
+        let _ = set_current(self.previous);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_validate() {
+        assert_eq!("fifo".parse::<Policy>().unwrap(), Policy::Fifo);
+        assert!("deadline".parse::<Policy>().unwrap_err().contains("fifo, rr, other"));
+        assert!(SchedParams { policy: Policy::Fifo, priority: 0 }.validate().is_err());
+        assert!(SchedParams { policy: Policy::Fifo, priority: 100 }.validate().is_err());
+        assert!(SchedParams { policy: Policy::Other, priority: 5 }.validate().is_err());
+        assert!(SchedParams { policy: Policy::Rr, priority: 1 }.validate().is_ok());
+    }
+
+    #[test]
+    fn guard_restores_previous_class() {
+        std::thread::spawn(|| {
+            let before = current().unwrap();
+            match SchedGuard::set(SchedParams { policy: Policy::Fifo, priority: 10 }) {
+                Ok(g) => {
+                    assert_eq!(current().unwrap(), SchedParams { policy: Policy::Fifo, priority: 10 });
+                    drop(g);
+                    assert_eq!(current().unwrap(), before);
+                }
+                Err(e) if e.is_refusal() => crate::privilege::report_skip("guard_restores_previous_class", &e.to_string()),
+                Err(e) => panic!("{e}"),
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}

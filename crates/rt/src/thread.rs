@@ -1,0 +1,47 @@
+//! One call to ready a measuring or dispatching thread: pin, set the class, set timer slack.
+
+use crate::affinity::AffinityGuard;
+use crate::privilege::{policy_fallback, Fallback};
+use crate::sched::{Policy, SchedGuard, SchedParams};
+use crate::slack::TimerSlackGuard;
+use crate::RtError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadRequest {
+    pub cpu: Option<usize>,
+    pub policy: Policy,
+    pub priority: u32,
+    pub timer_slack_ns: Option<u64>,
+    /// When the kernel refuses the real-time class despite the privilege check (a cgroup without
+    /// real-time runtime, for example), run in the normal class with 1 ns slack and report it.
+    pub fall_back_on_refusal: bool,
+}
+
+/// The guards of a readied thread (dropping them restores the thread) and any fallback taken.
+pub struct ThreadGuards {
+    _slack: Option<TimerSlackGuard>,
+    _sched: Option<SchedGuard>,
+    _affinity: Option<AffinityGuard>,
+    pub policy: Policy,
+    pub priority: u32,
+    pub fallback: Option<Fallback>,
+}
+
+pub fn setup_current_thread(req: &ThreadRequest) -> Result<ThreadGuards, RtError> {
+    let affinity = req.cpu.map(|c| AffinityGuard::pin(&[c])).transpose()?;
+    let mut fallback = None;
+    let (mut policy, mut priority) = (req.policy, req.priority);
+    let sched = match SchedGuard::set(SchedParams { policy, priority }) {
+        Ok(g) => Some(g),
+        Err(e) if e.is_refusal() && req.fall_back_on_refusal && policy.is_realtime() => {
+            fallback = Some(policy_fallback(policy, priority, e.to_string()));
+            policy = Policy::Other;
+            priority = 0;
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let slack_ns = if policy.is_realtime() { req.timer_slack_ns } else { Some(req.timer_slack_ns.unwrap_or(1)) };
+    let slack = slack_ns.map(TimerSlackGuard::set).transpose()?;
+    Ok(ThreadGuards { _slack: slack, _sched: sched, _affinity: affinity, policy, priority, fallback })
+}

@@ -1,0 +1,20 @@
+//! Time for punctual: clocks you can pass in, durations that always carry a unit, and the two ways
+//! punctual waits for an instant (a plain absolute sleep, and sleep-to-a-margin-then-spin).
+//!
+//! Every time value is an integer number of nanoseconds (`u64`), read from a [`Clock`]. Release times
+//! are absolute points on that clock, never sums of measured deltas.
+
+pub mod clock;
+pub mod margin;
+pub mod sleep;
+pub mod units;
+
+pub use clock::{Clock, ClockId, ManualClock, SystemClock};
+pub use margin::{AutoMargin, MarginPolicy};
+pub use sleep::{hybrid_until, Wake};
+pub use units::{format_ns, parse_duration, parse_duration_ns, DurationError};
+
+/// Nanoseconds per unit, for readable arithmetic.
+pub const NS_PER_US: u64 = 1_000;
+pub const NS_PER_MS: u64 = 1_000_000;
+pub const NS_PER_S: u64 = 1_000_000_000;

@@ -1,0 +1,89 @@
+//! Waiting for an instant: sleep in the kernel until a margin before it, then spin on the clock.
+//!
+//! This is UTIME's "fire early and spin to the exact instant" done from user space: the kernel's
+//! wake-up latency is absorbed by the margin, and the last stretch is a clock-read loop whose error
+//! is one clock read.
+
+use crate::Clock;
+
+/// What happened while waiting for one instant. All values are absolute ns on the clock used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wake {
+    /// The instant asked for.
+    pub target: u64,
+    /// When the kernel sleep was asked to end (`target - margin`).
+    pub sleep_to: u64,
+    /// When the thread ran again after the kernel sleep.
+    pub woke: u64,
+    /// When the wait returned (first clock read at or after `target`).
+    pub done: u64,
+}
+
+impl Wake {
+    /// The kernel woke us after the target itself, so spinning could not help.
+    pub fn woke_late(&self) -> bool {
+        self.woke > self.target
+    }
+    /// How late the wait returned relative to the target.
+    pub fn lateness(&self) -> u64 {
+        self.done.saturating_sub(self.target)
+    }
+    /// The kernel sleep's own wake-up latency (what the margin must cover).
+    pub fn sleep_latency(&self) -> u64 {
+        self.woke.saturating_sub(self.sleep_to)
+    }
+    /// Time spent spinning.
+    pub fn spun(&self) -> u64 {
+        self.done.saturating_sub(self.woke)
+    }
+}
+
+/// Sleep until `target - margin`, then spin until `target`. With `margin == 0` this is a plain
+/// absolute sleep.
+#[inline]
+pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> Wake {
+    let sleep_to = target.saturating_sub(margin);
+    if clock.now() < sleep_to {
+        clock.sleep_until(sleep_to);
+    }
+    let woke = clock.now();
+    let mut now = woke;
+    while now < target {
+        std::hint::spin_loop();
+        now = clock.now();
+    }
+    Wake { target, sleep_to, woke, done: now }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    #[test]
+    fn spins_to_the_target_when_the_kernel_wakes_within_the_margin() {
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 30_000);
+        let w = hybrid_until(&clock, 1_000_000, 100_000);
+        assert_eq!(w.sleep_to, 900_000);
+        assert!(!w.woke_late());
+        assert!(w.done >= 1_000_000 && w.lateness() <= 25, "{w:?}");
+        assert!(w.spun() > 60_000);
+    }
+
+    #[test]
+    fn reports_woke_late_when_the_kernel_overshoots_the_margin() {
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 150_000);
+        let w = hybrid_until(&clock, 1_000_000, 100_000);
+        assert!(w.woke_late());
+        assert_eq!(w.spun(), 0);
+        assert!(w.lateness() >= 50_000);
+    }
+
+    #[test]
+    fn target_in_the_past_returns_at_once() {
+        let clock = ManualClock::new(5_000_000, 10);
+        let w = hybrid_until(&clock, 1_000_000, 100_000);
+        assert!(w.woke_late());
+        assert_eq!(w.lateness(), w.done - 1_000_000);
+    }
+}

@@ -1,0 +1,175 @@
+//! Durations always carry a unit (`250us`, `1.5ms`, `2m`). A bare number is refused with a hint,
+//! because "1000" means microseconds to cyclictest, milliseconds to a sysctl and seconds to `sleep`.
+
+use std::time::Duration;
+
+/// Why a duration could not be read. Each variant's message says how to write it instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration; write a number with a unit, e.g. 250us")]
+    Empty,
+    #[error("'{input}' has no unit; did you mean {input}us? (units: ns, us, ms, s, m, h)")]
+    BareNumber { input: String },
+    #[error("'{input}' has unknown unit '{unit}' (units: ns, us, ms, s, m, h)")]
+    UnknownUnit { input: String, unit: String },
+    #[error("'{input}' is negative; durations are zero or more")]
+    Negative { input: String },
+    #[error("'{input}' is not a number with a unit, e.g. 1.5ms")]
+    Malformed { input: String },
+    #[error("'{input}' is finer than 1 ns, the resolution punctual works in")]
+    TooFine { input: String },
+    #[error("'{input}' is too long to represent (the limit is about 584 years)")]
+    Overflow { input: String },
+}
+
+/// Parse a duration with a unit into nanoseconds.
+///
+/// Accepts decimals (`1.5ms`), optional whitespace between number and unit, and `µs` for `us`.
+pub fn parse_duration_ns(input: &str) -> Result<u64, DurationError> {
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    if s.starts_with('-') {
+        return Err(DurationError::Negative { input: s.to_string() });
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == '+'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num = num.trim_start_matches('+').replace('_', "");
+    let unit = unit.trim();
+    if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+        return Err(DurationError::Malformed { input: s.to_string() });
+    }
+    if unit.is_empty() {
+        return Err(DurationError::BareNumber { input: num });
+    }
+    let scale: u64 = match unit {
+        "ns" => 1,
+        "us" | "µs" | "μs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        other => {
+            return Err(DurationError::UnknownUnit { input: s.to_string(), unit: other.to_string() })
+        }
+    };
+    let (int_part, frac_part) = match num.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (num.as_str(), ""),
+    };
+    let overflow = || DurationError::Overflow { input: s.to_string() };
+    let int: u64 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| overflow())? };
+    let mut total = int.checked_mul(scale).ok_or_else(overflow)?;
+    // Exact decimal fraction: each digit is worth scale / 10^k nanoseconds.
+    let mut place = scale;
+    for d in frac_part.chars() {
+        let digit = d.to_digit(10).ok_or_else(|| DurationError::Malformed { input: s.to_string() })? as u64;
+        if digit == 0 {
+            place /= 10;
+            continue;
+        }
+        if place < 10 {
+            return Err(DurationError::TooFine { input: s.to_string() });
+        }
+        place /= 10;
+        total = total.checked_add(digit * place).ok_or_else(overflow)?;
+    }
+    Ok(total)
+}
+
+/// Parse a duration with a unit into a [`Duration`].
+pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
+    parse_duration_ns(input).map(Duration::from_nanos)
+}
+
+/// Human form of a nanosecond value, with its unit and three significant digits
+/// (`850 ns`, `12.3 us`, `1.50 ms`, `2.00 s`).
+pub fn format_ns(ns: u64) -> String {
+    let v = ns as f64;
+    let (value, unit) = if ns < 1_000 {
+        return format!("{ns} ns");
+    } else if ns < 1_000_000 {
+        (v / 1e3, "us")
+    } else if ns < 1_000_000_000 {
+        (v / 1e6, "ms")
+    } else {
+        (v / 1e9, "s")
+    };
+    if value >= 100.0 {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration_ns("250us"), Ok(250_000));
+        assert_eq!(parse_duration_ns("1.5ms"), Ok(1_500_000));
+        assert_eq!(parse_duration_ns("0.001us"), Ok(1));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration_ns("1h"), Ok(3_600_000_000_000));
+        assert_eq!(parse_duration_ns("30 s"), Ok(30_000_000_000));
+        assert_eq!(parse_duration_ns("10µs"), Ok(10_000));
+        assert_eq!(parse_duration_ns("16667us"), Ok(16_667_000));
+        assert_eq!(parse_duration_ns("0us"), Ok(0));
+        assert_eq!(parse_duration_ns(".5s"), Ok(500_000_000));
+    }
+
+    #[test]
+    fn bare_number_is_refused_with_a_hint() {
+        let e = parse_duration_ns("1000").unwrap_err();
+        assert_eq!(e, DurationError::BareNumber { input: "1000".into() });
+        assert!(e.to_string().contains("did you mean 1000us?"), "{e}");
+    }
+
+    #[test]
+    fn bad_forms() {
+        assert!(matches!(parse_duration_ns(""), Err(DurationError::Empty)));
+        assert!(matches!(parse_duration_ns("-5ms"), Err(DurationError::Negative { .. })));
+        assert!(matches!(parse_duration_ns("5 parsecs"), Err(DurationError::UnknownUnit { .. })));
+        assert!(matches!(parse_duration_ns("ms"), Err(DurationError::Malformed { .. })));
+        assert!(matches!(parse_duration_ns("1.2.3ms"), Err(DurationError::Malformed { .. })));
+        assert!(matches!(parse_duration_ns("0.5ns"), Err(DurationError::TooFine { .. })));
+        assert!(matches!(parse_duration_ns("99999999999999999999s"), Err(DurationError::Overflow { .. })));
+        assert!(matches!(parse_duration_ns("6000000000h"), Err(DurationError::Overflow { .. })));
+    }
+
+    #[test]
+    fn formats_with_units() {
+        assert_eq!(format_ns(850), "850 ns");
+        assert_eq!(format_ns(12_345), "12.3 us");
+        assert_eq!(format_ns(1_500_000), "1.50 ms");
+        assert_eq!(format_ns(250_000), "250 us");
+        assert_eq!(format_ns(2_000_000_000), "2.00 s");
+    }
+
+    proptest! {
+        #[test]
+        fn integer_values_round_trip_in_every_unit(n in 0u64..1_000_000, unit in 0usize..4) {
+            let (suffix, scale) = [("ns", 1u64), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)][unit];
+            prop_assert_eq!(parse_duration_ns(&format!("{n}{suffix}")), Ok(n * scale));
+        }
+
+        #[test]
+        fn decimal_microseconds_are_exact(whole in 0u64..100_000, milli in 0u64..1000) {
+            let s = format!("{whole}.{milli:03}us");
+            prop_assert_eq!(parse_duration_ns(&s), Ok(whole * 1000 + milli));
+        }
+
+        #[test]
+        fn never_panics(s in "\\PC{0,12}") {
+            let _ = parse_duration_ns(&s);
+        }
+    }
+}
