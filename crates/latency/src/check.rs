@@ -2,7 +2,7 @@
 //! then under CPU and I/O load, each for a quarter of the time; then which deadline classes this
 //! machine can serve.
 
-use crate::{run, Config, LatencyError, Mode, Stop, ThreadResult};
+use crate::{run, Config, LatencyError, Mode, Progress, Stop, ThreadResult};
 use punctual_load::{LoadReport, LoadKind, LoadSpec, Loads};
 use punctual_result::{Series, Table};
 use punctual_rt::Policy;
@@ -70,14 +70,21 @@ pub fn default_load() -> LoadSpec {
 }
 
 /// Run the four phases. Call from the main thread (load processes are tied to the calling thread).
-pub fn run_check(cfg: &CheckConfig, stop: &Arc<AtomicBool>) -> Result<CheckOutcome, LatencyError> {
+/// `on_phase(i, phase, progress)` is called as each phase starts, for a progress display.
+pub fn run_check(
+    cfg: &CheckConfig,
+    stop: &Arc<AtomicBool>,
+    mut on_phase: impl FnMut(usize, Phase),
+    progress: &[Progress; 1],
+) -> Result<CheckOutcome, LatencyError> {
     let mut phases = Vec::new();
     let mut load_reports = Vec::new();
     let mut loads: Option<Loads> = None;
-    for phase in PHASES {
+    for (i, phase) in PHASES.into_iter().enumerate() {
         if stop.load(Ordering::SeqCst) {
             break;
         }
+        on_phase(i, phase);
         if phase.loaded && loads.is_none() {
             loads = Some(Loads::start(&cfg.load, &cfg.exe)?);
         }
@@ -92,7 +99,7 @@ pub fn run_check(cfg: &CheckConfig, stop: &Arc<AtomicBool>) -> Result<CheckOutco
             priority: cfg.priority,
             timer_slack_ns: cfg.timer_slack_ns,
         };
-        let mut out = run(&c, stop, None)?;
+        let mut out = run(&c, stop, None, Some(progress))?;
         if let Some(thread) = out.threads.pop() {
             phases.push(PhaseResult { phase, thread });
         }

@@ -35,6 +35,15 @@ pub struct Config {
     pub timer_slack_ns: Option<u64>,
 }
 
+/// Live figures of one thread for a progress display: written with relaxed stores by the loop (no
+/// lock, no allocation), read by whoever displays them. Padded so threads do not share a cache line.
+#[repr(align(64))]
+#[derive(Default, Debug)]
+pub struct Progress {
+    pub samples: AtomicU64,
+    pub max_ns: AtomicU64,
+}
+
 /// The most threads one run may start.
 pub const MAX_THREADS: usize = 256;
 /// Time between the threads being ready and the first release.
@@ -92,6 +101,7 @@ fn measure<W: Waiter>(
     rec: &mut Recorder,
     tx: &mut Option<rtrb::Producer<Sample>>,
     dropped: &mut u64,
+    progress: &Progress,
 ) -> LoopEnd {
     let deadline = match until {
         Stop::Duration(d) => first.saturating_add(d),
@@ -103,6 +113,7 @@ fn measure<W: Waiter>(
     };
     let mut target = first;
     let mut end = LoopEnd { n: 0, last_done: first };
+    let mut max = 0u64;
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
         let latency = obs.done.saturating_sub(obs.target);
@@ -118,6 +129,9 @@ fn measure<W: Waiter>(
         }
         end.n += 1;
         end.last_done = obs.done;
+        max = max.max(latency);
+        progress.samples.store(end.n, Ordering::Relaxed);
+        progress.max_ns.store(max, Ordering::Relaxed);
         let mut next = obs.target + interval;
         if w.self_scheduled() && obs.done >= next {
             // Releases already in the past: count them, then resume at the first future one.
@@ -130,9 +144,23 @@ fn measure<W: Waiter>(
     end
 }
 
-/// Run the measurement. `stop` ends it early (interrupt); `samples` receives every sample as CSV.
-pub fn run(cfg: &Config, stop: &Arc<AtomicBool>, samples: Option<Box<dyn Write + Send>>) -> Result<Outcome, LatencyError> {
+/// Run the measurement. `stop` ends it early (interrupt); `samples` receives every sample as CSV;
+/// `progress`, if given, must hold one entry per thread.
+pub fn run(
+    cfg: &Config,
+    stop: &Arc<AtomicBool>,
+    samples: Option<Box<dyn Write + Send>>,
+    progress: Option<&[Progress]>,
+) -> Result<Outcome, LatencyError> {
     let n = cfg.threads.len();
+    let own_progress: Vec<Progress>;
+    let progress = match progress {
+        Some(p) if p.len() == n => p,
+        _ => {
+            own_progress = (0..n).map(|_| Progress::default()).collect();
+            &own_progress
+        }
+    };
     let (producers, consumers) = if samples.is_some() { samples::rings(n) } else { (Vec::new(), Vec::new()) };
     let mut producers: Vec<Option<rtrb::Producer<Sample>>> = producers.into_iter().map(Some).collect();
     producers.resize_with(n, || None);
@@ -147,6 +175,7 @@ pub fn run(cfg: &Config, stop: &Arc<AtomicBool>, samples: Option<Box<dyn Write +
         let mut handles = Vec::new();
         for (index, (cpu, mut tx)) in cfg.threads.iter().copied().zip(producers.drain(..)).enumerate() {
             let (barrier, first, setup_error, abort) = (&barrier, &first, &setup_error, &abort);
+            let progress = &progress[index];
             let h = std::thread::Builder::new()
                 .name(format!("punctual-t{index}"))
                 .stack_size(STACK)
@@ -184,11 +213,11 @@ pub fn run(cfg: &Config, stop: &Arc<AtomicBool>, samples: Option<Box<dyn Write +
                     let _end = match cfg.mode {
                         Mode::Abs => {
                             let mut w = AbsWaiter { clock };
-                            measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped)
+                            measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress)
                         }
                         Mode::Hybrid => {
                             let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
-                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped);
+                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress);
                             margin_ns = w.margin();
                             e
                         }
@@ -197,20 +226,20 @@ pub fn run(cfg: &Config, stop: &Arc<AtomicBool>, samples: Option<Box<dyn Write +
                             // wake-ups coincide with the absolute schedule and the gap is pure drift.
                             sleep_abs(clock, first.saturating_sub(cfg.interval));
                             let mut w = RelWaiter { clock, interval: cfg.interval };
-                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped);
+                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress);
                             let ideal = first + e.n.saturating_sub(1) * cfg.interval;
                             drift_ns = Some(e.last_done as i64 - ideal as i64);
                             e
                         }
                         Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped),
+                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress),
                             Err(e) => {
                                 timer_err("timerfd", e);
                                 return None;
                             }
                         },
                         Mode::Signal => match SignalWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped),
+                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress),
                             Err(e) => {
                                 timer_err("signal", e);
                                 return None;
@@ -296,7 +325,10 @@ mod tests {
         let mut tx = Some(p);
         let mut rec = Recorder::new();
         let mut dropped = 0;
-        measure(w, 1_000_000, 1_000_000, until, &AtomicBool::new(false), &mut rec, &mut tx, &mut dropped);
+        let progress = Progress::default();
+        measure(w, 1_000_000, 1_000_000, until, &AtomicBool::new(false), &mut rec, &mut tx, &mut dropped, &progress);
+        assert_eq!(progress.samples.load(Ordering::Relaxed), rec.count());
+        assert_eq!(progress.max_ns.load(Ordering::Relaxed), rec.max().unwrap_or(0));
         p = tx.take().unwrap();
         drop(p);
         let mut v = Vec::new();
@@ -352,7 +384,7 @@ mod tests {
         let mut rec = Recorder::new();
         let mut tx = None;
         let mut d = 0;
-        measure(&mut w, 0, 1_000, Stop::Loops(100), &AtomicBool::new(true), &mut rec, &mut tx, &mut d);
+        measure(&mut w, 0, 1_000, Stop::Loops(100), &AtomicBool::new(true), &mut rec, &mut tx, &mut d, &Progress::default());
         assert_eq!((rec.count(), w.i), (0, 0));
     }
 }

@@ -7,7 +7,7 @@ mod engine;
 mod modes;
 mod samples;
 
-pub use engine::{run, Config, Outcome, Stop, ThreadResult, MAX_THREADS};
+pub use engine::{run, Config, Outcome, Progress, Stop, ThreadResult, MAX_THREADS};
 pub use modes::Mode;
 
 /// Why a measurement could not run.

@@ -1,0 +1,280 @@
+//! SVG figures for reports and experiments. Three shapes cover the seeds' figures:
+//!
+//! - [`percentile_plot`]: latency against percentile on an exponential ("nines") axis, so 90, 99,
+//!   99.9 and 99.99 % are evenly spaced (the SVR4 study's and Etsion Fig. 7's way of showing tails);
+//! - [`histogram_plot`]: counts per bucket on a logarithmic count axis, so rare long samples show;
+//! - [`line_plot`]: series of (x, y) points, optionally on log axes (rates, throughput, frame rates).
+//!
+//! Plotting never prints; every function returns the SVG text.
+
+use plotters::coord::{CoordTranslate, Shift};
+use plotters::prelude::*;
+use punctual_stats::Recorder;
+
+const SIZE: (u32, u32) = (900, 560);
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Why a figure could not be drawn.
+#[derive(Debug)]
+pub struct PlotError(pub String);
+
+impl std::fmt::Display for PlotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "drawing the figure: {}", self.0)
+    }
+}
+impl std::error::Error for PlotError {}
+
+fn err<E: std::fmt::Debug>(e: E) -> PlotError {
+    PlotError(format!("{e:?}"))
+}
+
+/// A named series of points.
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// "Nines" of a percentile: 90 -> 1, 99 -> 2, 99.9 -> 3.
+pub fn nines(percentile: f64) -> f64 {
+    -(1.0 - (percentile / 100.0).min(0.999_999_999)).log10()
+}
+
+/// Points (nines, latency in us) from a recorder, from the median to the last sample's percentile.
+pub fn percentile_points(rec: &Recorder) -> Vec<(f64, f64)> {
+    let n = rec.count();
+    if n == 0 {
+        return Vec::new();
+    }
+    // The deepest percentile the data supports: one sample in n.
+    let max_nines = (n as f64).log10().min(7.0);
+    let mut pts = Vec::new();
+    let mut x = 0.0f64;
+    while x <= max_nines + 1e-9 {
+        let p = 100.0 * (1.0 - 10f64.powf(-x));
+        let mp = (p * 1000.0).round() as u64;
+        pts.push((x, rec.percentile(mp.min(100_000)) as f64 / 1000.0));
+        x += 0.05;
+    }
+    pts.push((max_nines, rec.max().unwrap_or(0) as f64 / 1000.0));
+    pts
+}
+
+fn nines_label(x: &f64) -> String {
+    let p = 100.0 * (1.0 - 10f64.powf(-x));
+    if p < 99.0 {
+        format!("{p:.0}")
+    } else {
+        let digits = (x.round() as usize).saturating_sub(2);
+        format!("{p:.digits$}")
+    }
+}
+
+fn finish<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
+    root.present().map_err(err)
+}
+
+fn draw_lines<DB, CT>(chart: &mut ChartContext<'_, DB, CT>, lines: &[Line]) -> Result<(), PlotError>
+where
+    DB: DrawingBackend,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    for (i, l) in lines.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(l.points.iter().copied(), c.stroke_width(2)))
+            .map_err(err)?
+            .label(l.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+    }
+    Ok(())
+}
+
+fn bounds(lines: &[Line], log: (bool, bool)) -> ((f64, f64), (f64, f64)) {
+    let pts = lines.iter().flat_map(|l| l.points.iter()).filter(|(x, y)| (!log.0 || *x > 0.0) && (!log.1 || *y > 0.0));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        return ((0.0, 1.0), (0.0, 1.0));
+    }
+    let widen = |a: f64, b: f64, log: bool| {
+        if log {
+            (a / 1.5, b * 1.5)
+        } else if (b - a).abs() < 1e-12 {
+            (a - 1.0, b + 1.0)
+        } else {
+            let pad = (b - a) * 0.05;
+            ((a - pad).min(if a >= 0.0 { 0.0 } else { a - pad }), b + pad)
+        }
+    };
+    (widen(x0, x1, log.0), widen(y0, y1, log.1))
+}
+
+/// Latency (us, log axis) against percentile on a nines axis, one line per series.
+pub fn percentile_plot(title: &str, series: &[(String, &Recorder)]) -> Result<String, PlotError> {
+    let lines: Vec<Line> = series.iter().map(|(l, r)| Line { label: l.clone(), points: percentile_points(r) }).collect();
+    let ((_, x1), (y0, y1)) = bounds(&lines, (false, true));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..x1.max(1.0).ceil(), (y0.max(0.001)..y1.max(0.01)).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("percentile (%)")
+            .y_desc("latency (us)")
+            .x_labels(x1.max(1.0).ceil() as usize + 1)
+            .x_label_formatter(&nines_label)
+            .draw()
+            .map_err(err)?;
+        draw_lines(&mut chart, &lines)?;
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+        finish(&root)?;
+    }
+    Ok(svg)
+}
+
+/// Counts per bucket, bars, on a log count axis. `buckets`: (low edge, high edge, count).
+pub fn histogram_plot(title: &str, x_desc: &str, buckets: &[(f64, f64, u64)]) -> Result<String, PlotError> {
+    let x0 = buckets.iter().map(|b| b.0).fold(f64::MAX, f64::min).min(0.0);
+    let x1 = buckets.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0);
+    let ymax = buckets.iter().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, (0.5f64..ymax * 2.0).log_scale())
+            .map_err(err)?;
+        chart.configure_mesh().x_desc(x_desc).y_desc("count").draw().map_err(err)?;
+        chart
+            .draw_series(
+                buckets
+                    .iter()
+                    .filter(|b| b.2 > 0)
+                    .map(|&(lo, hi, c)| Rectangle::new([(lo, 0.5), (hi, c as f64)], COLORS[0].filled())),
+            )
+            .map_err(err)?;
+        finish(&root)?;
+    }
+    Ok(svg)
+}
+
+/// Histogram buckets of `width_ns` from a recorder, in microseconds, for [`histogram_plot`].
+pub fn histogram_buckets(rec: &Recorder, width_ns: u64) -> Vec<(f64, f64, u64)> {
+    let width_ns = width_ns.max(1);
+    let mut out: Vec<(f64, f64, u64)> = Vec::new();
+    let h = rec.histogram();
+    for v in h.iter_recorded() {
+        let b = h.lowest_equivalent(v.value_iterated_to()) / width_ns;
+        let (lo, hi) = ((b * width_ns) as f64 / 1000.0, ((b + 1) * width_ns) as f64 / 1000.0);
+        match out.last_mut() {
+            Some(last) if last.0 == lo => last.2 += v.count_at_value(),
+            _ => out.push((lo, hi, v.count_at_value())),
+        }
+    }
+    out
+}
+
+/// Lines on linear or logarithmic axes.
+pub fn line_plot(title: &str, x_desc: &str, y_desc: &str, lines: &[Line], log_x: bool, log_y: bool) -> Result<String, PlotError> {
+    let ((x0, x1), (y0, y1)) = bounds(lines, (log_x, log_y));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut b = ChartBuilder::on(&root);
+        b.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(45).y_label_area_size(70);
+        macro_rules! body {
+            ($chart:expr) => {{
+                let mut chart = $chart.map_err(err)?;
+                chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(err)?;
+                draw_lines(&mut chart, lines)?;
+                chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+            }};
+        }
+        match (log_x, log_y) {
+            (false, false) => body!(b.build_cartesian_2d(x0..x1, y0..y1)),
+            (true, false) => body!(b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)),
+            (false, true) => body!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())),
+            (true, true) => body!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())),
+        }
+        finish(&root)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> Recorder {
+        let mut r = Recorder::new();
+        for i in 0..100_000u64 {
+            r.record(2_000 + (i * 7919) % 5_000 + if i % 10_000 == 0 { 500_000 } else { 0 });
+        }
+        r
+    }
+
+    #[test]
+    fn nines_axis() {
+        assert!((nines(90.0) - 1.0).abs() < 1e-9);
+        assert!((nines(99.9) - 3.0).abs() < 1e-9);
+        assert_eq!(nines_label(&2.0), "99");
+        assert_eq!(nines_label(&4.0), "99.99");
+    }
+
+    #[test]
+    fn percentile_points_rise_and_end_at_max() {
+        let r = rec();
+        let p = percentile_points(&r);
+        assert!(p.windows(2).all(|w| w[1].1 >= w[0].1), "not monotone");
+        assert_eq!(p.last().unwrap().1, r.max().unwrap() as f64 / 1000.0);
+        assert!((p.last().unwrap().0 - 5.0).abs() < 1e-9); // 100k samples support five nines
+    }
+
+    #[test]
+    fn figures_are_svg_with_their_labels() {
+        let r = rec();
+        let svg = percentile_plot("Wake-up latency", &[("abs".into(), &r), ("hybrid".into(), &r)]).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("Wake-up latency") && svg.contains("hybrid"));
+        assert!(svg.contains("99.9"));
+        let h = histogram_plot("h", "latency (us)", &histogram_buckets(&r, 1_000)).unwrap();
+        assert!(h.contains("<rect"));
+        let l = line_plot("fps", "HZ", "frames/s", &[Line { label: "60 fps".into(), points: vec![(100.0, 40.0), (1000.0, 60.0)] }], true, false).unwrap();
+        assert!(l.contains("60 fps"));
+    }
+
+    #[test]
+    fn histogram_buckets_sum_to_count() {
+        let r = rec();
+        let b = histogram_buckets(&r, 1_000);
+        assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), r.count());
+        assert!(b.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+}

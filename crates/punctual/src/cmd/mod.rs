@@ -1,0 +1,23 @@
+//! One module per command.
+
+mod check;
+mod experiment;
+mod latency;
+mod load_body;
+
+use crate::cli::{Cli, Command};
+
+/// Run the command; the returned value is the exit code.
+pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Latency(a) => latency::run(a),
+        Command::Experiment(a) => experiment::run(a),
+        Command::Load(a) => load_body::run(a),
+    }
+}
+
+/// The punctual executable, for child processes.
+pub fn own_exe() -> anyhow::Result<std::path::PathBuf> {
+    Ok(std::env::current_exe()?)
+}

@@ -1,0 +1,273 @@
+//! What every measuring command does around its measurement, in one place (rtla's lifecycle:
+//! validate, apply, run, report, teardown): restore leftovers of crashed runs, decide the real-time
+//! plan from the privileges, hold process-wide settings, watch for signals, and on the way out write
+//! exports and choose the exit code.
+
+use crate::cli::{DmaLatency, RtArgs};
+use punctual_latency::Progress;
+use punctual_result::export::Exporter;
+use punctual_result::{Failure, Output, ResultDoc, Status};
+use punctual_rt::dma::DmaLatencyGuard;
+use punctual_rt::memlock::MlockGuard;
+use punctual_rt::{Fallback, HostFacts, Interrupts, RtPlan, RtWant, SchedParams};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Check the real-time request itself (before anything changes on the system).
+pub fn validate_rt(rt: &RtArgs) -> Result<(), Failure> {
+    SchedParams { policy: rt.policy, priority: rt.priority() }
+        .validate()
+        .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
+    if let Some(cpus) = rt.cpus().map_err(Failure::usage)? {
+        punctual_rt::affinity::check_online(&cpus).map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?;
+    }
+    Ok(())
+}
+
+pub struct Session {
+    pub stop: Arc<AtomicBool>,
+    interrupts: &'static Interrupts,
+    pub started_at: String,
+    pub host: HostFacts,
+    pub plan: RtPlan,
+    _mlock: Option<MlockGuard>,
+    _dma: Option<DmaLatencyGuard>,
+}
+
+impl Session {
+    /// Start a run: call after every input has been validated and every output path checked.
+    pub fn begin(rt: &RtArgs) -> Result<Session, Failure> {
+        let interrupts = Interrupts::install();
+        for r in punctual_rt::journal::restore_stale() {
+            eprintln!(
+                "punctual: restored {} setting(s) left by an earlier run (pid {}) from {}",
+                r.restored.len(),
+                r.owner_pid,
+                r.journal.display()
+            );
+            for (change, err) in &r.failed {
+                eprintln!("punctual: could not restore {change}: {err}");
+            }
+        }
+        let want = RtWant {
+            policy: rt.policy,
+            priority: rt.priority(),
+            mlock: !rt.no_mlock,
+            dma_latency_us: match rt.dma_latency {
+                DmaLatency::Off => None,
+                DmaLatency::Us(us) => Some(us),
+            },
+        };
+        let mut plan = punctual_rt::privilege::plan(&punctual_rt::Privileges::detect(), &want);
+        let mlock = if plan.mlock {
+            match MlockGuard::lock_all() {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    plan.mlock = false;
+                    plan.fallbacks.push(Fallback {
+                        setting: "memory locking".into(),
+                        wanted: "mlockall".into(),
+                        got: "unlocked memory".into(),
+                        why: e.to_string(),
+                        fix: punctual_rt::privilege::MLOCK_FIX.into(),
+                    });
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let dma = match plan.dma_latency_us {
+            Some(us) => match DmaLatencyGuard::request(us) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    plan.dma_latency_us = None;
+                    plan.fallbacks.push(Fallback {
+                        setting: "cpu_dma_latency".into(),
+                        wanted: format!("{us} us"),
+                        got: "no request".into(),
+                        why: e.to_string(),
+                        fix: punctual_rt::privilege::DMA_FIX.into(),
+                    });
+                    None
+                }
+            },
+            None => None,
+        };
+        for f in &plan.fallbacks {
+            eprintln!("punctual: fallback: {f}");
+        }
+        Ok(Session {
+            stop: interrupts.stop_flag(),
+            interrupts,
+            started_at: punctual_result::now_rfc3339(),
+            host: HostFacts::detect(),
+            plan,
+            _mlock: mlock,
+            _dma: dma,
+        })
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.interrupts.requested()
+    }
+
+    /// A document with the command line, host facts and the applied real-time settings.
+    pub fn new_doc(&self) -> ResultDoc {
+        let mut doc = ResultDoc::new(std::env::args().collect(), self.host.clone(), self.started_at.clone());
+        let s = &mut doc.settings;
+        s.policy = Some(self.plan.policy.name().into());
+        s.priority = Some(self.plan.priority);
+        s.mlock = Some(self.plan.mlock);
+        s.dma_latency_us = self.plan.dma_latency_us;
+        s.fallbacks = self.plan.fallbacks.clone();
+        if let Some(slack) = self.plan.timer_slack_ns {
+            s.extra.insert("timer_slack_ns".into(), slack.into());
+        }
+        doc
+    }
+
+    /// Record fallbacks threads took at run time (the kernel refused despite the privilege check).
+    pub fn add_runtime_fallbacks<'a>(&self, doc: &mut ResultDoc, fallbacks: impl Iterator<Item = &'a Fallback>) {
+        let mut seen = false;
+        for f in fallbacks {
+            if !doc.settings.fallbacks.contains(f) {
+                eprintln!("punctual: fallback: {f}");
+                doc.settings.fallbacks.push(f.clone());
+            }
+            seen = true;
+        }
+        if seen {
+            doc.settings.policy = Some("other".into());
+            doc.settings.priority = Some(0);
+        }
+    }
+
+    /// Close the document: end time, status from the interrupt flag and the limit.
+    pub fn close(&self, doc: &mut ResultDoc, fail_above: Option<u64>) -> i32 {
+        doc.ended_at = punctual_result::now_rfc3339();
+        let over = fail_above.is_some_and(|limit| doc.series.iter().any(|s| s.summary.max > limit));
+        doc.status = if self.interrupted() {
+            Status::Interrupted
+        } else if over {
+            Status::LimitExceeded
+        } else {
+            Status::Ok
+        };
+        if over {
+            if let Some(limit) = fail_above {
+                let worst = doc.series.iter().map(|s| s.summary.max).max().unwrap_or(0);
+                eprintln!(
+                    "punctual: limit exceeded: worst sample {} is above --fail-above {}",
+                    punctual_time::format_ns(worst),
+                    punctual_time::format_ns(limit)
+                );
+            }
+        }
+        match doc.status {
+            Status::Interrupted => punctual_rt::signals::EXIT_INTERRUPTED,
+            Status::LimitExceeded => 1,
+            Status::Ok => 0,
+        }
+    }
+}
+
+/// The files a command writes at the end, checked before it starts.
+#[derive(Default)]
+pub struct Exports {
+    pub targets: Vec<(Output, Box<dyn Exporter>)>,
+}
+
+impl Exports {
+    pub fn add(&mut self, flag: &str, out: Option<&Output>, exporter: impl Exporter + 'static) -> Result<(), Failure> {
+        if let Some(o) = out {
+            o.check_writable().map_err(|e| Failure::usage(format!("--{flag}: {e}")))?;
+            if o.is_stdout() && self.targets.iter().any(|(t, _)| t.is_stdout()) {
+                return Err(Failure::usage(format!("--{flag} -: only one export can go to stdout")));
+            }
+            self.targets.push((o.clone(), Box::new(exporter)));
+        }
+        Ok(())
+    }
+
+    /// Whether the human table may use stdout (it moves to stderr when an export is on stdout).
+    pub fn stdout_free(&self) -> bool {
+        !self.targets.iter().any(|(o, _)| o.is_stdout())
+    }
+
+    pub fn write(&self, doc: &ResultDoc) -> Result<(), Failure> {
+        for (out, exporter) in &self.targets {
+            out.write(&exporter.export(doc))
+                .map_err(|e| Failure::system(format!("writing {out}: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// Print human output where it belongs.
+pub fn show(exports: &Exports, text: &str) {
+    if exports.stdout_free() {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
+}
+
+/// A live line on stderr (only when stderr is a terminal, at most 4 redraws a second).
+pub struct Live {
+    bar: indicatif::ProgressBar,
+    done: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Live {
+    /// `total_ns`: the expected length of the run; `progress`: the threads' live figures.
+    pub fn start(total_ns: u64, progress: Arc<[Progress]>) -> Live {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total_ns / 1_000_000),
+            indicatif::ProgressDrawTarget::stderr_with_hz(4),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {elapsed}/{duration} {msg}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let (bar, done) = (bar.clone(), done.clone());
+            std::thread::spawn(move || {
+                let t0 = std::time::Instant::now();
+                while !done.load(Ordering::Relaxed) {
+                    let samples: u64 = progress.iter().map(|p| p.samples.load(Ordering::Relaxed)).sum();
+                    let max = progress.iter().map(|p| p.max_ns.load(Ordering::Relaxed)).max().unwrap_or(0);
+                    bar.set_position(t0.elapsed().as_millis() as u64);
+                    bar.set_message(format!("{samples} samples, max {}", punctual_time::format_ns(max)));
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                }
+            })
+        };
+        Live { bar, done, ticker: Some(ticker) }
+    }
+
+    pub fn set_prefix(&self, p: impl Into<String>) {
+        self.bar.set_prefix(p.into());
+    }
+
+    pub fn finish(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
