@@ -1,0 +1,262 @@
+//! Every malformed or absurd input exits 2 with a message naming the flag and the fix, and writes
+//! nothing (issue 3, "Bad input").
+
+mod common;
+use common::punctual;
+use predicates::prelude::*;
+
+/// Run with a --json and --csv target in a fresh directory; assert exit 2, the message, and that the
+/// directory is still empty afterwards.
+fn refused(args: &[&str], message: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let csv = dir.path().join("out.csv");
+    let mut cmd = punctual();
+    cmd.args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv);
+    let out = cmd
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    for m in message {
+        assert!(
+            stderr.contains(m),
+            "stderr for {args:?} lacks '{m}':\n{stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "{args:?} wrote something"
+    );
+}
+
+#[test]
+fn bare_number_interval_gets_a_unit_hint() {
+    refused(
+        &["latency", "-i", "1000"],
+        &["--interval", "did you mean 1000us?"],
+    );
+}
+
+#[test]
+fn bare_number_duration_gets_a_unit_hint() {
+    refused(
+        &["latency", "-D", "10"],
+        &["--duration", "did you mean 10us?"],
+    );
+    refused(
+        &["check", "-D", "30"],
+        &["--duration", "did you mean 30us?"],
+    );
+}
+
+#[test]
+fn zero_interval() {
+    refused(
+        &["latency", "-i", "0us"],
+        &["-i/--interval", "more than zero"],
+    );
+}
+
+#[test]
+fn negative_interval() {
+    refused(&["latency", "--interval=-5ms"], &["--interval", "negative"]);
+}
+
+#[test]
+fn interval_too_small_without_force() {
+    refused(
+        &["latency", "-i", "5us", "-l", "10"],
+        &["-i/--interval", "--force"],
+    );
+}
+
+#[test]
+fn interval_too_small_is_allowed_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    punctual()
+        .args([
+            "latency", "-i", "5us", "--force", "-t", "1", "-l", "50", "--json",
+        ])
+        .arg(dir.path().join("o.json"))
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .success();
+}
+
+#[test]
+fn too_many_threads() {
+    refused(&["latency", "-t", "100000"], &["-t/--threads", "1 to 256"]);
+    refused(&["latency", "-t", "0"], &["-t/--threads"]);
+}
+
+#[test]
+fn unknown_mode_policy_and_clock() {
+    refused(
+        &["latency", "--mode", "busy"],
+        &["--mode", "abs, rel, timerfd, signal, hybrid"],
+    );
+    refused(
+        &["latency", "--policy", "deadline"],
+        &["--policy", "fifo, rr, other"],
+    );
+    refused(
+        &["latency", "--clock", "tai"],
+        &["--clock", "monotonic, realtime"],
+    );
+}
+
+#[test]
+fn cpu_not_online() {
+    refused(
+        &["latency", "-a", "999"],
+        &["-a/--affinity", "CPU 999 not online"],
+    );
+    refused(&["latency", "-a", "x"], &["-a/--affinity"]);
+    refused(
+        &["check", "-a", "64"],
+        &["-a/--affinity", "CPU 64 not online"],
+    );
+    refused(
+        &["latency", "-a", "4000"],
+        &["-a/--affinity", "beyond the 1024 CPUs"],
+    );
+}
+
+#[test]
+fn duration_that_overflows() {
+    refused(
+        &["latency", "-D", "99999999999999999999s"],
+        &["--duration", "too long"],
+    );
+}
+
+#[test]
+fn unwritable_output_is_caught_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = std::time::Instant::now();
+    punctual()
+        .args([
+            "latency",
+            "-D",
+            "60s",
+            "--json",
+            "/nonexistent-dir/out.json",
+            "--csv",
+        ])
+        .arg(dir.path().join("a.csv"))
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--json").and(predicate::str::contains("does not exist")));
+    assert!(
+        start.elapsed().as_secs() < 15,
+        "it measured before checking the path"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    punctual()
+        .args(["latency", "--hist", "/proc/version"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--hist"));
+    punctual()
+        .args(["latency", "--samples", "/nonexistent-dir/s.csv"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--samples"));
+}
+
+#[test]
+fn zero_loops_and_zero_duration() {
+    refused(&["latency", "-l", "0"], &["-l/--loops"]);
+    refused(&["latency", "-D", "0s"], &["-D/--duration"]);
+}
+
+#[test]
+fn duration_and_loops_together() {
+    refused(
+        &["latency", "-D", "1s", "-l", "5"],
+        &["--duration", "--loops"],
+    );
+}
+
+#[test]
+fn priority_out_of_range_or_meaningless() {
+    refused(&["latency", "-p", "100"], &["--priority"]);
+    refused(&["latency", "-p", "0"], &["-p/--priority", "1..=99"]);
+    refused(
+        &["latency", "--policy", "other", "-p", "5"],
+        &["-p/--priority", "other"],
+    );
+}
+
+#[test]
+fn spin_margin_outside_hybrid_or_too_large() {
+    refused(
+        &["latency", "--spin-margin", "50us"],
+        &["--spin-margin", "--mode hybrid"],
+    );
+    refused(
+        &[
+            "latency",
+            "--mode",
+            "hybrid",
+            "--spin-margin",
+            "2ms",
+            "-i",
+            "1ms",
+        ],
+        &["--spin-margin", "shorter than the interval"],
+    );
+    refused(
+        &["latency", "--mode", "hybrid", "--spin-margin", "50"],
+        &["--spin-margin", "did you mean 50us?"],
+    );
+}
+
+#[test]
+fn bad_load_specs() {
+    refused(
+        &["latency", "--load", "gpu:2"],
+        &["--load", "valid: cpu, io"],
+    );
+    refused(&["latency", "--load", "cpu:0"], &["--load", "count of 0"]);
+    refused(&["latency", "--load", "cpu:9999"], &["--load", "limit"]);
+}
+
+#[test]
+fn bad_dma_latency() {
+    refused(
+        &["latency", "--dma-latency", "5"],
+        &["--dma-latency", "did you mean 5us?"],
+    );
+}
+
+#[test]
+fn check_wants_one_cpu_and_a_real_duration() {
+    refused(&["check", "-a", "0-1"], &["-a/--affinity", "one CPU"]);
+    refused(&["check", "-D", "100ms"], &["-D/--duration", "too short"]);
+}
+
+#[test]
+fn two_exports_to_stdout() {
+    punctual()
+        .args(["latency", "--json", "-", "--csv", "-"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("only one export can go to stdout"));
+}
+
+#[test]
+fn unknown_experiment() {
+    punctual()
+        .args(["experiment", "run", "no-such-thing"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown experiment"));
+}

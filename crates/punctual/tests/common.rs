@@ -1,0 +1,46 @@
+//! Shared helpers for the binary's tests.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use std::path::Path;
+
+pub fn punctual() -> Command {
+    let mut c = Command::cargo_bin("punctual").unwrap();
+    // Keep stored results and journals out of the user's directories.
+    let data = std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id()));
+    c.env("PUNCTUAL_DATA_DIR", data);
+    c
+}
+
+pub fn bin_path() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("punctual")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Validate a document against the published schema; return it parsed.
+pub fn valid_doc(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(punctual_result::SCHEMA_JSON).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(&doc)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} does not match the schema: {errors:#?}",
+        path.display()
+    );
+    doc
+}
+
+pub fn pid_alive(pid: i64) -> bool {
+    // A zombie is gone for our purposes only once reaped; /proc/PID exists until then.
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
