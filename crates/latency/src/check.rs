@@ -186,7 +186,7 @@ pub fn judge(rec: &Recorder, bound_ns: u64) -> Serve {
 }
 
 fn pct(f: f64) -> String {
-    if f >= 0.9999 && f < 1.0 {
+    if (0.9999..1.0).contains(&f) {
         format!("{:.4} %", f * 100.0)
     } else {
         format!("{:.2} %", f * 100.0)
@@ -350,7 +350,7 @@ mod tests {
         let mut r = Recorder::new();
         for (i, v) in values.enumerate() {
             r.record(v);
-            if woke_late_every > 0 && i as u64 % woke_late_every == 0 {
+            if woke_late_every > 0 && (i as u64).is_multiple_of(woke_late_every) {
                 r.add_woke_late();
             }
         }

@@ -91,19 +91,36 @@ struct LoopEnd {
     last_done: u64,
 }
 
-/// The loop every mode shares. Nothing in it allocates, locks or prints.
-#[inline(never)]
-fn measure<W: Waiter>(
-    w: &mut W,
+/// Where one thread's releases fall.
+#[derive(Clone, Copy)]
+struct Schedule {
     first: u64,
     interval: u64,
     until: Stop,
-    stop: &AtomicBool,
-    rec: &mut Recorder,
-    tx: &mut Option<rtrb::Producer<Sample>>,
-    dropped: &mut u64,
-    progress: &Progress,
-) -> LoopEnd {
+}
+
+/// Where one thread's observations go. All preallocated before the loop.
+struct Sink<'a> {
+    rec: &'a mut Recorder,
+    tx: &'a mut Option<rtrb::Producer<Sample>>,
+    dropped: &'a mut u64,
+    progress: &'a Progress,
+}
+
+/// The loop every mode shares. Nothing in it allocates, locks or prints.
+#[inline(never)]
+fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<'_>) -> LoopEnd {
+    let Schedule {
+        first,
+        interval,
+        until,
+    } = sched;
+    let Sink {
+        rec,
+        tx,
+        dropped,
+        progress,
+    } = sink;
     let deadline = match until {
         Stop::Duration(d) => first.saturating_add(d),
         Stop::Loops(_) => u64::MAX,
@@ -229,51 +246,38 @@ pub fn run(
                         return None;
                     }
                     let first = first.load(Ordering::SeqCst);
+                    let sched = Schedule {
+                        first,
+                        interval: cfg.interval,
+                        until: cfg.stop,
+                    };
                     let mut dropped = 0u64;
                     let cpu0 = thread_cpu_time();
                     let wall0 = read_clock(clock);
                     let mut margin_ns = None;
                     let mut drift_ns = None;
-                    let timer_err = |mode, source| {
-                        setup_error
-                            .lock()
-                            .unwrap()
-                            .get_or_insert(LatencyError::Timer {
-                                thread: index,
-                                mode,
-                                source,
-                            });
+                    let sink = Sink {
+                        rec: &mut rec,
+                        tx: &mut tx,
+                        dropped: &mut dropped,
+                        progress,
                     };
-                    let _end = match cfg.mode {
+                    let timer_err = |mode, source| {
+                        let e = LatencyError::Timer {
+                            thread: index,
+                            mode,
+                            source,
+                        };
+                        setup_error.lock().unwrap().get_or_insert(e);
+                    };
+                    match cfg.mode {
                         Mode::Abs => {
-                            let mut w = AbsWaiter { clock };
-                            measure(
-                                &mut w,
-                                first,
-                                cfg.interval,
-                                cfg.stop,
-                                stop,
-                                &mut rec,
-                                &mut tx,
-                                &mut dropped,
-                                progress,
-                            )
+                            measure(&mut AbsWaiter { clock }, sched, stop, sink);
                         }
                         Mode::Hybrid => {
                             let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
-                            let e = measure(
-                                &mut w,
-                                first,
-                                cfg.interval,
-                                cfg.stop,
-                                stop,
-                                &mut rec,
-                                &mut tx,
-                                &mut dropped,
-                                progress,
-                            );
+                            measure(&mut w, sched, stop, sink);
                             margin_ns = w.margin();
-                            e
                         }
                         Mode::Rel => {
                             // Start the naive loop one interval before the first release, so its ideal
@@ -283,56 +287,29 @@ pub fn run(
                                 clock,
                                 interval: cfg.interval,
                             };
-                            let e = measure(
-                                &mut w,
-                                first,
-                                cfg.interval,
-                                cfg.stop,
-                                stop,
-                                &mut rec,
-                                &mut tx,
-                                &mut dropped,
-                                progress,
-                            );
+                            let e = measure(&mut w, sched, stop, sink);
                             let ideal = first + e.n.saturating_sub(1) * cfg.interval;
                             drift_ns = Some(e.last_done as i64 - ideal as i64);
-                            e
                         }
                         Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => measure(
-                                &mut w,
-                                first,
-                                cfg.interval,
-                                cfg.stop,
-                                stop,
-                                &mut rec,
-                                &mut tx,
-                                &mut dropped,
-                                progress,
-                            ),
+                            Ok(mut w) => {
+                                measure(&mut w, sched, stop, sink);
+                            }
                             Err(e) => {
                                 timer_err("timerfd", e);
                                 return None;
                             }
                         },
                         Mode::Signal => match SignalWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => measure(
-                                &mut w,
-                                first,
-                                cfg.interval,
-                                cfg.stop,
-                                stop,
-                                &mut rec,
-                                &mut tx,
-                                &mut dropped,
-                                progress,
-                            ),
+                            Ok(mut w) => {
+                                measure(&mut w, sched, stop, sink);
+                            }
                             Err(e) => {
                                 timer_err("signal", e);
                                 return None;
                             }
                         },
-                    };
+                    }
                     let result = ThreadResult {
                         index,
                         cpu,
@@ -421,17 +398,18 @@ mod tests {
         let mut rec = Recorder::new();
         let mut dropped = 0;
         let progress = Progress::default();
-        measure(
-            w,
-            1_000_000,
-            1_000_000,
+        let sched = Schedule {
+            first: 1_000_000,
+            interval: 1_000_000,
             until,
-            &AtomicBool::new(false),
-            &mut rec,
-            &mut tx,
-            &mut dropped,
-            &progress,
-        );
+        };
+        let sink = Sink {
+            rec: &mut rec,
+            tx: &mut tx,
+            dropped: &mut dropped,
+            progress: &progress,
+        };
+        measure(w, sched, &AtomicBool::new(false), sink);
         assert_eq!(progress.samples.load(Ordering::Relaxed), rec.count());
         assert_eq!(
             progress.max_ns.load(Ordering::Relaxed),
@@ -545,17 +523,19 @@ mod tests {
         let mut rec = Recorder::new();
         let mut tx = None;
         let mut d = 0;
-        measure(
-            &mut w,
-            0,
-            1_000,
-            Stop::Loops(100),
-            &AtomicBool::new(true),
-            &mut rec,
-            &mut tx,
-            &mut d,
-            &Progress::default(),
-        );
+        let sched = Schedule {
+            first: 0,
+            interval: 1_000,
+            until: Stop::Loops(100),
+        };
+        let p = Progress::default();
+        let sink = Sink {
+            rec: &mut rec,
+            tx: &mut tx,
+            dropped: &mut d,
+            progress: &p,
+        };
+        measure(&mut w, sched, &AtomicBool::new(true), sink);
         assert_eq!((rec.count(), w.i), (0, 0));
     }
 }

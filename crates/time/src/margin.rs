@@ -63,7 +63,7 @@ impl AutoMargin {
     /// A sensible estimator for a loop with period `interval`: start at a quarter of the period (at
     /// most 200 us), never below 2 us, never above half the period (at most 2 ms).
     pub fn for_interval(interval: u64) -> Self {
-        let max = (interval / 2).min(2_000_000).max(2_000);
+        let max = (interval / 2).clamp(2_000, 2_000_000);
         AutoMargin::new((interval / 4).min(200_000), 2_000, max)
     }
 
@@ -133,7 +133,7 @@ mod tests {
         }
         let v = m.margin();
         // Either just above 40 us (tail allowed) or just above 300 us right after a spike.
-        assert!(v < 100_000 || v >= 300_000, "margin {v}");
+        assert!(!(100_000..300_000).contains(&v), "margin {v}");
         // After a run of steady samples since the last spike it settles low.
         for _ in 0..200 {
             m.observe(40_000);

@@ -216,12 +216,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     }
     let code = session.close(&mut doc, a.out.fail_above);
 
-    if let Some(out) = samples_out {
-        if let SamplesOut::File(tmp, path) = out {
-            tmp.persist(&path).map_err(|e| {
-                Failure::system(format!("writing --samples {}: {e}", path.display()))
-            })?;
-        }
+    if let Some(SamplesOut::File(tmp, path)) = samples_out {
+        tmp.persist(&path)
+            .map_err(|e| Failure::system(format!("writing --samples {}: {e}", path.display())))?;
     }
     exports.write(&doc)?;
     show(&exports, &render(&doc, &cfg, &outcome).render());
