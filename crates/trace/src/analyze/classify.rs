@@ -171,13 +171,14 @@ pub fn classify_irq(name: &str, driver: Option<&str>) -> Category {
     }
 }
 
-/// System vectors: the local timer is the tick and every hrtimer; reschedule and single-target
-/// function calls carry remote wake-ups; broadcast function calls are mostly TLB shootdowns.
+/// System vectors: the local timer is the tick and every hrtimer; reschedule IPIs carry remote
+/// wake-ups and preemptions; cross-CPU function calls are mostly TLB shootdowns (on a two-CPU machine
+/// they all use the single-target vector).
 pub fn classify_vector(v: Vector) -> Category {
     match v {
         Vector::LocalTimer => Category::Timer,
-        Vector::Reschedule | Vector::CallFunctionSingle => Category::Process,
-        Vector::CallFunction => Category::Memory,
+        Vector::Reschedule => Category::Process,
+        Vector::CallFunction | Vector::CallFunctionSingle => Category::Memory,
         _ => Category::Other,
     }
 }
@@ -234,6 +235,10 @@ mod tests {
         assert_eq!(classify_irq("rtc0", None), Category::Timer);
         assert_eq!(classify_irq("ACPI:Ged", None), Category::Other);
         assert_eq!(classify_vector(Vector::LocalTimer), Category::Timer);
+        assert_eq!(
+            classify_vector(Vector::CallFunctionSingle),
+            Category::Memory
+        );
         assert_eq!(classify_softirq(3), Category::Network);
         assert_eq!(classify_softirq(9), Category::Other);
         assert_eq!(classify_hrtimer("tick_nohz_handler"), Category::Timer);

@@ -25,9 +25,21 @@ pub struct Instance {
     _dir: ChangeGuard,
 }
 
-/// The instance name punctual uses for a process.
+static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A fresh instance name for this process: `punctual-<pid>`, then `punctual-<pid>-<n>` for further
+/// recordings running at the same time (experiments and tests record more than once).
 pub fn instance_name(pid: u32) -> String {
-    format!("punctual-{pid}")
+    match NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+        0 => format!("punctual-{pid}"),
+        n => format!("punctual-{pid}-{n}"),
+    }
+}
+
+/// The pid in a punctual instance name.
+pub fn instance_owner(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix("punctual-")?;
+    rest.split('-').next()?.parse().ok()
 }
 
 impl Instance {
@@ -193,7 +205,7 @@ pub fn orphan_instances(fs: &Tracefs) -> Vec<PathBuf> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let pid: i32 = name.strip_prefix("punctual-")?.parse().ok()?;
+            let pid = instance_owner(&name)?;
             (journal::task_start_time(pid).is_none()).then(|| e.path())
         })
         .collect()
@@ -202,6 +214,17 @@ pub fn orphan_instances(fs: &Tracefs) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instance_names_carry_the_pid() {
+        let a = instance_name(42);
+        let b = instance_name(42);
+        assert_ne!(a, b);
+        assert_eq!(instance_owner(&a), Some(42));
+        assert_eq!(instance_owner(&b), Some(42));
+        assert_eq!(instance_owner("punctual-x"), None);
+        assert_eq!(instance_owner("other-42"), None);
+    }
 
     #[test]
     fn stats_parse() {

@@ -119,7 +119,9 @@ impl Tracefs {
 
     fn mount_private() -> Result<Tracefs, TraceError> {
         let j = journal::global();
-        let dir = journal::state_dir().join(format!("tracefs-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = journal::state_dir().join(format!("tracefs-{}-{n}", std::process::id()));
         let refused =
             |what: &str, path: &Path, e: std::io::Error| TraceError::tracefs(what, path, e);
         std::fs::create_dir_all(journal::state_dir())
