@@ -162,7 +162,11 @@ impl Synth {
     pub fn file_bytes(&self) -> Vec<u8> {
         let mut w = TraceWriter::new(Vec::new(), &self.header).expect("writing to memory");
         let mut named = BTreeMap::new();
-        for e in self.sorted() {
+        for (i, e) in self.sorted().into_iter().enumerate() {
+            if i % 500 == 499 {
+                // Several blocks, as a recording's periodic drains give.
+                w.flush().expect("writing to memory");
+            }
             for pid in pids_of(&e.kind) {
                 if let (Some(t), None) = (self.trailer.tasks.get(&pid), named.get(&pid)) {
                     w.comm(e.cpu, e.ts, pid, t.comm.as_bytes());
