@@ -51,7 +51,11 @@ impl Change {
     /// Undo the change. A task that has exited (or whose pid was reused) needs nothing.
     pub fn undo(&self) -> io::Result<()> {
         match self {
-            Change::File { path, original } => std::fs::write(path, original.as_bytes()),
+            // A file that is gone (its IRQ, its tracefs instance) has nothing left to restore.
+            Change::File { path, original } => match std::fs::write(path, original.as_bytes()) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                r => r,
+            },
             Change::TaskAffinity {
                 pid,
                 start_time,
@@ -435,6 +439,16 @@ mod tests {
         assert!(!made.exists());
         assert!(!jpath.exists());
         assert!(live_path.exists() || me == 1);
+    }
+
+    #[test]
+    fn a_file_that_is_gone_needs_no_restoring() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = Change::File {
+            path: tmp.path().join("gone/knob"),
+            original: "0".into(),
+        };
+        assert!(c.undo().is_ok());
     }
 
     #[test]

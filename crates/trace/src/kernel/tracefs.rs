@@ -74,7 +74,12 @@ impl Tracefs {
             return Tracefs::at(Path::new(&dir));
         }
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        for root in find_in_mounts(&mounts) {
+        // The standard places first, then any other tracefs mount.
+        let mut roots = find_in_mounts(&mounts);
+        roots.sort_by_key(|r| {
+            !(r == Path::new("/sys/kernel/tracing") || r == Path::new("/sys/kernel/debug/tracing"))
+        });
+        for root in roots {
             if root.join("instances").is_dir() {
                 return Ok(Tracefs {
                     root,
