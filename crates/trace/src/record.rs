@@ -80,6 +80,19 @@ pub struct RecordSummary {
     pub interrupted: bool,
     pub mounted_tracefs: bool,
     pub tracefs: PathBuf,
+    /// CPU time the recording process used (the drain, decoding and writing), user + system.
+    pub recorder_cpu_ns: u64,
+}
+
+fn own_cpu_ns() -> u64 {
+    let ru = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF);
+    ru.map(|r| {
+        let t = |tv: nix::sys::time::TimeVal| {
+            tv.tv_sec() as u64 * 1_000_000_000 + tv.tv_usec() as u64 * 1_000
+        };
+        t(r.user_time()) + t(r.system_time())
+    })
+    .unwrap_or(0)
 }
 
 impl RecordSummary {
@@ -263,6 +276,7 @@ pub fn record(
         undecodable: 0,
     };
 
+    let cpu_at_start = own_cpu_ns();
     inst.write("tracing_on", "1")?;
     let mut child = None;
     let mut target = None;
@@ -356,6 +370,7 @@ pub fn record(
     let _ = inst.write("tracing_on", "0");
     let end_ns = now_mono();
     let final_drain = drain(&mut sink, &mut page);
+    let recorder_cpu_ns = own_cpu_ns().saturating_sub(cpu_at_start);
     if let Some(mut c) = child.take() {
         if target_status.is_none() {
             // Interrupted or out of time: the command was ours to start, so it is ours to end.
@@ -450,6 +465,7 @@ pub fn record(
         interrupted,
         mounted_tracefs,
         tracefs,
+        recorder_cpu_ns,
     })
 }
 

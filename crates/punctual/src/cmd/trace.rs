@@ -161,6 +161,14 @@ fn record_cmd(a: RecordArgs) -> anyhow::Result<i32> {
         s.events_enabled.len().to_string(),
     ]);
     t.row(["lost events".to_string(), s.lost_total().to_string()]);
+    t.row([
+        "recorder CPU".to_string(),
+        format!(
+            "{} ({:.2} % of one CPU)",
+            format_ns(s.recorder_cpu_ns),
+            s.recorder_cpu_ns as f64 * 100.0 / s.duration_ns.max(1) as f64
+        ),
+    ]);
     if let Some(target) = &s.target {
         t.row([
             "command".to_string(),
