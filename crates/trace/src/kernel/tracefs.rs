@@ -1,6 +1,7 @@
 //! Finding tracefs, or mounting a private one.
 //!
-//! An existing tracefs mount is used as it is. When there is none, punctual mounts tracefs on a
+//! An existing tracefs mount in a standard place (`/sys/kernel/tracing`, `/sys/kernel/debug/tracing`)
+//! is used as it is (`$PUNCTUAL_TRACEFS` names another). When there is none, punctual mounts tracefs on a
 //! directory of its own (`<state dir>/tracefs-<pid>`) rather than on `/sys/kernel/tracing`: every
 //! tracefs mount shows the same tree, and a private mount point can be unmounted at the end without
 //! pulling the floor from under another tool that found the standard one mounted in the meantime.
@@ -74,12 +75,12 @@ impl Tracefs {
             return Tracefs::at(Path::new(&dir));
         }
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        // The standard places first, then any other tracefs mount.
-        let mut roots = find_in_mounts(&mounts);
-        roots.sort_by_key(|r| {
-            !(r == Path::new("/sys/kernel/tracing") || r == Path::new("/sys/kernel/debug/tracing"))
-        });
-        for root in roots {
+        // Only the standard places: another tool's mount elsewhere may be unmounted under our feet,
+        // and removing an instance through a path that no longer exists would leave it tracing.
+        let standard = |r: &PathBuf| {
+            r == Path::new("/sys/kernel/tracing") || r == Path::new("/sys/kernel/debug/tracing")
+        };
+        for root in find_in_mounts(&mounts).into_iter().filter(standard) {
             if root.join("instances").is_dir() {
                 return Ok(Tracefs {
                     root,
