@@ -30,6 +30,9 @@ pub enum Command {
     /// Reproductions of the seeds' experiments.
     #[command(subcommand)]
     Experiment(ExperimentCmd),
+    /// Kernel scheduling traces (tracefs): record, then analyse quanta, billing, wake-ups, IRQs.
+    #[command(subcommand)]
+    Trace(crate::cmd::trace::TraceCmd),
     /// Internal: run one load body (started by punctual itself).
     #[command(name = "__load", hide = true)]
     Load(LoadBodyArgs),

@@ -51,7 +51,11 @@ impl Change {
     /// Undo the change. A task that has exited (or whose pid was reused) needs nothing.
     pub fn undo(&self) -> io::Result<()> {
         match self {
-            Change::File { path, original } => std::fs::write(path, original.as_bytes()),
+            // A file that is gone (its IRQ, its tracefs instance) has nothing left to restore.
+            Change::File { path, original } => match std::fs::write(path, original.as_bytes()) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                r => r,
+            },
             Change::TaskAffinity {
                 pid,
                 start_time,
@@ -254,15 +258,21 @@ impl Journal {
         result
     }
 
-    /// Undo everything still recorded, newest first. Returns what could not be undone.
+    /// Undo everything still recorded, newest first. Returns what could not be undone; those changes
+    /// stay in the journal, so the next run retries them (a tracefs instance cannot be removed while
+    /// this process still has its files open, as on a second Ctrl-C; once the process is gone it can).
     pub fn undo_all(&self) -> Vec<(Change, io::Error)> {
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut failed = Vec::new();
-        while let Some((_, change)) = st.changes.pop() {
+        let mut kept = Vec::new();
+        while let Some((id, change)) = st.changes.pop() {
             if let Err(e) = change.undo() {
+                kept.push((id, change.clone()));
                 failed.push((change, e));
             }
         }
+        kept.reverse();
+        st.changes = kept;
         let _ = self.persist(&st);
         failed
     }
@@ -371,6 +381,24 @@ mod tests {
     }
 
     #[test]
+    fn undo_all_keeps_what_it_could_not_undo() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = leaked_journal(tmp.path());
+        let busy = tmp.path().join("busy");
+        std::fs::create_dir(&busy).unwrap();
+        std::fs::write(busy.join("file"), "x").unwrap(); // rmdir fails: not empty
+        let g = j.record(Change::RemoveDir { path: busy.clone() }).unwrap();
+        let failed = j.undo_all();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(j.pending(), vec![Change::RemoveDir { path: busy.clone() }]);
+        assert!(j.path().exists(), "kept in the state file for the next run");
+        std::fs::remove_file(busy.join("file")).unwrap();
+        drop(g); // the guard retries, now successfully
+        assert!(!busy.exists());
+        assert!(j.pending().is_empty());
+    }
+
+    #[test]
     fn stale_journal_of_a_dead_process_is_restored_and_removed() {
         let tmp = tempfile::tempdir().unwrap();
         let knob = tmp.path().join("knob");
@@ -411,6 +439,16 @@ mod tests {
         assert!(!made.exists());
         assert!(!jpath.exists());
         assert!(live_path.exists() || me == 1);
+    }
+
+    #[test]
+    fn a_file_that_is_gone_needs_no_restoring() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = Change::File {
+            path: tmp.path().join("gone/knob"),
+            original: "0".into(),
+        };
+        assert!(c.undo().is_ok());
     }
 
     #[test]

@@ -9,7 +9,10 @@ use punctual_result::{Failure, Table};
 
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![
+        Box::new(punctual_trace::experiments::EtsionBilling),
+        Box::new(punctual_trace::experiments::KurtIrq),
+    ]
 }
 
 /// Simulated halves of experiments (chosen with `--sim`), under the same names.

@@ -1,0 +1,639 @@
+//! One pass over a trace's events in time order rebuilds what each CPU ran and when: every task's run
+//! intervals (effective quanta, Etsion's "time from when the process is scheduled to run until it is
+//! preempted or blocked"), wake-up latencies (waking to running), and the duration of every interrupt
+//! handler, system vector, softirq and hrtimer callback. Aggregates (per thread, per process, billing
+//! at any HZ) are computed from these.
+//!
+//! Edges are handled conservatively: a run already in progress when tracing started, or still in
+//! progress when it stopped, counts towards CPU time and billing but not as a quantum (its length is
+//! unknown); after events were lost on a CPU, the run in progress there is dropped, and so are the
+//! pending wake-ups, so a loss never shows up as a fabricated long quantum or latency.
+
+pub mod billing;
+pub mod classify;
+
+use crate::event::{leave_reason, softirq_name, Event, EventKind, Leave, Vector};
+use crate::file::{Target, TraceData};
+use classify::Category;
+use punctual_stats::Recorder;
+use std::collections::{BTreeMap, HashMap};
+
+/// One stretch of a task on a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub start: u64,
+    pub end: u64,
+    pub cpu: u32,
+    /// Both ends were seen: this is an effective quantum.
+    pub whole: bool,
+    /// How it ended (None when the trace ended first).
+    pub leave: Option<Leave>,
+    /// Who ran next on the CPU.
+    pub next_pid: i32,
+}
+
+impl Run {
+    pub fn whole(start: u64, end: u64, cpu: u32) -> Run {
+        Run {
+            start,
+            end,
+            cpu,
+            whole: true,
+            leave: Some(Leave::Blocked),
+            next_pid: 0,
+        }
+    }
+
+    pub fn partial(start: u64, end: u64, cpu: u32) -> Run {
+        Run {
+            start,
+            end,
+            cpu,
+            whole: false,
+            leave: None,
+            next_pid: 0,
+        }
+    }
+
+    pub fn complete(&self) -> bool {
+        self.whole
+    }
+
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+}
+
+/// Everything seen of one thread.
+#[derive(Clone, Debug)]
+pub struct Thread {
+    pub tid: i32,
+    pub tgid: i32,
+    pub comm: String,
+    pub runs: Vec<Run>,
+    /// Waking (or wakeup, when waking was not recorded) to running.
+    pub wakeup: Recorder,
+}
+
+impl Thread {
+    fn new(tid: i32, trace: &TraceData) -> Thread {
+        Thread {
+            tid,
+            tgid: trace.tgid(tid),
+            comm: trace.comm(tid),
+            runs: Vec::new(),
+            wakeup: Recorder::new(),
+        }
+    }
+}
+
+/// An interrupt-context source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    Irq(i32),
+    Vector(Vector),
+    Softirq(u32),
+    Hrtimer(u64),
+}
+
+impl Source {
+    /// Hard interrupt context (interrupts disabled) as opposed to a softirq.
+    pub fn context(&self) -> &'static str {
+        match self {
+            Source::Irq(_) | Source::Vector(_) => "hardirq",
+            Source::Softirq(_) => "softirq",
+            Source::Hrtimer(_) => "hrtimer",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SourceStats {
+    pub source: Source,
+    pub label: String,
+    pub category: Category,
+    pub durations: Recorder,
+}
+
+/// The result of one pass.
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    pub window: (u64, u64),
+    pub threads: BTreeMap<i32, Thread>,
+    pub sources: BTreeMap<Source, SourceStats>,
+    /// Loss markers seen, and runs and wake-ups dropped because of them.
+    pub loss_markers: u64,
+    pub runs_dropped: u64,
+    /// Switches whose `prev` was not the task the CPU was running (a switch the kernel did not
+    /// record): both runs are dropped.
+    pub inconsistent_switches: u64,
+    pub wakeups_dropped: u64,
+    /// Exits without a matching entry (handlers already running when tracing started).
+    pub unmatched_exits: u64,
+    pub events: u64,
+    pub target: Option<Target>,
+    pub cpus: usize,
+}
+
+enum CpuState {
+    /// Nothing known yet: whoever leaves first has been running since `since` (the window start).
+    Start {
+        since: u64,
+    },
+    Running {
+        pid: i32,
+        since: u64,
+    },
+    /// Events were lost: whoever leaves next ran for an unknown time.
+    Lost,
+}
+
+struct CpuStacks {
+    hard: Vec<(Source, u64)>,
+    soft: Vec<(u32, u64)>,
+    timers: Vec<(u64, u64, u64)>,
+}
+
+/// Analyse a whole trace.
+pub fn analyze(trace: &TraceData) -> Analysis {
+    let window = trace.window();
+    let uses_waking = trace
+        .header
+        .events
+        .iter()
+        .any(|e| e == "sched/sched_waking")
+        || trace
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Waking { .. }));
+    let mut a = Analysis {
+        window,
+        threads: BTreeMap::new(),
+        sources: BTreeMap::new(),
+        loss_markers: 0,
+        runs_dropped: 0,
+        inconsistent_switches: 0,
+        wakeups_dropped: 0,
+        unmatched_exits: 0,
+        events: trace.events.len() as u64,
+        target: trace.header.target.clone(),
+        cpus: trace.header.cpus.len(),
+    };
+    let mut cpus: HashMap<u32, CpuState> = HashMap::new();
+    let mut stacks: HashMap<u32, CpuStacks> = HashMap::new();
+    let mut running: HashMap<i32, u32> = HashMap::new();
+    let mut pending: HashMap<i32, u64> = HashMap::new();
+
+    for &Event { ts, cpu, kind } in &trace.events {
+        if ts < window.0 || ts > window.1 {
+            continue;
+        }
+        let st = stacks.entry(cpu).or_insert_with(|| CpuStacks {
+            hard: vec![],
+            soft: vec![],
+            timers: vec![],
+        });
+        match kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+                ..
+            } => {
+                let state = cpus
+                    .remove(&cpu)
+                    .unwrap_or(CpuState::Start { since: window.0 });
+                let leave = Some(leave_reason(prev_state));
+                let run = match state {
+                    CpuState::Start { since } => Some(Run {
+                        start: since,
+                        end: ts,
+                        cpu,
+                        whole: false,
+                        leave,
+                        next_pid,
+                    }),
+                    CpuState::Running { pid, since } if pid == prev_pid => Some(Run {
+                        start: since,
+                        end: ts,
+                        cpu,
+                        whole: true,
+                        leave,
+                        next_pid,
+                    }),
+                    CpuState::Running { .. } => {
+                        // The switch that ended the other task is missing: nothing sure about either.
+                        a.inconsistent_switches += 1;
+                        None
+                    }
+                    CpuState::Lost => None,
+                };
+                if let Some(run) = run {
+                    a.threads
+                        .entry(prev_pid)
+                        .or_insert_with(|| Thread::new(prev_pid, trace))
+                        .runs
+                        .push(run);
+                }
+                if running.get(&prev_pid) == Some(&cpu) {
+                    running.remove(&prev_pid);
+                }
+                cpus.insert(
+                    cpu,
+                    CpuState::Running {
+                        pid: next_pid,
+                        since: ts,
+                    },
+                );
+                if next_pid != 0 {
+                    running.insert(next_pid, cpu);
+                }
+                let t = a
+                    .threads
+                    .entry(next_pid)
+                    .or_insert_with(|| Thread::new(next_pid, trace));
+                if let Some(w) = pending.remove(&next_pid) {
+                    t.wakeup.record(ts - w);
+                }
+            }
+            EventKind::Waking { pid, .. } | EventKind::WakeupNew { pid, .. } => {
+                if !running.contains_key(&pid) {
+                    pending.entry(pid).or_insert(ts);
+                }
+            }
+            EventKind::Wakeup { pid, .. } if !uses_waking => {
+                if !running.contains_key(&pid) {
+                    pending.entry(pid).or_insert(ts);
+                }
+            }
+            EventKind::Wakeup { .. } | EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+            EventKind::IrqEntry { irq } => st.hard.push((Source::Irq(irq), ts)),
+            EventKind::VectorEntry { vector } => st.hard.push((Source::Vector(vector), ts)),
+            EventKind::IrqExit { irq, .. } => {
+                close(&mut a, trace, &mut st.hard, Source::Irq(irq), ts)
+            }
+            EventKind::VectorExit { vector } => {
+                close(&mut a, trace, &mut st.hard, Source::Vector(vector), ts)
+            }
+            EventKind::SoftirqEntry { vec } => st.soft.push((vec, ts)),
+            EventKind::SoftirqExit { vec } => match st.soft.iter().rposition(|(v, _)| *v == vec) {
+                Some(i) => {
+                    let (_, t0) = st.soft.remove(i);
+                    st.soft.truncate(i);
+                    source(&mut a, trace, Source::Softirq(vec))
+                        .durations
+                        .record(ts - t0);
+                }
+                None => a.unmatched_exits += 1,
+            },
+            EventKind::HrtimerEntry { timer, function } => st.timers.push((timer, function, ts)),
+            EventKind::HrtimerExit { timer } => {
+                match st.timers.iter().rposition(|(t, _, _)| *t == timer) {
+                    Some(i) => {
+                        let (_, f, t0) = st.timers.remove(i);
+                        st.timers.truncate(i);
+                        source(&mut a, trace, Source::Hrtimer(f))
+                            .durations
+                            .record(ts - t0);
+                    }
+                    None => a.unmatched_exits += 1,
+                }
+            }
+            EventKind::Lost { .. } => {
+                a.loss_markers += 1;
+                if let Some(CpuState::Running { pid, .. }) = cpus.insert(cpu, CpuState::Lost) {
+                    a.runs_dropped += 1;
+                    running.remove(&pid);
+                }
+                st.hard.clear();
+                st.soft.clear();
+                st.timers.clear();
+                a.wakeups_dropped += pending.len() as u64;
+                pending.clear();
+            }
+        }
+    }
+    // Runs still going when tracing stopped: CPU time, not quanta.
+    for (cpu, state) in cpus {
+        if let CpuState::Running { pid, since } = state {
+            if window.1 > since {
+                let run = Run {
+                    start: since,
+                    end: window.1,
+                    cpu,
+                    whole: false,
+                    leave: None,
+                    next_pid: 0,
+                };
+                a.threads
+                    .entry(pid)
+                    .or_insert_with(|| Thread::new(pid, trace))
+                    .runs
+                    .push(run);
+            }
+        }
+    }
+    for t in a.threads.values_mut() {
+        t.runs.sort_by_key(|r| r.start);
+    }
+    a
+}
+
+fn source<'a>(a: &'a mut Analysis, trace: &TraceData, s: Source) -> &'a mut SourceStats {
+    a.sources.entry(s).or_insert_with(|| {
+        let (label, category) = describe_source(trace, s);
+        SourceStats {
+            source: s,
+            label,
+            category,
+            durations: Recorder::new(),
+        }
+    })
+}
+
+fn close(a: &mut Analysis, trace: &TraceData, stack: &mut Vec<(Source, u64)>, s: Source, ts: u64) {
+    match stack.iter().rposition(|(x, _)| *x == s) {
+        Some(i) => {
+            let (_, t0) = stack.remove(i);
+            stack.truncate(i);
+            source(a, trace, s).durations.record(ts - t0);
+        }
+        None => a.unmatched_exits += 1,
+    }
+}
+
+/// A source's label and category, from the names the trailer holds.
+pub fn describe_source(trace: &TraceData, s: Source) -> (String, Category) {
+    match s {
+        Source::Irq(n) => {
+            let info = trace.trailer.as_ref().and_then(|t| t.irqs.get(&n));
+            let name = info
+                .map(|i| i.name.clone())
+                .or_else(|| trace.irq_names.get(&n).cloned())
+                .unwrap_or_default();
+            let driver = info.and_then(|i| i.driver.clone());
+            let cat = classify::classify_irq(&name, driver.as_deref());
+            let label = match &driver {
+                Some(d) => format!("irq {n} {name} ({d})"),
+                None => format!("irq {n} {name}"),
+            };
+            (label, cat)
+        }
+        Source::Vector(v) => (format!("vector {}", v.name()), classify::classify_vector(v)),
+        Source::Softirq(v) => (
+            format!("softirq {}", softirq_name(v)),
+            classify::classify_softirq(v),
+        ),
+        Source::Hrtimer(f) => {
+            let sym = trace
+                .trailer
+                .as_ref()
+                .and_then(|t| t.symbols.get(&format!("{f:x}")))
+                .cloned();
+            let cat = sym
+                .as_deref()
+                .map(classify::classify_hrtimer)
+                .unwrap_or(Category::Timer);
+            (
+                format!("hrtimer {}", sym.unwrap_or_else(|| format!("{f:#x}"))),
+                cat,
+            )
+        }
+    }
+}
+
+/// How threads are grouped into rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupBy {
+    Thread,
+    Process,
+}
+
+/// A set of threads reported as one row (a process, a thread, or an experiment's application).
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub key: i32,
+    pub label: String,
+    pub tids: Vec<i32>,
+}
+
+/// Figures of one group.
+#[derive(Clone, Debug)]
+pub struct GroupStats {
+    pub label: String,
+    pub key: i32,
+    pub threads: usize,
+    /// Effective quanta (whole runs only).
+    pub quanta: Recorder,
+    pub cpu_ns: u64,
+    pub preempted: u64,
+    pub blocked: u64,
+    pub wakeup: Recorder,
+    pub billing: Vec<billing::Billing>,
+}
+
+impl GroupStats {
+    pub fn quanta_per_second(&self, window_ns: u64) -> f64 {
+        if window_ns == 0 {
+            0.0
+        } else {
+            self.quanta.count() as f64 * 1e9 / window_ns as f64
+        }
+    }
+
+    /// CPU use as a share of one CPU over the window.
+    pub fn cpu_share(&self, window_ns: u64) -> f64 {
+        if window_ns == 0 {
+            0.0
+        } else {
+            self.cpu_ns as f64 / window_ns as f64
+        }
+    }
+}
+
+impl Analysis {
+    pub fn window_ns(&self) -> u64 {
+        self.window.1 - self.window.0
+    }
+
+    /// Groups of threads, idle (pid 0) left out.
+    pub fn groups(&self, by: GroupBy) -> Vec<Group> {
+        let mut out: BTreeMap<i32, Group> = BTreeMap::new();
+        for t in self.threads.values().filter(|t| t.tid != 0) {
+            let key = match by {
+                GroupBy::Thread => t.tid,
+                GroupBy::Process => t.tgid,
+            };
+            out.entry(key)
+                .or_insert_with(|| Group {
+                    key,
+                    label: String::new(),
+                    tids: vec![],
+                })
+                .tids
+                .push(t.tid);
+        }
+        for g in out.values_mut() {
+            let leader = self
+                .threads
+                .get(&g.key)
+                .or_else(|| self.threads.get(&g.tids[0]))
+                .expect("group has a thread");
+            g.label = match by {
+                GroupBy::Process if g.tids.len() > 1 => {
+                    format!("{} [{}] ({} threads)", leader.comm, g.key, g.tids.len())
+                }
+                _ => format!("{} [{}]", leader.comm, g.key),
+            };
+        }
+        out.into_values().collect()
+    }
+
+    /// A group of the threads whose name starts with `prefix` (experiments name their threads).
+    pub fn group_by_prefix(&self, label: &str, prefix: &str) -> Group {
+        let tids = self
+            .threads
+            .values()
+            .filter(|t| t.tid != 0 && t.comm.starts_with(prefix))
+            .map(|t| t.tid)
+            .collect();
+        Group {
+            key: 0,
+            label: label.into(),
+            tids,
+        }
+    }
+
+    pub fn runs<'a>(&'a self, g: &'a Group) -> impl Iterator<Item = &'a Run> + 'a {
+        g.tids
+            .iter()
+            .filter_map(|t| self.threads.get(t))
+            .flat_map(|t| t.runs.iter())
+    }
+
+    /// Quanta, CPU time, preemptions and billing at each rate in `hz` for a group.
+    pub fn stats(&self, g: &Group, hz: &[u32], phase_ns: u64) -> GroupStats {
+        let mut s = GroupStats {
+            label: g.label.clone(),
+            key: g.key,
+            threads: g.tids.len(),
+            quanta: Recorder::new(),
+            cpu_ns: 0,
+            preempted: 0,
+            blocked: 0,
+            wakeup: Recorder::new(),
+            billing: Vec::new(),
+        };
+        for r in self.runs(g) {
+            s.cpu_ns += r.len();
+            if r.whole {
+                s.quanta.record(r.len().max(1));
+                match r.leave {
+                    Some(Leave::Preempted) => s.preempted += 1,
+                    Some(Leave::Blocked) | Some(Leave::Exited) => s.blocked += 1,
+                    None => {}
+                }
+            }
+        }
+        for t in g.tids.iter().filter_map(|t| self.threads.get(t)) {
+            let _ = s.wakeup.merge(&t.wakeup);
+        }
+        s.billing = hz
+            .iter()
+            .map(|&h| billing::bill(self.runs(g), h, phase_ns))
+            .collect();
+        s
+    }
+
+    /// CPU time of the idle task (pid 0) over all CPUs.
+    pub fn idle_ns(&self) -> u64 {
+        self.threads
+            .get(&0)
+            .map(|t| t.runs.iter().map(Run::len).sum())
+            .unwrap_or(0)
+    }
+
+    /// Threads matching a selector: a tid, a tgid, or a name.
+    pub fn select(&self, sel: &str) -> Vec<i32> {
+        if let Ok(pid) = sel.parse::<i32>() {
+            let tids: Vec<i32> = self
+                .threads
+                .values()
+                .filter(|t| t.tid == pid || t.tgid == pid)
+                .map(|t| t.tid)
+                .collect();
+            return tids;
+        }
+        self.threads
+            .values()
+            .filter(|t| t.tid != 0 && t.comm == sel)
+            .map(|t| t.tid)
+            .collect()
+    }
+
+    /// Interrupt-context sources, aggregated by category.
+    pub fn by_category(&self, context: &str) -> BTreeMap<Category, Recorder> {
+        let mut out: BTreeMap<Category, Recorder> = BTreeMap::new();
+        for s in self
+            .sources
+            .values()
+            .filter(|s| s.source.context() == context)
+        {
+            let _ = out.entry(s.category).or_default().merge(&s.durations);
+        }
+        out
+    }
+}
+
+/// One line of a task's timeline.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TimelineEntry {
+    pub tid: i32,
+    pub cpu: u32,
+    /// Since the start of the trace.
+    pub start_ns: u64,
+    pub ran_ns: u64,
+    pub ended: String,
+    pub next: String,
+    /// Off the CPU before this run (since the previous run of the same thread ended).
+    pub waited_ns: Option<u64>,
+}
+
+/// The runs of the selected threads, in time order, with how each ended and who took over.
+pub fn timeline(a: &Analysis, trace: &TraceData, tids: &[i32]) -> Vec<TimelineEntry> {
+    let mut out = Vec::new();
+    for &tid in tids {
+        let Some(t) = a.threads.get(&tid) else {
+            continue;
+        };
+        let mut prev_end = None;
+        for r in &t.runs {
+            let ended = match r.leave {
+                Some(Leave::Preempted) => "preempted".to_string(),
+                Some(Leave::Blocked) => "blocked".to_string(),
+                Some(Leave::Exited) => "exited".to_string(),
+                None => "trace ended".to_string(),
+            };
+            out.push(TimelineEntry {
+                tid,
+                cpu: r.cpu,
+                start_ns: r.start - a.window.0,
+                ran_ns: r.len(),
+                ended,
+                next: if r.leave.is_some() {
+                    format!("{} [{}]", trace.comm(r.next_pid), r.next_pid)
+                } else {
+                    String::new()
+                },
+                waited_ns: prev_end.map(|e: u64| r.start.saturating_sub(e)),
+            });
+            prev_end = Some(r.end);
+        }
+    }
+    out.sort_by_key(|e| (e.start_ns, e.tid));
+    out
+}

@@ -1,0 +1,24 @@
+//! Kernel scheduling traces, klogger's successor: punctual records the scheduler's and the
+//! interrupt handlers' events through a private tracefs instance, keeps them in a compact file of its
+//! own, and turns them into the seeds' answers: effective quanta, billing at any HZ, wake-up latency,
+//! interrupt and softirq durations per source and subsystem.
+//!
+//! - [`kernel`]: tracefs, the private instance, format files, the binary page format, decoding;
+//! - [`record`]: the drain that turns per-CPU pages into a trace file while the kernel traces;
+//! - [`file`]: the trace file (writer, and a reader that reports damage instead of panicking);
+//! - [`analyze`]: analyses over [`event::Event`]s, whatever their origin ([`synth`] builds them in tests);
+//! - [`render`]: tables, result documents and figures from an analysis;
+//! - [`experiments`]: `kurt-irq` and the real half of `etsion-billing`.
+
+pub mod analyze;
+pub mod error;
+pub mod event;
+pub mod experiments;
+pub mod file;
+pub mod kernel;
+pub mod record;
+pub mod render;
+pub mod synth;
+pub mod workload;
+
+pub use error::TraceError;

@@ -1,0 +1,549 @@
+//! Recording: set up a private instance, drain every CPU's binary pipe while the kernel traces,
+//! decode pages into the compact file as they arrive, and finish with what only the end knows.
+//!
+//! The drain sleeps in `poll` on all CPU pipes (the kernel wakes it when a buffer is half full, the
+//! instance's `buffer_percent`) with a timeout of `drain_interval`, like klogger's daemon that woke
+//! every few seconds: a handful of wake-ups a second at ordinary event rates, so recording costs
+//! little, and a full buffer is drained long before it overflows.
+
+use crate::event::EventKind;
+use crate::file::{Header, IrqInfo, LostStats, Target, TaskInfo, TraceWriter, Trailer};
+use crate::kernel::decode::{Decoder, Labels};
+use crate::kernel::format::PageLayout;
+use crate::kernel::instance::{instance_name, orphan_instances, Instance};
+use crate::kernel::page::{parse_page, Missed};
+use crate::kernel::tracefs::Tracefs;
+use crate::kernel::EventGroups;
+use crate::TraceError;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufWriter, Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    pub groups: EventGroups,
+    /// Ring buffer per CPU, KiB.
+    pub buffer_kb: u64,
+    /// Stop after this long (ns); `None` with a command = the command's lifetime.
+    pub duration: Option<u64>,
+    /// Trace this command's lifetime (started once tracing is on).
+    pub command: Option<Vec<String>>,
+    pub output: PathBuf,
+    /// Longest sleep of the drain between passes.
+    pub drain_interval: Duration,
+    /// The command line, for the header.
+    pub argv: Vec<String>,
+    pub host: Option<punctual_rt::HostFacts>,
+}
+
+pub const DEFAULT_BUFFER_KB: u64 = 4096;
+
+impl RecordConfig {
+    pub fn new(output: PathBuf) -> Self {
+        RecordConfig {
+            groups: EventGroups::default(),
+            buffer_kb: DEFAULT_BUFFER_KB,
+            duration: None,
+            command: None,
+            output,
+            drain_interval: Duration::from_millis(100),
+            argv: Vec::new(),
+            host: None,
+        }
+    }
+}
+
+/// Live figures for a progress line.
+#[derive(Debug, Default)]
+pub struct RecordProgress {
+    pub events: AtomicU64,
+    pub lost: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// What a recording produced.
+#[derive(Clone, Debug)]
+pub struct RecordSummary {
+    pub path: PathBuf,
+    pub events: u64,
+    pub bytes: u64,
+    pub duration_ns: u64,
+    pub lost: BTreeMap<u32, LostStats>,
+    pub cpus: Vec<u32>,
+    pub events_enabled: Vec<String>,
+    pub target: Option<Target>,
+    pub target_status: Option<i32>,
+    pub interrupted: bool,
+    pub mounted_tracefs: bool,
+    pub tracefs: PathBuf,
+    /// CPU time the recording process used (the drain, decoding and writing), user + system.
+    pub recorder_cpu_ns: u64,
+}
+
+fn own_cpu_ns() -> u64 {
+    let ru = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF);
+    ru.map(|r| {
+        let t = |tv: nix::sys::time::TimeVal| {
+            tv.tv_sec() as u64 * 1_000_000_000 + tv.tv_usec() as u64 * 1_000
+        };
+        t(r.user_time()) + t(r.system_time())
+    })
+    .unwrap_or(0)
+}
+
+impl RecordSummary {
+    pub fn lost_total(&self) -> u64 {
+        self.lost.values().map(LostStats::total).sum()
+    }
+}
+
+fn now_mono() -> u64 {
+    punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC)
+}
+
+/// Decodes pages and writes events, tracking labels so each name is written once.
+struct Sink<W: Write> {
+    writer: TraceWriter<W>,
+    decoder: Decoder,
+    layout: PageLayout,
+    comms: HashMap<i32, Vec<u8>>,
+    irq_names: HashMap<i32, Vec<u8>>,
+    functions: HashSet<u64>,
+    lost: BTreeMap<u32, LostStats>,
+    undecodable: u64,
+}
+
+impl<W: Write> Sink<W> {
+    fn labels(&mut self, cpu: u32, ts: u64, l: &Labels) {
+        for (pid, name) in l.comms.iter().flatten() {
+            if self.comms.get(pid).map(Vec::as_slice) != Some(*name) {
+                self.comms.insert(*pid, name.to_vec());
+                self.writer.comm(cpu, ts, *pid, name);
+            }
+        }
+        if let Some((irq, name)) = l.irq_name {
+            if !self.irq_names.contains_key(&irq) {
+                self.irq_names.insert(irq, name.to_vec());
+                self.writer.irq_name(cpu, ts, irq, name);
+            }
+        }
+    }
+
+    fn page(&mut self, cpu: u32, buf: &[u8]) -> Result<(), TraceError> {
+        let w = |e| TraceError::io("writing the trace file", e);
+        let page = match parse_page(buf, &self.layout) {
+            Ok(p) => p,
+            Err(_) => {
+                self.undecodable += 1;
+                return Ok(());
+            }
+        };
+        if page.missed != Missed::None {
+            let s = self.lost.entry(cpu).or_default();
+            let count = match page.missed {
+                Missed::Count(n) => {
+                    s.in_band += n;
+                    Some(n)
+                }
+                _ => {
+                    s.unknown_pages += 1;
+                    None
+                }
+            };
+            self.writer
+                .push(cpu, page.base_ts, &EventKind::Lost { count })
+                .map_err(w)?;
+        }
+        for raw in page.events() {
+            let Ok(raw) = raw else {
+                self.undecodable += 1;
+                break;
+            };
+            let Some(d) = self.decoder.decode(raw.data) else {
+                continue;
+            };
+            self.labels(cpu, raw.ts, &d.labels);
+            if let EventKind::HrtimerEntry { function, .. } = d.kind {
+                self.functions.insert(function);
+            }
+            self.writer.push(cpu, raw.ts, &d.kind).map_err(w)?;
+        }
+        Ok(())
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain system call; a non-negative result is a new file descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Check that a command can be started (found, executable) before anything changes on the system.
+pub fn check_command(argv: &[String]) -> Result<(), TraceError> {
+    let Some(prog) = argv.first() else {
+        return Err(TraceError::Usage(
+            "-- COMMAND: no command given after --".into(),
+        ));
+    };
+    let candidates: Vec<PathBuf> = if prog.contains('/') {
+        vec![PathBuf::from(prog)]
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| d.join(prog)).collect())
+            .unwrap_or_default()
+    };
+    let runnable = candidates.iter().any(|c| {
+        std::fs::metadata(c)
+            .map(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+            .unwrap_or(false)
+    });
+    if runnable {
+        Ok(())
+    } else {
+        Err(TraceError::Usage(format!(
+            "-- {prog}: command not found or not executable"
+        )))
+    }
+}
+
+/// Record until `stop` is set, the duration passes, or the command exits.
+pub fn record(
+    cfg: &RecordConfig,
+    stop: &AtomicBool,
+    progress: &RecordProgress,
+) -> Result<RecordSummary, TraceError> {
+    if let Some(argv) = &cfg.command {
+        check_command(argv)?;
+    }
+    let fs = Tracefs::open()?;
+    for orphan in orphan_instances(&fs) {
+        let _ = std::fs::remove_dir(&orphan);
+    }
+    let inst = Instance::create(&fs, &instance_name(std::process::id()))?;
+    inst.set_clock("mono")?;
+    inst.set_buffer_kb(cfg.buffer_kb)?;
+    let _ = inst.write("options/record-tgid", "1");
+    let mut decoder = Decoder::default();
+    let mut enabled = Vec::new();
+    for ev in cfg.groups.kernel_events() {
+        if let Some(f) = inst.enable(&ev)? {
+            decoder.add(&f)?;
+            enabled.push(ev.path());
+        }
+    }
+    let layout = inst.page_layout(fs.root())?;
+    let cpus: Vec<u32> = punctual_rt::online_cpus()
+        .into_iter()
+        .map(|c| c as u32)
+        .collect();
+    let mut pipes = Vec::new();
+    for &c in &cpus {
+        pipes.push((c, inst.open_pipe(c)?));
+    }
+    let file = std::fs::File::create(&cfg.output)
+        .map_err(|e| TraceError::io(format!("creating {}", cfg.output.display()), e))?;
+    let started_at = punctual_result::now_rfc3339();
+    let start_ns = now_mono();
+    let header = Header {
+        clock: "mono".into(),
+        started_at: started_at.clone(),
+        start_ns,
+        host: cfg.host.clone(),
+        cpus: cpus.clone(),
+        events: enabled.clone(),
+        buffer_kb: cfg.buffer_kb,
+        command: cfg.argv.clone(),
+        target: None,
+    };
+    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header)
+        .map_err(|e| TraceError::io("writing the trace file", e))?;
+    let mut sink = Sink {
+        writer,
+        decoder,
+        layout,
+        comms: HashMap::new(),
+        irq_names: HashMap::new(),
+        functions: HashSet::new(),
+        lost: BTreeMap::new(),
+        undecodable: 0,
+    };
+
+    let cpu_at_start = own_cpu_ns();
+    inst.write("tracing_on", "1")?;
+    let mut child = None;
+    let mut target = None;
+    if let Some(argv) = &cfg.command {
+        let c = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .spawn()
+            .map_err(|e| TraceError::Usage(format!("-- {}: {e}", argv[0])))?;
+        target = Some(Target {
+            pid: c.id() as i32,
+            argv: argv.clone(),
+        });
+        child = Some(c);
+    }
+    let child_fd = child.as_ref().and_then(|c| pidfd_open(c.id() as i32));
+    let deadline = cfg.duration.map(|d| start_ns + d);
+    let mut page = vec![0u8; layout.page_size()];
+    let mut target_status = None;
+    let drain = |sink: &mut Sink<_>, page: &mut Vec<u8>| -> Result<(), TraceError> {
+        for (cpu, f) in &pipes {
+            let mut f = f;
+            loop {
+                match f.read(page) {
+                    Ok(0) => break,
+                    Ok(n) => sink.page(*cpu, &page[..n])?,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        return Err(TraceError::io(
+                            format!("reading cpu{cpu}/trace_pipe_raw"),
+                            e,
+                        ))
+                    }
+                }
+            }
+        }
+        sink.writer
+            .flush()
+            .map_err(|e| TraceError::io("writing the trace file", e))?;
+        progress
+            .events
+            .store(sink.writer.events(), Ordering::Relaxed);
+        progress
+            .bytes
+            .store(sink.writer.bytes_written(), Ordering::Relaxed);
+        progress.lost.store(
+            sink.lost.values().map(|l| l.in_band).sum(),
+            Ordering::Relaxed,
+        );
+        Ok(())
+    };
+    let result = (|| -> Result<(), TraceError> {
+        loop {
+            let now = now_mono();
+            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+                return Ok(());
+            }
+            if let Some(c) = child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    target_status = Some(status.code().unwrap_or(
+                        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0),
+                    ));
+                    return Ok(());
+                }
+            }
+            let mut timeout = cfg.drain_interval.as_millis() as u64;
+            if let Some(d) = deadline {
+                timeout = timeout.min((d - now).div_ceil(1_000_000));
+            }
+            let mut fds: Vec<libc::pollfd> = pipes
+                .iter()
+                .map(|(_, f)| libc::pollfd {
+                    fd: f.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            if let Some(fd) = &child_fd {
+                fds.push(libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            // SAFETY: fds is a valid array of pollfd for the duration of the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout as i32) };
+            drain(&mut sink, &mut page)?;
+        }
+    })();
+    // Stop tracing first, then take what is left in the buffers.
+    let _ = inst.write("tracing_on", "0");
+    let end_ns = now_mono();
+    let final_drain = drain(&mut sink, &mut page);
+    let recorder_cpu_ns = own_cpu_ns().saturating_sub(cpu_at_start);
+    if let Some(mut c) = child.take() {
+        if target_status.is_none() {
+            // Interrupted or out of time: the command was ours to start, so it is ours to end.
+            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let t0 = std::time::Instant::now();
+            let status = loop {
+                if let Ok(Some(s)) = c.try_wait() {
+                    break Some(s);
+                }
+                if t0.elapsed() > Duration::from_secs(2) {
+                    let _ = c.kill();
+                    break c.wait().ok();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            target_status = status.map(|s| s.code().unwrap_or(-1));
+        }
+    }
+    result?;
+    final_drain?;
+    for &c in &cpus {
+        let st = inst.cpu_stats(c);
+        let e = sink.lost.entry(c).or_default();
+        e.overrun = st.overrun;
+        e.commit_overrun = st.commit_overrun;
+        e.dropped = st.dropped;
+    }
+    sink.lost.retain(|_, l| l.any());
+    let interrupted = stop.load(Ordering::Relaxed)
+        && target_status.is_none()
+        && deadline.is_none_or(|d| end_ns < d);
+    let tgids = saved_tgids(fs.root());
+    let tasks = sink
+        .comms
+        .iter()
+        .map(|(pid, name)| {
+            let tgid = tgids.get(pid).copied().or_else(|| proc_tgid(*pid));
+            (
+                *pid,
+                TaskInfo {
+                    tgid,
+                    comm: String::from_utf8_lossy(name).into_owned(),
+                },
+            )
+        })
+        .collect();
+    let irqs = sink
+        .irq_names
+        .iter()
+        .map(|(irq, name)| {
+            let name = String::from_utf8_lossy(name).into_owned();
+            let driver = irq_driver(*irq, &name);
+            (*irq, IrqInfo { name, driver })
+        })
+        .collect();
+    let trailer = Trailer {
+        ended_at: punctual_result::now_rfc3339(),
+        end_ns,
+        interrupted,
+        events: 0,
+        lost: sink.lost.clone(),
+        tasks,
+        irqs,
+        symbols: resolve_symbols(&sink.functions),
+        target_status,
+    };
+    let events = sink.writer.events();
+    let bytes = sink.writer.bytes_written();
+    let mut out = sink
+        .writer
+        .finish(&trailer)
+        .map_err(|e| TraceError::io("writing the trace file", e))?;
+    out.flush()
+        .map_err(|e| TraceError::io("writing the trace file", e))?;
+    drop(out);
+    drop(pipes);
+    let mounted_tracefs = fs.mounted_by_us();
+    let tracefs = fs.root().to_path_buf();
+    drop(inst);
+    drop(fs);
+    Ok(RecordSummary {
+        path: cfg.output.clone(),
+        events,
+        bytes,
+        duration_ns: end_ns - start_ns,
+        lost: trailer.lost,
+        cpus,
+        events_enabled: enabled,
+        target,
+        target_status,
+        interrupted,
+        mounted_tracefs,
+        tracefs,
+        recorder_cpu_ns,
+    })
+}
+
+/// `saved_tgids` of the top level (filled because the instance sets `record-tgid`).
+fn saved_tgids(root: &std::path::Path) -> HashMap<i32, i32> {
+    crate::kernel::read_file(&root.join("saved_tgids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .filter(|(_, tgid): &(i32, i32)| *tgid > 0)
+        .collect()
+}
+
+fn proc_tgid(pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The driver behind an IRQ: virtio devices by their name prefix, PCI devices by their MSI vectors.
+pub fn irq_driver(irq: i32, name: &str) -> Option<String> {
+    let link = |p: PathBuf| {
+        std::fs::read_link(p)
+            .ok()
+            .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    if let Some(dev) = name
+        .split(['-', ' '])
+        .next()
+        .filter(|d| d.starts_with("virtio"))
+    {
+        if let Some(d) = link(PathBuf::from(format!(
+            "/sys/bus/virtio/devices/{dev}/driver"
+        ))) {
+            return Some(d);
+        }
+    }
+    let pci = std::fs::read_dir("/sys/bus/pci/devices").ok()?;
+    for dev in pci.flatten() {
+        let p = dev.path();
+        let msi = p.join("msi_irqs").join(irq.to_string()).exists();
+        let legacy = std::fs::read_to_string(p.join("irq"))
+            .map(|s| s.trim() == irq.to_string())
+            .unwrap_or(false);
+        if msi || legacy {
+            if let Some(d) = link(p.join("driver")) {
+                return Some(d);
+            }
+        }
+    }
+    None
+}
+
+/// Names of hrtimer callbacks, from /proc/kallsyms (root sees the addresses).
+fn resolve_symbols(addrs: &HashSet<u64>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if addrs.is_empty() {
+        return out;
+    }
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+        return out;
+    };
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(a), Some(_), Some(name)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(a, 16) else {
+            continue;
+        };
+        if addr != 0 && addrs.contains(&addr) {
+            out.entry(format!("{addr:x}"))
+                .or_insert_with(|| name.to_string());
+        }
+    }
+    out
+}

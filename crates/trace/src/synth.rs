@@ -1,0 +1,197 @@
+//! Synthetic traces with known answers, for tests and examples: say which task runs where and when,
+//! and get the events the kernel would have recorded, in memory or as a trace file.
+
+use crate::event::{Event, EventKind, STATE_PREEMPTED};
+use crate::file::{read_trace, Header, IrqInfo, TaskInfo, TraceData, TraceWriter, Trailer};
+use std::collections::BTreeMap;
+
+pub const SLEEPING: u64 = 0x1;
+pub const PREEMPTED: u64 = STATE_PREEMPTED;
+
+#[derive(Clone, Debug)]
+pub struct Synth {
+    header: Header,
+    trailer: Trailer,
+    events: Vec<Event>,
+}
+
+impl Synth {
+    /// A trace of `cpus` CPUs whose window is `[start_ns, end_ns]`.
+    pub fn new(cpus: u32, start_ns: u64, end_ns: u64) -> Self {
+        Synth {
+            header: Header {
+                clock: "mono".into(),
+                started_at: "2026-01-01T00:00:00Z".into(),
+                start_ns,
+                host: None,
+                cpus: (0..cpus).collect(),
+                events: vec!["sched/sched_switch".into(), "sched/sched_waking".into()],
+                buffer_kb: 1024,
+                command: vec!["synthetic".into()],
+                target: None,
+            },
+            trailer: Trailer {
+                end_ns,
+                ended_at: "2026-01-01T00:00:01Z".into(),
+                ..Default::default()
+            },
+            events: Vec::new(),
+        }
+    }
+
+    /// Name a task and its process.
+    pub fn task(mut self, pid: i32, tgid: i32, comm: &str) -> Self {
+        self.trailer.tasks.insert(
+            pid,
+            TaskInfo {
+                tgid: Some(tgid),
+                comm: comm.into(),
+            },
+        );
+        self
+    }
+
+    pub fn irq(mut self, irq: i32, name: &str, driver: Option<&str>) -> Self {
+        self.trailer.irqs.insert(
+            irq,
+            IrqInfo {
+                name: name.into(),
+                driver: driver.map(Into::into),
+            },
+        );
+        self
+    }
+
+    pub fn event(&mut self, ts: u64, cpu: u32, kind: EventKind) -> &mut Self {
+        self.events.push(Event { ts, cpu, kind });
+        self
+    }
+
+    /// `prev` leaves `cpu` in `prev_state` ([`SLEEPING`], [`PREEMPTED`]...), `next` starts.
+    pub fn switch(
+        &mut self,
+        ts: u64,
+        cpu: u32,
+        prev: i32,
+        prev_state: u64,
+        next: i32,
+    ) -> &mut Self {
+        self.event(
+            ts,
+            cpu,
+            EventKind::Switch {
+                prev_pid: prev,
+                prev_prio: 120,
+                prev_state,
+                next_pid: next,
+                next_prio: 120,
+            },
+        )
+    }
+
+    pub fn waking(&mut self, ts: u64, cpu: u32, pid: i32) -> &mut Self {
+        self.event(
+            ts,
+            cpu,
+            EventKind::Waking {
+                pid,
+                prio: 120,
+                target_cpu: cpu as i32,
+            },
+        )
+    }
+
+    /// A handler of `kind` from `t0` to `t1`.
+    pub fn span(
+        &mut self,
+        cpu: u32,
+        t0: u64,
+        t1: u64,
+        entry: EventKind,
+        exit: EventKind,
+    ) -> &mut Self {
+        self.event(t0, cpu, entry).event(t1, cpu, exit)
+    }
+
+    pub fn lost(&mut self, ts: u64, cpu: u32) -> &mut Self {
+        self.event(ts, cpu, EventKind::Lost { count: None })
+    }
+
+    pub fn symbol(mut self, addr: u64, name: &str) -> Self {
+        self.trailer
+            .symbols
+            .insert(format!("{addr:x}"), name.into());
+        self
+    }
+
+    fn sorted(&self) -> Vec<Event> {
+        let mut ev = self.events.clone();
+        ev.sort_by_key(|e| e.ts);
+        ev
+    }
+
+    /// The trace as the reader would return it.
+    pub fn build(&self) -> TraceData {
+        let comms = self
+            .trailer
+            .tasks
+            .iter()
+            .map(|(p, t)| (*p, t.comm.clone()))
+            .collect();
+        let irq_names = self
+            .trailer
+            .irqs
+            .iter()
+            .map(|(i, t)| (*i, t.name.clone()))
+            .collect();
+        let events = self.sorted();
+        let mut t = TraceData {
+            header: self.header.clone(),
+            trailer: Some(self.trailer.clone()),
+            integrity: Default::default(),
+            events,
+            comms,
+            irq_names,
+        };
+        t.integrity.has_trailer = true;
+        t.integrity.events = t.events.len() as u64;
+        t
+    }
+
+    /// The trace as a punctual trace file.
+    pub fn file_bytes(&self) -> Vec<u8> {
+        let mut w = TraceWriter::new(Vec::new(), &self.header).expect("writing to memory");
+        let mut named = BTreeMap::new();
+        for (i, e) in self.sorted().into_iter().enumerate() {
+            if i % 500 == 499 {
+                // Several blocks, as a recording's periodic drains give.
+                w.flush().expect("writing to memory");
+            }
+            for pid in pids_of(&e.kind) {
+                if let (Some(t), None) = (self.trailer.tasks.get(&pid), named.get(&pid)) {
+                    w.comm(e.cpu, e.ts, pid, t.comm.as_bytes());
+                    named.insert(pid, ());
+                }
+            }
+            w.push(e.cpu, e.ts, &e.kind).expect("writing to memory");
+        }
+        w.finish(&self.trailer).expect("writing to memory")
+    }
+
+    /// Round trip through the file format (the reader's view of [`Synth::file_bytes`]).
+    pub fn through_file(&self) -> TraceData {
+        read_trace(&self.file_bytes()).expect("a file just written reads back")
+    }
+}
+
+fn pids_of(k: &EventKind) -> Vec<i32> {
+    match *k {
+        EventKind::Switch {
+            prev_pid, next_pid, ..
+        } => vec![prev_pid, next_pid],
+        EventKind::Waking { pid, .. }
+        | EventKind::Wakeup { pid, .. }
+        | EventKind::WakeupNew { pid, .. } => vec![pid],
+        _ => vec![],
+    }
+}

@@ -1,0 +1,76 @@
+//! Shared by the tests that need the kernel's tracing.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Whether tracing can be used here; prints SKIPPED (visibly) when not.
+pub fn tracing_available(test: &str) -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        punctual_rt::privilege::report_skip(test, "tracefs needs root");
+        return false;
+    }
+    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !fs.contains("tracefs") {
+        punctual_rt::privilege::report_skip(test, "this kernel has no tracefs");
+        return false;
+    }
+    true
+}
+
+/// A tracefs view of the test's own, to look at instances from outside; unmounted on drop.
+pub struct View {
+    dir: tempfile::TempDir,
+}
+
+impl View {
+    pub fn mount() -> View {
+        let dir = tempfile::tempdir().unwrap();
+        nix::mount::mount(
+            Some("nodev"),
+            dir.path(),
+            Some("tracefs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .expect("mounting a tracefs view");
+        View { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn instances(&self) -> Vec<String> {
+        std::fs::read_dir(self.root().join("instances"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    pub fn instance(&self, name: &str) -> PathBuf {
+        self.root().join("instances").join(name)
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(self.dir.path(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// A thread sleeping 1 ms at a time until the flag is set.
+pub fn sleeper(
+    name: &str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+        .unwrap()
+}

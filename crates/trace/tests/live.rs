@@ -1,0 +1,128 @@
+//! Recording from the running kernel (root and tracefs needed; skipped visibly otherwise).
+
+mod common;
+
+use common::{sleeper, tracing_available, View};
+use punctual_trace::analyze::analyze;
+use punctual_trace::file::read_trace_file;
+use punctual_trace::kernel::EventGroups;
+use punctual_trace::record::{record, RecordConfig, RecordProgress};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// The live tests record one at a time, so each can check that it left nothing behind.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn a_thread_sleeping_1ms_is_seen_waking_about_1000_times_a_second() {
+    if !tracing_available("a_thread_sleeping_1ms_is_seen_waking_about_1000_times_a_second") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = sleeper("pt-sleep1ms", stop.clone());
+    let mut cfg = RecordConfig::new(dir.path().join("t.ptf"));
+    cfg.groups = EventGroups {
+        sched: true,
+        irq: false,
+        timer: false,
+    };
+    cfg.duration = Some(1_000_000_000);
+    let s = record(&cfg, &AtomicBool::new(false), &RecordProgress::default()).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.join().unwrap();
+    assert!(s.events > 1_000, "{s:?}");
+    assert!(!s.interrupted);
+
+    let trace = read_trace_file(&s.path).unwrap();
+    assert!(trace.integrity.complete(), "{}", trace.integrity.describe());
+    let a = analyze(&trace);
+    let tids = a.select("pt-sleep1ms");
+    assert_eq!(tids.len(), 1, "the sleeper is found by name");
+    let th = &a.threads[&tids[0]];
+    let secs = a.window_ns() as f64 / 1e9;
+    let wakeups = th.wakeup.count() as f64 / secs;
+    let quanta = th.runs.iter().filter(|r| r.whole).count() as f64 / secs;
+    // 1 ms of sleep plus the wake-up and the loop: a little under 1000 a second on an idle machine.
+    assert!(
+        (500.0..=1100.0).contains(&wakeups),
+        "{wakeups:.0} wake-ups/s"
+    );
+    assert!((500.0..=1100.0).contains(&quanta), "{quanta:.0} quanta/s");
+    // Each run is short: the thread only goes back to sleep.
+    assert!(th
+        .runs
+        .iter()
+        .filter(|r| r.whole)
+        .all(|r| r.len() < 50_000_000));
+    assert_eq!(tids[0] as u32 as i32, th.tid);
+    assert_eq!(
+        th.tgid,
+        std::process::id() as i32,
+        "threads are attributed to their process"
+    );
+}
+
+#[test]
+fn the_instance_exists_while_recording_and_is_gone_after() {
+    if !tracing_available("the_instance_exists_while_recording_and_is_gone_after") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let view = View::mount();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = RecordConfig::new(dir.path().join("t.ptf"));
+    cfg.duration = Some(700_000_000);
+    cfg.groups = EventGroups {
+        sched: false,
+        irq: true,
+        timer: true,
+    };
+    let mine = |v: &View| -> Vec<String> {
+        let me = format!("punctual-{}", std::process::id());
+        v.instances()
+            .into_iter()
+            .filter(|n| n == &me || n.starts_with(&format!("{me}-")))
+            .collect()
+    };
+    let before = mine(&view);
+    let h = std::thread::spawn(move || {
+        record(&cfg, &AtomicBool::new(false), &RecordProgress::default())
+    });
+    let mut seen = Vec::new();
+    for _ in 0..60 {
+        seen = mine(&view)
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .collect();
+        if !seen.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Join before asserting, so a failure never leaves a recording running past the test.
+    let s = h.join().unwrap().unwrap();
+    assert!(
+        !seen.is_empty(),
+        "the recording's instance appears: {:?}",
+        view.instances()
+    );
+    let after = mine(&view);
+    assert!(
+        !seen.iter().any(|n| after.contains(n)),
+        "instance left behind: {:?}",
+        view.instances()
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(&format!("tracefs-{}-", std::process::id())),
+        "private mount left behind"
+    );
+    assert!(s.events > 0);
+    assert_eq!(read_trace_file(&s.path).unwrap().header.clock, "mono");
+    assert!(
+        punctual_rt::journal::global().pending().is_empty(),
+        "journal not empty after a clean stop"
+    );
+}
