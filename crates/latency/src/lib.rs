@@ -14,9 +14,16 @@ pub use modes::Mode;
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
     #[error("thread {thread}: {source}")]
-    Setup { thread: usize, source: punctual_rt::RtError },
+    Setup {
+        thread: usize,
+        source: punctual_rt::RtError,
+    },
     #[error("thread {thread}: setting up the {mode} timer: {source}")]
-    Timer { thread: usize, mode: &'static str, source: std::io::Error },
+    Timer {
+        thread: usize,
+        mode: &'static str,
+        source: std::io::Error,
+    },
     #[error("writing samples: {0}")]
     Samples(std::io::Error),
     #[error("starting the load: {0}")]
@@ -26,9 +33,10 @@ pub enum LatencyError {
 impl From<LatencyError> for punctual_result::Failure {
     fn from(e: LatencyError) -> Self {
         match e {
-            LatencyError::Setup { source: punctual_rt::RtError::Invalid(_), .. } => {
-                punctual_result::Failure::usage(e.to_string())
-            }
+            LatencyError::Setup {
+                source: punctual_rt::RtError::Invalid(_),
+                ..
+            } => punctual_result::Failure::usage(e.to_string()),
             _ => punctual_result::Failure::system(e.to_string()),
         }
     }

@@ -31,7 +31,11 @@ impl LoadKind {
     }
 
     fn valid_names() -> String {
-        Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        Self::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -120,7 +124,10 @@ impl FromStr for LoadSpec {
         let mut items = Vec::new();
         for g in groups {
             let (head, cpus) = match g.split_once('@') {
-                Some((h, c)) => (h, Some(punctual_rt::parse_cpu_list(c).map_err(|e| format!("load '{g}': {e}"))?)),
+                Some((h, c)) => (
+                    h,
+                    Some(punctual_rt::parse_cpu_list(c).map_err(|e| format!("load '{g}': {e}"))?),
+                ),
                 None => (g.as_str(), None),
             };
             let (kind, count) = match head.split_once(':') {
@@ -134,7 +141,9 @@ impl FromStr for LoadSpec {
             };
             let kind: LoadKind = kind.trim().parse()?;
             if count == 0 {
-                return Err(format!("load '{g}': a count of 0 starts nothing; drop the item or use 1 or more"));
+                return Err(format!(
+                    "load '{g}': a count of 0 starts nothing; drop the item or use 1 or more"
+                ));
             }
             items.push(LoadItem { kind, count, cpus });
         }
@@ -164,16 +173,34 @@ mod tests {
         assert_eq!(s.items[0].cpu_for(2), Some(0));
         assert_eq!((s.items[1].kind, s.items[1].count), (LoadKind::Io, 1));
         assert!("none".parse::<LoadSpec>().unwrap().is_empty());
-        assert_eq!("cpu:2@0-1,io:1".parse::<LoadSpec>().unwrap().to_string(), "cpu:2@0-1,io:1");
+        assert_eq!(
+            "cpu:2@0-1,io:1".parse::<LoadSpec>().unwrap().to_string(),
+            "cpu:2@0-1,io:1"
+        );
     }
 
     #[test]
     fn refuses_with_reasons() {
-        assert!("gpu:1".parse::<LoadSpec>().unwrap_err().contains("valid: cpu, io"));
-        assert!("cpu:0".parse::<LoadSpec>().unwrap_err().contains("count of 0"));
-        assert!("cpu:x".parse::<LoadSpec>().unwrap_err().contains("whole number"));
-        assert!("cpu:1000".parse::<LoadSpec>().unwrap_err().contains("limit"));
-        assert!("cpu:1,,io".parse::<LoadSpec>().unwrap_err().contains("empty item"));
+        assert!("gpu:1"
+            .parse::<LoadSpec>()
+            .unwrap_err()
+            .contains("valid: cpu, io"));
+        assert!("cpu:0"
+            .parse::<LoadSpec>()
+            .unwrap_err()
+            .contains("count of 0"));
+        assert!("cpu:x"
+            .parse::<LoadSpec>()
+            .unwrap_err()
+            .contains("whole number"));
+        assert!("cpu:1000"
+            .parse::<LoadSpec>()
+            .unwrap_err()
+            .contains("limit"));
+        assert!("cpu:1,,io"
+            .parse::<LoadSpec>()
+            .unwrap_err()
+            .contains("empty item"));
         assert!("cpu@x".parse::<LoadSpec>().is_err());
     }
 

@@ -13,7 +13,10 @@ pub const HIDDEN_SUBCOMMAND: &str = "__load";
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("starting load '{kind}': {source}")]
-    Spawn { kind: &'static str, source: std::io::Error },
+    Spawn {
+        kind: &'static str,
+        source: std::io::Error,
+    },
     #[error("creating the scratch directory for io loads: {0}")]
     Scratch(std::io::Error),
     #[error("{0}")]
@@ -35,7 +38,10 @@ pub struct Loads {
 impl Loads {
     /// No load.
     pub fn none() -> Self {
-        Loads { instances: Vec::new(), scratch: None }
+        Loads {
+            instances: Vec::new(),
+            scratch: None,
+        }
     }
 
     /// Start every instance of `spec` by re-executing `exe` (the punctual binary).
@@ -50,7 +56,12 @@ impl Loads {
             }
         }
         if spec.items.iter().any(|i| i.kind == LoadKind::Io) {
-            loads.scratch = Some(tempfile::Builder::new().prefix("punctual-load-").tempdir().map_err(LoadError::Scratch)?);
+            loads.scratch = Some(
+                tempfile::Builder::new()
+                    .prefix("punctual-load-")
+                    .tempdir()
+                    .map_err(LoadError::Scratch)?,
+            );
         }
         let parent = std::process::id() as i32;
         for item in &spec.items {
@@ -64,14 +75,23 @@ impl Loads {
                 if let Some(d) = &loads.scratch {
                     cmd.arg("--dir").arg(d.path());
                 }
-                cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+                cmd.stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit());
                 // Own process group (a terminal's Ctrl-C reaches punctual, which then stops the loads in
                 // order), and SIGTERM if punctual dies, so the body cleans up and exits.
                 cmd.process_group(0);
                 // SAFETY: only async-signal-safe calls (prctl, getppid, sched_setaffinity, _exit).
                 unsafe {
                     cmd.pre_exec(move || {
-                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                        if libc::prctl(
+                            libc::PR_SET_PDEATHSIG,
+                            libc::SIGTERM as libc::c_ulong,
+                            0,
+                            0,
+                            0,
+                        ) != 0
+                        {
                             return Err(std::io::Error::last_os_error());
                         }
                         if libc::getppid() != parent {
@@ -80,15 +100,27 @@ impl Loads {
                         if let Some(c) = cpu {
                             let mut set: libc::cpu_set_t = std::mem::zeroed();
                             libc::CPU_SET(c, &mut set);
-                            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                            if libc::sched_setaffinity(
+                                0,
+                                std::mem::size_of::<libc::cpu_set_t>(),
+                                &set,
+                            ) != 0
+                            {
                                 return Err(std::io::Error::last_os_error());
                             }
                         }
                         Ok(())
                     });
                 }
-                let child = cmd.spawn().map_err(|source| LoadError::Spawn { kind: item.kind.name(), source })?;
-                loads.instances.push(Instance { kind: item.kind, cpu, child });
+                let child = cmd.spawn().map_err(|source| LoadError::Spawn {
+                    kind: item.kind.name(),
+                    source,
+                })?;
+                loads.instances.push(Instance {
+                    kind: item.kind,
+                    cpu,
+                    child,
+                });
             }
         }
         Ok(loads)
@@ -111,7 +143,10 @@ impl Loads {
     fn stop_all(&mut self) -> Vec<(LoadKind, Option<usize>, Option<LoadReport>)> {
         for inst in &self.instances {
             // Our own child, by pid, still unreaped: the pid cannot have been reused.
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(inst.child.id() as i32), nix::sys::signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(inst.child.id() as i32),
+                nix::sys::signal::SIGTERM,
+            );
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut out = Vec::new();
@@ -132,7 +167,10 @@ impl Loads {
             if let Some(mut so) = inst.child.stdout.take() {
                 let _ = so.read_to_string(&mut text);
             }
-            let report = text.lines().rev().find_map(|l| serde_json::from_str::<LoadReport>(l).ok());
+            let report = text
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str::<LoadReport>(l).ok());
             out.push((inst.kind, inst.cpu, report));
         }
         out

@@ -46,8 +46,11 @@ pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
         "off" => Ok(DmaLatency::Off),
         "0" => Ok(DmaLatency::Us(0)),
         other => {
-            let ns = punctual_time::parse_duration_ns(other).map_err(|e| format!("{e}; or use off"))?;
-            u32::try_from(ns / 1000).map(DmaLatency::Us).map_err(|_| format!("'{other}' is too large for a latency request"))
+            let ns =
+                punctual_time::parse_duration_ns(other).map_err(|e| format!("{e}; or use off"))?;
+            u32::try_from(ns / 1000)
+                .map(DmaLatency::Us)
+                .map_err(|_| format!("'{other}' is too large for a latency request"))
         }
     }
 }
@@ -80,7 +83,8 @@ pub struct RtArgs {
 
 impl RtArgs {
     pub fn priority(&self) -> u32 {
-        self.priority.unwrap_or(if self.policy.is_realtime() { 99 } else { 0 })
+        self.priority
+            .unwrap_or(if self.policy.is_realtime() { 99 } else { 0 })
     }
 
     pub fn cpus(&self) -> Result<Option<Vec<usize>>, String> {
