@@ -9,12 +9,15 @@ use punctual_result::{Failure, Table};
 
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![Box::new(punctual_sim::experiments::EtsionFrames)]
 }
 
 /// Simulated halves of experiments (chosen with `--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![
+        Box::new(punctual_sim::experiments::EtsionBilling),
+        Box::new(punctual_sim::experiments::EtsionLatency),
+    ]
 }
 
 pub fn run(cmd: ExperimentCmd) -> anyhow::Result<i32> {

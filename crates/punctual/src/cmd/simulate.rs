@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use punctual_result::export::{Csv, Json};
 use punctual_result::{Failure, Output, ResultDoc, Status};
 use punctual_sim::frames::{FramesConfig, FramesResult};
-use punctual_sim::{report, Control, Costs, Mechanism, Poll, Policy, Quantum, RunConfig};
+use punctual_sim::{report, Control, Costs, Mechanism, Policy, Poll, Quantum, RunConfig};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -140,27 +140,49 @@ fn usage(flag: &str, e: impl std::fmt::Display) -> Failure {
 }
 
 fn dur(flag: &str, s: &Option<String>) -> Result<Option<u64>, Failure> {
-    s.as_deref().map(|v| punctual_time::parse_duration_ns(v).map_err(|e| usage(flag, e))).transpose()
+    s.as_deref()
+        .map(|v| punctual_time::parse_duration_ns(v).map_err(|e| usage(flag, e)))
+        .transpose()
 }
 
-fn list<T>(flag: &str, s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, Failure> {
+fn list<T>(
+    flag: &str,
+    s: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, Failure> {
     let items: Vec<&str> = s.split(',').map(str::trim).collect();
     if items.iter().any(|i| i.is_empty()) {
-        return Err(usage(flag, format!("'{s}' has an empty entry; write a comma-separated list, e.g. 100,1000")));
+        return Err(usage(
+            flag,
+            format!("'{s}' has an empty entry; write a comma-separated list, e.g. 100,1000"),
+        ));
     }
-    items.into_iter().map(|i| parse(i).map_err(|e| usage(flag, e))).collect()
+    items
+        .into_iter()
+        .map(|i| parse(i).map_err(|e| usage(flag, e)))
+        .collect()
 }
 
 fn parse_hz(s: &str) -> Result<u32, String> {
-    let v: u64 = s.parse().map_err(|_| format!("'{s}' is not a whole number of Hz, e.g. 100 or 1000"))?;
+    let v: u64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number of Hz, e.g. 100 or 1000"))?;
     if v == 0 || v > punctual_sim::config::MAX_HZ as u64 {
-        return Err(format!("{v} Hz is out of range; give 1 to {} (1 MHz)", punctual_sim::config::MAX_HZ));
+        return Err(format!(
+            "{v} Hz is out of range; give 1 to {} (1 MHz)",
+            punctual_sim::config::MAX_HZ
+        ));
     }
     Ok(v as u32)
 }
 
 /// Apply the command-line knobs over a base configuration; returns the sweep lists.
-fn apply(k: &Knobs, base: &mut RunConfig, hz: &mut Vec<u32>, quanta: &mut Vec<Quantum>) -> Result<(), Failure> {
+fn apply(
+    k: &Knobs,
+    base: &mut RunConfig,
+    hz: &mut Vec<u32>,
+    quanta: &mut Vec<Quantum>,
+) -> Result<(), Failure> {
     if let Some(h) = &k.hz {
         *hz = list("--hz", h, parse_hz)?;
     }
@@ -210,7 +232,11 @@ fn sweep_configs(base: &RunConfig, hz: &[u32], quanta: &[Quantum]) -> Vec<RunCon
     let mut out = Vec::new();
     for &h in hz {
         for &q in quanta {
-            out.push(RunConfig { hz: h, quantum: q, ..base.clone() });
+            out.push(RunConfig {
+                hz: h,
+                quantum: q,
+                ..base.clone()
+            });
         }
     }
     out
@@ -219,16 +245,28 @@ fn sweep_configs(base: &RunConfig, hz: &[u32], quanta: &[Quantum]) -> Vec<RunCon
 /// A simulation document: the run's clock is the simulated one, so the timestamps are too (the
 /// Unix epoch plus simulated time, or SOURCE_DATE_EPOCH when set): the same seed gives the same bytes.
 fn new_doc(simulated_ns: u64) -> ResultDoc {
-    let base: i64 = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let base: i64 = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
     let fmt = |ns: i128| {
         time::OffsetDateTime::from_unix_timestamp_nanos(base as i128 * 1_000_000_000 + ns)
             .ok()
-            .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
             .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
     };
-    let mut doc = ResultDoc::new(std::env::args().collect(), punctual_rt::HostFacts::detect(), fmt(0));
+    let mut doc = ResultDoc::new(
+        std::env::args().collect(),
+        punctual_rt::HostFacts::detect(),
+        fmt(0),
+    );
     doc.ended_at = fmt(simulated_ns as i128);
-    doc.settings.extra.insert("clock".into(), "simulated".into());
+    doc.settings
+        .extra
+        .insert("clock".into(), "simulated".into());
     doc
 }
 
@@ -248,7 +286,11 @@ fn prepare(out: &SimOutput) -> Result<Prepared, Failure> {
             return Err(usage("--plot -", "only one output can go to stdout"));
         }
     }
-    Ok(Prepared { exports, plot: out.plot.clone(), fail_above: dur("--fail-above", &out.fail_above)? })
+    Ok(Prepared {
+        exports,
+        plot: out.plot.clone(),
+        fail_above: dur("--fail-above", &out.fail_above)?,
+    })
 }
 
 /// A progress line on stderr while a long simulation runs (only on a terminal, 4 Hz at most).
@@ -263,9 +305,14 @@ impl Progress {
         let handle = {
             let done = done.clone();
             std::thread::spawn(move || {
-                let bar = indicatif::ProgressBar::with_draw_target(Some(total_ns / 1_000_000), indicatif::ProgressDrawTarget::stderr_with_hz(4));
+                let bar = indicatif::ProgressBar::with_draw_target(
+                    Some(total_ns / 1_000_000),
+                    indicatif::ProgressDrawTarget::stderr_with_hz(4),
+                );
                 bar.set_style(
-                    indicatif::ProgressStyle::with_template("simulate [{bar:30}] {msg}").expect("static template").progress_chars("=> "),
+                    indicatif::ProgressStyle::with_template("simulate [{bar:30}] {msg}")
+                        .expect("static template")
+                        .progress_chars("=> "),
                 );
                 while !done.load(Ordering::Relaxed) {
                     let ns = at.load(Ordering::Relaxed);
@@ -276,7 +323,10 @@ impl Progress {
                 bar.finish_and_clear();
             })
         };
-        Progress { done, handle: Some(handle) }
+        Progress {
+            done,
+            handle: Some(handle),
+        }
     }
 }
 
@@ -299,11 +349,17 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<i32> {
             })?;
             let (mut base, mut hz, mut quanta) = (sc.base, sc.hz, sc.quanta);
             if let Some(w) = &s.workload {
-                base.tasks = punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?;
+                base.tasks =
+                    punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?;
             }
             apply(&s.knobs, &mut base, &mut hz, &mut quanta)?;
             let label = sc.name.unwrap_or_else(|| s.file.display().to_string());
-            run_sweep(sweep_configs(&base, &hz, &quanta), &s.knobs, &s.out, Some(label))
+            run_sweep(
+                sweep_configs(&base, &hz, &quanta),
+                &s.knobs,
+                &s.out,
+                Some(label),
+            )
         }
         None => {
             let Some(w) = &a.workload else {
@@ -312,16 +368,29 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<i32> {
                 )
                 .into());
             };
-            let mut base = RunConfig { tasks: punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?, ..RunConfig::default() };
+            let mut base = RunConfig {
+                tasks: punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?,
+                ..RunConfig::default()
+            };
             let (mut hz, mut quanta) = (vec![base.hz], vec![base.quantum]);
             apply(&a.knobs, &mut base, &mut hz, &mut quanta)?;
-            run_sweep(sweep_configs(&base, &hz, &quanta), &a.knobs, &a.out, Some(w.clone()))
+            run_sweep(
+                sweep_configs(&base, &hz, &quanta),
+                &a.knobs,
+                &a.out,
+                Some(w.clone()),
+            )
         }
     }
 }
 
 fn close(doc: &mut ResultDoc, interrupted: bool, fail_above: Option<u64>) -> i32 {
-    let worst = doc.series.iter().filter(|s| s.kind == report::kind::ALARM_LATENCY).map(|s| s.summary.max).max();
+    let worst = doc
+        .series
+        .iter()
+        .filter(|s| s.kind == report::kind::ALARM_LATENCY)
+        .map(|s| s.summary.max)
+        .max();
     let over = fail_above.zip(worst).filter(|(limit, w)| w > limit);
     doc.status = if interrupted {
         Status::Interrupted
@@ -344,7 +413,12 @@ fn close(doc: &mut ResultDoc, interrupted: bool, fail_above: Option<u64>) -> i32
     }
 }
 
-fn run_sweep(cfgs: Vec<RunConfig>, knobs: &Knobs, out: &SimOutput, workload: Option<String>) -> anyhow::Result<i32> {
+fn run_sweep(
+    cfgs: Vec<RunConfig>,
+    knobs: &Knobs,
+    out: &SimOutput,
+    workload: Option<String>,
+) -> anyhow::Result<i32> {
     // Everything is checked before anything runs.
     for c in &cfgs {
         c.validate().map_err(Failure::from)?;
@@ -355,8 +429,12 @@ fn run_sweep(cfgs: Vec<RunConfig>, knobs: &Knobs, out: &SimOutput, workload: Opt
     let at = Arc::new(AtomicU64::new(0));
     let total: u64 = cfgs.iter().map(|c| c.duration).sum();
     let runs = {
-        let _p = (total >= 10_000_000_000 || cfgs.len() > 1).then(|| Progress::start(total, at.clone()));
-        let control = Control { stop: Some(&stop), progress: if knobs.jobs == 1 { Some(&at) } else { None } };
+        let _p =
+            (total >= 10_000_000_000 || cfgs.len() > 1).then(|| Progress::start(total, at.clone()));
+        let control = Control {
+            stop: Some(&stop),
+            progress: if knobs.jobs == 1 { Some(&at) } else { None },
+        };
         punctual_sim::sweep(&cfgs, knobs.jobs, &control).map_err(Failure::from)?
     };
     let interrupted = runs.iter().any(|r| r.interrupted) || runs.len() < cfgs.len();
@@ -367,7 +445,8 @@ fn run_sweep(cfgs: Vec<RunConfig>, knobs: &Knobs, out: &SimOutput, workload: Opt
     doc.series = report::series(&runs);
     doc.extra.insert("events".into(), events.into());
     doc.extra.insert("simulated_ns".into(), simulated.into());
-    doc.extra.insert("runs".into(), report::run_summaries(&runs));
+    doc.extra
+        .insert("runs".into(), report::run_summaries(&runs));
     let code = close(&mut doc, interrupted, prep.fail_above);
     let mut text = report::table(&runs).render();
     text.push('\n');
@@ -384,13 +463,20 @@ fn run_sweep(cfgs: Vec<RunConfig>, knobs: &Knobs, out: &SimOutput, workload: Opt
     Ok(code)
 }
 
-fn finish(prep: &Prepared, doc: &ResultDoc, text: &str, plot: impl FnOnce() -> Result<String, punctual_plot::PlotError>) -> anyhow::Result<()> {
+fn finish(
+    prep: &Prepared,
+    doc: &ResultDoc,
+    text: &str,
+    plot: impl FnOnce() -> Result<String, punctual_plot::PlotError>,
+) -> anyhow::Result<()> {
     prep.exports.write(doc)?;
     if let Some(p) = &prep.plot {
         let svg = plot().map_err(|e| Failure::system(e.to_string()))?;
-        p.write(svg.as_bytes()).map_err(|e| Failure::system(format!("writing --plot {p}: {e}")))?;
+        p.write(svg.as_bytes())
+            .map_err(|e| Failure::system(format!("writing --plot {p}: {e}")))?;
     }
-    let stdout_free = prep.exports.stdout_free() && !prep.plot.as_ref().is_some_and(Output::is_stdout);
+    let stdout_free =
+        prep.exports.stdout_free() && !prep.plot.as_ref().is_some_and(Output::is_stdout);
     if stdout_free {
         show(&prep.exports, text);
     } else {
@@ -426,7 +512,14 @@ fn settings(doc: &mut ResultDoc, cfgs: &[RunConfig], workload: Option<String>) {
     if let Some(w) = workload {
         s.insert("workload".into(), w.into());
     }
-    s.insert("tasks".into(), json!(c.tasks.iter().map(|t| format!("{} ({})", t.name, t.behaviour.kind())).collect::<Vec<_>>()));
+    s.insert(
+        "tasks".into(),
+        json!(c
+            .tasks
+            .iter()
+            .map(|t| format!("{} ({})", t.name, t.behaviour.kind()))
+            .collect::<Vec<_>>()),
+    );
 }
 
 fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
@@ -434,7 +527,11 @@ fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
     let (mut hz, mut quanta) = (vec![100u32], vec![base.quantum]);
     apply(&f.knobs, &mut base, &mut hz, &mut quanta)?;
     if f.knobs.duration.is_some() {
-        return Err(usage("-D/--duration", "frames runs as long as the clip; set --frames instead").into());
+        return Err(usage(
+            "-D/--duration",
+            "frames runs as long as the clip; set --frames instead",
+        )
+        .into());
     }
     if quanta.len() > 1 {
         return Err(usage("-q/--quantum", "frames takes one quantum").into());
@@ -446,7 +543,10 @@ fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
     let poll = match f.poll.as_deref() {
         None => Poll::Every(punctual_sim::behaviour::defaults::XINE_POLL),
         Some("frame") => Poll::PerFrame,
-        Some(p) => Poll::Every(punctual_time::parse_duration_ns(p).map_err(|e| usage("--poll", format!("{e}; or frame")))?),
+        Some(p) => Poll::Every(
+            punctual_time::parse_duration_ns(p)
+                .map_err(|e| usage("--poll", format!("{e}; or frame")))?,
+        ),
     };
     let background = match &f.workload {
         Some(w) => punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?,
@@ -477,7 +577,10 @@ fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
     let prep = prepare(&f.out)?;
     let interrupts = punctual_rt::Interrupts::install();
     let stop = interrupts.stop_flag();
-    let control = Control { stop: Some(&stop), progress: None };
+    let control = Control {
+        stop: Some(&stop),
+        progress: None,
+    };
     let mut results: Vec<FramesResult> = Vec::new();
     for cfg in &studies {
         let r = punctual_sim::frames::study(cfg, &control).map_err(Failure::from)?;
@@ -492,7 +595,10 @@ fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
     let simulated: u64 = results.iter().map(FramesResult::simulated_ns).sum();
     let mut doc = new_doc(simulated);
     let s = &mut doc.settings.extra;
-    s.insert("fps".into(), json!(fps.iter().map(|f| *f as f64 / 1000.0).collect::<Vec<_>>()));
+    s.insert(
+        "fps".into(),
+        json!(fps.iter().map(|f| *f as f64 / 1000.0).collect::<Vec<_>>()),
+    );
     s.insert("hz".into(), json!(hz));
     s.insert("frames".into(), f.frames.into());
     s.insert("shifts".into(), f.shifts.into());
@@ -515,11 +621,13 @@ fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
         text.push_str(&t.render());
         text.push('\n');
     }
-    text.push_str(&format!("{events} events, {} simulated\n", punctual_time::format_ns(simulated)));
+    text.push_str(&format!(
+        "{events} events, {} simulated\n",
+        punctual_time::format_ns(simulated)
+    ));
     finish(&prep, &doc, &text, || report::frames_plot(&results))?;
     if interrupted {
         eprintln!("punctual: interrupted; partial results written");
     }
     Ok(code)
 }
-
