@@ -590,6 +590,8 @@ pub mod defaults {
     pub const GAME_FRAME: (Ns, Ns) = (3 * MS, 8 * MS);
     pub const GAME_GPU: (Ns, Ns) = (500 * US, 2 * MS);
     pub const PLAYER_WORK: Ns = 100 * US;
+    /// A BLK process's work per alarm: the signal handler and the next alarm system call.
+    pub const BLK_HANDLER: Ns = 2 * US;
 }
 
 /// Parse a workload given on the command line: `blk:N`, `pctK:N`, `cont:N`, `cpu:N`,
@@ -635,7 +637,7 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
         match label {
             "blk" => {
                 max_parts(2)?;
-                add(count(1)?, "blk", Behaviour::Blk { delay: ETSION_DELAY, handler: 0 })
+                add(count(1)?, "blk", Behaviour::Blk { delay: ETSION_DELAY, handler: defaults::BLK_HANDLER })
             }
             "cont" => {
                 max_parts(2)?;
