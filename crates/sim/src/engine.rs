@@ -706,6 +706,9 @@ impl<'c> Engine<'c> {
         self.tasks[t].alarm = None;
         self.tasks[t].signal = Some((expiry, self.now));
         match self.tasks[t].state {
+            // About to be switched out (its quantum ran out on this tick): a signal is delivered on
+            // the way back to user mode, which comes only after the switch.
+            RunState::Running(c) if self.cpus[c].need_resched && self.tasks[t].expired => {}
             RunState::Running(c) => {
                 self.checkpoint(c);
                 self.notice_signal(c, t);
