@@ -78,7 +78,7 @@ pub struct Knobs {
     /// Refuse runs estimated to process more events than this (default 20000000000).
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
-    /// Runs of a sweep to simulate at once (default 1; the output does not depend on it).
+    /// Runs of a sweep to simulate at once (the output does not depend on it).
     #[arg(short = 'j', long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
 }
