@@ -253,7 +253,8 @@ pub struct EtsionBilling;
 
 /// Etsion Table 3 (billing ratio at 100 / 1000 Hz, missed quanta at 100 / 1000 Hz) and Table 4
 /// (quanta per second at 100 / 1000 Hz; the CPU+Quake row has none).
-pub const TABLE3: [(&str, f64, f64, f64, f64, Option<(f64, f64)>); 6] = [
+pub type Table3Row = (&'static str, f64, f64, f64, f64, Option<(f64, f64)>);
+pub const TABLE3: [Table3Row; 6] = [
     ("Emacs", 1.0746, 0.9468, 95.96, 73.42, Some((22.36, 34.60))),
     ("Xine", 1.2750, 1.0249, 89.46, 74.81, Some((470.67, 695.94))),
     (

@@ -356,6 +356,7 @@ pub fn frames_tables(results: &[FramesResult]) -> Vec<Table> {
     out
 }
 
+#[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; the workspace supports 1.85
 pub fn fps_label(fps_milli: u64) -> String {
     if fps_milli % 1000 == 0 {
         (fps_milli / 1000).to_string()
