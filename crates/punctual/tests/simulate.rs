@@ -398,3 +398,26 @@ fn etsion_frames_quick_runs_and_writes_its_figures() {
     assert!(dir.path().join("etsion-frames-fig1.svg").exists());
     assert!(dir.path().join("etsion-frames-fig5.svg").exists());
 }
+
+#[test]
+fn interrupted_simulation_exits_130_with_partial_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("partial.json");
+    let exe = assert_cmd::cargo::cargo_bin("punctual");
+    // Long enough that it cannot finish before the signal (about 10^9 events).
+    let mut child = std::process::Command::new(exe)
+        .args(["simulate", "-w", "cont:8", "--hz", "100000", "-D", "10000s", "--irq-cost", "0ns", "--irq-indirect", "0ns"])
+        .args(["--json", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(doc["status"], "interrupted");
+    let simulated = doc["simulated_ns"].as_u64().unwrap();
+    assert!(simulated > 0 && simulated < 10_000_000_000_000, "{simulated}");
+}
