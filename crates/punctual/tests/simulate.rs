@@ -406,7 +406,19 @@ fn interrupted_simulation_exits_130_with_partial_results() {
     let exe = assert_cmd::cargo::cargo_bin("punctual");
     // Long enough that it cannot finish before the signal (about 10^9 events).
     let mut child = std::process::Command::new(exe)
-        .args(["simulate", "-w", "cont:8", "--hz", "100000", "-D", "10000s", "--irq-cost", "0ns", "--irq-indirect", "0ns"])
+        .args([
+            "simulate",
+            "-w",
+            "cont:8",
+            "--hz",
+            "100000",
+            "-D",
+            "10000s",
+            "--irq-cost",
+            "0ns",
+            "--irq-indirect",
+            "0ns",
+        ])
         .args(["--json", out.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -419,5 +431,8 @@ fn interrupted_simulation_exits_130_with_partial_results() {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(doc["status"], "interrupted");
     let simulated = doc["simulated_ns"].as_u64().unwrap();
-    assert!(simulated > 0 && simulated < 10_000_000_000_000, "{simulated}");
+    assert!(
+        simulated > 0 && simulated < 10_000_000_000_000,
+        "{simulated}"
+    );
 }

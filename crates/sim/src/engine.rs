@@ -393,7 +393,9 @@ impl<'c> Engine<'c> {
     fn end_quantum(&mut self, c: usize, t: usize) {
         let len = self.now - self.cpus[c].quantum_start;
         let billed = self.cpus[c].quantum_billed;
-        self.tasks[t].stats.record_quantum(len, billed);
+        self.tasks[t]
+            .stats
+            .record_quantum(len, billed, self.cfg.tick_ns());
     }
 
     fn wake(&mut self, t: usize) {
@@ -449,7 +451,9 @@ impl<'c> Engine<'c> {
         if let Some(p) = prev {
             if next != Some(p) || self.tasks[p].expired {
                 let (start, billed) = (self.cpus[c].quantum_start, self.cpus[c].quantum_billed);
-                self.tasks[p].stats.record_quantum(self.now - start, billed);
+                self.tasks[p]
+                    .stats
+                    .record_quantum(self.now - start, billed, self.cfg.tick_ns());
             }
         }
         if self.fair {

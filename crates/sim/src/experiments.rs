@@ -405,6 +405,7 @@ impl Experiment for EtsionBilling {
         let mut doc = new_doc(ctx);
         let (mut events, mut simulated) = (0u64, 0u64);
         let mut cdf_lines = Vec::new();
+        let mut fig4_lines = Vec::new();
         for (app, b100, b1000, m100, m1000, q) in TABLE3 {
             check_stop(ctx)?;
             let (tasks, names) = billing_workload(app);
@@ -421,6 +422,12 @@ impl Experiment for EtsionBilling {
                 events += r.events;
                 simulated += r.simulated_ns;
                 let (ratio, missed, qps, eq) = billing_of(&r, &names);
+                if app != "CPU+Quake" {
+                    fig4_lines.push(punctual_plot::Line {
+                        label: format!("{app} @{hz}Hz"),
+                        points: billing_by_length(&r, &names),
+                    });
+                }
                 if let Some(eq) = &eq {
                     doc.series.push(
                         Series::from_recorder(
@@ -479,6 +486,15 @@ impl Experiment for EtsionBilling {
         doc.settings
             .extra
             .insert("duration_ns".into(), (secs * NS_PER_S).into());
+        let fig4 = punctual_plot::line_plot(
+            "Etsion Fig. 4 (simulated): mean billed time by effective quantum (in ticks; ideal is the diagonal)",
+            "effective quantum (ticks)",
+            "billed (ticks)",
+            &fig4_lines,
+            false,
+            false,
+        )
+        .map_err(plot_err)?;
         let fig6 = punctual_plot::line_plot(
             "Etsion Fig. 6 (simulated): effective quantum CDF",
             "effective quantum (ms)",
@@ -497,6 +513,22 @@ impl Experiment for EtsionBilling {
             }],
         })
     }
+}
+
+/// Etsion Fig. 4 as points: effective quantum (bucket middle, ticks) against mean billed ticks.
+fn billing_by_length(r: &RunResult, names: &[&str]) -> Vec<(f64, f64)> {
+    let mut sums = [(0u64, 0u64); crate::stats::BILLING_BUCKETS];
+    for t in r.tasks.iter().filter(|t| names.contains(&t.name.as_str())) {
+        for (s, b) in sums.iter_mut().zip(t.stats.billing_by_length.iter()) {
+            s.0 += b.0;
+            s.1 += b.1;
+        }
+    }
+    sums.iter()
+        .enumerate()
+        .filter(|(_, (n, _))| *n > 0)
+        .map(|(i, (n, billed))| ((i as f64 + 0.5) / 4.0, *billed as f64 / *n as f64))
+        .collect()
 }
 
 /// Cumulative distribution points (x in ms) from a recorder's histogram.

@@ -21,6 +21,9 @@ pub struct TaskStats {
     /// Quanta that no tick found running: never billed.
     pub missed_quanta: u64,
     pub effective_quantum: Option<Box<Recorder>>,
+    /// Etsion Fig. 4: per effective-quantum length in quarter ticks (the last bucket holds 7.75
+    /// ticks and longer), how many quanta and how many ticks they were billed.
+    pub billing_by_length: [(u64, u64); BILLING_BUCKETS],
     /// From the interrupt that delivered the alarm to the task running (Etsion Table 6).
     pub alarm_latency: Option<Box<Recorder>>,
     /// From the time the alarm was asked for to the task running (tick rounding included).
@@ -43,6 +46,9 @@ pub struct TaskStats {
     pub wakeups: u64,
 }
 
+/// Buckets of [`TaskStats::billing_by_length`]: quarter ticks up to 8 ticks.
+pub const BILLING_BUCKETS: usize = 32;
+
 /// How many skipped frame indices a player keeps (bounded, so memory stays flat).
 pub const SKIPPED_KEPT: usize = 64;
 
@@ -54,7 +60,10 @@ impl TaskStats {
         }
     }
 
-    pub fn record_quantum(&mut self, len: Ns, billed: u64) {
+    pub fn record_quantum(&mut self, len: Ns, billed: u64, tick_ns: Ns) {
+        let b = ((len * 4) / tick_ns.max(1)).min(BILLING_BUCKETS as u64 - 1) as usize;
+        self.billing_by_length[b].0 += 1;
+        self.billing_by_length[b].1 += billed;
         self.quanta += 1;
         if billed == 0 {
             self.missed_quanta += 1;

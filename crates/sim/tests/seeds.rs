@@ -380,3 +380,35 @@ fn typist_billing_misses_most_quanta_at_100hz() {
     assert!((missed - 0.96).abs() < 0.03, "{missed}");
     let _ = Poll::PerFrame;
 }
+
+#[test]
+fn billing_by_quantum_length_follows_the_tick_sampling_law() {
+    // Etsion Fig. 4 and Section 4: a quantum of length L (under a tick) contains a tick with
+    // probability L / tick, so the mean billing of quanta of length L is L, in ticks, on average:
+    // the diagonal. The typist's bursts are spread over the tick independently of it.
+    let r = run(&RunConfig {
+        hz: 100,
+        policy: Policy::Linux24,
+        duration: 600 * S,
+        tasks: parse_workload("typist:4").unwrap(),
+        ..RunConfig::default()
+    });
+    let mut n = 0u64;
+    let mut billed = 0u64;
+    for t in &r.tasks {
+        // The first four buckets: quanta shorter than one tick.
+        for (c, b) in t.stats.billing_by_length.iter().take(4) {
+            n += c;
+            billed += b;
+        }
+    }
+    let quanta: u64 = r.tasks.iter().map(|t| t.stats.quanta).sum();
+    assert_eq!(n, quanta, "every typist quantum is under a tick");
+    let consumed: u64 = r.tasks.iter().map(|t| t.stats.consumed_ns).sum();
+    let expected = consumed as f64 / r.tick_ns() as f64; // sum of L / tick over quanta, roughly
+    let sd = expected.sqrt();
+    assert!(
+        (billed as f64 - expected).abs() < 4.0 * sd + 0.1 * expected,
+        "billed {billed} ticks, expected about {expected}"
+    );
+}
