@@ -211,6 +211,8 @@ impl Experiment for EtsionFrames {
             studies.push(b);
         }
         t1.note("Etsion measured Xine showing 500 frames; the published figure shows 60 fps falling to about 40 at 100 Hz only.");
+        t1.note("Above HZ/2 frames a second a player woken at each tick shows HZ/2 on average: a frame is shown only when a tick");
+        t1.note("falls in the first half of its display time, which happens for (1/2 fps) / (1/HZ) of the frames.");
         let mut doc = new_doc(ctx);
         doc.settings.extra.insert("frames".into(), frames.into());
         doc.settings.extra.insert("shifts".into(), shifts.into());
@@ -549,9 +551,11 @@ fn cdf_points(r: &Recorder) -> Vec<(f64, f64)> {
         pts.push(((min as f64 / 1e6).max(1e-3), 0.0));
     }
     for v in r.histogram().iter_recorded() {
+        // A staircase: flat until the value, then up (latencies in whole ticks show as steps).
+        let x = (r.histogram().highest_equivalent(v.value_iterated_to()) as f64 / 1e6).max(1e-3);
+        pts.push((x, seen as f64 / n));
         seen += v.count_at_value();
-        let x = r.histogram().highest_equivalent(v.value_iterated_to()) as f64 / 1e6;
-        pts.push((x.max(1e-3), seen as f64 / n));
+        pts.push((x, seen as f64 / n));
     }
     pts
 }
