@@ -28,7 +28,7 @@ pub enum Command {
     /// Timer wake-up latency, cyclictest-class.
     Latency(LatencyArgs),
     /// Tick-scheduler simulator: HZ, quantum, timer mechanism, policy; latency, billing, frames.
-    Simulate(crate::cmd::simulate::SimulateArgs),
+    Simulate(Box<crate::cmd::simulate::SimulateArgs>),
     /// Reproductions of the seeds' experiments.
     #[command(subcommand)]
     Experiment(ExperimentCmd),

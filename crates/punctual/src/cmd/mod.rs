@@ -15,7 +15,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Latency(a) => latency::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Load(a) => load_body::run(a),
-        Command::Simulate(a) => simulate::run(a),
+        Command::Simulate(a) => simulate::run(*a),
     }
 }
 
