@@ -65,10 +65,10 @@ impl Experiment for EtsionFrames {
         "etsion-frames"
     }
     fn reproduces(&self) -> &'static str {
-        "Etsion 2003 Sec. 5, Figs. 1 and 5: frames skipped by start shift; desired vs achieved rate at 100 and 1000 Hz (simulated)"
+        "Etsion 2003 Sec. 5, Figs. 1, 5: frames skipped by start shift, desired vs achieved rate (simulated)"
     }
     fn duration(&self) -> &'static str {
-        "about 10 s; --quick about 2 s (pure simulation)"
+        "a few seconds; --quick about 1 s (simulation)"
     }
 
     fn run(&self, ctx: &Context) -> Result<Report, Failure> {
@@ -372,10 +372,10 @@ impl Experiment for EtsionBilling {
         "etsion-billing"
     }
     fn reproduces(&self) -> &'static str {
-        "Etsion 2003 Tables 3-4, Figs. 4 and 6: tick-sampled billing, missed quanta, quanta/s at 100 and 1000 Hz (simulated)"
+        "Etsion 2003 Tables 3-4, Figs. 4, 6: billing, missed quanta, quanta/s at 100 and 1000 Hz"
     }
     fn duration(&self) -> &'static str {
-        "about 10 s; --quick about 3 s (pure simulation)"
+        "under a second (simulation)"
     }
 
     fn run(&self, ctx: &Context) -> Result<Report, Failure> {
@@ -651,10 +651,10 @@ impl Experiment for EtsionLatency {
         "etsion-latency"
     }
     fn reproduces(&self) -> &'static str {
-        "Etsion 2003 Table 6, Fig. 7: alarm latency tails for BLK, N%, CONT at 100 Hz/60 ms and 20,000 Hz/100 us (simulated)"
+        "Etsion 2003 Table 6, Fig. 7: alarm latency, BLK/N%/CONT, 100 Hz/60 ms and 20 kHz/100 us"
     }
     fn duration(&self) -> &'static str {
-        "about 30 s; --quick about 5 s (pure simulation)"
+        "about 10 s; --quick about 2 s (simulation)"
     }
 
     fn run(&self, ctx: &Context) -> Result<Report, Failure> {
