@@ -27,6 +27,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Timer wake-up latency, cyclictest-class.
     Latency(LatencyArgs),
+    /// Tick-scheduler simulator: HZ, quantum, timer mechanism, policy; latency, billing, frames.
+    Simulate(Box<crate::cmd::simulate::SimulateArgs>),
     /// Reproductions of the seeds' experiments.
     #[command(subcommand)]
     Experiment(ExperimentCmd),

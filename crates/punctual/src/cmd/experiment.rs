@@ -10,6 +10,7 @@ use punctual_result::{Failure, Table};
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
+        Box::new(punctual_sim::experiments::EtsionFrames),
         Box::new(punctual_trace::experiments::EtsionBilling),
         Box::new(punctual_trace::experiments::KurtIrq),
     ]
@@ -17,7 +18,10 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
 
 /// Simulated halves of experiments (chosen with `--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![
+        Box::new(punctual_sim::experiments::EtsionBilling),
+        Box::new(punctual_sim::experiments::EtsionLatency),
+    ]
 }
 
 pub fn run(cmd: ExperimentCmd) -> anyhow::Result<i32> {

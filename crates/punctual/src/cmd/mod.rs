@@ -4,6 +4,7 @@ mod check;
 mod experiment;
 mod latency;
 mod load_body;
+pub mod simulate;
 pub mod trace;
 
 use crate::cli::{Cli, Command};
@@ -16,6 +17,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Experiment(a) => experiment::run(a),
         Command::Load(a) => load_body::run(a),
         Command::Trace(a) => trace::run(a),
+        Command::Simulate(a) => simulate::run(*a),
     }
 }
 

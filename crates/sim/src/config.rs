@@ -1,0 +1,453 @@
+//! What one simulated run is: the clock (HZ, timer mechanism), the scheduler (policy, quantum), the
+//! costs of interrupts and switches, and the tasks. Everything here is plain data, validated before
+//! anything runs ([`RunConfig::validate`]), so bad input is refused with the field that fixes it.
+
+use crate::behaviour::Behaviour;
+use crate::SimError;
+use punctual_time::format_ns;
+
+/// Nanoseconds on the simulated clock (which starts at 0).
+pub type Ns = u64;
+
+pub const NS_PER_S: u64 = 1_000_000_000;
+/// The highest clock-interrupt rate accepted: one tick per microsecond.
+pub const MAX_HZ: u32 = 1_000_000;
+/// Runs whose estimated event count is above this are refused unless `max_events` is raised: at
+/// about 10 million events a second that is roughly half an hour of computing.
+pub const DEFAULT_MAX_EVENTS: u64 = 20_000_000_000;
+/// The longest simulated duration: keeps every tick index and timestamp far from u64 overflow.
+pub const MAX_DURATION: Ns = 100_000 * NS_PER_S;
+
+/// How clock interrupts and timers work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mechanism {
+    /// A tick every 1/HZ; timers expire at the first tick at or after their time (Linux 2.4).
+    Periodic,
+    /// UTIME: an interrupt exactly when the earliest timer is due, plus the HZ heartbeat that
+    /// keeps billing and quanta working.
+    Oneshot,
+    /// Soft timers: checked at every kernel entry (system calls, interrupts, the idle loop), with
+    /// the periodic tick as the fallback.
+    Soft,
+    /// Firm timers: soft timers, with a one-shot interrupt `overshoot` after the expiry as the
+    /// fallback instead of the tick.
+    Firm,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 4] = [
+        Mechanism::Periodic,
+        Mechanism::Oneshot,
+        Mechanism::Soft,
+        Mechanism::Firm,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Periodic => "periodic",
+            Mechanism::Oneshot => "oneshot",
+            Mechanism::Soft => "soft",
+            Mechanism::Firm => "firm",
+        }
+    }
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!("unknown timer mechanism '{s}' (valid: periodic, oneshot, soft, firm)")
+            })
+    }
+}
+
+/// The scheduling policy of the run: the class every task gets unless it names its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// POSIX round robin: fixed priorities, a quantum of whole ticks, then the back of the queue.
+    Rr,
+    /// POSIX FIFO: fixed priorities, runs until it blocks or a higher priority wakes.
+    Fifo,
+    /// Linux 2.4's epoch scheduler: counters of quantum ticks plus one, goodness, recalculation
+    /// when every runnable counter is used up.
+    Linux24,
+    /// Virtual-runtime fair scheduling (CFS-like): least virtual runtime first, exact accounting.
+    Fair,
+    /// Explicit plan (KURT): periodic tasks are released by the plan and run in release order
+    /// above everything else; other tasks share the rest round robin.
+    Plan,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 5] = [
+        Policy::Rr,
+        Policy::Fifo,
+        Policy::Linux24,
+        Policy::Fair,
+        Policy::Plan,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Rr => "rr",
+            Policy::Fifo => "fifo",
+            Policy::Linux24 => "linux24",
+            Policy::Fair => "fair",
+            Policy::Plan => "plan",
+        }
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown policy '{s}' (valid: rr, fifo, linux24, fair, plan)"))
+    }
+}
+
+/// A task's own scheduling class, overriding the run's policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Fifo,
+    Rr,
+    /// Time sharing: Linux 2.4 goodness, or virtual runtime when the run's policy is `fair`.
+    Other,
+}
+
+impl std::str::FromStr for Class {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fifo" => Ok(Class::Fifo),
+            "rr" => Ok(Class::Rr),
+            "other" => Ok(Class::Other),
+            _ => Err(format!(
+                "unknown task policy '{s}' (valid: fifo, rr, other)"
+            )),
+        }
+    }
+}
+
+/// A quantum as time (`60ms`) or as ticks (`6ticks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Quantum {
+    Time(Ns),
+    Ticks(u64),
+}
+
+impl Quantum {
+    /// Whole ticks at `hz`: time is rounded down, so a quantum never grows past what was asked.
+    pub fn ticks(self, hz: u32) -> u64 {
+        match self {
+            Quantum::Ticks(t) => t,
+            Quantum::Time(ns) => ((ns as u128 * hz as u128) / NS_PER_S as u128) as u64,
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Quantum::Ticks(t) => format!("{t}ticks"),
+            Quantum::Time(ns) => format_ns(ns).replace(' ', ""),
+        }
+    }
+}
+
+impl std::str::FromStr for Quantum {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Some(n) = s.strip_suffix("ticks").or_else(|| s.strip_suffix("tick")) {
+            let n: u64 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("'{s}' is not a number of ticks, e.g. 6ticks"))?;
+            return Ok(Quantum::Ticks(n));
+        }
+        punctual_time::parse_duration_ns(s)
+            .map(Quantum::Time)
+            .map_err(|e| format!("{e}; or give ticks, e.g. 6ticks"))
+    }
+}
+
+/// Overheads, in simulated CPU time taken from whatever the CPU was doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Costs {
+    /// Running the interrupt handler (Etsion Table 1: 0.49 us on the P-III 664 without the 8253).
+    pub irq_direct: Ns,
+    /// Cache and TLB refill after an interrupt (Etsion Section 3: about 90 % of the total).
+    pub irq_indirect: Ns,
+    /// A context switch, including the refill of the incoming task's working set.
+    pub switch: Ns,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs {
+            irq_direct: 500,
+            irq_indirect: 4_500,
+            switch: 2_000,
+        }
+    }
+}
+
+impl Costs {
+    pub fn irq(&self) -> Ns {
+        self.irq_direct + self.irq_indirect
+    }
+    pub fn zero() -> Costs {
+        Costs {
+            irq_direct: 0,
+            irq_indirect: 0,
+            switch: 0,
+        }
+    }
+}
+
+/// One task of the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskSpec {
+    pub name: String,
+    /// The workload entry it came from (`cont`, `xine`...), for pooled series and tables.
+    pub group: String,
+    pub behaviour: Behaviour,
+    pub class: Option<Class>,
+    /// 1-99 for fifo/rr.
+    pub priority: u32,
+    /// -20..19 for time sharing.
+    pub nice: i32,
+    /// Pinned to this CPU, or free to run anywhere.
+    pub cpu: Option<usize>,
+}
+
+impl TaskSpec {
+    pub fn new(
+        name: impl Into<String>,
+        group: impl Into<String>,
+        behaviour: Behaviour,
+    ) -> TaskSpec {
+        TaskSpec {
+            name: name.into(),
+            group: group.into(),
+            behaviour,
+            class: None,
+            priority: 50,
+            nice: 0,
+            cpu: None,
+        }
+    }
+}
+
+/// One simulated run (one point of a sweep).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub hz: u32,
+    pub quantum: Quantum,
+    pub policy: Policy,
+    pub timer: Mechanism,
+    pub cpus: usize,
+    pub duration: Ns,
+    pub seed: u64,
+    pub costs: Costs,
+    /// Mean time between kernel entries (system calls, device interrupts) of a computing task:
+    /// where soft and firm timers get checked.
+    pub entry_interval: Ns,
+    /// Firm timers: how long after the expiry the one-shot fallback interrupt fires.
+    pub overshoot: Ns,
+    pub tasks: Vec<TaskSpec>,
+    pub max_events: u64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            hz: 100,
+            quantum: Quantum::Time(50_000_000),
+            policy: Policy::Rr,
+            timer: Mechanism::Periodic,
+            cpus: 1,
+            duration: 60 * NS_PER_S,
+            seed: 1,
+            costs: Costs::default(),
+            entry_interval: 100_000,
+            overshoot: 20_000,
+            tasks: Vec::new(),
+            max_events: DEFAULT_MAX_EVENTS,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Length of a tick in ns (rounded down; tick k is at `k * 1e9 / hz` exactly).
+    pub fn tick_ns(&self) -> Ns {
+        NS_PER_S / self.hz as u64
+    }
+
+    pub fn quantum_ticks(&self) -> u64 {
+        self.quantum.ticks(self.hz)
+    }
+
+    /// Refuse what cannot be simulated meaningfully, naming the setting that fixes it.
+    pub fn validate(&self) -> Result<(), SimError> {
+        if self.hz == 0 || self.hz > MAX_HZ {
+            return Err(SimError::invalid(
+                "--hz",
+                format!(
+                    "{} Hz is out of range; give 1 to {MAX_HZ} (1 MHz), e.g. 100 or 1000",
+                    self.hz
+                ),
+            ));
+        }
+        let qt = self.quantum_ticks();
+        if qt == 0 {
+            return Err(SimError::invalid(
+                "--quantum",
+                format!(
+                    "{} is under one tick at {} Hz ({}); quanta are counted in ticks: give at least {} or 1ticks",
+                    self.quantum.label(),
+                    self.hz,
+                    format_ns(self.tick_ns()),
+                    format_ns(self.tick_ns())
+                ),
+            ));
+        }
+        if self.cpus == 0 || self.cpus > 256 {
+            return Err(SimError::invalid(
+                "--cpus",
+                format!("{} CPUs: give 1 to 256", self.cpus),
+            ));
+        }
+        if self.duration == 0 {
+            return Err(SimError::invalid(
+                "-D/--duration",
+                "must be more than zero, e.g. 60s",
+            ));
+        }
+        if self.duration > MAX_DURATION {
+            return Err(SimError::invalid(
+                "-D/--duration",
+                format!(
+                    "{} is longer than the simulator's limit of {}",
+                    format_ns(self.duration),
+                    format_ns(MAX_DURATION)
+                ),
+            ));
+        }
+        if self.costs.irq() >= self.tick_ns() {
+            return Err(SimError::invalid(
+                "--irq-cost",
+                format!(
+                    "an interrupt costs {} but a tick at {} Hz is only {}: the CPU would do nothing but take interrupts; \
+                     lower --hz or the interrupt costs",
+                    format_ns(self.costs.irq()),
+                    self.hz,
+                    format_ns(self.tick_ns())
+                ),
+            ));
+        }
+        if matches!(self.timer, Mechanism::Soft | Mechanism::Firm) && self.entry_interval == 0 {
+            return Err(SimError::invalid(
+                "--entry-interval",
+                "must be more than zero for soft and firm timers, e.g. 100us",
+            ));
+        }
+        if self.tasks.is_empty() {
+            return Err(SimError::invalid(
+                "--workload",
+                "no tasks to simulate; e.g. --workload cont:8",
+            ));
+        }
+        for t in &self.tasks {
+            if let Some(c) = t.cpu {
+                if c >= self.cpus {
+                    return Err(SimError::invalid(
+                        "cpu",
+                        format!(
+                            "task '{}' is pinned to CPU {c} but the run has {} CPU(s) (0-{})",
+                            t.name,
+                            self.cpus,
+                            self.cpus - 1
+                        ),
+                    ));
+                }
+            }
+            if matches!(t.class, Some(Class::Fifo | Class::Rr)) && !(1..=99).contains(&t.priority) {
+                return Err(SimError::invalid(
+                    "priority",
+                    format!("task '{}': priority {} is not in 1-99", t.name, t.priority),
+                ));
+            }
+            if !(-20..=19).contains(&t.nice) {
+                return Err(SimError::invalid(
+                    "nice",
+                    format!("task '{}': nice {} is not in -20..19", t.name, t.nice),
+                ));
+            }
+            t.behaviour.validate(&t.name)?;
+        }
+        let names: std::collections::HashSet<&str> =
+            self.tasks.iter().map(|t| t.name.as_str()).collect();
+        if names.len() != self.tasks.len() {
+            return Err(SimError::invalid(
+                "name",
+                "two tasks have the same name; names must be unique",
+            ));
+        }
+        for t in &self.tasks {
+            if let Some(target) = t.behaviour.target() {
+                if !names.contains(target) {
+                    return Err(SimError::invalid(
+                        "server",
+                        format!(
+                            "task '{}' hands work to '{target}', which is not a task of this run",
+                            t.name
+                        ),
+                    ));
+                }
+            }
+        }
+        let est = self.estimate_events();
+        if est > self.max_events {
+            return Err(SimError::invalid(
+                "-D/--duration",
+                format!(
+                    "this run would process about {est} events ({:.1e}), above the limit of {} ({:.1e}; about {} of computing at 10 million events/s); \
+                     shorten -D/--duration, lower --hz, or raise --max-events",
+                    est as f64,
+                    self.max_events,
+                    self.max_events as f64,
+                    format_ns((est / 10) * 1_000)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An upper estimate of the events the run will process: ticks on every CPU, plus what the
+    /// tasks generate (alarms, bursts, kernel entries for soft/firm timers), plus a switch and a
+    /// completion per tick when tasks compete.
+    pub fn estimate_events(&self) -> u64 {
+        let secs = self.duration as f64 / NS_PER_S as f64;
+        let ticks = self.hz as f64 * secs * self.cpus as f64;
+        let tasks: f64 = self
+            .tasks
+            .iter()
+            .map(|t| t.behaviour.events_per_s(self.tick_ns()))
+            .sum::<f64>()
+            * secs;
+        let entries = if matches!(self.timer, Mechanism::Soft | Mechanism::Firm) {
+            self.cpus as f64 * secs * NS_PER_S as f64 / self.entry_interval.max(1) as f64
+        } else {
+            0.0
+        };
+        let competing = if self.tasks.len() > self.cpus {
+            ticks
+        } else {
+            0.0
+        };
+        (ticks + tasks + entries + competing).min(u64::MAX as f64 / 2.0) as u64
+    }
+}

@@ -1,0 +1,668 @@
+//! Scenario files: a run (or a sweep over HZ and quanta) and its tasks in TOML. Every error names
+//! the file, line and column, and what to write instead. See `examples/sim/` for one file per seed
+//! figure.
+//!
+//! ```toml
+//! [sim]
+//! hz = [100, 1000]          # one value or a list (a sweep)
+//! quantum = "50ms"          # time, or ticks: "6ticks"; one or a list
+//! policy = "linux24"        # rr, fifo, linux24, fair, plan
+//! timer = "periodic"        # periodic, oneshot, soft, firm
+//! duration = "60s"
+//! workload = "cpu:1"        # optional: command-line labels, added to the tasks below
+//!
+//! [[task]]
+//! name = "X"
+//! behaviour = "server"      # blk, pct, cont, cpu, periodic, typist, player, decoder, server, game
+//! work = ["8ms", "9ms"]     # a duration or a [min, max] range
+//! ```
+
+use crate::behaviour::{defaults, parse_fps, parse_workload, Behaviour, Poll, ETSION_DELAY};
+use crate::config::{Class, Costs, Mechanism, Ns, Policy, Quantum, RunConfig, TaskSpec};
+use crate::SimError;
+use serde::Deserialize;
+use std::ops::Range;
+use toml::Spanned;
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum DurOrRange {
+    One(String),
+    Range(Vec<String>),
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum Fps {
+    Int(u64),
+    Float(f64),
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct File {
+    sim: Option<SimSection>,
+    #[serde(default)]
+    task: Vec<Spanned<TaskSection>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct SimSection {
+    name: Option<String>,
+    description: Option<String>,
+    hz: Option<Spanned<OneOrMany<i64>>>,
+    quantum: Option<Spanned<OneOrMany<String>>>,
+    policy: Option<Spanned<String>>,
+    timer: Option<Spanned<String>>,
+    cpus: Option<Spanned<i64>>,
+    duration: Option<Spanned<String>>,
+    seed: Option<Spanned<i64>>,
+    irq_cost: Option<Spanned<String>>,
+    irq_indirect: Option<Spanned<String>>,
+    switch_cost: Option<Spanned<String>>,
+    entry_interval: Option<Spanned<String>>,
+    overshoot: Option<Spanned<String>>,
+    workload: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct TaskSection {
+    name: Option<Spanned<String>>,
+    behaviour: Spanned<String>,
+    count: Option<Spanned<i64>>,
+    policy: Option<Spanned<String>>,
+    priority: Option<Spanned<i64>>,
+    nice: Option<Spanned<i64>>,
+    cpu: Option<Spanned<i64>>,
+    delay: Option<Spanned<DurOrRange>>,
+    handler: Option<Spanned<String>>,
+    pct: Option<Spanned<i64>>,
+    period: Option<Spanned<String>>,
+    wcet: Option<Spanned<String>>,
+    offset: Option<Spanned<String>>,
+    interval: Option<Spanned<String>>,
+    burst: Option<Spanned<DurOrRange>>,
+    server: Option<Spanned<String>>,
+    fps: Option<Spanned<Fps>>,
+    poll: Option<Spanned<String>>,
+    work: Option<Spanned<DurOrRange>>,
+    frames: Option<Spanned<i64>>,
+    start: Option<Spanned<String>>,
+    decoder: Option<Spanned<String>>,
+    buffer: Option<Spanned<i64>>,
+    frame: Option<Spanned<DurOrRange>>,
+    gpu: Option<Spanned<DurOrRange>>,
+}
+
+/// A parsed scenario: the base configuration and the sweep lists.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub base: RunConfig,
+    pub hz: Vec<u32>,
+    pub quanta: Vec<Quantum>,
+}
+
+impl Scenario {
+    /// One configuration per HZ and quantum, HZ-major.
+    pub fn runs(&self) -> Vec<RunConfig> {
+        let mut out = Vec::new();
+        for &hz in &self.hz {
+            for &q in &self.quanta {
+                out.push(RunConfig {
+                    hz,
+                    quantum: q,
+                    ..self.base.clone()
+                });
+            }
+        }
+        out
+    }
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at(&self, span: Range<usize>, message: impl Into<String>) -> SimError {
+        let offset = span.start.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        SimError::Scenario {
+            file: self.file.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    fn dur(&self, s: &Spanned<String>, key: &str) -> Result<Ns, SimError> {
+        punctual_time::parse_duration_ns(s.get_ref())
+            .map_err(|e| self.at(s.span(), format!("{key}: {e}")))
+    }
+
+    fn range(&self, s: &Spanned<DurOrRange>, key: &str) -> Result<(Ns, Ns), SimError> {
+        let parse = |x: &str| {
+            punctual_time::parse_duration_ns(x)
+                .map_err(|e| self.at(s.span(), format!("{key}: {e}")))
+        };
+        match s.get_ref() {
+            DurOrRange::One(v) => {
+                let d = parse(v)?;
+                Ok((d, d))
+            }
+            DurOrRange::Range(v) if v.len() == 2 => {
+                let (lo, hi) = (parse(&v[0])?, parse(&v[1])?);
+                if lo > hi {
+                    return Err(self.at(
+                        s.span(),
+                        format!("{key}: the range [{}, {}] has min above max", v[0], v[1]),
+                    ));
+                }
+                Ok((lo, hi))
+            }
+            DurOrRange::Range(_) => Err(self.at(
+                s.span(),
+                format!("{key}: give a duration or a [min, max] pair, e.g. [\"1ms\", \"1000ms\"]"),
+            )),
+        }
+    }
+
+    fn int(&self, s: &Spanned<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, SimError> {
+        let v = *s.get_ref();
+        if v < lo || v > hi {
+            return Err(self.at(
+                s.span(),
+                format!("{key} = {v} is out of range ({lo} to {hi})"),
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// Parse a scenario from its text. `file` names it in errors.
+pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
+    let cx = Ctx { file, text };
+    let raw: File = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        cx.at(span, e.message().to_string())
+    })?;
+    let mut base = RunConfig::default();
+    let mut hz = vec![base.hz];
+    let mut quanta = vec![base.quantum];
+    let mut name = None;
+    let mut description = None;
+    let mut costs = Costs::default();
+    if let Some(sim) = &raw.sim {
+        name = sim.name.clone();
+        description = sim.description.clone();
+        if let Some(h) = &sim.hz {
+            hz = Vec::new();
+            for v in h.get_ref().to_vec() {
+                if v <= 0 || v > crate::config::MAX_HZ as i64 {
+                    return Err(cx.at(
+                        h.span(),
+                        format!(
+                            "hz = {v} is out of range; give 1 to {} (1 MHz)",
+                            crate::config::MAX_HZ
+                        ),
+                    ));
+                }
+                hz.push(v as u32);
+            }
+            if hz.is_empty() {
+                return Err(cx.at(h.span(), "hz: give at least one value, e.g. hz = 100"));
+            }
+        }
+        if let Some(q) = &sim.quantum {
+            quanta = Vec::new();
+            for v in q.get_ref().to_vec() {
+                quanta.push(
+                    v.parse::<Quantum>()
+                        .map_err(|e| cx.at(q.span(), format!("quantum: {e}")))?,
+                );
+            }
+            if quanta.is_empty() {
+                return Err(cx.at(
+                    q.span(),
+                    "quantum: give at least one value, e.g. quantum = \"60ms\"",
+                ));
+            }
+        }
+        if let Some(p) = &sim.policy {
+            base.policy = p
+                .get_ref()
+                .parse::<Policy>()
+                .map_err(|e| cx.at(p.span(), e))?;
+        }
+        if let Some(t) = &sim.timer {
+            base.timer = t
+                .get_ref()
+                .parse::<Mechanism>()
+                .map_err(|e| cx.at(t.span(), e))?;
+        }
+        if let Some(c) = &sim.cpus {
+            base.cpus = cx.int(c, "cpus", 1, 256)? as usize;
+        }
+        if let Some(d) = &sim.duration {
+            base.duration = cx.dur(d, "duration")?;
+        }
+        if let Some(s) = &sim.seed {
+            base.seed = cx.int(s, "seed", 0, i64::MAX)? as u64;
+        }
+        if let Some(d) = &sim.irq_cost {
+            costs.irq_direct = cx.dur(d, "irq_cost")?;
+        }
+        if let Some(d) = &sim.irq_indirect {
+            costs.irq_indirect = cx.dur(d, "irq_indirect")?;
+        }
+        if let Some(d) = &sim.switch_cost {
+            costs.switch = cx.dur(d, "switch_cost")?;
+        }
+        if let Some(d) = &sim.entry_interval {
+            base.entry_interval = cx.dur(d, "entry_interval")?;
+        }
+        if let Some(d) = &sim.overshoot {
+            base.overshoot = cx.dur(d, "overshoot")?;
+        }
+        if let Some(w) = &sim.workload {
+            base.tasks = parse_workload(w.get_ref())
+                .map_err(|e| cx.at(w.span(), format!("workload: {e}")))?;
+        }
+    }
+    base.costs = costs;
+    for t in &raw.task {
+        let span = t.span();
+        let specs = task(&cx, t.get_ref())?;
+        for s in specs {
+            if base.tasks.iter().any(|o| o.name == s.name) {
+                return Err(cx.at(
+                    span.clone(),
+                    format!(
+                        "a task named '{}' already exists; names must be unique",
+                        s.name
+                    ),
+                ));
+            }
+            base.tasks.push(s);
+        }
+    }
+    if base.tasks.is_empty() {
+        return Err(cx.at(
+            0..0,
+            "no tasks: add [[task]] tables or a workload = \"cont:8\" line under [sim]",
+        ));
+    }
+    // Names a task hands work to must exist.
+    for t in &raw.task {
+        for (field, key) in [
+            (&t.get_ref().server, "server"),
+            (&t.get_ref().decoder, "decoder"),
+        ] {
+            if let Some(target) = field {
+                if !base.tasks.iter().any(|o| &o.name == target.get_ref()) {
+                    return Err(cx.at(
+                        target.span(),
+                        format!(
+                            "{key} = \"{}\" names no task of this scenario",
+                            target.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Scenario {
+        name,
+        description,
+        base,
+        hz,
+        quanta,
+    })
+}
+
+fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
+    let b = t.behaviour.get_ref().as_str();
+    // Which parameters each behaviour takes: anything else is refused, so typos do not pass.
+    let allowed: &[&str] = match b {
+        "blk" => &["delay", "handler"],
+        "pct" => &["pct", "delay"],
+        "cont" => &["delay"],
+        "cpu" => &[],
+        "periodic" => &["period", "wcet", "offset"],
+        "typist" => &["interval", "burst", "server"],
+        "player" => &["fps", "poll", "work", "frames", "start", "server", "decoder"],
+        "decoder" => &["work", "buffer"],
+        "server" => &["work"],
+        "game" => &["frame", "gpu"],
+        other => {
+            return Err(cx.at(
+                t.behaviour.span(),
+                format!("unknown behaviour '{other}' (valid: blk, pct, cont, cpu, periodic, typist, player, decoder, server, game)"),
+            ))
+        }
+    };
+    let present: [(&str, Option<Range<usize>>); 18] = [
+        ("delay", t.delay.as_ref().map(|s| s.span())),
+        ("handler", t.handler.as_ref().map(|s| s.span())),
+        ("pct", t.pct.as_ref().map(|s| s.span())),
+        ("period", t.period.as_ref().map(|s| s.span())),
+        ("wcet", t.wcet.as_ref().map(|s| s.span())),
+        ("offset", t.offset.as_ref().map(|s| s.span())),
+        ("interval", t.interval.as_ref().map(|s| s.span())),
+        ("burst", t.burst.as_ref().map(|s| s.span())),
+        ("server", t.server.as_ref().map(|s| s.span())),
+        ("fps", t.fps.as_ref().map(|s| s.span())),
+        ("poll", t.poll.as_ref().map(|s| s.span())),
+        ("work", t.work.as_ref().map(|s| s.span())),
+        ("frames", t.frames.as_ref().map(|s| s.span())),
+        ("start", t.start.as_ref().map(|s| s.span())),
+        ("decoder", t.decoder.as_ref().map(|s| s.span())),
+        ("buffer", t.buffer.as_ref().map(|s| s.span())),
+        ("frame", t.frame.as_ref().map(|s| s.span())),
+        ("gpu", t.gpu.as_ref().map(|s| s.span())),
+    ];
+    for (key, span) in present {
+        if let Some(span) = span {
+            if !allowed.contains(&key) {
+                return Err(cx.at(
+                    span,
+                    format!(
+                        "'{key}' does not apply to behaviour '{b}' (it takes: {})",
+                        if allowed.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            allowed.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    let dur_or = |s: &Option<Spanned<String>>, key: &str, d: Ns| {
+        s.as_ref().map_or(Ok(d), |v| cx.dur(v, key))
+    };
+    let range_or = |s: &Option<Spanned<DurOrRange>>, key: &str, d: (Ns, Ns)| {
+        s.as_ref().map_or(Ok(d), |v| cx.range(v, key))
+    };
+    let need = |s: &Option<Spanned<String>>, key: &str| -> Result<Ns, SimError> {
+        match s {
+            Some(v) => cx.dur(v, key),
+            None => Err(cx.at(
+                t.behaviour.span(),
+                format!("behaviour '{b}' needs {key} (e.g. {key} = \"10ms\")"),
+            )),
+        }
+    };
+    let behaviour = match b {
+        "blk" => Behaviour::Blk {
+            delay: range_or(&t.delay, "delay", ETSION_DELAY)?,
+            handler: dur_or(&t.handler, "handler", 0)?,
+        },
+        "pct" => {
+            let pct =
+                match &t.pct {
+                    Some(p) => cx.int(p, "pct", 1, 100)? as u32,
+                    None => return Err(cx.at(
+                        t.behaviour.span(),
+                        "behaviour 'pct' needs pct = K (percent of each alarm interval computed)",
+                    )),
+                };
+            Behaviour::Pct {
+                pct,
+                delay: range_or(&t.delay, "delay", ETSION_DELAY)?,
+            }
+        }
+        "cont" => Behaviour::Cont {
+            delay: range_or(&t.delay, "delay", ETSION_DELAY)?,
+        },
+        "cpu" => Behaviour::Cpu,
+        "periodic" => Behaviour::Periodic {
+            period: need(&t.period, "period")?,
+            wcet: need(&t.wcet, "wcet")?,
+            offset: dur_or(&t.offset, "offset", 0)?,
+        },
+        "typist" => Behaviour::Typist {
+            interval: dur_or(&t.interval, "interval", defaults::TYPIST_INTERVAL)?,
+            burst: range_or(&t.burst, "burst", defaults::TYPIST_BURST)?,
+            server: t.server.as_ref().map(|s| s.get_ref().clone()),
+        },
+        "player" => {
+            let fps_milli = match &t.fps {
+                None => 60_000,
+                Some(f) => {
+                    let text = match f.get_ref() {
+                        Fps::Int(i) => i.to_string(),
+                        Fps::Float(x) => x.to_string(),
+                    };
+                    parse_fps(&text).map_err(|e| cx.at(f.span(), format!("fps: {e}")))?
+                }
+            };
+            let poll = match &t.poll {
+                None => Poll::Every(defaults::XINE_POLL),
+                Some(p) if p.get_ref() == "frame" => Poll::PerFrame,
+                Some(p) => Poll::Every(cx.dur(p, "poll").map_err(|_| {
+                    cx.at(
+                        p.span(),
+                        format!(
+                            "poll: '{}' is neither a duration (4ms) nor \"frame\"",
+                            p.get_ref()
+                        ),
+                    )
+                })?),
+            };
+            let work = range_or(
+                &t.work,
+                "work",
+                (defaults::PLAYER_WORK, defaults::PLAYER_WORK),
+            )?
+            .0;
+            Behaviour::Player {
+                fps_milli,
+                poll,
+                work,
+                frames: t
+                    .frames
+                    .as_ref()
+                    .map(|f| cx.int(f, "frames", 1, i64::MAX))
+                    .transpose()?
+                    .map(|v| v as u64),
+                start: dur_or(&t.start, "start", 0)?,
+                server: t.server.as_ref().map(|s| s.get_ref().clone()),
+                decoder: t.decoder.as_ref().map(|s| s.get_ref().clone()),
+            }
+        }
+        "decoder" => Behaviour::Decoder {
+            work: range_or(&t.work, "work", defaults::DECODE_WORK)?,
+            buffer: t
+                .buffer
+                .as_ref()
+                .map_or(Ok(defaults::DECODE_BUFFER as i64), |b| {
+                    cx.int(b, "buffer", 1, 1_000_000)
+                })? as u32,
+        },
+        "server" => Behaviour::Server {
+            work: range_or(&t.work, "work", defaults::X_EVENT_WORK)?,
+        },
+        "game" => Behaviour::Game {
+            frame: range_or(&t.frame, "frame", defaults::GAME_FRAME)?,
+            gpu: range_or(&t.gpu, "gpu", defaults::GAME_GPU)?,
+        },
+        _ => unreachable!("checked above"),
+    };
+    behaviour
+        .validate(t.name.as_ref().map_or(b, |n| n.get_ref()))
+        .map_err(|e| cx.at(t.behaviour.span(), e.to_string()))?;
+    let count = t
+        .count
+        .as_ref()
+        .map_or(Ok(1), |c| cx.int(c, "count", 1, 4096))? as usize;
+    let class = t
+        .policy
+        .as_ref()
+        .map(|p| p.get_ref().parse::<Class>().map_err(|e| cx.at(p.span(), e)))
+        .transpose()?;
+    let priority = t
+        .priority
+        .as_ref()
+        .map_or(Ok(50), |p| cx.int(p, "priority", 1, 99))? as u32;
+    let nice = t
+        .nice
+        .as_ref()
+        .map_or(Ok(0), |n| cx.int(n, "nice", -20, 19))? as i32;
+    let cpu = t
+        .cpu
+        .as_ref()
+        .map(|c| cx.int(c, "cpu", 0, 255))
+        .transpose()?
+        .map(|c| c as usize);
+    let base = t
+        .name
+        .as_ref()
+        .map_or_else(|| b.to_string(), |n| n.get_ref().clone());
+    Ok((0..count)
+        .map(|i| {
+            let name = if count > 1 {
+                format!("{base} {i}")
+            } else {
+                base.clone()
+            };
+            TaskSpec {
+                name,
+                group: base.clone(),
+                behaviour: behaviour.clone(),
+                class,
+                priority,
+                nice,
+                cpu,
+            }
+        })
+        .collect())
+}
+
+/// Read and parse a scenario file.
+pub fn load(path: &std::path::Path) -> Result<Scenario, SimError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SimError::Io(format!("reading scenario {}: {e}", path.display())))?;
+    parse(&path.display().to_string(), &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> (usize, usize, String) {
+        match parse("s.toml", text).unwrap_err() {
+            SimError::Scenario {
+                line,
+                column,
+                message,
+                ..
+            } => (line, column, message),
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn parses_a_sweep_with_tasks() {
+        let s = parse(
+            "x.toml",
+            "[sim]\nhz = [100, 1000]\nquantum = [\"60ms\", \"6ticks\"]\npolicy = \"linux24\"\nduration = \"10s\"\nworkload = \"cpu:1\"\n\n\
+             [[task]]\nname = \"X\"\nbehaviour = \"server\"\nwork = [\"8ms\", \"9ms\"]\n\n[[task]]\nbehaviour = \"pct\"\npct = 8\ncount = 2\n",
+        )
+        .unwrap();
+        assert_eq!(s.hz, vec![100, 1000]);
+        assert_eq!(s.quanta, vec![Quantum::Time(60_000_000), Quantum::Ticks(6)]);
+        assert_eq!(s.runs().len(), 4);
+        assert_eq!(s.base.policy, Policy::Linux24);
+        let names: Vec<&str> = s.base.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["cpu 0", "X", "pct 0", "pct 1"]);
+        assert_eq!(
+            s.base.tasks[1].behaviour,
+            Behaviour::Server {
+                work: (8_000_000, 9_000_000)
+            }
+        );
+    }
+
+    #[test]
+    fn errors_carry_line_and_column() {
+        // Malformed TOML.
+        let (l, c, m) = err("[sim]\nhz = 100\nquantum = \n");
+        assert_eq!((l, c), (3, 11), "{m}");
+        // Unknown behaviour, at its value.
+        let (l, c, m) = err("[[task]]\nbehaviour = \"dancer\"\n");
+        assert_eq!((l, c), (2, 13));
+        assert!(
+            m.contains("unknown behaviour 'dancer'") && m.contains("valid:"),
+            "{m}"
+        );
+        // Unknown policy.
+        let (l, _, m) = err("[sim]\npolicy = \"edf\"\nworkload = \"cpu\"\n");
+        assert_eq!(l, 2);
+        assert!(m.contains("valid: rr, fifo, linux24, fair, plan"), "{m}");
+        // A bare number where a duration goes.
+        let (l, _, m) = err("[sim]\nduration = \"60\"\nworkload = \"cpu\"\n");
+        assert_eq!(l, 2);
+        assert!(m.contains("did you mean 60us?"), "{m}");
+        // A parameter that does not apply.
+        let (l, _, m) = err("[[task]]\nbehaviour = \"cpu\"\nfps = 60\n");
+        assert_eq!(l, 3);
+        assert!(m.contains("'fps' does not apply to behaviour 'cpu'"), "{m}");
+        // Unknown keys are refused.
+        let (l, _, m) = err("[sim]\nhertz = 100\n");
+        assert_eq!(l, 2);
+        assert!(m.contains("hertz"), "{m}");
+        // HZ out of range.
+        let (l, _, m) = err("[sim]\nhz = 0\nworkload = \"cpu\"\n");
+        assert_eq!(l, 2);
+        assert!(m.contains("out of range"), "{m}");
+        // A server that does not exist.
+        let (l, _, m) = err("[[task]]\nbehaviour = \"typist\"\nserver = \"Y\"\n");
+        assert_eq!(l, 3);
+        assert!(m.contains("names no task"), "{m}");
+        // No tasks at all.
+        let (_, _, m) = err("[sim]\nhz = 100\n");
+        assert!(m.contains("no tasks"), "{m}");
+    }
+
+    #[test]
+    fn every_example_scenario_parses_and_validates() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sim");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                let s = load(&p).unwrap_or_else(|e| panic!("{e}"));
+                for r in s.runs() {
+                    r.validate()
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 8, "only {n} example scenarios");
+    }
+}
