@@ -31,7 +31,7 @@ fn a_thread_sleeping_1ms_is_seen_waking_about_1000_times_a_second() {
     cfg.duration = Some(1_000_000_000);
     let s = record(&cfg, &AtomicBool::new(false), &RecordProgress::default()).unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    t.join().unwrap();
+    let sleeps = t.join().unwrap();
     assert!(s.events > 1_000, "{s:?}");
     assert!(!s.interrupted);
 
@@ -43,6 +43,12 @@ fn a_thread_sleeping_1ms_is_seen_waking_about_1000_times_a_second() {
     let th = &a.threads[&tids[0]];
     let secs = a.window_ns() as f64 / 1e9;
     let wakeups = th.wakeup.count() as f64 / secs;
+    // The trace cannot find more wake-ups than the sleeps the thread made (it ran before and after).
+    assert!(
+        th.wakeup.count() <= sleeps,
+        "{} wake-ups traced, {sleeps} sleeps made",
+        th.wakeup.count()
+    );
     let quanta = th.runs.iter().filter(|r| r.whole).count() as f64 / secs;
     // 1 ms of sleep plus the wake-up and the loop: a little under 1000 a second on an idle machine.
     assert!(

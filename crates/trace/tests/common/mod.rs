@@ -60,17 +60,26 @@ impl Drop for View {
     }
 }
 
-/// A thread sleeping 1 ms at a time until the flag is set.
+/// A thread sleeping 1 ms at a time until the flag is set; returns how many sleeps it did. It runs
+/// SCHED_FIFO 50 (the live tests need root anyway), so its rate stays near 1000 a second however
+/// busy the machine is with normal-class work.
 pub fn sleeper(
     name: &str,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> std::thread::JoinHandle<()> {
+) -> std::thread::JoinHandle<u64> {
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            let _rt = punctual_rt::SchedGuard::set(punctual_rt::SchedParams {
+                policy: punctual_rt::Policy::Fifo,
+                priority: 50,
+            });
+            let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(1));
+                n += 1;
             }
+            n
         })
         .unwrap()
 }
