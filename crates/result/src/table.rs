@@ -1,5 +1,6 @@
-//! Plain-text tables: a title, a header, rows (an empty row draws a rule), notes underneath. The first
-//! column is left-aligned, the others right-aligned, which suits labels followed by numbers.
+//! Plain-text tables: a title, a header, rows (an empty row draws a rule), notes underneath. Columns
+//! whose cells are all numbers (with or without units: `12.3 us`, `-4`, `99.90 %`) are right-aligned so
+//! their digits line up; the first column and text columns are left-aligned.
 
 use std::fmt::Write;
 
@@ -54,6 +55,17 @@ impl Table {
                 widths[i] = widths[i].max(c.chars().count());
             }
         }
+        let numeric: Vec<bool> = (0..ncols)
+            .map(|i| {
+                let mut cells = self
+                    .rows
+                    .iter()
+                    .filter_map(|r| r.get(i))
+                    .filter(|c| !c.is_empty())
+                    .peekable();
+                i > 0 && cells.peek().is_some() && cells.all(|c| looks_numeric(c))
+            })
+            .collect();
         let total: usize = widths.iter().sum::<usize>() + 2 * ncols.saturating_sub(1);
         let line = |cells: &[String]| {
             let mut s = String::new();
@@ -63,12 +75,12 @@ impl Table {
                 if i > 0 {
                     s.push_str("  ");
                 }
-                if i == 0 {
-                    s.push_str(c);
+                if numeric[i] {
                     s.extend(std::iter::repeat_n(' ', pad));
+                    s.push_str(c);
                 } else {
-                    s.extend(std::iter::repeat_n(' ', pad));
                     s.push_str(c);
+                    s.extend(std::iter::repeat_n(' ', pad));
                 }
             }
             s.trim_end().to_string()
@@ -95,6 +107,14 @@ impl Table {
     }
 }
 
+/// A number, optionally signed or bounded (`-4`, `+1.5`, `<10`, `~3`), or a dash standing for none.
+fn looks_numeric(cell: &str) -> bool {
+    let t = cell.trim_start_matches(['-', '+', '<', '>', '~', '=', ' ']);
+    cell == "-"
+        || t.starts_with(|c: char| c.is_ascii_digit())
+        || (t.starts_with('.') && t[1..].starts_with(|c: char| c.is_ascii_digit()))
+}
+
 impl std::fmt::Display for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.render())
@@ -104,6 +124,27 @@ impl std::fmt::Display for Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_columns_stay_left_aligned() {
+        let mut t = Table::new(&["name", "what", "n"]);
+        t.row(["a", "a long description", "5"])
+            .row(["bb", "short", "-12.5 us"])
+            .row(["c", "x", "-"]);
+        let out = t.render();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[3].starts_with("bb    short               -12.5 us"),
+            "{out}"
+        );
+        assert!(lines[2].ends_with("       5"), "{out}");
+        assert!(
+            looks_numeric("99.90 %")
+                && looks_numeric("<10 us")
+                && !looks_numeric("yes")
+                && !looks_numeric("-x")
+        );
+    }
 
     #[test]
     fn renders_aligned() {
