@@ -3,7 +3,7 @@
 //! machine can serve.
 
 use crate::{run, Config, LatencyError, Mode, Progress, Stop, ThreadResult};
-use punctual_load::{LoadReport, LoadKind, LoadSpec, Loads};
+use punctual_load::{LoadKind, LoadReport, LoadSpec, Loads};
 use punctual_result::{Series, Table};
 use punctual_rt::Policy;
 use punctual_stats::Recorder;
@@ -34,7 +34,11 @@ pub struct Phase {
 
 impl Phase {
     pub fn label(&self) -> String {
-        format!("{} {}", self.mode_label(), if self.loaded { "loaded" } else { "idle" })
+        format!(
+            "{} {}",
+            self.mode_label(),
+            if self.loaded { "loaded" } else { "idle" }
+        )
     }
     pub fn mode_label(&self) -> &'static str {
         match self.mode {
@@ -45,10 +49,22 @@ impl Phase {
 }
 
 pub const PHASES: [Phase; 4] = [
-    Phase { mode: Mode::Abs, loaded: false },
-    Phase { mode: Mode::Hybrid, loaded: false },
-    Phase { mode: Mode::Abs, loaded: true },
-    Phase { mode: Mode::Hybrid, loaded: true },
+    Phase {
+        mode: Mode::Abs,
+        loaded: false,
+    },
+    Phase {
+        mode: Mode::Hybrid,
+        loaded: false,
+    },
+    Phase {
+        mode: Mode::Abs,
+        loaded: true,
+    },
+    Phase {
+        mode: Mode::Hybrid,
+        loaded: true,
+    },
 ];
 
 pub struct PhaseResult {
@@ -64,9 +80,13 @@ pub struct CheckOutcome {
 /// The default load: one busy loop per online CPU (each pinned) and one writer with fsync.
 pub fn default_load() -> LoadSpec {
     let cpus = punctual_rt::online_cpus();
-    format!("cpu:{}@{},io:1", cpus.len(), punctual_rt::format_cpu_list(&cpus))
-        .parse()
-        .expect("the default load spec is valid")
+    format!(
+        "cpu:{}@{},io:1",
+        cpus.len(),
+        punctual_rt::format_cpu_list(&cpus)
+    )
+    .parse()
+    .expect("the default load spec is valid")
 }
 
 /// Run the four phases. Call from the main thread (load processes are tied to the calling thread).
@@ -107,7 +127,10 @@ pub fn run_check(
     if let Some(l) = loads {
         load_reports = l.stop();
     }
-    Ok(CheckOutcome { phases, loads: load_reports })
+    Ok(CheckOutcome {
+        phases,
+        loads: load_reports,
+    })
 }
 
 /// A kind of deadline a user may need to meet, and where the number comes from.
@@ -189,7 +212,9 @@ impl Serve {
 
 impl CheckOutcome {
     fn find(&self, mode: Mode, loaded: bool) -> Option<&PhaseResult> {
-        self.phases.iter().find(|p| p.phase.mode == mode && p.phase.loaded == loaded)
+        self.phases
+            .iter()
+            .find(|p| p.phase.mode == mode && p.phase.loaded == loaded)
     }
 
     /// The result series, one per phase.
@@ -198,11 +223,16 @@ impl CheckOutcome {
             .iter()
             .map(|p| {
                 let t = &p.thread;
-                let mut s = Series::from_recorder(p.phase.label(), punctual_result::doc::kind::LATENESS, t.cpu, &t.recorder)
-                    .with("mode", p.phase.mode.name())
-                    .with("loaded", p.phase.loaded)
-                    .with("cpu_ns", t.cpu_ns)
-                    .with("duration_ns", t.wall_ns);
+                let mut s = Series::from_recorder(
+                    p.phase.label(),
+                    punctual_result::doc::kind::LATENESS,
+                    t.cpu,
+                    &t.recorder,
+                )
+                .with("mode", p.phase.mode.name())
+                .with("loaded", p.phase.loaded)
+                .with("cpu_ns", t.cpu_ns)
+                .with("duration_ns", t.wall_ns);
                 if let Some(m) = t.margin_ns {
                     s = s.with("spin_margin_ns", m);
                 }
@@ -213,14 +243,29 @@ impl CheckOutcome {
 
     /// Per-phase numbers.
     pub fn results_table(&self) -> Table {
-        let mut t = Table::new(&["phase", "p50", "p99", "p99.9", "max", "<=10us", "<=100us", "woke late", "missed", "cpu"])
-            .titled("Lateness after the intended release (1 ms period, one CPU)");
+        let mut t = Table::new(&[
+            "phase",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "<=10us",
+            "<=100us",
+            "woke late",
+            "missed",
+            "cpu",
+        ])
+        .titled("Lateness after the intended release (1 ms period, one CPU)");
         for (i, p) in self.phases.iter().enumerate() {
             if i == 2 {
                 t.rule();
             }
             let s = p.thread.recorder.summary();
-            let cpu = if p.thread.wall_ns > 0 { p.thread.cpu_ns as f64 * 100.0 / p.thread.wall_ns as f64 } else { 0.0 };
+            let cpu = if p.thread.wall_ns > 0 {
+                p.thread.cpu_ns as f64 * 100.0 / p.thread.wall_ns as f64
+            } else {
+                0.0
+            };
             t.row([
                 p.phase.label(),
                 format_ns(s.percentiles.p50),
@@ -229,12 +274,18 @@ impl CheckOutcome {
                 format_ns(s.max),
                 pct(s.within.us10),
                 pct(s.within.us100),
-                pct(if s.count > 0 { s.woke_late as f64 / s.count as f64 } else { 0.0 }),
+                pct(if s.count > 0 {
+                    s.woke_late as f64 / s.count as f64
+                } else {
+                    0.0
+                }),
                 s.missed_periods.to_string(),
                 format!("{cpu:.1} %"),
             ]);
         }
-        t.note("woke late: the kernel returned after the release itself, so spinning could not help.");
+        t.note(
+            "woke late: the kernel returned after the release itself, so spinning could not help.",
+        );
         t.note("cpu: share of one core the measuring thread used (the price of spinning).");
         t
     }
@@ -246,7 +297,10 @@ impl CheckOutcome {
         for class in CLASSES {
             let cell = |mode| {
                 self.find(mode, true)
-                    .map(|p| judge(&p.thread.recorder, class.bound_ns).describe(p.thread.recorder.max().unwrap_or(0)))
+                    .map(|p| {
+                        judge(&p.thread.recorder, class.bound_ns)
+                            .describe(p.thread.recorder.max().unwrap_or(0))
+                    })
                     .unwrap_or_else(|| "not measured".into())
             };
             t.row([class.name.to_string(), cell(Mode::Abs), cell(Mode::Hybrid)]);
@@ -288,7 +342,11 @@ impl CheckOutcome {
 mod tests {
     use super::*;
 
-    fn thread(values: impl Iterator<Item = u64>, woke_late_every: u64, margin: Option<u64>) -> ThreadResult {
+    fn thread(
+        values: impl Iterator<Item = u64>,
+        woke_late_every: u64,
+        margin: Option<u64>,
+    ) -> ThreadResult {
         let mut r = Recorder::new();
         for (i, v) in values.enumerate() {
             r.record(v);
@@ -300,7 +358,11 @@ mod tests {
             index: 0,
             cpu: Some(1),
             recorder: r,
-            cpu_ns: if margin.is_some() { 60_000_000 } else { 2_000_000 },
+            cpu_ns: if margin.is_some() {
+                60_000_000
+            } else {
+                2_000_000
+            },
             wall_ns: 1_000_000_000,
             policy: Policy::Fifo,
             priority: 99,
@@ -314,14 +376,38 @@ mod tests {
     /// Deterministic stand-ins for the four phases: plain sleep wakes 50-60 us late with a 2 ms
     /// worst case under load; the hybrid is under 1 us except one late wake.
     fn outcome() -> CheckOutcome {
-        let abs = |tail| thread((0..1000u64).map(move |i| if i == 500 { tail } else { 50_000 + i * 10 }), 1, None);
-        let hyb = |tail| thread((0..1000u64).map(move |i| if i == 500 { tail } else { 100 + i % 50 }), 1000, Some(60_000));
+        let abs = |tail| {
+            thread(
+                (0..1000u64).map(move |i| if i == 500 { tail } else { 50_000 + i * 10 }),
+                1,
+                None,
+            )
+        };
+        let hyb = |tail| {
+            thread(
+                (0..1000u64).map(move |i| if i == 500 { tail } else { 100 + i % 50 }),
+                1000,
+                Some(60_000),
+            )
+        };
         CheckOutcome {
             phases: vec![
-                PhaseResult { phase: PHASES[0], thread: abs(70_000) },
-                PhaseResult { phase: PHASES[1], thread: hyb(300) },
-                PhaseResult { phase: PHASES[2], thread: abs(2_000_000) },
-                PhaseResult { phase: PHASES[3], thread: hyb(95_000) },
+                PhaseResult {
+                    phase: PHASES[0],
+                    thread: abs(70_000),
+                },
+                PhaseResult {
+                    phase: PHASES[1],
+                    thread: hyb(300),
+                },
+                PhaseResult {
+                    phase: PHASES[2],
+                    thread: abs(2_000_000),
+                },
+                PhaseResult {
+                    phase: PHASES[3],
+                    thread: hyb(95_000),
+                },
             ],
             loads: vec![],
         }
@@ -329,10 +415,20 @@ mod tests {
 
     #[test]
     fn judging() {
-        let r = thread((0..10_000u64).map(|i| if i == 0 { 5_000_000 } else { 1_000 }), 0, None).recorder;
+        let r = thread(
+            (0..10_000u64).map(|i| if i == 0 { 5_000_000 } else { 1_000 }),
+            0,
+            None,
+        )
+        .recorder;
         assert_eq!(judge(&r, 10_000_000), Serve::Always);
         assert!(matches!(judge(&r, 10_000), Serve::Mostly(f) if (f - 0.9999).abs() < 1e-9));
-        let r = thread((0..100u64).map(|i| if i < 5 { 50_000 } else { 1_000 }), 0, None).recorder;
+        let r = thread(
+            (0..100u64).map(|i| if i < 5 { 50_000 } else { 1_000 }),
+            0,
+            None,
+        )
+        .recorder;
         assert!(matches!(judge(&r, 10_000), Serve::No(f) if (f - 0.95).abs() < 1e-9));
         assert_eq!(judge(&Recorder::new(), 1), Serve::No(0.0));
     }

@@ -79,7 +79,8 @@ impl Outcome {
     pub fn merged(&self) -> Recorder {
         let mut all = Recorder::new();
         for t in &self.threads {
-            all.merge(&t.recorder).expect("recorders share one histogram shape");
+            all.merge(&t.recorder)
+                .expect("recorders share one histogram shape");
         }
         all
     }
@@ -112,7 +113,10 @@ fn measure<W: Waiter>(
         Stop::Duration(_) => u64::MAX,
     };
     let mut target = first;
-    let mut end = LoopEnd { n: 0, last_done: first };
+    let mut end = LoopEnd {
+        n: 0,
+        last_done: first,
+    };
     let mut max = 0u64;
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
@@ -161,8 +165,13 @@ pub fn run(
             &own_progress
         }
     };
-    let (producers, consumers) = if samples.is_some() { samples::rings(n) } else { (Vec::new(), Vec::new()) };
-    let mut producers: Vec<Option<rtrb::Producer<Sample>>> = producers.into_iter().map(Some).collect();
+    let (producers, consumers) = if samples.is_some() {
+        samples::rings(n)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut producers: Vec<Option<rtrb::Producer<Sample>>> =
+        producers.into_iter().map(Some).collect();
     producers.resize_with(n, || None);
     let barrier = Barrier::new(n + 1);
     let first = AtomicU64::new(0);
@@ -173,7 +182,13 @@ pub fn run(
     let (results, written) = std::thread::scope(|s| {
         let writer = samples.map(|out| s.spawn(move || samples::drain(consumers, out)));
         let mut handles = Vec::new();
-        for (index, (cpu, mut tx)) in cfg.threads.iter().copied().zip(producers.drain(..)).enumerate() {
+        for (index, (cpu, mut tx)) in cfg
+            .threads
+            .iter()
+            .copied()
+            .zip(producers.drain(..))
+            .enumerate()
+        {
             let (barrier, first, setup_error, abort) = (&barrier, &first, &setup_error, &abort);
             let progress = &progress[index];
             let h = std::thread::Builder::new()
@@ -190,7 +205,13 @@ pub fn run(
                     let guards = match setup_current_thread(&req) {
                         Ok(g) => Some(g),
                         Err(source) => {
-                            setup_error.lock().unwrap().get_or_insert(LatencyError::Setup { thread: index, source });
+                            setup_error
+                                .lock()
+                                .unwrap()
+                                .get_or_insert(LatencyError::Setup {
+                                    thread: index,
+                                    source,
+                                });
                             None
                         }
                     };
@@ -208,16 +229,43 @@ pub fn run(
                     let mut margin_ns = None;
                     let mut drift_ns = None;
                     let timer_err = |mode, source| {
-                        setup_error.lock().unwrap().get_or_insert(LatencyError::Timer { thread: index, mode, source });
+                        setup_error
+                            .lock()
+                            .unwrap()
+                            .get_or_insert(LatencyError::Timer {
+                                thread: index,
+                                mode,
+                                source,
+                            });
                     };
                     let _end = match cfg.mode {
                         Mode::Abs => {
                             let mut w = AbsWaiter { clock };
-                            measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress)
+                            measure(
+                                &mut w,
+                                first,
+                                cfg.interval,
+                                cfg.stop,
+                                stop,
+                                &mut rec,
+                                &mut tx,
+                                &mut dropped,
+                                progress,
+                            )
                         }
                         Mode::Hybrid => {
                             let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
-                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress);
+                            let e = measure(
+                                &mut w,
+                                first,
+                                cfg.interval,
+                                cfg.stop,
+                                stop,
+                                &mut rec,
+                                &mut tx,
+                                &mut dropped,
+                                progress,
+                            );
                             margin_ns = w.margin();
                             e
                         }
@@ -225,21 +273,54 @@ pub fn run(
                             // Start the naive loop one interval before the first release, so its ideal
                             // wake-ups coincide with the absolute schedule and the gap is pure drift.
                             sleep_abs(clock, first.saturating_sub(cfg.interval));
-                            let mut w = RelWaiter { clock, interval: cfg.interval };
-                            let e = measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress);
+                            let mut w = RelWaiter {
+                                clock,
+                                interval: cfg.interval,
+                            };
+                            let e = measure(
+                                &mut w,
+                                first,
+                                cfg.interval,
+                                cfg.stop,
+                                stop,
+                                &mut rec,
+                                &mut tx,
+                                &mut dropped,
+                                progress,
+                            );
                             let ideal = first + e.n.saturating_sub(1) * cfg.interval;
                             drift_ns = Some(e.last_done as i64 - ideal as i64);
                             e
                         }
                         Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress),
+                            Ok(mut w) => measure(
+                                &mut w,
+                                first,
+                                cfg.interval,
+                                cfg.stop,
+                                stop,
+                                &mut rec,
+                                &mut tx,
+                                &mut dropped,
+                                progress,
+                            ),
                             Err(e) => {
                                 timer_err("timerfd", e);
                                 return None;
                             }
                         },
                         Mode::Signal => match SignalWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => measure(&mut w, first, cfg.interval, cfg.stop, stop, &mut rec, &mut tx, &mut dropped, progress),
+                            Ok(mut w) => measure(
+                                &mut w,
+                                first,
+                                cfg.interval,
+                                cfg.stop,
+                                stop,
+                                &mut rec,
+                                &mut tx,
+                                &mut dropped,
+                                progress,
+                            ),
                             Err(e) => {
                                 timer_err("signal", e);
                                 return None;
@@ -271,7 +352,10 @@ pub fn run(
         }
         first.store(read_clock(clock) + LEAD_NS, Ordering::SeqCst);
         barrier.wait();
-        let results: Vec<Option<ThreadResult>> = handles.into_iter().map(|h| h.join().expect("measuring thread panicked")).collect();
+        let results: Vec<Option<ThreadResult>> = handles
+            .into_iter()
+            .map(|h| h.join().expect("measuring thread panicked"))
+            .collect();
         let written = writer.map(|w| w.join().expect("sample writer panicked"));
         (results, written)
     });
@@ -313,7 +397,12 @@ mod tests {
             };
             self.i += 1;
             let target = target + overruns * self.interval;
-            Some(Obs { target, woke: target + lat, done: target + lat, overruns })
+            Some(Obs {
+                target,
+                woke: target + lat,
+                done: target + lat,
+                overruns,
+            })
         }
         fn self_scheduled(&self) -> bool {
             self.self_scheduled
@@ -326,9 +415,22 @@ mod tests {
         let mut rec = Recorder::new();
         let mut dropped = 0;
         let progress = Progress::default();
-        measure(w, 1_000_000, 1_000_000, until, &AtomicBool::new(false), &mut rec, &mut tx, &mut dropped, &progress);
+        measure(
+            w,
+            1_000_000,
+            1_000_000,
+            until,
+            &AtomicBool::new(false),
+            &mut rec,
+            &mut tx,
+            &mut dropped,
+            &progress,
+        );
         assert_eq!(progress.samples.load(Ordering::Relaxed), rec.count());
-        assert_eq!(progress.max_ns.load(Ordering::Relaxed), rec.max().unwrap_or(0));
+        assert_eq!(
+            progress.max_ns.load(Ordering::Relaxed),
+            rec.max().unwrap_or(0)
+        );
         p = tx.take().unwrap();
         drop(p);
         let mut v = Vec::new();
@@ -341,11 +443,21 @@ mod tests {
 
     #[test]
     fn releases_follow_the_absolute_schedule() {
-        let mut w = Scripted { latencies: vec![5_000, 70_000, 3_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let mut w = Scripted {
+            latencies: vec![5_000, 70_000, 3_000],
+            i: 0,
+            overruns_at: None,
+            self_scheduled: true,
+            interval: 1_000_000,
+        };
         let (rec, samples) = go(&mut w, Stop::Loops(9));
         assert_eq!(rec.count(), 9);
         for (k, &(release, latency)) in samples.iter().enumerate() {
-            assert_eq!(release, 1_000_000 + k as u64 * 1_000_000, "release {k} drifted");
+            assert_eq!(
+                release,
+                1_000_000 + k as u64 * 1_000_000,
+                "release {k} drifted"
+            );
             assert_eq!(latency, [5_000, 70_000, 3_000][k % 3]);
         }
         assert_eq!(rec.missed_periods(), 0);
@@ -355,7 +467,13 @@ mod tests {
     #[test]
     fn a_wake_past_the_next_release_counts_and_skips_the_missed_periods() {
         // The second wake-up is 2.5 periods late: releases 3 and 4 have passed by then.
-        let mut w = Scripted { latencies: vec![1_000, 2_500_000, 1_000, 1_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let mut w = Scripted {
+            latencies: vec![1_000, 2_500_000, 1_000, 1_000],
+            i: 0,
+            overruns_at: None,
+            self_scheduled: true,
+            interval: 1_000_000,
+        };
         let (rec, samples) = go(&mut w, Stop::Loops(4));
         assert_eq!(rec.missed_periods(), 2);
         let releases: Vec<u64> = samples.iter().map(|s| s.0 / 1_000_000).collect();
@@ -364,7 +482,13 @@ mod tests {
 
     #[test]
     fn timer_overruns_are_counted_and_move_the_schedule() {
-        let mut w = Scripted { latencies: vec![2_000], i: 0, overruns_at: Some((1, 3)), self_scheduled: false, interval: 1_000_000 };
+        let mut w = Scripted {
+            latencies: vec![2_000],
+            i: 0,
+            overruns_at: Some((1, 3)),
+            self_scheduled: false,
+            interval: 1_000_000,
+        };
         let (rec, samples) = go(&mut w, Stop::Loops(3));
         assert_eq!(rec.missed_periods(), 3);
         let releases: Vec<u64> = samples.iter().map(|s| s.0 / 1_000_000).collect();
@@ -373,18 +497,40 @@ mod tests {
 
     #[test]
     fn duration_stops_at_the_last_release_before_the_deadline() {
-        let mut w = Scripted { latencies: vec![1_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let mut w = Scripted {
+            latencies: vec![1_000],
+            i: 0,
+            overruns_at: None,
+            self_scheduled: true,
+            interval: 1_000_000,
+        };
         let (rec, _) = go(&mut w, Stop::Duration(10_000_000));
         assert_eq!(rec.count(), 10);
     }
 
     #[test]
     fn a_set_stop_flag_ends_the_loop_before_any_wait() {
-        let mut w = Scripted { latencies: vec![1_000], i: 0, overruns_at: None, self_scheduled: true, interval: 1_000_000 };
+        let mut w = Scripted {
+            latencies: vec![1_000],
+            i: 0,
+            overruns_at: None,
+            self_scheduled: true,
+            interval: 1_000_000,
+        };
         let mut rec = Recorder::new();
         let mut tx = None;
         let mut d = 0;
-        measure(&mut w, 0, 1_000, Stop::Loops(100), &AtomicBool::new(true), &mut rec, &mut tx, &mut d, &Progress::default());
+        measure(
+            &mut w,
+            0,
+            1_000,
+            Stop::Loops(100),
+            &AtomicBool::new(true),
+            &mut rec,
+            &mut tx,
+            &mut d,
+            &Progress::default(),
+        );
         assert_eq!((rec.count(), w.i), (0, 0));
     }
 }

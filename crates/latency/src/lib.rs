@@ -2,6 +2,7 @@
 //! pinned to CPUs wait for absolute release times (`next += interval`, never summed deltas) with one of
 //! five mechanisms, and record how late they ran. [`check`] builds the 30-second machine check on it.
 
+pub mod alarms;
 pub mod check;
 mod engine;
 mod modes;
@@ -14,9 +15,16 @@ pub use modes::Mode;
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
     #[error("thread {thread}: {source}")]
-    Setup { thread: usize, source: punctual_rt::RtError },
+    Setup {
+        thread: usize,
+        source: punctual_rt::RtError,
+    },
     #[error("thread {thread}: setting up the {mode} timer: {source}")]
-    Timer { thread: usize, mode: &'static str, source: std::io::Error },
+    Timer {
+        thread: usize,
+        mode: &'static str,
+        source: std::io::Error,
+    },
     #[error("writing samples: {0}")]
     Samples(std::io::Error),
     #[error("starting the load: {0}")]
@@ -26,9 +34,10 @@ pub enum LatencyError {
 impl From<LatencyError> for punctual_result::Failure {
     fn from(e: LatencyError) -> Self {
         match e {
-            LatencyError::Setup { source: punctual_rt::RtError::Invalid(_), .. } => {
-                punctual_result::Failure::usage(e.to_string())
-            }
+            LatencyError::Setup {
+                source: punctual_rt::RtError::Invalid(_),
+                ..
+            } => punctual_result::Failure::usage(e.to_string()),
             _ => punctual_result::Failure::system(e.to_string()),
         }
     }

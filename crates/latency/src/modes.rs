@@ -21,7 +21,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 5] = [Mode::Abs, Mode::Rel, Mode::Timerfd, Mode::Signal, Mode::Hybrid];
+    pub const ALL: [Mode; 5] = [
+        Mode::Abs,
+        Mode::Rel,
+        Mode::Timerfd,
+        Mode::Signal,
+        Mode::Hybrid,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Mode::Abs => "abs",
@@ -80,7 +86,12 @@ impl Waiter for AbsWaiter {
     fn wait(&mut self, target: u64) -> Option<Obs> {
         sleep_abs(self.clock, target);
         let now = read_clock(self.clock);
-        Some(Obs { target, woke: now, done: now, overruns: 0 })
+        Some(Obs {
+            target,
+            woke: now,
+            done: now,
+            overruns: 0,
+        })
     }
 }
 
@@ -95,7 +106,12 @@ impl Waiter for RelWaiter {
         let before = read_clock(self.clock);
         sleep_rel(self.clock, self.interval);
         let now = read_clock(self.clock);
-        Some(Obs { target: before + self.interval, woke: now, done: now, overruns: 0 })
+        Some(Obs {
+            target: before + self.interval,
+            woke: now,
+            done: now,
+            overruns: 0,
+        })
     }
     fn self_scheduled(&self) -> bool {
         false
@@ -114,7 +130,11 @@ impl HybridWaiter {
             MarginPolicy::Fixed(m) => Some(m),
             MarginPolicy::Auto => None,
         };
-        HybridWaiter { clock: punctual_time::SystemClock::new(id), fixed, auto: AutoMargin::for_interval(interval) }
+        HybridWaiter {
+            clock: punctual_time::SystemClock::new(id),
+            fixed,
+            auto: AutoMargin::for_interval(interval),
+        }
     }
     fn current_margin(&self) -> u64 {
         self.fixed.unwrap_or_else(|| self.auto.margin())
@@ -129,7 +149,12 @@ impl Waiter for HybridWaiter {
         if self.fixed.is_none() && w.sleep_to > 0 && w.woke >= w.sleep_to {
             self.auto.observe(w.sleep_latency());
         }
-        Some(Obs { target, woke: w.woke, done: w.done, overruns: 0 })
+        Some(Obs {
+            target,
+            woke: w.woke,
+            done: w.done,
+            overruns: 0,
+        })
     }
     fn margin(&self) -> Option<u64> {
         Some(self.current_margin())
@@ -151,13 +176,22 @@ impl TimerfdWaiter {
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
-            let spec = libc::itimerspec { it_interval: timespec(interval), it_value: timespec(first) };
-            if libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) != 0 {
+            let spec = libc::itimerspec {
+                it_interval: timespec(interval),
+                it_value: timespec(first),
+            };
+            if libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) != 0
+            {
                 let e = io::Error::last_os_error();
                 libc::close(fd);
                 return Err(e);
             }
-            Ok(TimerfdWaiter { fd, clock, interval, next: first })
+            Ok(TimerfdWaiter {
+                fd,
+                clock,
+                interval,
+                next: first,
+            })
         }
     }
 }
@@ -178,7 +212,12 @@ impl Waiter for TimerfdWaiter {
         let overruns = expirations.saturating_sub(1);
         let target = self.next + overruns * self.interval;
         self.next = target + self.interval;
-        Some(Obs { target, woke: now, done: now, overruns })
+        Some(Obs {
+            target,
+            woke: now,
+            done: now,
+            overruns,
+        })
     }
     fn self_scheduled(&self) -> bool {
         false
@@ -224,7 +263,10 @@ impl SignalWaiter {
             if libc::timer_create(clock, &mut sev, &mut timer) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            let spec = libc::itimerspec { it_interval: timespec(interval), it_value: timespec(first) };
+            let spec = libc::itimerspec {
+                it_interval: timespec(interval),
+                it_value: timespec(first),
+            };
             if libc::timer_settime(timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut()) != 0 {
                 let e = io::Error::last_os_error();
                 libc::timer_delete(timer);
@@ -232,7 +274,15 @@ impl SignalWaiter {
             }
             // Wake at least every 100 ms (or two intervals) so a stop request is seen.
             let timeout = timespec((interval * 2).max(100_000_000));
-            Ok(SignalWaiter { timer, clock, set, interval, next: first, timeout, signo })
+            Ok(SignalWaiter {
+                timer,
+                clock,
+                set,
+                interval,
+                next: first,
+                timeout,
+                signo,
+            })
         }
     }
 }
@@ -255,7 +305,12 @@ impl Waiter for SignalWaiter {
         let now = read_clock(self.clock);
         let target = self.next + overruns * self.interval;
         self.next = target + self.interval;
-        Some(Obs { target, woke: now, done: now, overruns })
+        Some(Obs {
+            target,
+            woke: now,
+            done: now,
+            overruns,
+        })
     }
     fn self_scheduled(&self) -> bool {
         false

@@ -12,7 +12,10 @@ pub(crate) fn rings(n: usize) -> (Vec<rtrb::Producer<Sample>>, Vec<rtrb::Consume
 }
 
 /// Drain until every producer has gone and every ring is empty. Returns samples written.
-pub(crate) fn drain(mut consumers: Vec<rtrb::Consumer<Sample>>, out: Box<dyn Write + Send>) -> std::io::Result<u64> {
+pub(crate) fn drain(
+    mut consumers: Vec<rtrb::Consumer<Sample>>,
+    out: Box<dyn Write + Send>,
+) -> std::io::Result<u64> {
     let mut w = std::io::BufWriter::with_capacity(1 << 20, out);
     writeln!(w, "thread,release_ns,latency_ns")?;
     let mut written = 0u64;

@@ -13,11 +13,31 @@ pub const HIDDEN_SUBCOMMAND: &str = "__load";
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("starting load '{kind}': {source}")]
-    Spawn { kind: &'static str, source: std::io::Error },
+    Spawn {
+        kind: &'static str,
+        source: std::io::Error,
+    },
     #[error("creating the scratch directory for io loads: {0}")]
     Scratch(std::io::Error),
     #[error("{0}")]
     Cpu(#[from] punctual_rt::RtError),
+    #[error("load '{kind}' needs {tool}, which cannot be started here; install it (apt-get install -y {package})")]
+    Missing {
+        kind: &'static str,
+        tool: &'static str,
+        package: &'static str,
+    },
+    #[error("load scheduling: {0}")]
+    Sched(punctual_rt::RtError),
+}
+
+/// How load instances are started, beyond what the spec says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartOptions {
+    /// Scheduling class of every instance (default: inherited, normally SCHED_OTHER). Etsion's sort
+    /// copies and CPU-bound processes share the SCHED_RR queue with the measured processes, so the
+    /// RR timeslice decides how long each runs.
+    pub sched: Option<punctual_rt::SchedParams>,
 }
 
 struct Instance {
@@ -35,7 +55,10 @@ pub struct Loads {
 impl Loads {
     /// No load.
     pub fn none() -> Self {
-        Loads { instances: Vec::new(), scratch: None }
+        Loads {
+            instances: Vec::new(),
+            scratch: None,
+        }
     }
 
     /// Start every instance of `spec` by re-executing `exe` (the punctual binary).
@@ -43,14 +66,44 @@ impl Loads {
     /// Call this from the thread that lives for the whole run (the main thread): the kernel sends the
     /// parent-death signal when the *thread* that forked a child exits.
     pub fn start(spec: &LoadSpec, exe: &Path) -> Result<Self, LoadError> {
+        Self::start_with(spec, exe, &StartOptions::default())
+    }
+
+    /// [`Loads::start`] with a scheduling class for every instance.
+    pub fn start_with(spec: &LoadSpec, exe: &Path, opts: &StartOptions) -> Result<Self, LoadError> {
         let mut loads = Loads::none();
         for item in &spec.items {
             if let Some(c) = &item.cpus {
                 punctual_rt::affinity::check_online(c)?;
             }
         }
-        if spec.items.iter().any(|i| i.kind == LoadKind::Io) {
-            loads.scratch = Some(tempfile::Builder::new().prefix("punctual-load-").tempdir().map_err(LoadError::Scratch)?);
+        if let Some(p) = opts.sched {
+            p.validate().map_err(LoadError::Sched)?;
+        }
+        if spec.items.iter().any(|i| i.kind == LoadKind::Build)
+            && !crate::body::build::compiler_available()
+        {
+            return Err(LoadError::Missing {
+                kind: "build",
+                tool: crate::body::build::COMPILER,
+                package: "gcc",
+            });
+        }
+        let sched = opts.sched.map(|p| {
+            let policy = match p.policy {
+                punctual_rt::Policy::Fifo => libc::SCHED_FIFO,
+                punctual_rt::Policy::Rr => libc::SCHED_RR,
+                punctual_rt::Policy::Other => libc::SCHED_OTHER,
+            };
+            (policy, p.priority as libc::c_int)
+        });
+        if spec.items.iter().any(|i| i.kind.needs_scratch()) {
+            loads.scratch = Some(
+                tempfile::Builder::new()
+                    .prefix("punctual-load-")
+                    .tempdir()
+                    .map_err(LoadError::Scratch)?,
+            );
         }
         let parent = std::process::id() as i32;
         for item in &spec.items {
@@ -64,14 +117,23 @@ impl Loads {
                 if let Some(d) = &loads.scratch {
                     cmd.arg("--dir").arg(d.path());
                 }
-                cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+                cmd.stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit());
                 // Own process group (a terminal's Ctrl-C reaches punctual, which then stops the loads in
                 // order), and SIGTERM if punctual dies, so the body cleans up and exits.
                 cmd.process_group(0);
                 // SAFETY: only async-signal-safe calls (prctl, getppid, sched_setaffinity, _exit).
                 unsafe {
                     cmd.pre_exec(move || {
-                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                        if libc::prctl(
+                            libc::PR_SET_PDEATHSIG,
+                            libc::SIGTERM as libc::c_ulong,
+                            0,
+                            0,
+                            0,
+                        ) != 0
+                        {
                             return Err(std::io::Error::last_os_error());
                         }
                         if libc::getppid() != parent {
@@ -80,15 +142,35 @@ impl Loads {
                         if let Some(c) = cpu {
                             let mut set: libc::cpu_set_t = std::mem::zeroed();
                             libc::CPU_SET(c, &mut set);
-                            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                            if libc::sched_setaffinity(
+                                0,
+                                std::mem::size_of::<libc::cpu_set_t>(),
+                                &set,
+                            ) != 0
+                            {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                        }
+                        if let Some((policy, priority)) = sched {
+                            let param = libc::sched_param {
+                                sched_priority: priority,
+                            };
+                            if libc::sched_setscheduler(0, policy, &param) != 0 {
                                 return Err(std::io::Error::last_os_error());
                             }
                         }
                         Ok(())
                     });
                 }
-                let child = cmd.spawn().map_err(|source| LoadError::Spawn { kind: item.kind.name(), source })?;
-                loads.instances.push(Instance { kind: item.kind, cpu, child });
+                let child = cmd.spawn().map_err(|source| LoadError::Spawn {
+                    kind: item.kind.name(),
+                    source,
+                })?;
+                loads.instances.push(Instance {
+                    kind: item.kind,
+                    cpu,
+                    child,
+                });
             }
         }
         Ok(loads)
@@ -102,7 +184,8 @@ impl Loads {
         self.instances.is_empty()
     }
 
-    /// Stop every instance (SIGTERM, then SIGKILL after 2 s), reap it, and collect its report.
+    /// Stop every instance (SIGTERM, then SIGKILL to its whole process group after 2 s), reap it, and
+    /// collect its report.
     /// An instance that had to be killed, or died early, has no report.
     pub fn stop(mut self) -> Vec<(LoadKind, Option<usize>, Option<LoadReport>)> {
         self.stop_all()
@@ -111,7 +194,10 @@ impl Loads {
     fn stop_all(&mut self) -> Vec<(LoadKind, Option<usize>, Option<LoadReport>)> {
         for inst in &self.instances {
             // Our own child, by pid, still unreaped: the pid cannot have been reused.
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(inst.child.id() as i32), nix::sys::signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(inst.child.id() as i32),
+                nix::sys::signal::SIGTERM,
+            );
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut out = Vec::new();
@@ -125,6 +211,11 @@ impl Loads {
                 std::thread::sleep(Duration::from_millis(5));
             }
             if !exited {
+                // The instance leads its own group; anything it started (compilers) is in it too.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(inst.child.id() as i32),
+                    nix::sys::signal::SIGKILL,
+                );
                 let _ = inst.child.kill();
                 let _ = inst.child.wait();
             }
@@ -132,7 +223,10 @@ impl Loads {
             if let Some(mut so) = inst.child.stdout.take() {
                 let _ = so.read_to_string(&mut text);
             }
-            let report = text.lines().rev().find_map(|l| serde_json::from_str::<LoadReport>(l).ok());
+            let report = text
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str::<LoadReport>(l).ok());
             out.push((inst.kind, inst.cpu, report));
         }
         out

@@ -101,7 +101,10 @@ where
 }
 
 fn bounds(lines: &[Line], log: (bool, bool)) -> ((f64, f64), (f64, f64)) {
-    let pts = lines.iter().flat_map(|l| l.points.iter()).filter(|(x, y)| (!log.0 || *x > 0.0) && (!log.1 || *y > 0.0));
+    let pts = lines
+        .iter()
+        .flat_map(|l| l.points.iter())
+        .filter(|(x, y)| (!log.0 || *x > 0.0) && (!log.1 || *y > 0.0));
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts {
         x0 = x0.min(x);
@@ -127,7 +130,13 @@ fn bounds(lines: &[Line], log: (bool, bool)) -> ((f64, f64), (f64, f64)) {
 
 /// Latency (us, log axis) against percentile on a nines axis, one line per series.
 pub fn percentile_plot(title: &str, series: &[(String, &Recorder)]) -> Result<String, PlotError> {
-    let lines: Vec<Line> = series.iter().map(|(l, r)| Line { label: l.clone(), points: percentile_points(r) }).collect();
+    let lines: Vec<Line> = series
+        .iter()
+        .map(|(l, r)| Line {
+            label: l.clone(),
+            points: percentile_points(r),
+        })
+        .collect();
     let ((_, x1), (y0, y1)) = bounds(&lines, (false, true));
     let mut svg = String::new();
     {
@@ -138,7 +147,10 @@ pub fn percentile_plot(title: &str, series: &[(String, &Recorder)]) -> Result<St
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x1.max(1.0).ceil(), (y0.max(0.001)..y1.max(0.01)).log_scale())
+            .build_cartesian_2d(
+                0f64..x1.max(1.0).ceil(),
+                (y0.max(0.001)..y1.max(0.01)).log_scale(),
+            )
             .map_err(err)?;
         chart
             .configure_mesh()
@@ -149,15 +161,28 @@ pub fn percentile_plot(title: &str, series: &[(String, &Recorder)]) -> Result<St
             .draw()
             .map_err(err)?;
         draw_lines(&mut chart, &lines)?;
-        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
         finish(&root)?;
     }
     Ok(svg)
 }
 
 /// Counts per bucket, bars, on a log count axis. `buckets`: (low edge, high edge, count).
-pub fn histogram_plot(title: &str, x_desc: &str, buckets: &[(f64, f64, u64)]) -> Result<String, PlotError> {
-    let x0 = buckets.iter().map(|b| b.0).fold(f64::MAX, f64::min).min(0.0);
+pub fn histogram_plot(
+    title: &str,
+    x_desc: &str,
+    buckets: &[(f64, f64, u64)],
+) -> Result<String, PlotError> {
+    let x0 = buckets
+        .iter()
+        .map(|b| b.0)
+        .fold(f64::MAX, f64::min)
+        .min(0.0);
     let x1 = buckets.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0);
     let ymax = buckets.iter().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
     let mut svg = String::new();
@@ -171,14 +196,16 @@ pub fn histogram_plot(title: &str, x_desc: &str, buckets: &[(f64, f64, u64)]) ->
             .y_label_area_size(70)
             .build_cartesian_2d(x0..x1, (0.5f64..ymax * 2.0).log_scale())
             .map_err(err)?;
-        chart.configure_mesh().x_desc(x_desc).y_desc("count").draw().map_err(err)?;
         chart
-            .draw_series(
-                buckets
-                    .iter()
-                    .filter(|b| b.2 > 0)
-                    .map(|&(lo, hi, c)| Rectangle::new([(lo, 0.5), (hi, c as f64)], COLORS[0].filled())),
-            )
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("count")
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(buckets.iter().filter(|b| b.2 > 0).map(|&(lo, hi, c)| {
+                Rectangle::new([(lo, 0.5), (hi, c as f64)], COLORS[0].filled())
+            }))
             .map_err(err)?;
         finish(&root)?;
     }
@@ -192,7 +219,10 @@ pub fn histogram_buckets(rec: &Recorder, width_ns: u64) -> Vec<(f64, f64, u64)> 
     let h = rec.histogram();
     for v in h.iter_recorded() {
         let b = h.lowest_equivalent(v.value_iterated_to()) / width_ns;
-        let (lo, hi) = ((b * width_ns) as f64 / 1000.0, ((b + 1) * width_ns) as f64 / 1000.0);
+        let (lo, hi) = (
+            (b * width_ns) as f64 / 1000.0,
+            ((b + 1) * width_ns) as f64 / 1000.0,
+        );
         match out.last_mut() {
             Some(last) if last.0 == lo => last.2 += v.count_at_value(),
             _ => out.push((lo, hi, v.count_at_value())),
@@ -202,20 +232,40 @@ pub fn histogram_buckets(rec: &Recorder, width_ns: u64) -> Vec<(f64, f64, u64)> 
 }
 
 /// Lines on linear or logarithmic axes.
-pub fn line_plot(title: &str, x_desc: &str, y_desc: &str, lines: &[Line], log_x: bool, log_y: bool) -> Result<String, PlotError> {
+pub fn line_plot(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+    log_x: bool,
+    log_y: bool,
+) -> Result<String, PlotError> {
     let ((x0, x1), (y0, y1)) = bounds(lines, (log_x, log_y));
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut b = ChartBuilder::on(&root);
-        b.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(45).y_label_area_size(70);
+        b.caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70);
         macro_rules! body {
             ($chart:expr) => {{
                 let mut chart = $chart.map_err(err)?;
-                chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(err)?;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .draw()
+                    .map_err(err)?;
                 draw_lines(&mut chart, lines)?;
-                chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.8))
+                    .border_style(BLACK)
+                    .draw()
+                    .map_err(err)?;
             }};
         }
         match (log_x, log_y) {
@@ -261,12 +311,29 @@ mod tests {
     #[test]
     fn figures_are_svg_with_their_labels() {
         let r = rec();
-        let svg = percentile_plot("Wake-up latency", &[("abs".into(), &r), ("hybrid".into(), &r)]).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("Wake-up latency") && svg.contains("hybrid"));
+        let svg = percentile_plot(
+            "Wake-up latency",
+            &[("abs".into(), &r), ("hybrid".into(), &r)],
+        )
+        .unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("Wake-up latency") && svg.contains("hybrid")
+        );
         assert!(svg.contains("99.9"));
         let h = histogram_plot("h", "latency (us)", &histogram_buckets(&r, 1_000)).unwrap();
         assert!(h.contains("<rect"));
-        let l = line_plot("fps", "HZ", "frames/s", &[Line { label: "60 fps".into(), points: vec![(100.0, 40.0), (1000.0, 60.0)] }], true, false).unwrap();
+        let l = line_plot(
+            "fps",
+            "HZ",
+            "frames/s",
+            &[Line {
+                label: "60 fps".into(),
+                points: vec![(100.0, 40.0), (1000.0, 60.0)],
+            }],
+            true,
+            false,
+        )
+        .unwrap();
         assert!(l.contains("60 fps"));
     }
 

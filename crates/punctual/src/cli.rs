@@ -30,6 +30,8 @@ pub enum Command {
     /// Reproductions of the seeds' experiments.
     #[command(subcommand)]
     Experiment(ExperimentCmd),
+    /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.
+    Bench(crate::cmd::bench::BenchArgs),
     /// Internal: run one load body (started by punctual itself).
     #[command(name = "__load", hide = true)]
     Load(LoadBodyArgs),
@@ -46,8 +48,11 @@ pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
         "off" => Ok(DmaLatency::Off),
         "0" => Ok(DmaLatency::Us(0)),
         other => {
-            let ns = punctual_time::parse_duration_ns(other).map_err(|e| format!("{e}; or use off"))?;
-            u32::try_from(ns / 1000).map(DmaLatency::Us).map_err(|_| format!("'{other}' is too large for a latency request"))
+            let ns =
+                punctual_time::parse_duration_ns(other).map_err(|e| format!("{e}; or use off"))?;
+            u32::try_from(ns / 1000)
+                .map(DmaLatency::Us)
+                .map_err(|_| format!("'{other}' is too large for a latency request"))
         }
     }
 }
@@ -80,7 +85,8 @@ pub struct RtArgs {
 
 impl RtArgs {
     pub fn priority(&self) -> u32 {
-        self.priority.unwrap_or(if self.policy.is_realtime() { 99 } else { 0 })
+        self.priority
+            .unwrap_or(if self.policy.is_realtime() { 99 } else { 0 })
     }
 
     pub fn cpus(&self) -> Result<Option<Vec<usize>>, String> {
@@ -129,7 +135,7 @@ pub struct LatencyArgs {
     /// Hybrid mode: how early to stop sleeping and start spinning (a duration, or auto).
     #[arg(long, value_name = "DURATION|auto")]
     pub spin_margin: Option<punctual_time::MarginPolicy>,
-    /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, io).
+    /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
     #[arg(long, value_name = "SPEC")]
     pub load: Option<punctual_load::LoadSpec>,
     /// Also write cyclictest's -h histogram (1 us buckets) to FILE.

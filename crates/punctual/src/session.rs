@@ -15,11 +15,15 @@ use std::sync::Arc;
 
 /// Check the real-time request itself (before anything changes on the system).
 pub fn validate_rt(rt: &RtArgs) -> Result<(), Failure> {
-    SchedParams { policy: rt.policy, priority: rt.priority() }
-        .validate()
-        .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
+    SchedParams {
+        policy: rt.policy,
+        priority: rt.priority(),
+    }
+    .validate()
+    .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
     if let Some(cpus) = rt.cpus().map_err(Failure::usage)? {
-        punctual_rt::affinity::check_online(&cpus).map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?;
+        punctual_rt::affinity::check_online(&cpus)
+            .map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?;
     }
     Ok(())
 }
@@ -114,7 +118,11 @@ impl Session {
 
     /// A document with the command line, host facts and the applied real-time settings.
     pub fn new_doc(&self) -> ResultDoc {
-        let mut doc = ResultDoc::new(std::env::args().collect(), self.host.clone(), self.started_at.clone());
+        let mut doc = ResultDoc::new(
+            std::env::args().collect(),
+            self.host.clone(),
+            self.started_at.clone(),
+        );
         let s = &mut doc.settings;
         s.policy = Some(self.plan.policy.name().into());
         s.priority = Some(self.plan.priority);
@@ -128,7 +136,11 @@ impl Session {
     }
 
     /// Record fallbacks threads took at run time (the kernel refused despite the privilege check).
-    pub fn add_runtime_fallbacks<'a>(&self, doc: &mut ResultDoc, fallbacks: impl Iterator<Item = &'a Fallback>) {
+    pub fn add_runtime_fallbacks<'a>(
+        &self,
+        doc: &mut ResultDoc,
+        fallbacks: impl Iterator<Item = &'a Fallback>,
+    ) {
         let mut seen = false;
         for f in fallbacks {
             if !doc.settings.fallbacks.contains(f) {
@@ -179,11 +191,19 @@ pub struct Exports {
 }
 
 impl Exports {
-    pub fn add(&mut self, flag: &str, out: Option<&Output>, exporter: impl Exporter + 'static) -> Result<(), Failure> {
+    pub fn add(
+        &mut self,
+        flag: &str,
+        out: Option<&Output>,
+        exporter: impl Exporter + 'static,
+    ) -> Result<(), Failure> {
         if let Some(o) = out {
-            o.check_writable().map_err(|e| Failure::usage(format!("--{flag}: {e}")))?;
+            o.check_writable()
+                .map_err(|e| Failure::usage(format!("--{flag}: {e}")))?;
             if o.is_stdout() && self.targets.iter().any(|(t, _)| t.is_stdout()) {
-                return Err(Failure::usage(format!("--{flag} -: only one export can go to stdout")));
+                return Err(Failure::usage(format!(
+                    "--{flag} -: only one export can go to stdout"
+                )));
             }
             self.targets.push((o.clone(), Box::new(exporter)));
         }
@@ -228,9 +248,11 @@ impl Live {
             indicatif::ProgressDrawTarget::stderr_with_hz(4),
         );
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {elapsed}/{duration} {msg}")
-                .expect("static template")
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {elapsed}/{duration} {msg}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
         );
         let done = Arc::new(AtomicBool::new(false));
         let ticker = {
@@ -238,15 +260,29 @@ impl Live {
             std::thread::spawn(move || {
                 let t0 = std::time::Instant::now();
                 while !done.load(Ordering::Relaxed) {
-                    let samples: u64 = progress.iter().map(|p| p.samples.load(Ordering::Relaxed)).sum();
-                    let max = progress.iter().map(|p| p.max_ns.load(Ordering::Relaxed)).max().unwrap_or(0);
+                    let samples: u64 = progress
+                        .iter()
+                        .map(|p| p.samples.load(Ordering::Relaxed))
+                        .sum();
+                    let max = progress
+                        .iter()
+                        .map(|p| p.max_ns.load(Ordering::Relaxed))
+                        .max()
+                        .unwrap_or(0);
                     bar.set_position(t0.elapsed().as_millis() as u64);
-                    bar.set_message(format!("{samples} samples, max {}", punctual_time::format_ns(max)));
+                    bar.set_message(format!(
+                        "{samples} samples, max {}",
+                        punctual_time::format_ns(max)
+                    ));
                     std::thread::sleep(std::time::Duration::from_millis(250));
                 }
             })
         };
-        Live { bar, done, ticker: Some(ticker) }
+        Live {
+            bar,
+            done,
+            ticker: Some(ticker),
+        }
     }
 
     pub fn set_prefix(&self, p: impl Into<String>) {

@@ -1,7 +1,9 @@
 //! The result document, `punctual.result/1` (SPEC section 3). Every time value is integer ns.
 
 use punctual_rt::{Fallback, HostFacts};
-use punctual_stats::{decode_histogram, encode_histogram, HistogramError, Recorder, Summary, HISTOGRAM_ENCODING};
+use punctual_stats::{
+    decode_histogram, encode_histogram, HistogramError, Recorder, Summary, HISTOGRAM_ENCODING,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -15,7 +17,10 @@ pub struct Tool {
 
 impl Default for Tool {
     fn default() -> Self {
-        Tool { name: "punctual".into(), version: env!("CARGO_PKG_VERSION").into() }
+        Tool {
+            name: "punctual".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
     }
 }
 
@@ -76,13 +81,21 @@ pub mod kind {
 }
 
 impl Series {
-    pub fn from_recorder(name: impl Into<String>, kind: &str, cpu: Option<usize>, rec: &Recorder) -> Self {
+    pub fn from_recorder(
+        name: impl Into<String>,
+        kind: &str,
+        cpu: Option<usize>,
+        rec: &Recorder,
+    ) -> Self {
         Series {
             name: name.into(),
             cpu,
             kind: kind.into(),
             summary: rec.summary(),
-            histogram: EncodedHistogram { encoding: HISTOGRAM_ENCODING.into(), data: encode_histogram(rec.histogram()) },
+            histogram: EncodedHistogram {
+                encoding: HISTOGRAM_ENCODING.into(),
+                data: encode_histogram(rec.histogram()),
+            },
             extra: Map::new(),
         }
     }
@@ -167,20 +180,29 @@ pub(crate) mod tests {
             hostname: "box".into(),
             cpu_model: "Test CPU".into(),
         };
-        let mut doc = ResultDoc::new(vec!["punctual".into(), "latency".into()], host, "2026-11-22T10:00:00Z".into());
+        let mut doc = ResultDoc::new(
+            vec!["punctual".into(), "latency".into()],
+            host,
+            "2026-11-22T10:00:00Z".into(),
+        );
         doc.ended_at = "2026-11-22T10:00:10Z".into();
         doc.settings.policy = Some("fifo".into());
         doc.settings.priority = Some(99);
         doc.settings.mlock = Some(true);
         doc.settings.dma_latency_us = Some(0);
-        doc.settings.extra.insert("interval_ns".into(), 1_000_000.into());
+        doc.settings
+            .extra
+            .insert("interval_ns".into(), 1_000_000.into());
         for (t, base) in [(0usize, 3_000u64), (1, 5_000)] {
             let mut r = Recorder::new();
             for i in 0..1000u64 {
                 r.record(base + (i * 37) % 4_000 + if i == 999 { 60_000 } else { 0 });
             }
             r.add_missed(1);
-            doc.series.push(Series::from_recorder(format!("thread {t}"), kind::WAKEUP_LATENCY, Some(t), &r).with("cpu_ns", 1234));
+            doc.series.push(
+                Series::from_recorder(format!("thread {t}"), kind::WAKEUP_LATENCY, Some(t), &r)
+                    .with("cpu_ns", 1234),
+            );
         }
         doc
     }
@@ -210,11 +232,17 @@ pub(crate) mod tests {
         let schema: Value = serde_json::from_str(crate::SCHEMA_JSON).unwrap();
         let v = jsonschema::validator_for(&schema).unwrap();
         let doc = serde_json::to_value(sample_doc()).unwrap();
-        let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path)).collect();
+        let errors: Vec<String> = v
+            .iter_errors(&doc)
+            .map(|e| format!("{e} at {}", e.instance_path))
+            .collect();
         assert!(errors.is_empty(), "{errors:#?}");
         // And the schema is not a rubber stamp: a missing field and a float time are refused.
         let mut bad = doc.clone();
-        bad["series"][0].as_object_mut().unwrap().remove("woke_late");
+        bad["series"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("woke_late");
         bad["series"][1]["max"] = serde_json::json!(1.5);
         assert_eq!(v.iter_errors(&bad).count(), 2);
     }

@@ -31,13 +31,22 @@ pub struct Failure {
 
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Self {
-        Failure { class: Class::Usage, message: message.into() }
+        Failure {
+            class: Class::Usage,
+            message: message.into(),
+        }
     }
     pub fn system(message: impl Into<String>) -> Self {
-        Failure { class: Class::System, message: message.into() }
+        Failure {
+            class: Class::System,
+            message: message.into(),
+        }
     }
     pub fn interrupted() -> Self {
-        Failure { class: Class::Interrupted, message: "interrupted".into() }
+        Failure {
+            class: Class::Interrupted,
+            message: "interrupted".into(),
+        }
     }
 }
 

@@ -46,13 +46,21 @@ impl Output {
     /// Check that the file can be written, without changing anything: the directory must exist and
     /// accept a new file, and an existing target must be a writable regular file.
     pub fn check_writable(&self) -> Result<(), String> {
-        let Output::File(path) = self else { return Ok(()) };
+        let Output::File(path) = self else {
+            return Ok(());
+        };
         if path.is_dir() {
-            return Err(format!("{} is a directory; give a file name", path.display()));
+            return Err(format!(
+                "{} is a directory; give a file name",
+                path.display()
+            ));
         }
         let dir = parent_of(path);
         if !dir.is_dir() {
-            return Err(format!("directory {} does not exist; create it or choose another path", dir.display()));
+            return Err(format!(
+                "directory {} does not exist; create it or choose another path",
+                dir.display()
+            ));
         }
         tempfile::Builder::new()
             .prefix(".punctual-probe-")
@@ -82,7 +90,9 @@ impl Output {
 
 /// Write `bytes` to `path` through a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = tempfile::Builder::new().prefix(".punctual-").tempfile_in(parent_of(path))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".punctual-")
+        .tempfile_in(parent_of(path))?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -100,13 +110,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ok = Output::File(dir.path().join("a.json"));
         ok.check_writable().unwrap();
-        assert!(!dir.path().join("a.json").exists(), "checking must not create the file");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no probe left behind");
+        assert!(
+            !dir.path().join("a.json").exists(),
+            "checking must not create the file"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no probe left behind"
+        );
         let missing = Output::File(dir.path().join("nope/a.json"));
-        assert!(missing.check_writable().unwrap_err().contains("does not exist"));
+        assert!(missing
+            .check_writable()
+            .unwrap_err()
+            .contains("does not exist"));
         let isdir = Output::File(dir.path().to_path_buf());
-        assert!(isdir.check_writable().unwrap_err().contains("is a directory"));
-        assert!(Output::File("/proc/version".into()).check_writable().is_err());
+        assert!(isdir
+            .check_writable()
+            .unwrap_err()
+            .contains("is a directory"));
+        assert!(Output::File("/proc/version".into())
+            .check_writable()
+            .is_err());
     }
 
     #[test]

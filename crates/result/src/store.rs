@@ -9,7 +9,9 @@ pub fn data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("PUNCTUAL_DATA_DIR") {
         return PathBuf::from(d);
     }
-    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".local/share")).join("punctual")
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from(".local/share"))
+        .join("punctual")
 }
 
 pub fn results_dir() -> PathBuf {
@@ -19,7 +21,11 @@ pub fn results_dir() -> PathBuf {
 /// File name for a document: start time (colons replaced, so it sorts and is portable), the
 /// subcommand, and the pid to keep concurrent runs apart.
 pub fn file_name(doc: &ResultDoc) -> String {
-    let stamp: String = doc.started_at.chars().map(|c| if c == ':' { '-' } else { c }).collect();
+    let stamp: String = doc
+        .started_at
+        .chars()
+        .map(|c| if c == ':' { '-' } else { c })
+        .collect();
     let cmd = doc.command.get(1).map(String::as_str).unwrap_or("run");
     format!("{stamp}-{cmd}-{}.json", std::process::id())
 }
@@ -36,6 +42,7 @@ pub fn save(doc: &ResultDoc) -> std::io::Result<PathBuf> {
 /// Check, before a run, that the store can take a document.
 pub fn check_writable() -> Result<(), String> {
     let dir = results_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the results directory {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create the results directory {}: {e}", dir.display()))?;
     crate::Output::File(dir.join("probe.json")).check_writable()
 }

@@ -13,7 +13,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Self {
-        Table { header: header.iter().map(|s| s.to_string()).collect(), ..Default::default() }
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
     }
 
     pub fn titled(mut self, title: impl Into<String>) -> Self {
@@ -38,7 +41,13 @@ impl Table {
     }
 
     pub fn render(&self) -> String {
-        let ncols = self.rows.iter().map(Vec::len).chain([self.header.len()]).max().unwrap_or(0);
+        let ncols = self
+            .rows
+            .iter()
+            .map(Vec::len)
+            .chain([self.header.len()])
+            .max()
+            .unwrap_or(0);
         let mut widths = vec![0usize; ncols];
         for r in std::iter::once(&self.header).chain(self.rows.iter()) {
             for (i, c) in r.iter().enumerate() {
@@ -99,7 +108,9 @@ mod tests {
     #[test]
     fn renders_aligned() {
         let mut t = Table::new(&["series", "p50", "max"]).titled("Wake-up latency");
-        t.row(["thread 0", "3.10 us", "120 us"]).rule().row(["total", "3.10 us", "1.20 ms"]);
+        t.row(["thread 0", "3.10 us", "120 us"])
+            .rule()
+            .row(["total", "3.10 us", "1.20 ms"]);
         t.note("times are lateness after the intended release");
         insta::assert_snapshot!(t.render());
     }

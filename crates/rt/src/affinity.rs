@@ -16,19 +16,30 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         let bad = || format!("'{part}' in CPU list '{s}' is not a CPU number or range like 2-5");
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+                let (a, b): (usize, usize) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
                 if a > b {
-                    return Err(format!("range '{part}' in CPU list runs backwards; write {b}-{a}"));
+                    return Err(format!(
+                        "range '{part}' in CPU list runs backwards; write {b}-{a}"
+                    ));
                 }
                 if b >= CpuSet::count() {
-                    return Err(format!("CPU {b} is beyond the {} CPUs Linux can address", CpuSet::count()));
+                    return Err(format!(
+                        "CPU {b} is beyond the {} CPUs Linux can address",
+                        CpuSet::count()
+                    ));
                 }
                 out.extend(a..=b);
             }
             None => {
                 let c: usize = part.parse().map_err(|_| bad())?;
                 if c >= CpuSet::count() {
-                    return Err(format!("CPU {c} is beyond the {} CPUs Linux can address", CpuSet::count()));
+                    return Err(format!(
+                        "CPU {c} is beyond the {} CPUs Linux can address",
+                        CpuSet::count()
+                    ));
                 }
                 out.push(c);
             }
@@ -53,7 +64,11 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
             i += 1;
             end = v[i];
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
         i += 1;
     }
     parts.join(",")
@@ -64,13 +79,22 @@ pub fn online_cpus() -> Vec<usize> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
         .and_then(|s| parse_cpu_list(&s).ok())
-        .unwrap_or_else(|| (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect())
+        .unwrap_or_else(|| {
+            (0..std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1))
+                .collect()
+        })
 }
 
 /// Refuse CPUs that are not online, naming them and the ones that are.
 pub fn check_online(cpus: &[usize]) -> Result<(), RtError> {
     let online = online_cpus();
-    let missing: Vec<usize> = cpus.iter().copied().filter(|c| !online.contains(c)).collect();
+    let missing: Vec<usize> = cpus
+        .iter()
+        .copied()
+        .filter(|c| !online.contains(c))
+        .collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -85,13 +109,16 @@ pub fn check_online(cpus: &[usize]) -> Result<(), RtError> {
 fn to_set(cpus: &[usize]) -> Result<CpuSet, RtError> {
     let mut set = CpuSet::new();
     for &c in cpus {
-        set.set(c).map_err(|e| RtError::Invalid(format!("CPU {c}: {e}")))?;
+        set.set(c)
+            .map_err(|e| RtError::Invalid(format!("CPU {c}: {e}")))?;
     }
     Ok(set)
 }
 
 fn from_set(set: &CpuSet) -> Vec<usize> {
-    (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect()
+    (0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect()
 }
 
 /// Affinity of a task (0 = the calling thread).
@@ -124,7 +151,10 @@ impl AffinityGuard {
         check_online(cpus)?;
         let previous = get(0)?;
         set(0, cpus)?;
-        Ok(AffinityGuard { previous, _not_send: std::marker::PhantomData })
+        Ok(AffinityGuard {
+            previous,
+            _not_send: std::marker::PhantomData,
+        })
     }
 }
 

@@ -25,7 +25,10 @@ impl DmaLatencyGuard {
         })?;
         file.write_all(&(microseconds as i32).to_ne_bytes())
             .map_err(|e| RtError::io(format!("writing {PATH}"), e))?;
-        Ok(DmaLatencyGuard { _file: file, microseconds })
+        Ok(DmaLatencyGuard {
+            _file: file,
+            microseconds,
+        })
     }
 }
 

@@ -8,7 +8,11 @@ pub enum RtError {
     Invalid(String),
     /// The system refused (permission, missing kernel feature). `fix` says what to do.
     #[error("{what} refused by the system: {source}. Fix: {fix}")]
-    Refused { what: String, source: io::Error, fix: String },
+    Refused {
+        what: String,
+        source: io::Error,
+        fix: String,
+    },
     /// Anything else the kernel or filesystem reported.
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
@@ -16,16 +20,24 @@ pub enum RtError {
 
 impl RtError {
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
-        RtError::Io { what: what.into(), source }
+        RtError::Io {
+            what: what.into(),
+            source,
+        }
     }
 
     /// Map EPERM/EACCES to `Refused` with `fix`, everything else to `Io`.
     pub(crate) fn from_os(what: impl Into<String>, source: io::Error, fix: &str) -> Self {
         match source.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EBUSY) => {
-                RtError::Refused { what: what.into(), source, fix: fix.to_string() }
-            }
-            _ => RtError::Io { what: what.into(), source },
+            Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EBUSY) => RtError::Refused {
+                what: what.into(),
+                source,
+                fix: fix.to_string(),
+            },
+            _ => RtError::Io {
+                what: what.into(),
+                source,
+            },
         }
     }
 

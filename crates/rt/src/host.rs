@@ -23,23 +23,34 @@ pub struct HostFacts {
 }
 
 fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The running kernel's build configuration (`/proc/config.gz`, else `/boot/config-RELEASE`).
 pub fn kernel_config() -> Option<String> {
     if let Ok(f) = std::fs::File::open("/proc/config.gz") {
         let mut s = String::new();
-        if flate2::read::GzDecoder::new(f).read_to_string(&mut s).is_ok() {
+        if flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut s)
+            .is_ok()
+        {
             return Some(s);
         }
     }
-    let release = nix::sys::utsname::uname().ok()?.release().to_string_lossy().to_string();
+    let release = nix::sys::utsname::uname()
+        .ok()?
+        .release()
+        .to_string_lossy()
+        .to_string();
     std::fs::read_to_string(format!("/boot/config-{release}")).ok()
 }
 
 fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
-    config.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// Preemption model, from the most direct source available.
@@ -55,14 +66,22 @@ fn preempt_model(config: Option<&str>, version: &str, realtime: bool, cmdline: &
     }
     let dynamic = version.contains("PREEMPT_DYNAMIC")
         || config.is_some_and(|c| config_value(c, "CONFIG_PREEMPT_DYNAMIC") == Some("y"));
-    if let Some(mode) = cmdline.split_whitespace().find_map(|w| w.strip_prefix("preempt=")) {
+    if let Some(mode) = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("preempt="))
+    {
         return format!("dynamic: {mode} (from preempt= on the command line)");
     }
     let configured = config.and_then(|c| {
-        [("CONFIG_PREEMPT_NONE", "none"), ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"), ("CONFIG_PREEMPT", "full"), ("CONFIG_PREEMPT_LAZY", "lazy")]
-            .into_iter()
-            .find(|(k, _)| config_value(c, k) == Some("y"))
-            .map(|(_, m)| m)
+        [
+            ("CONFIG_PREEMPT_NONE", "none"),
+            ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+            ("CONFIG_PREEMPT", "full"),
+            ("CONFIG_PREEMPT_LAZY", "lazy"),
+        ]
+        .into_iter()
+        .find(|(k, _)| config_value(c, k) == Some("y"))
+        .map(|(_, m)| m)
     });
     match (dynamic, configured) {
         (true, Some(m)) => format!("dynamic: {m} (build default)"),
@@ -77,7 +96,9 @@ impl HostFacts {
     pub fn detect() -> Self {
         let uts = nix::sys::utsname::uname().ok();
         let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-            uts.as_ref().map(|u| f(u).to_string_lossy().to_string()).unwrap_or_default()
+            uts.as_ref()
+                .map(|u| f(u).to_string_lossy().to_string())
+                .unwrap_or_default()
         };
         let kernel = field(|u| u.release());
         let version = field(|u| u.version());
@@ -85,21 +106,34 @@ impl HostFacts {
         let config = kernel_config();
         let realtime = read("/sys/kernel/realtime").as_deref() == Some("1");
         let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
-        let virtualized = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+        let virtualized = cpuinfo
+            .lines()
+            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
             || std::path::Path::new("/sys/hypervisor/type").exists();
         let cpu_model = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
             .unwrap_or_default();
         HostFacts {
-            preempt: preempt_model(config.as_deref(), &version, realtime, &read("/proc/cmdline").unwrap_or_default()),
+            preempt: preempt_model(
+                config.as_deref(),
+                &version,
+                realtime,
+                &read("/proc/cmdline").unwrap_or_default(),
+            ),
             kernel,
             realtime,
             cpus: crate::online_cpus().len(),
             clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
                 .unwrap_or_else(|| "unknown".into()),
             virtualized,
-            hz: config.as_deref().and_then(|c| config_value(c, "CONFIG_HZ")).and_then(|v| v.parse().ok()),
+            hz: config
+                .as_deref()
+                .and_then(|c| config_value(c, "CONFIG_HZ"))
+                .and_then(|v| v.parse().ok()),
             hostname,
             cpu_model,
         }
@@ -113,13 +147,24 @@ mod tests {
     #[test]
     fn preempt_from_config_and_cmdline() {
         let cfg = "CONFIG_PREEMPT_DYNAMIC=y\nCONFIG_PREEMPT_NONE=y\n";
-        assert_eq!(preempt_model(Some(cfg), "#1 SMP", false, ""), "dynamic: none (build default)");
         assert_eq!(
-            preempt_model(Some(cfg), "#1 SMP PREEMPT_DYNAMIC", false, "quiet preempt=full"),
+            preempt_model(Some(cfg), "#1 SMP", false, ""),
+            "dynamic: none (build default)"
+        );
+        assert_eq!(
+            preempt_model(
+                Some(cfg),
+                "#1 SMP PREEMPT_DYNAMIC",
+                false,
+                "quiet preempt=full"
+            ),
             "dynamic: full (from preempt= on the command line)"
         );
         assert_eq!(preempt_model(None, "#1 SMP PREEMPT_RT", false, ""), "rt");
-        assert_eq!(preempt_model(Some("CONFIG_PREEMPT_VOLUNTARY=y\n"), "#1 SMP", false, ""), "voluntary");
+        assert_eq!(
+            preempt_model(Some("CONFIG_PREEMPT_VOLUNTARY=y\n"), "#1 SMP", false, ""),
+            "voluntary"
+        );
         assert_eq!(preempt_model(None, "#1 SMP", false, ""), "unknown");
     }
 
@@ -127,7 +172,10 @@ mod tests {
     fn config_values_do_not_match_prefixes() {
         let cfg = "CONFIG_HZ_250=y\nCONFIG_HZ=250\n";
         assert_eq!(config_value(cfg, "CONFIG_HZ"), Some("250"));
-        assert_eq!(config_value("CONFIG_PREEMPT_RCU=y\n", "CONFIG_PREEMPT"), None);
+        assert_eq!(
+            config_value("CONFIG_PREEMPT_RCU=y\n", "CONFIG_PREEMPT"),
+            None
+        );
     }
 
     #[test]

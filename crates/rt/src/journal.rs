@@ -17,7 +17,11 @@ pub enum Change {
     /// A file whose original contents are written back.
     File { path: PathBuf, original: String },
     /// Another task's CPU affinity. `start_time` (from /proc/PID/stat) guards against pid reuse.
-    TaskAffinity { pid: i32, start_time: u64, cpus: Vec<usize> },
+    TaskAffinity {
+        pid: i32,
+        start_time: u64,
+        cpus: Vec<usize>,
+    },
     /// A directory punctual created, removed on undo (tracefs instances: rmdir only).
     RemoveDir { path: PathBuf },
     /// A filesystem punctual mounted, unmounted on undo.
@@ -27,9 +31,15 @@ pub enum Change {
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Change::File { path, original } => write!(f, "{} (back to '{}')", path.display(), original.trim()),
+            Change::File { path, original } => {
+                write!(f, "{} (back to '{}')", path.display(), original.trim())
+            }
             Change::TaskAffinity { pid, cpus, .. } => {
-                write!(f, "affinity of pid {pid} (back to {})", crate::format_cpu_list(cpus))
+                write!(
+                    f,
+                    "affinity of pid {pid} (back to {})",
+                    crate::format_cpu_list(cpus)
+                )
             }
             Change::RemoveDir { path } => write!(f, "directory {}", path.display()),
             Change::Unmount { path } => write!(f, "mount {}", path.display()),
@@ -42,13 +52,18 @@ impl Change {
     pub fn undo(&self) -> io::Result<()> {
         match self {
             Change::File { path, original } => std::fs::write(path, original.as_bytes()),
-            Change::TaskAffinity { pid, start_time, cpus } => {
+            Change::TaskAffinity {
+                pid,
+                start_time,
+                cpus,
+            } => {
                 if task_start_time(*pid) != Some(*start_time) {
                     return Ok(());
                 }
                 match crate::affinity::set(*pid, cpus) {
                     Ok(()) => Ok(()),
-                    Err(crate::RtError::Io { source, .. }) | Err(crate::RtError::Refused { source, .. })
+                    Err(crate::RtError::Io { source, .. })
+                    | Err(crate::RtError::Refused { source, .. })
                         if source.raw_os_error() == Some(libc::ESRCH) =>
                     {
                         Ok(())
@@ -137,11 +152,18 @@ impl Drop for ChangeGuard {
 
 impl Journal {
     fn new(dir: PathBuf) -> Self {
-        Journal { dir, inner: Mutex::new(State { next_id: 1, changes: Vec::new() }) }
+        Journal {
+            dir,
+            inner: Mutex::new(State {
+                next_id: 1,
+                changes: Vec::new(),
+            }),
+        }
     }
 
     fn path(&self) -> PathBuf {
-        self.dir.join(format!("journal-{}.json", std::process::id()))
+        self.dir
+            .join(format!("journal-{}.json", std::process::id()))
     }
 
     fn persist(&self, state: &State) -> io::Result<()> {
@@ -154,9 +176,16 @@ impl Journal {
         }
         std::fs::create_dir_all(&self.dir)?;
         let pid = std::process::id() as i32;
-        let file = StateFile { pid, start_time: task_start_time(pid).unwrap_or(0), changes: state.changes.clone() };
+        let file = StateFile {
+            pid,
+            start_time: task_start_time(pid).unwrap_or(0),
+            changes: state.changes.clone(),
+        };
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&file).map_err(io::Error::other)?)?;
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&file).map_err(io::Error::other)?,
+        )?;
         std::fs::rename(tmp, path)
     }
 
@@ -174,21 +203,40 @@ impl Journal {
     }
 
     /// Write `value` to `path`, remembering the original contents. Undone when the guard drops.
-    pub fn write_file(&'static self, path: impl AsRef<Path>, value: &str) -> io::Result<ChangeGuard> {
+    pub fn write_file(
+        &'static self,
+        path: impl AsRef<Path>,
+        value: &str,
+    ) -> io::Result<ChangeGuard> {
         let path = path.as_ref();
         let original = std::fs::read_to_string(path)?;
-        let guard = self.record(Change::File { path: path.to_path_buf(), original })?;
+        let guard = self.record(Change::File {
+            path: path.to_path_buf(),
+            original,
+        })?;
         std::fs::write(path, value.as_bytes())?; // on error the guard drops and rewrites the original
         Ok(guard)
     }
 
     /// Set another task's affinity, remembering the previous one.
-    pub fn set_task_affinity(&'static self, pid: i32, cpus: &[usize]) -> Result<ChangeGuard, crate::RtError> {
+    pub fn set_task_affinity(
+        &'static self,
+        pid: i32,
+        cpus: &[usize],
+    ) -> Result<ChangeGuard, crate::RtError> {
         let previous = crate::affinity::get(pid)?;
-        let start_time = task_start_time(pid)
-            .ok_or_else(|| crate::RtError::io(format!("reading /proc/{pid}/stat"), io::ErrorKind::NotFound.into()))?;
+        let start_time = task_start_time(pid).ok_or_else(|| {
+            crate::RtError::io(
+                format!("reading /proc/{pid}/stat"),
+                io::ErrorKind::NotFound.into(),
+            )
+        })?;
         let guard = self
-            .record(Change::TaskAffinity { pid, start_time, cpus: previous })
+            .record(Change::TaskAffinity {
+                pid,
+                start_time,
+                cpus: previous,
+            })
             .map_err(|e| crate::RtError::io("writing the journal", e))?;
         crate::affinity::set(pid, cpus)?;
         Ok(guard)
@@ -196,7 +244,9 @@ impl Journal {
 
     fn undo(&self, id: u64) -> io::Result<()> {
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(pos) = st.changes.iter().position(|(i, _)| *i == id) else { return Ok(()) };
+        let Some(pos) = st.changes.iter().position(|(i, _)| *i == id) else {
+            return Ok(());
+        };
         let (_, change) = st.changes[pos].clone();
         let result = change.undo();
         st.changes.remove(pos);
@@ -241,7 +291,9 @@ pub fn restore_stale() -> Vec<StaleReport> {
 
 pub fn restore_stale_in(dir: &Path) -> Vec<StaleReport> {
     let mut reports = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return reports };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return reports;
+    };
     let me = std::process::id() as i32;
     for entry in entries.flatten() {
         let path = entry.path();
@@ -249,13 +301,22 @@ pub fn restore_stale_in(dir: &Path) -> Vec<StaleReport> {
         if !(name.starts_with("journal-") && name.ends_with(".json")) {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let Ok(file) = serde_json::from_str::<StateFile>(&text) else { continue };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(file) = serde_json::from_str::<StateFile>(&text) else {
+            continue;
+        };
         let alive = file.pid == me || task_start_time(file.pid) == Some(file.start_time);
         if alive {
             continue;
         }
-        let mut report = StaleReport { journal: path.clone(), owner_pid: file.pid, restored: vec![], failed: vec![] };
+        let mut report = StaleReport {
+            journal: path.clone(),
+            owner_pid: file.pid,
+            restored: vec![],
+            failed: vec![],
+        };
         for (_, change) in file.changes.into_iter().rev() {
             match change.undo() {
                 Ok(()) => report.restored.push(change),
@@ -321,7 +382,13 @@ mod tests {
             pid: i32::MAX - 7,
             start_time: 1,
             changes: vec![
-                (1, Change::File { path: knob.clone(), original: "orig".into() }),
+                (
+                    1,
+                    Change::File {
+                        path: knob.clone(),
+                        original: "orig".into(),
+                    },
+                ),
                 (2, Change::RemoveDir { path: made.clone() }),
             ],
         };
@@ -329,7 +396,11 @@ mod tests {
         std::fs::write(&jpath, serde_json::to_vec(&file).unwrap()).unwrap();
         // A live process's journal is left alone.
         let me = std::process::id() as i32;
-        let live = StateFile { pid: 1, start_time: task_start_time(1).unwrap_or(0), changes: vec![] };
+        let live = StateFile {
+            pid: 1,
+            start_time: task_start_time(1).unwrap_or(0),
+            changes: vec![],
+        };
         let live_path = tmp.path().join("journal-1.json");
         std::fs::write(&live_path, serde_json::to_vec(&live).unwrap()).unwrap();
 
@@ -344,7 +415,11 @@ mod tests {
 
     #[test]
     fn task_affinity_of_a_reused_pid_is_left_alone() {
-        let c = Change::TaskAffinity { pid: std::process::id() as i32, start_time: 0, cpus: vec![0] };
+        let c = Change::TaskAffinity {
+            pid: std::process::id() as i32,
+            start_time: 0,
+            cpus: vec![0],
+        };
         let before = crate::affinity::get(0).unwrap();
         c.undo().unwrap();
         assert_eq!(crate::affinity::get(0).unwrap(), before);

@@ -19,7 +19,7 @@ pub mod signals;
 pub mod slack;
 pub mod thread;
 
-pub use affinity::{online_cpus, parse_cpu_list, format_cpu_list, AffinityGuard};
+pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
 pub use error::RtError;
 pub use host::HostFacts;
 pub use privilege::{Fallback, Privileges, RtPlan, RtWant};

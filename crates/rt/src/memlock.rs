@@ -11,9 +11,14 @@ impl MlockGuard {
         // SAFETY: plain syscall.
         if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
             let e = io::Error::last_os_error();
-            let fix = "run as root, grant cap_ipc_lock, or raise RLIMIT_MEMLOCK (`ulimit -l unlimited`)";
+            let fix =
+                "run as root, grant cap_ipc_lock, or raise RLIMIT_MEMLOCK (`ulimit -l unlimited`)";
             return Err(match e.raw_os_error() {
-                Some(libc::ENOMEM) => RtError::Refused { what: "mlockall".into(), source: e, fix: fix.into() },
+                Some(libc::ENOMEM) => RtError::Refused {
+                    what: "mlockall".into(),
+                    source: e,
+                    fix: fix.into(),
+                },
                 _ => RtError::from_os("mlockall", e, fix),
             });
         }

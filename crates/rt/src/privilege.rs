@@ -44,7 +44,8 @@ impl Privileges {
             euid: nix::unistd::geteuid().as_raw(),
             cap_sys_nice: caps & (1 << CAP_SYS_NICE) != 0,
             cap_ipc_lock: caps & (1 << CAP_IPC_LOCK) != 0,
-            rlimit_rtprio: soft_limit(nix::sys::resource::Resource::RLIMIT_RTPRIO).unwrap_or(u64::MAX),
+            rlimit_rtprio: soft_limit(nix::sys::resource::Resource::RLIMIT_RTPRIO)
+                .unwrap_or(u64::MAX),
             rlimit_memlock: soft_limit(nix::sys::resource::Resource::RLIMIT_MEMLOCK),
             dma_latency_writable: crate::dma::writable(),
         }
@@ -102,11 +103,13 @@ pub struct RtPlan {
     pub fallbacks: Vec<Fallback>,
 }
 
-pub const POLICY_FIX: &str = "run as root, `setcap cap_sys_nice,cap_ipc_lock+ep` on the punctual binary, \
+pub const POLICY_FIX: &str =
+    "run as root, `setcap cap_sys_nice,cap_ipc_lock+ep` on the punctual binary, \
      or raise RLIMIT_RTPRIO (`ulimit -r 99`; `rtprio 99` in /etc/security/limits.conf)";
 pub const MLOCK_FIX: &str =
     "run as root, grant cap_ipc_lock, or raise RLIMIT_MEMLOCK (`ulimit -l unlimited`)";
-pub const DMA_FIX: &str = "run as root (the file is root-only), or pass --dma-latency off to stop asking";
+pub const DMA_FIX: &str =
+    "run as root (the file is root-only), or pass --dma-latency off to stop asking";
 
 /// The fallback for a real-time class that was refused: SCHED_OTHER with 1 ns timer slack.
 pub fn policy_fallback(want_policy: Policy, want_priority: u32, why: String) -> Fallback {
@@ -194,13 +197,26 @@ mod tests {
         }
     }
 
-    const WANT: RtWant = RtWant { policy: Policy::Fifo, priority: 99, mlock: true, dma_latency_us: Some(0) };
+    const WANT: RtWant = RtWant {
+        policy: Policy::Fifo,
+        priority: 99,
+        mlock: true,
+        dma_latency_us: Some(0),
+    };
 
     #[test]
     fn privileged_gets_what_it_asked() {
-        let p = Privileges { cap_sys_nice: true, cap_ipc_lock: true, dma_latency_writable: true, ..unprivileged() };
+        let p = Privileges {
+            cap_sys_nice: true,
+            cap_ipc_lock: true,
+            dma_latency_writable: true,
+            ..unprivileged()
+        };
         let plan = plan(&p, &WANT);
-        assert_eq!((plan.policy, plan.priority, plan.mlock, plan.dma_latency_us), (Policy::Fifo, 99, true, Some(0)));
+        assert_eq!(
+            (plan.policy, plan.priority, plan.mlock, plan.dma_latency_us),
+            (Policy::Fifo, 99, true, Some(0))
+        );
         assert!(plan.fallbacks.is_empty());
         assert_eq!(plan.timer_slack_ns, None);
     }
@@ -214,19 +230,30 @@ mod tests {
         assert_eq!(plan.dma_latency_us, None);
         assert_eq!(plan.fallbacks.len(), 3);
         let text = plan.fallbacks[0].to_string();
-        assert!(text.contains("fifo 99") && text.contains("RLIMIT_RTPRIO") && text.contains("Fix:"), "{text}");
+        assert!(
+            text.contains("fifo 99") && text.contains("RLIMIT_RTPRIO") && text.contains("Fix:"),
+            "{text}"
+        );
     }
 
     #[test]
     fn rlimit_rtprio_is_enough_up_to_its_value() {
-        let p = Privileges { rlimit_rtprio: 50, ..unprivileged() };
+        let p = Privileges {
+            rlimit_rtprio: 50,
+            ..unprivileged()
+        };
         assert!(p.realtime_allowed(50));
         assert!(!p.realtime_allowed(51));
     }
 
     #[test]
     fn asking_for_other_sets_slack_without_a_fallback() {
-        let want = RtWant { policy: Policy::Other, priority: 0, mlock: false, dma_latency_us: None };
+        let want = RtWant {
+            policy: Policy::Other,
+            priority: 0,
+            mlock: false,
+            dma_latency_us: None,
+        };
         let plan = plan(&unprivileged(), &want);
         assert!(plan.fallbacks.is_empty());
         assert_eq!(plan.timer_slack_ns, Some(1));

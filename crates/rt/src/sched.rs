@@ -85,7 +85,10 @@ pub fn current() -> Result<SchedParams, RtError> {
     // SAFETY: pid 0 means the calling thread.
     let raw = unsafe { libc::sched_getscheduler(0) };
     if raw < 0 {
-        return Err(RtError::io("sched_getscheduler", io::Error::last_os_error()));
+        return Err(RtError::io(
+            "sched_getscheduler",
+            io::Error::last_os_error(),
+        ));
     }
     let mut p = libc::sched_param { sched_priority: 0 };
     // SAFETY: valid out-pointer.
@@ -93,7 +96,10 @@ pub fn current() -> Result<SchedParams, RtError> {
         return Err(RtError::io("sched_getparam", io::Error::last_os_error()));
     }
     let policy = Policy::from_raw(raw).unwrap_or(Policy::Other);
-    Ok(SchedParams { policy, priority: p.sched_priority as u32 })
+    Ok(SchedParams {
+        policy,
+        priority: p.sched_priority as u32,
+    })
 }
 
 const FIX: &str = "run as root, grant the capability (setcap cap_sys_nice+ep on the binary), \
@@ -103,12 +109,22 @@ const FIX: &str = "run as root, grant the capability (setcap cap_sys_nice+ep on 
 /// children they fork (exec actions, loads) start in the normal class.
 pub fn set_current(params: SchedParams) -> Result<(), RtError> {
     params.validate()?;
-    let flags = if params.policy.is_realtime() { libc::SCHED_RESET_ON_FORK } else { 0 };
-    let p = libc::sched_param { sched_priority: params.priority as libc::c_int };
+    let flags = if params.policy.is_realtime() {
+        libc::SCHED_RESET_ON_FORK
+    } else {
+        0
+    };
+    let p = libc::sched_param {
+        sched_priority: params.priority as libc::c_int,
+    };
     // SAFETY: pid 0 is the calling thread; p is valid.
     if unsafe { libc::sched_setscheduler(0, params.policy.raw() | flags, &p) } != 0 {
         let e = io::Error::last_os_error();
-        return Err(RtError::from_os(format!("sched_setscheduler({} {})", params.policy, params.priority), e, FIX));
+        return Err(RtError::from_os(
+            format!("sched_setscheduler({} {})", params.policy, params.priority),
+            e,
+            FIX,
+        ));
     }
     Ok(())
 }
@@ -124,7 +140,10 @@ impl SchedGuard {
     pub fn set(params: SchedParams) -> Result<Self, RtError> {
         let previous = current()?;
         set_current(params)?;
-        Ok(SchedGuard { previous, _not_send: std::marker::PhantomData })
+        Ok(SchedGuard {
+            previous,
+            _not_send: std::marker::PhantomData,
+        })
     }
 }
 
@@ -141,24 +160,58 @@ mod tests {
     #[test]
     fn parse_and_validate() {
         assert_eq!("fifo".parse::<Policy>().unwrap(), Policy::Fifo);
-        assert!("deadline".parse::<Policy>().unwrap_err().contains("fifo, rr, other"));
-        assert!(SchedParams { policy: Policy::Fifo, priority: 0 }.validate().is_err());
-        assert!(SchedParams { policy: Policy::Fifo, priority: 100 }.validate().is_err());
-        assert!(SchedParams { policy: Policy::Other, priority: 5 }.validate().is_err());
-        assert!(SchedParams { policy: Policy::Rr, priority: 1 }.validate().is_ok());
+        assert!("deadline"
+            .parse::<Policy>()
+            .unwrap_err()
+            .contains("fifo, rr, other"));
+        assert!(SchedParams {
+            policy: Policy::Fifo,
+            priority: 0
+        }
+        .validate()
+        .is_err());
+        assert!(SchedParams {
+            policy: Policy::Fifo,
+            priority: 100
+        }
+        .validate()
+        .is_err());
+        assert!(SchedParams {
+            policy: Policy::Other,
+            priority: 5
+        }
+        .validate()
+        .is_err());
+        assert!(SchedParams {
+            policy: Policy::Rr,
+            priority: 1
+        }
+        .validate()
+        .is_ok());
     }
 
     #[test]
     fn guard_restores_previous_class() {
         std::thread::spawn(|| {
             let before = current().unwrap();
-            match SchedGuard::set(SchedParams { policy: Policy::Fifo, priority: 10 }) {
+            match SchedGuard::set(SchedParams {
+                policy: Policy::Fifo,
+                priority: 10,
+            }) {
                 Ok(g) => {
-                    assert_eq!(current().unwrap(), SchedParams { policy: Policy::Fifo, priority: 10 });
+                    assert_eq!(
+                        current().unwrap(),
+                        SchedParams {
+                            policy: Policy::Fifo,
+                            priority: 10
+                        }
+                    );
                     drop(g);
                     assert_eq!(current().unwrap(), before);
                 }
-                Err(e) if e.is_refusal() => crate::privilege::report_skip("guard_restores_previous_class", &e.to_string()),
+                Err(e) if e.is_refusal() => {
+                    crate::privilege::report_skip("guard_restores_previous_class", &e.to_string())
+                }
                 Err(e) => panic!("{e}"),
             }
         })

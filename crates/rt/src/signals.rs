@@ -19,7 +19,10 @@ impl Interrupts {
     /// Install the handlers once for the process; later calls return the same instance.
     pub fn install() -> &'static Interrupts {
         GLOBAL.get_or_init(|| {
-            let interrupts = Interrupts { stop: Arc::new(AtomicBool::new(false)), signal: AtomicI32::new(0) };
+            let interrupts = Interrupts {
+                stop: Arc::new(AtomicBool::new(false)),
+                signal: AtomicI32::new(0),
+            };
             match signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]) {
                 Ok(mut signals) => {
                     std::thread::Builder::new()
@@ -38,7 +41,10 @@ impl Interrupts {
                 }
                 Err(e) => {
                     use std::io::Write;
-                    let _ = writeln!(std::io::stderr(), "punctual: cannot install signal handlers: {e}");
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "punctual: cannot install signal handlers: {e}"
+                    );
                 }
             }
             interrupts
@@ -66,9 +72,15 @@ impl Interrupts {
 
 fn abort_now() -> ! {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "\npunctual: second interrupt, restoring system settings and stopping now");
+    let _ = writeln!(
+        std::io::stderr(),
+        "\npunctual: second interrupt, restoring system settings and stopping now"
+    );
     for (change, err) in crate::journal::global().undo_all() {
-        let _ = writeln!(std::io::stderr(), "punctual: could not restore {change}: {err}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "punctual: could not restore {change}: {err}"
+        );
     }
     std::process::exit(EXIT_INTERRUPTED)
 }

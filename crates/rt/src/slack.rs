@@ -20,17 +20,32 @@ impl TimerSlackGuard {
     pub fn set(ns: u64) -> Result<Self, RtError> {
         let previous = current();
         // SAFETY: plain prctl with an integer argument.
-        if unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns.max(1) as libc::c_ulong, 0, 0, 0) } != 0 {
-            return Err(RtError::io("prctl(PR_SET_TIMERSLACK)", io::Error::last_os_error()));
+        if unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns.max(1) as libc::c_ulong, 0, 0, 0) } != 0
+        {
+            return Err(RtError::io(
+                "prctl(PR_SET_TIMERSLACK)",
+                io::Error::last_os_error(),
+            ));
         }
-        Ok(TimerSlackGuard { previous, _not_send: std::marker::PhantomData })
+        Ok(TimerSlackGuard {
+            previous,
+            _not_send: std::marker::PhantomData,
+        })
     }
 }
 
 impl Drop for TimerSlackGuard {
     fn drop(&mut self) {
         // SAFETY: as above.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, self.previous as libc::c_ulong, 0, 0, 0) };
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_TIMERSLACK,
+                self.previous as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        };
     }
 }
 

@@ -41,7 +41,18 @@ pub fn setup_current_thread(req: &ThreadRequest) -> Result<ThreadGuards, RtError
         }
         Err(e) => return Err(e),
     };
-    let slack_ns = if policy.is_realtime() { req.timer_slack_ns } else { Some(req.timer_slack_ns.unwrap_or(1)) };
+    let slack_ns = if policy.is_realtime() {
+        req.timer_slack_ns
+    } else {
+        Some(req.timer_slack_ns.unwrap_or(1))
+    };
     let slack = slack_ns.map(TimerSlackGuard::set).transpose()?;
-    Ok(ThreadGuards { _slack: slack, _sched: sched, _affinity: affinity, policy, priority, fallback })
+    Ok(ThreadGuards {
+        _slack: slack,
+        _sched: sched,
+        _affinity: affinity,
+        policy,
+        priority,
+        fallback,
+    })
 }

@@ -56,8 +56,17 @@ mod tests {
 
     #[test]
     fn refuses_other_encodings_and_garbage() {
-        assert!(matches!(decode_histogram("csv", ""), Err(HistogramError::UnknownEncoding(_))));
-        assert!(matches!(decode_histogram(HISTOGRAM_ENCODING, "!!"), Err(HistogramError::Base64(_))));
-        assert!(matches!(decode_histogram(HISTOGRAM_ENCODING, "AAAA"), Err(HistogramError::Payload(_))));
+        assert!(matches!(
+            decode_histogram("csv", ""),
+            Err(HistogramError::UnknownEncoding(_))
+        ));
+        assert!(matches!(
+            decode_histogram(HISTOGRAM_ENCODING, "!!"),
+            Err(HistogramError::Base64(_))
+        ));
+        assert!(matches!(
+            decode_histogram(HISTOGRAM_ENCODING, "AAAA"),
+            Err(HistogramError::Payload(_))
+        ));
     }
 }

@@ -11,7 +11,7 @@ mod recorder;
 mod summary;
 
 pub use encode::{decode_histogram, encode_histogram, HistogramError, HISTOGRAM_ENCODING};
-pub use recorder::{Recorder, MergeError, HIGHEST_NS, LOWEST_NS, SIGNIFICANT_DIGITS};
+pub use recorder::{MergeError, Recorder, HIGHEST_NS, LOWEST_NS, SIGNIFICANT_DIGITS};
 pub use summary::{exact_nearest_rank, Percentiles, Summary, Within, PERCENTILES, WITHIN_NS};
 
 /// The histogram type every series uses.

@@ -95,7 +95,9 @@ impl Recorder {
 
     /// Fold another recorder (another thread, another run) into this one.
     pub fn merge(&mut self, other: &Recorder) -> Result<(), MergeError> {
-        self.hist.add(&other.hist).map_err(|e| MergeError(format!("{e:?}")))?;
+        self.hist
+            .add(&other.hist)
+            .map_err(|e| MergeError(format!("{e:?}")))?;
         self.count += other.count;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
@@ -127,7 +129,11 @@ impl Recorder {
         Recorder {
             hist,
             count: summary.count,
-            min: if summary.count == 0 { u64::MAX } else { summary.min },
+            min: if summary.count == 0 {
+                u64::MAX
+            } else {
+                summary.min
+            },
             max: summary.max,
             sum: (mean * n).round() as u128,
             sum_sq: ((var + mean * mean) * n).round() as u128,
@@ -145,7 +151,10 @@ impl Recorder {
         let n = self.count as u128;
         let mean = self.sum as f64 / self.count as f64;
         // n*sum_sq - sum^2 is exact in u128 unless samples are hours long in their millions.
-        let var = match n.checked_mul(self.sum_sq).and_then(|a| a.checked_sub(self.sum * self.sum)) {
+        let var = match n
+            .checked_mul(self.sum_sq)
+            .and_then(|a| a.checked_sub(self.sum * self.sum))
+        {
             Some(num) => num as f64 / (n * n) as f64,
             None => (self.sum_sq as f64 / self.count as f64 - mean * mean).max(0.0),
         };
@@ -192,7 +201,13 @@ impl Recorder {
     pub fn summary(&self) -> Summary {
         let (mean, stddev) = self.moments();
         let p = |mp| self.percentile(mp);
-        let frac = |c: u64| if self.count == 0 { 0.0 } else { c as f64 / self.count as f64 };
+        let frac = |c: u64| {
+            if self.count == 0 {
+                0.0
+            } else {
+                c as f64 / self.count as f64
+            }
+        };
         let percentiles = Percentiles {
             p50: p(PERCENTILES[0].1),
             p90: p(PERCENTILES[1].1),
@@ -267,7 +282,10 @@ mod tests {
 
     #[test]
     fn within_counts_are_exact_at_the_thresholds() {
-        let s = rec(&[10_000, 10_001, 50_000, 100_000, 500_001, 1_000_000, 2_000_000, 5]).summary();
+        let s = rec(&[
+            10_000, 10_001, 50_000, 100_000, 500_001, 1_000_000, 2_000_000, 5,
+        ])
+        .summary();
         assert_eq!(s.within.us10, 2.0 / 8.0);
         assert_eq!(s.within.us50, 4.0 / 8.0);
         assert_eq!(s.within.us100, 5.0 / 8.0);
@@ -325,7 +343,12 @@ mod tests {
         let mut direct = ra.clone();
         direct.merge(&rb).unwrap();
         let mut rebuilt = Recorder::from_summary(&ra.summary(), ra.histogram().clone());
-        rebuilt.merge(&Recorder::from_summary(&rb.summary(), rb.histogram().clone())).unwrap();
+        rebuilt
+            .merge(&Recorder::from_summary(
+                &rb.summary(),
+                rb.histogram().clone(),
+            ))
+            .unwrap();
         let (d, r) = (direct.summary(), rebuilt.summary());
         assert_eq!(d.percentiles, r.percentiles);
         assert_eq!((d.count, d.min, d.max), (r.count, r.min, r.max));

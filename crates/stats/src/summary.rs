@@ -94,7 +94,12 @@ mod tests {
     fn serialises_with_the_spec_keys() {
         let s = Summary::default();
         let j = serde_json::to_value(&s).unwrap();
-        let keys: Vec<_> = j["percentiles"].as_object().unwrap().keys().cloned().collect();
+        let keys: Vec<_> = j["percentiles"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         assert!(keys.contains(&"99.999".to_string()) && keys.contains(&"50".to_string()));
         assert!(j["within"].get("1000us").is_some());
     }

@@ -34,7 +34,9 @@ impl std::str::FromStr for ClockId {
         match s {
             "monotonic" => Ok(ClockId::Monotonic),
             "realtime" => Ok(ClockId::Realtime),
-            other => Err(format!("unknown clock '{other}' (valid: monotonic, realtime)")),
+            other => Err(format!(
+                "unknown clock '{other}' (valid: monotonic, realtime)"
+            )),
         }
     }
 }
@@ -80,7 +82,10 @@ impl Clock for SystemClock {
 /// vDSO, so this does not enter the kernel.
 #[inline]
 pub fn read_clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer; the clock ids we pass always exist on Linux.
     unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -104,7 +109,8 @@ pub fn sleep_abs(id: libc::clockid_t, t: u64) {
     let ts = timespec(t);
     loop {
         // SAFETY: valid timespec pointer; the remain pointer may be null for TIMER_ABSTIME.
-        let rc = unsafe { libc::clock_nanosleep(id, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        let rc =
+            unsafe { libc::clock_nanosleep(id, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
         if rc != libc::EINTR {
             return;
         }
@@ -167,7 +173,10 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> u64 {
-        self.inner.now.fetch_add(self.inner.read_cost, Ordering::SeqCst) + self.inner.read_cost
+        self.inner
+            .now
+            .fetch_add(self.inner.read_cost, Ordering::SeqCst)
+            + self.inner.read_cost
     }
 
     fn sleep_until(&self, t: u64) {

@@ -180,7 +180,10 @@ mod tests {
     #[test]
     fn policy_parses() {
         assert_eq!("auto".parse::<MarginPolicy>().unwrap(), MarginPolicy::Auto);
-        assert_eq!("50us".parse::<MarginPolicy>().unwrap(), MarginPolicy::Fixed(50_000));
+        assert_eq!(
+            "50us".parse::<MarginPolicy>().unwrap(),
+            MarginPolicy::Fixed(50_000)
+        );
         assert!("50".parse::<MarginPolicy>().is_err());
     }
 }

@@ -52,7 +52,12 @@ pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> W
         std::hint::spin_loop();
         now = clock.now();
     }
-    Wake { target, sleep_to, woke, done: now }
+    Wake {
+        target,
+        sleep_to,
+        woke,
+        done: now,
+    }
 }
 
 #[cfg(test)]

@@ -31,7 +31,9 @@ pub fn parse_duration_ns(input: &str) -> Result<u64, DurationError> {
         return Err(DurationError::Empty);
     }
     if s.starts_with('-') {
-        return Err(DurationError::Negative { input: s.to_string() });
+        return Err(DurationError::Negative {
+            input: s.to_string(),
+        });
     }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == '+'))
@@ -40,7 +42,9 @@ pub fn parse_duration_ns(input: &str) -> Result<u64, DurationError> {
     let num = num.trim_start_matches('+').replace('_', "");
     let unit = unit.trim();
     if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-        return Err(DurationError::Malformed { input: s.to_string() });
+        return Err(DurationError::Malformed {
+            input: s.to_string(),
+        });
     }
     if unit.is_empty() {
         return Err(DurationError::BareNumber { input: num });
@@ -53,26 +57,39 @@ pub fn parse_duration_ns(input: &str) -> Result<u64, DurationError> {
         "m" | "min" => 60_000_000_000,
         "h" => 3_600_000_000_000,
         other => {
-            return Err(DurationError::UnknownUnit { input: s.to_string(), unit: other.to_string() })
+            return Err(DurationError::UnknownUnit {
+                input: s.to_string(),
+                unit: other.to_string(),
+            })
         }
     };
     let (int_part, frac_part) = match num.split_once('.') {
         Some((i, f)) => (i, f),
         None => (num.as_str(), ""),
     };
-    let overflow = || DurationError::Overflow { input: s.to_string() };
-    let int: u64 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| overflow())? };
+    let overflow = || DurationError::Overflow {
+        input: s.to_string(),
+    };
+    let int: u64 = if int_part.is_empty() {
+        0
+    } else {
+        int_part.parse().map_err(|_| overflow())?
+    };
     let mut total = int.checked_mul(scale).ok_or_else(overflow)?;
     // Exact decimal fraction: each digit is worth scale / 10^k nanoseconds.
     let mut place = scale;
     for d in frac_part.chars() {
-        let digit = d.to_digit(10).ok_or_else(|| DurationError::Malformed { input: s.to_string() })? as u64;
+        let digit = d.to_digit(10).ok_or_else(|| DurationError::Malformed {
+            input: s.to_string(),
+        })? as u64;
         if digit == 0 {
             place /= 10;
             continue;
         }
         if place < 10 {
-            return Err(DurationError::TooFine { input: s.to_string() });
+            return Err(DurationError::TooFine {
+                input: s.to_string(),
+            });
         }
         place /= 10;
         total = total.checked_add(digit * place).ok_or_else(overflow)?;
@@ -129,20 +146,46 @@ mod tests {
     #[test]
     fn bare_number_is_refused_with_a_hint() {
         let e = parse_duration_ns("1000").unwrap_err();
-        assert_eq!(e, DurationError::BareNumber { input: "1000".into() });
+        assert_eq!(
+            e,
+            DurationError::BareNumber {
+                input: "1000".into()
+            }
+        );
         assert!(e.to_string().contains("did you mean 1000us?"), "{e}");
     }
 
     #[test]
     fn bad_forms() {
         assert!(matches!(parse_duration_ns(""), Err(DurationError::Empty)));
-        assert!(matches!(parse_duration_ns("-5ms"), Err(DurationError::Negative { .. })));
-        assert!(matches!(parse_duration_ns("5 parsecs"), Err(DurationError::UnknownUnit { .. })));
-        assert!(matches!(parse_duration_ns("ms"), Err(DurationError::Malformed { .. })));
-        assert!(matches!(parse_duration_ns("1.2.3ms"), Err(DurationError::Malformed { .. })));
-        assert!(matches!(parse_duration_ns("0.5ns"), Err(DurationError::TooFine { .. })));
-        assert!(matches!(parse_duration_ns("99999999999999999999s"), Err(DurationError::Overflow { .. })));
-        assert!(matches!(parse_duration_ns("6000000000h"), Err(DurationError::Overflow { .. })));
+        assert!(matches!(
+            parse_duration_ns("-5ms"),
+            Err(DurationError::Negative { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("5 parsecs"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("ms"),
+            Err(DurationError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("1.2.3ms"),
+            Err(DurationError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("0.5ns"),
+            Err(DurationError::TooFine { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("99999999999999999999s"),
+            Err(DurationError::Overflow { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("6000000000h"),
+            Err(DurationError::Overflow { .. })
+        ));
     }
 
     #[test]

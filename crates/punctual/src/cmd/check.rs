@@ -24,13 +24,22 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
             .into())
         }
         // The last CPU: CPU 0 usually takes most device interrupts.
-        None => *punctual_rt::online_cpus().last().expect("at least one CPU is online"),
+        None => *punctual_rt::online_cpus()
+            .last()
+            .expect("at least one CPU is online"),
     };
     if a.duration < MIN_DURATION {
-        return Err(Failure::usage(format!("-D/--duration {} is too short; use 1s or more", format_ns(a.duration))).into());
+        return Err(Failure::usage(format!(
+            "-D/--duration {} is too short; use 1s or more",
+            format_ns(a.duration)
+        ))
+        .into());
     }
     if a.interval < 10_000 || a.interval > a.duration / 40 {
-        return Err(Failure::usage("-i/--interval must be at least 10us and leave ten releases per phase").into());
+        return Err(Failure::usage(
+            "-i/--interval must be at least 10us and leave ten releases per phase",
+        )
+        .into());
     }
     let mut exports = Exports::default();
     exports.add("json", a.out.json.as_ref(), Json)?;
@@ -56,12 +65,23 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
     let progress: Arc<[Progress]> = Arc::new([Progress::default()]);
     let live = Live::start(a.duration, progress.clone());
     let slot: &[Progress; 1] = (&*progress).try_into().expect("one slot");
-    let outcome = run_check(&cfg, &session.stop, |i, p| live.set_prefix(format!("{}/{} {}", i + 1, PHASES.len(), p.label())), slot);
+    let outcome = run_check(
+        &cfg,
+        &session.stop,
+        |i, p| live.set_prefix(format!("{}/{} {}", i + 1, PHASES.len(), p.label())),
+        slot,
+    );
     live.finish();
     let outcome = outcome?;
 
     let mut doc = session.new_doc();
-    session.add_runtime_fallbacks(&mut doc, outcome.phases.iter().filter_map(|p| p.thread.fallback.as_ref()));
+    session.add_runtime_fallbacks(
+        &mut doc,
+        outcome
+            .phases
+            .iter()
+            .filter_map(|p| p.thread.fallback.as_ref()),
+    );
     let s = &mut doc.settings.extra;
     s.insert("cpu".into(), cpu.into());
     s.insert("interval_ns".into(), cfg.interval.into());
@@ -69,12 +89,19 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
     s.insert("load".into(), cfg.load.to_string().into());
     s.insert(
         "load_reports".into(),
-        serde_json::to_value(outcome.loads.iter().filter_map(|r| r.2.as_ref()).collect::<Vec<_>>())?,
+        serde_json::to_value(
+            outcome
+                .loads
+                .iter()
+                .filter_map(|r| r.2.as_ref())
+                .collect::<Vec<_>>(),
+        )?,
     );
     doc.series = outcome.series();
     doc.extra.insert("verdict".into(), outcome.verdict_json());
     let code = session.close(&mut doc, a.out.fail_above);
-    let stored = punctual_result::store::save(&doc).map_err(|e| Failure::system(format!("saving the result: {e}")))?;
+    let stored = punctual_result::store::save(&doc)
+        .map_err(|e| Failure::system(format!("saving the result: {e}")))?;
     exports.write(&doc)?;
 
     let mut text = outcome.results_table().render();

@@ -9,7 +9,12 @@ use punctual_result::{Failure, Table};
 
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![
+        Box::new(punctual_bench::experiments::EtsionLatency::default()),
+        Box::new(punctual_bench::experiments::EtsionOverhead::default()),
+        Box::new(punctual_bench::experiments::McKenneyNanosleep::default()),
+        Box::new(punctual_bench::experiments::ZeadallyDispatch::default()),
+    ]
 }
 
 /// Simulated halves of experiments (chosen with `--sim`), under the same names.
@@ -25,7 +30,11 @@ pub fn run(cmd: ExperimentCmd) -> anyhow::Result<i32> {
                 t.row([e.name(), e.reproduces(), e.duration()]);
             }
             for e in sim_registry() {
-                t.row([format!("{} --sim", e.name()), e.reproduces().to_string(), e.duration().to_string()]);
+                t.row([
+                    format!("{} --sim", e.name()),
+                    e.reproduces().to_string(),
+                    e.duration().to_string(),
+                ]);
             }
             print!("{}", t.render());
             Ok(0)
@@ -38,14 +47,31 @@ fn run_one(a: ExperimentRunArgs) -> anyhow::Result<i32> {
     let all = if a.sim { sim_registry() } else { registry() };
     let Some(exp) = all.iter().find(|e| e.name() == a.name) else {
         let names: Vec<&str> = all.iter().map(|e| e.name()).collect();
-        let names = if names.is_empty() { vec!["none yet"] } else { names };
-        let which = if a.sim { "simulated experiment" } else { "experiment" };
-        return Err(Failure::usage(format!("unknown {which} '{}' (valid: {})", a.name, names.join(", "))).into());
+        let names = if names.is_empty() {
+            vec!["none yet"]
+        } else {
+            names
+        };
+        let which = if a.sim {
+            "simulated experiment"
+        } else {
+            "experiment"
+        };
+        return Err(Failure::usage(format!(
+            "unknown {which} '{}' (valid: {})",
+            a.name,
+            names.join(", ")
+        ))
+        .into());
     };
     let mut exports = Exports::default();
     exports.add("json", a.json.as_ref(), Json)?;
-    let fig_dir = a.figures.clone().unwrap_or_else(punctual_result::store::results_dir);
-    std::fs::create_dir_all(&fig_dir).map_err(|e| Failure::usage(format!("--figures {}: {e}", fig_dir.display())))?;
+    let fig_dir = a
+        .figures
+        .clone()
+        .unwrap_or_else(punctual_result::store::results_dir);
+    std::fs::create_dir_all(&fig_dir)
+        .map_err(|e| Failure::usage(format!("--figures {}: {e}", fig_dir.display())))?;
     let interrupts = punctual_rt::Interrupts::install();
     let ctx = Context {
         quick: a.quick,

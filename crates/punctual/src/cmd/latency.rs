@@ -19,13 +19,20 @@ struct Plan {
 
 fn validate(a: &LatencyArgs) -> Result<Plan, Failure> {
     validate_rt(&a.rt)?;
-    let cpus = a.rt.cpus().map_err(Failure::usage)?.unwrap_or_else(punctual_rt::online_cpus);
+    let cpus =
+        a.rt.cpus()
+            .map_err(Failure::usage)?
+            .unwrap_or_else(punctual_rt::online_cpus);
     let threads = a.threads.unwrap_or(cpus.len());
     if threads == 0 || threads > MAX_THREADS {
-        return Err(Failure::usage(format!("-t/--threads {threads}: give 1 to {MAX_THREADS} threads")));
+        return Err(Failure::usage(format!(
+            "-t/--threads {threads}: give 1 to {MAX_THREADS} threads"
+        )));
     }
     if a.interval == 0 {
-        return Err(Failure::usage("-i/--interval must be more than zero, e.g. 1ms"));
+        return Err(Failure::usage(
+            "-i/--interval must be more than zero, e.g. 1ms",
+        ));
     }
     if a.interval < MIN_INTERVAL && !a.force {
         return Err(Failure::usage(format!(
@@ -37,7 +44,11 @@ fn validate(a: &LatencyArgs) -> Result<Plan, Failure> {
     let stop = match (a.duration, a.loops) {
         (_, Some(0)) => return Err(Failure::usage("-l/--loops must be at least 1")),
         (_, Some(l)) => Stop::Loops(l),
-        (Some(0), _) => return Err(Failure::usage("-D/--duration must be more than zero, e.g. 10s")),
+        (Some(0), _) => {
+            return Err(Failure::usage(
+                "-D/--duration must be more than zero, e.g. 10s",
+            ))
+        }
         (Some(d), None) => Stop::Duration(d),
         (None, None) => Stop::Duration(DEFAULT_DURATION),
     };
@@ -51,18 +62,29 @@ fn validate(a: &LatencyArgs) -> Result<Plan, Failure> {
         }
         (Mode::Hybrid, m) => m.unwrap_or(MarginPolicy::Auto),
         (_, Some(_)) => {
-            return Err(Failure::usage("--spin-margin applies only to --mode hybrid; add --mode hybrid or drop it"))
+            return Err(Failure::usage(
+                "--spin-margin applies only to --mode hybrid; add --mode hybrid or drop it",
+            ))
         }
         (_, None) => MarginPolicy::Auto,
     };
     let mut exports = Exports::default();
     exports.add("json", a.out.json.as_ref(), Json)?;
     exports.add("csv", a.out.csv.as_ref(), Csv)?;
-    exports.add("hist", a.hist.as_ref(), CyclictestHistogram { buckets: a.hist_buckets as usize })?;
+    exports.add(
+        "hist",
+        a.hist.as_ref(),
+        CyclictestHistogram {
+            buckets: a.hist_buckets as usize,
+        },
+    )?;
     if let Some(s) = &a.samples {
-        s.check_writable().map_err(|e| Failure::usage(format!("--samples: {e}")))?;
+        s.check_writable()
+            .map_err(|e| Failure::usage(format!("--samples: {e}")))?;
         if s.is_stdout() && !exports.stdout_free() {
-            return Err(Failure::usage("--samples -: only one output can go to stdout"));
+            return Err(Failure::usage(
+                "--samples -: only one output can go to stdout",
+            ));
         }
     }
     let cfg = Config {
@@ -92,20 +114,29 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     cfg.priority = session.plan.priority;
     cfg.timer_slack_ns = session.plan.timer_slack_ns;
 
-    let (samples_sink, samples_out): (Option<Box<dyn std::io::Write + Send>>, Option<SamplesOut>) = match &a.samples {
-        Some(Output::File(p)) => {
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            let tmp = tempfile::Builder::new().prefix(".punctual-samples-").tempfile_in(dir)?;
-            let f = tmp.as_file().try_clone()?;
-            (Some(Box::new(f)), Some(SamplesOut::File(tmp, p.clone())))
-        }
-        Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), Some(SamplesOut::Stdout)),
-        None => (None, None),
-    };
+    let (samples_sink, samples_out): (Option<Box<dyn std::io::Write + Send>>, Option<SamplesOut>) =
+        match &a.samples {
+            Some(Output::File(p)) => {
+                let dir = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(std::path::Path::new("."));
+                let tmp = tempfile::Builder::new()
+                    .prefix(".punctual-samples-")
+                    .tempfile_in(dir)?;
+                let f = tmp.as_file().try_clone()?;
+                (Some(Box::new(f)), Some(SamplesOut::File(tmp, p.clone())))
+            }
+            Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), Some(SamplesOut::Stdout)),
+            None => (None, None),
+        };
 
     let load = a.load.clone().unwrap_or_default();
-    let loads = punctual_load::Loads::start(&load, &super::own_exe()?).map_err(|e| Failure::system(e.to_string()))?;
-    let progress: Arc<[Progress]> = (0..cfg.threads.len()).map(|_| Progress::default()).collect();
+    let loads = punctual_load::Loads::start(&load, &super::own_exe()?)
+        .map_err(|e| Failure::system(e.to_string()))?;
+    let progress: Arc<[Progress]> = (0..cfg.threads.len())
+        .map(|_| Progress::default())
+        .collect();
     let expected = match cfg.stop {
         Stop::Duration(d) => d,
         Stop::Loops(l) => l.saturating_mul(cfg.interval),
@@ -118,7 +149,10 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     let outcome = result?;
 
     let mut doc = session.new_doc();
-    session.add_runtime_fallbacks(&mut doc, outcome.threads.iter().filter_map(|t| t.fallback.as_ref()));
+    session.add_runtime_fallbacks(
+        &mut doc,
+        outcome.threads.iter().filter_map(|t| t.fallback.as_ref()),
+    );
     let s = &mut doc.settings.extra;
     s.insert("mode".into(), cfg.mode.name().into());
     s.insert("clock".into(), cfg.clock.name().into());
@@ -137,7 +171,15 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     }
     if !load.is_empty() {
         s.insert("load".into(), load.to_string().into());
-        s.insert("load_reports".into(), serde_json::to_value(load_reports.iter().filter_map(|r| r.2.as_ref()).collect::<Vec<_>>())?);
+        s.insert(
+            "load_reports".into(),
+            serde_json::to_value(
+                load_reports
+                    .iter()
+                    .filter_map(|r| r.2.as_ref())
+                    .collect::<Vec<_>>(),
+            )?,
+        );
     }
     let dropped: u64 = outcome.threads.iter().map(|t| t.dropped_samples).sum();
     if a.samples.is_some() {
@@ -148,9 +190,14 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         }
     }
     for t in &outcome.threads {
-        let mut series = Series::from_recorder(format!("thread {}", t.index), kind::WAKEUP_LATENCY, t.cpu, &t.recorder)
-            .with("cpu_ns", t.cpu_ns)
-            .with("duration_ns", t.wall_ns);
+        let mut series = Series::from_recorder(
+            format!("thread {}", t.index),
+            kind::WAKEUP_LATENCY,
+            t.cpu,
+            &t.recorder,
+        )
+        .with("cpu_ns", t.cpu_ns)
+        .with("duration_ns", t.wall_ns);
         if let Some(m) = t.margin_ns {
             series = series.with("spin_margin_ns", m);
         }
@@ -160,13 +207,20 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         doc.series.push(series);
     }
     if outcome.threads.len() > 1 {
-        doc.series.push(Series::from_recorder("total", kind::WAKEUP_LATENCY, None, &outcome.merged()));
+        doc.series.push(Series::from_recorder(
+            "total",
+            kind::WAKEUP_LATENCY,
+            None,
+            &outcome.merged(),
+        ));
     }
     let code = session.close(&mut doc, a.out.fail_above);
 
     if let Some(out) = samples_out {
         if let SamplesOut::File(tmp, path) = out {
-            tmp.persist(&path).map_err(|e| Failure::system(format!("writing --samples {}: {e}", path.display())))?;
+            tmp.persist(&path).map_err(|e| {
+                Failure::system(format!("writing --samples {}: {e}", path.display()))
+            })?;
         }
     }
     exports.write(&doc)?;
@@ -177,7 +231,11 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-fn render(doc: &punctual_result::ResultDoc, cfg: &Config, outcome: &punctual_latency::Outcome) -> Table {
+fn render(
+    doc: &punctual_result::ResultDoc,
+    cfg: &Config,
+    outcome: &punctual_latency::Outcome,
+) -> Table {
     let policy = doc.settings.policy.clone().unwrap_or_default();
     let title = format!(
         "Wake-up latency: mode {}, interval {}, {} {}, mlock {}, dma latency {}, clock {}",
@@ -185,11 +243,31 @@ fn render(doc: &punctual_result::ResultDoc, cfg: &Config, outcome: &punctual_lat
         format_ns(cfg.interval),
         policy,
         doc.settings.priority.unwrap_or(0),
-        if doc.settings.mlock == Some(true) { "on" } else { "off" },
-        doc.settings.dma_latency_us.map(|u| format!("{u} us")).unwrap_or_else(|| "off".into()),
+        if doc.settings.mlock == Some(true) {
+            "on"
+        } else {
+            "off"
+        },
+        doc.settings
+            .dma_latency_us
+            .map(|u| format!("{u} us"))
+            .unwrap_or_else(|| "off".into()),
         cfg.clock.name()
     );
-    let mut header = vec!["thread", "cpu", "samples", "min", "p50", "p99", "p99.9", "max", "mean", "missed", "woke late", "cpu use"];
+    let mut header = vec![
+        "thread",
+        "cpu",
+        "samples",
+        "min",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "mean",
+        "missed",
+        "woke late",
+        "cpu use",
+    ];
     match cfg.mode {
         Mode::Hybrid => header.push("margin"),
         Mode::Rel => header.push("drift"),
@@ -221,11 +299,22 @@ fn render(doc: &punctual_result::ResultDoc, cfg: &Config, outcome: &punctual_lat
             cpu_use,
         ];
         match cfg.mode {
-            Mode::Hybrid => row.push(thread.and_then(|t| t.margin_ns).map(format_ns).unwrap_or_default()),
+            Mode::Hybrid => row.push(
+                thread
+                    .and_then(|t| t.margin_ns)
+                    .map(format_ns)
+                    .unwrap_or_default(),
+            ),
             Mode::Rel => row.push(
                 thread
                     .and_then(|t| t.drift_ns)
-                    .map(|d| if d < 0 { format!("-{}", format_ns(d.unsigned_abs())) } else { format_ns(d as u64) })
+                    .map(|d| {
+                        if d < 0 {
+                            format!("-{}", format_ns(d.unsigned_abs()))
+                        } else {
+                            format_ns(d as u64)
+                        }
+                    })
                     .unwrap_or_default(),
             ),
             _ => {}

@@ -3,7 +3,13 @@
 use crate::cli::LoadBodyArgs;
 
 pub fn run(a: LoadBodyArgs) -> anyhow::Result<i32> {
-    let report = punctual_load::run_body(a.kind, &punctual_load::BodyOptions { cpu: a.cpu, dir: a.dir })?;
+    let report = punctual_load::run_body(
+        a.kind,
+        &punctual_load::BodyOptions {
+            cpu: a.cpu,
+            dir: a.dir,
+        },
+    )?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(0)
 }

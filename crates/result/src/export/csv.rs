@@ -31,10 +31,26 @@ impl Exporter for Csv {
                 quote(&s.name),
                 s.cpu.map(|c| c.to_string()).unwrap_or_default(),
                 quote(&s.kind),
-                m.count, m.min, m.max, m.mean, m.stddev, m.median,
-                p.p50, p.p90, p.p95, p.p99, p.p99_9, p.p99_99, p.p99_999,
-                w.us10, w.us50, w.us100, w.us500, w.us1000,
-                m.missed_periods, m.woke_late
+                m.count,
+                m.min,
+                m.max,
+                m.mean,
+                m.stddev,
+                m.median,
+                p.p50,
+                p.p90,
+                p.p95,
+                p.p99,
+                p.p99_9,
+                p.p99_99,
+                p.p99_999,
+                w.us10,
+                w.us50,
+                w.us100,
+                w.us500,
+                w.us1000,
+                m.missed_periods,
+                m.woke_late
             );
         }
         out.into_bytes()

@@ -59,10 +59,18 @@ impl Exporter for CyclictestHistogram {
         };
         let s = &doc.series;
         out.push_str(&row("Total", &|i| format!("{:09}", s[i].summary.count)));
-        out.push_str(&row("Min Latencies", &|i| format!("{:05}", s[i].summary.min / 1000)));
-        out.push_str(&row("Avg Latencies", &|i| format!("{:05}", s[i].summary.mean / 1000)));
-        out.push_str(&row("Max Latencies", &|i| format!("{:05}", s[i].summary.max / 1000)));
-        out.push_str(&row("Histogram Overflows", &|i| format!("{:05}", overflows[i])));
+        out.push_str(&row("Min Latencies", &|i| {
+            format!("{:05}", s[i].summary.min / 1000)
+        }));
+        out.push_str(&row("Avg Latencies", &|i| {
+            format!("{:05}", s[i].summary.mean / 1000)
+        }));
+        out.push_str(&row("Max Latencies", &|i| {
+            format!("{:05}", s[i].summary.max / 1000)
+        }));
+        out.push_str(&row("Histogram Overflows", &|i| {
+            format!("{:05}", overflows[i])
+        }));
         out.push_str("# Histogram Overflow at cycle number:\n");
         for i in 0..s.len() {
             let _ = writeln!(out, "# Thread {i}:");
@@ -82,14 +90,20 @@ mod tests {
         let text = String::from_utf8(CyclictestHistogram { buckets: 50 }.export(&doc)).unwrap();
         let mut sums = [0u64; 2];
         for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let f: Vec<u64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
             assert_eq!(f.len(), 3, "{line}");
             sums[0] += f[1];
             sums[1] += f[2];
         }
         // The one 60+ us sample per series is beyond 50 buckets.
         assert_eq!(sums, [999, 999]);
-        assert!(text.contains("# Histogram Overflows: 00001 00001"), "{text}");
+        assert!(
+            text.contains("# Histogram Overflows: 00001 00001"),
+            "{text}"
+        );
         assert!(text.contains("# Total: 000001000 000001000"));
         assert!(text.lines().filter(|l| !l.starts_with('#')).count() == 50);
     }
