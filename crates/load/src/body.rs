@@ -56,10 +56,24 @@ pub struct BodyOptions {
 
 /// Run a load body until SIGTERM/SIGINT, then return its report.
 pub fn run_body(kind: LoadKind, opts: &BodyOptions) -> std::io::Result<LoadReport> {
+    run_body_with_ready(kind, opts, || ())
+}
+
+/// The line a load writes on its stdout once it handles SIGTERM and starts working
+/// (see [`crate::Loads::wait_ready`]).
+pub const READY_LINE: &str = "{\"ready\":true}";
+
+/// [`run_body`], calling `ready` once the stop signals are handled and the work is about to start.
+pub fn run_body_with_ready(
+    kind: LoadKind,
+    opts: &BodyOptions,
+    ready: impl FnOnce(),
+) -> std::io::Result<LoadReport> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGTERM, libc::SIGINT] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    ready();
     let start = Instant::now();
     let cpu0 = cpu_time_with_children();
     let ops = match kind {

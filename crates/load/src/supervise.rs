@@ -176,6 +176,47 @@ impl Loads {
         Ok(loads)
     }
 
+    /// Wait until every instance has said it is working (it handles SIGTERM from then on, so it will
+    /// report), or until `timeout`. Returns how many did. Measurements that compare loads start
+    /// their window after this, not while the instances are still starting.
+    pub fn wait_ready(&mut self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let mut ready = 0;
+        for inst in &mut self.instances {
+            let Some(out) = inst.child.stdout.as_mut() else {
+                continue;
+            };
+            // Read the first line byte by byte, so nothing of the later report is consumed.
+            let mut line = Vec::new();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(out);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                let n = unsafe {
+                    libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32)
+                };
+                if n <= 0 {
+                    break;
+                }
+                let mut b = [0u8; 1];
+                match out.read(&mut b) {
+                    Ok(1) if b[0] == b'\n' => break,
+                    Ok(1) => line.push(b[0]),
+                    _ => break,
+                }
+            }
+            if line == crate::READY_LINE.as_bytes() {
+                ready += 1;
+            }
+        }
+        ready
+    }
+
     pub fn pids(&self) -> Vec<u32> {
         self.instances.iter().map(|i| i.child.id()).collect()
     }

@@ -224,7 +224,7 @@ impl Experiment for EtsionOverhead {
                 }
                 let spec: LoadSpec = format!("sort:{n}@{cpu}").parse().map_err(Failure::usage)?;
                 debug_assert_eq!(spec.items[0].kind, LoadKind::Sort);
-                let loads = Loads::start_with(
+                let mut loads = Loads::start_with(
                     &spec,
                     &ctx.exe,
                     &StartOptions {
@@ -235,6 +235,13 @@ impl Experiment for EtsionOverhead {
                     },
                 )
                 .map_err(|e| Failure::system(e.to_string()))?;
+                // The window starts when every copy sorts (starting copies queue behind running ones).
+                let ready = loads.wait_ready(Duration::from_secs(30));
+                if ready != n as usize {
+                    return Err(Failure::system(format!(
+                        "only {ready} of {n} sort copies started within 30 s"
+                    )));
+                }
                 pause(ctx, s.sort_ns);
                 let reports = loads.stop();
                 let got: Vec<_> = reports.iter().filter_map(|r| r.2.as_ref()).collect();

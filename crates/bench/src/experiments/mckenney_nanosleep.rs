@@ -277,10 +277,11 @@ impl Experiment for McKenneyNanosleep {
             let spec: LoadSpec = format!("build:{}", s.build_instances)
                 .parse()
                 .map_err(Failure::usage)?;
-            let loads =
+            let mut loads =
                 Loads::start(&spec, &ctx.exe).map_err(|e| Failure::system(e.to_string()))?;
-            // Let the compilers get going before measuring.
-            std::thread::sleep(std::time::Duration::from_millis(500));
+            loads.wait_ready(std::time::Duration::from_secs(10));
+            // Let the first compilers get going before measuring.
+            std::thread::sleep(std::time::Duration::from_millis(300));
             let rec = self.measure(
                 ctx,
                 &mut doc,

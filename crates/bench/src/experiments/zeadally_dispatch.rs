@@ -184,8 +184,9 @@ impl Experiment for ZeadallyDispatch {
                 }
                 .parse()
                 .map_err(Failure::usage)?;
-                let loads =
+                let mut loads =
                     Loads::start(&spec, &ctx.exe).map_err(|e| Failure::system(e.to_string()))?;
+                loads.wait_ready(std::time::Duration::from_secs(10));
                 let cfg = DispatchConfig {
                     event,
                     raiser_cpu,

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Translation units in the generated project.
-pub const FILES: usize = 24;
-const FUNCTIONS_PER_FILE: usize = 24;
+pub const FILES: usize = 48;
+const FUNCTIONS_PER_FILE: usize = 8;
 
 /// The compiler the load runs.
 pub const COMPILER: &str = "gcc";
@@ -99,8 +99,10 @@ pub fn allowed_cpus() -> usize {
 
 fn spawn(args: &[&std::ffi::OsStr], dir: &Path) -> std::io::Result<Child> {
     let mut cmd = Command::new(COMPILER);
+    // gcc's temporary files go into the project too, so a killed compile leaves nothing in /tmp.
     cmd.args(args)
         .current_dir(dir)
+        .env("TMPDIR", dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -221,8 +221,10 @@ fn sched(session: &Session) -> SchedParams {
 /// Loads start on the main thread (the parent-death signal follows the thread that forked).
 fn start_loads(c: &Common) -> anyhow::Result<(LoadSpec, Loads)> {
     let spec = c.load.clone().unwrap_or_default();
-    let loads =
+    let mut loads =
         Loads::start(&spec, &super::own_exe()?).map_err(|e| Failure::system(e.to_string()))?;
+    // Measure under the load, not while it is still starting.
+    loads.wait_ready(std::time::Duration::from_secs(10));
     Ok((spec, loads))
 }
 
