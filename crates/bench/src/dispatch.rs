@@ -211,8 +211,15 @@ pub fn run(cfg: &DispatchConfig, stop: &AtomicBool) -> Result<DispatchOutcome, B
                 next += cfg.interval_ns;
                 let now = read_clock(mono);
                 if now >= next {
+                    // Releases already past (only those inside the run count as missed).
+                    let last = now.min(end.saturating_sub(1));
+                    let passed = if last >= next {
+                        (last - next) / cfg.interval_ns + 1
+                    } else {
+                        0
+                    };
                     let missed = (now - next) / cfg.interval_ns + 1;
-                    rec.add_missed(missed);
+                    rec.add_missed(passed);
                     next += missed * cfg.interval_ns;
                 }
             }

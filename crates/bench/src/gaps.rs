@@ -50,6 +50,12 @@ impl CpuGaps {
     pub fn gaps_per_second(&self) -> f64 {
         per_second(self.gaps.count(), self.wall_ns)
     }
+    /// Gaps longer than `ns`.
+    pub fn count_above(&self, ns: u64) -> u64 {
+        let n = self.gaps.count();
+        n - (self.gaps.fraction_at_or_below(ns) * n as f64).round() as u64
+    }
+
     pub fn lost_fraction(&self) -> f64 {
         if self.wall_ns == 0 {
             0.0

@@ -603,7 +603,17 @@ fn run_gaps(a: GapsArgs) -> anyhow::Result<i32> {
                 .with("min_step_ns", c.min_step_ns)
                 .with("duration_ns", c.wall_ns)
                 .with("lost_ns", c.lost_ns)
-                .with("interrupts", serde_json::to_value(&c.interrupts)?);
+                .with("interrupts", serde_json::to_value(&c.interrupts)?)
+                .with(
+                    "above_us",
+                    // Counts above whole microseconds, comparable with oslat's histogram buckets.
+                    serde_json::Value::Object(
+                        [1u64, 2, 5, 10, 20, 31, 100, 1000]
+                            .iter()
+                            .map(|&us| (us.to_string(), c.count_above(us * 1000).into()))
+                            .collect(),
+                    ),
+                );
         if let Some(tk) = &c.tick {
             series = series.with("tick", serde_json::json!({"hz": tk.hz, "gaps": tk.gaps, "median_ns": tk.median_ns, "mean_ns": tk.mean_ns, "stddev_ns": tk.stddev_ns, "trimmed": tk.trimmed}));
         }
