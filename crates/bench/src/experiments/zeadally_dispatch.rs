@@ -149,7 +149,7 @@ impl Experiment for ZeadallyDispatch {
         "Zeadally, SVR4.0 vs SVR4.2, Tables 1-4 and Figs. 2-3: process dispatch latency, real-time vs time-sharing, with soak and find"
     }
     fn duration(&self) -> &'static str {
-        "full about 2.5 min (10 s per case, 4 cases, eventfd, pipe and signal); --quick about 15 s"
+        "full about 2 min (10 s per case, 4 cases, eventfd, pipe and signal); --quick about 15 s"
     }
 
     fn run(&self, ctx: &Context) -> Result<Report, Failure> {
