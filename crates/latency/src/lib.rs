@@ -2,6 +2,7 @@
 //! pinned to CPUs wait for absolute release times (`next += interval`, never summed deltas) with one of
 //! five mechanisms, and record how late they ran. [`check`] builds the 30-second machine check on it.
 
+pub mod alarms;
 pub mod check;
 mod engine;
 mod modes;

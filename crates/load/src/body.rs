@@ -1,6 +1,12 @@
 //! The work each load does inside its child process. Bodies run until SIGTERM (or the parent's
 //! death, delivered as SIGTERM), then clean up and report how much work they did.
 
+pub mod build;
+pub mod find;
+pub mod hackbench;
+pub mod mem;
+pub mod sort;
+
 use crate::LoadKind;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -18,6 +24,10 @@ pub struct LoadReport {
     /// Units of work done (see [`LoadKind::unit`]).
     pub ops: u64,
     pub elapsed_ns: u64,
+    /// CPU time the instance spent on its work (user + system, its children included, from the start
+    /// of the body: the process's own start-up is left out), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
 }
 
 impl LoadReport {
@@ -27,6 +37,13 @@ impl LoadReport {
         } else {
             self.ops as f64 * 1e9 / self.elapsed_ns as f64
         }
+    }
+
+    /// Work per second of the instance's own CPU time (independent of how long it waited for the CPU).
+    pub fn ops_per_cpu_second(&self) -> Option<f64> {
+        self.cpu_ns
+            .filter(|&c| c > 0)
+            .map(|c| self.ops as f64 * 1e9 / c as f64)
     }
 }
 
@@ -39,14 +56,38 @@ pub struct BodyOptions {
 
 /// Run a load body until SIGTERM/SIGINT, then return its report.
 pub fn run_body(kind: LoadKind, opts: &BodyOptions) -> std::io::Result<LoadReport> {
+    run_body_with_ready(kind, opts, || ())
+}
+
+/// The line a load writes on its stdout once it handles SIGTERM and starts working
+/// (see [`crate::Loads::wait_ready`]).
+pub const READY_LINE: &str = "{\"ready\":true}";
+
+/// [`run_body`], calling `ready` once the stop signals are handled and the work is about to start.
+pub fn run_body_with_ready(
+    kind: LoadKind,
+    opts: &BodyOptions,
+    ready: impl FnOnce(),
+) -> std::io::Result<LoadReport> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGTERM, libc::SIGINT] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    ready();
     let start = Instant::now();
+    let cpu0 = cpu_time_with_children();
     let ops = match kind {
         LoadKind::Cpu => cpu(&stop),
         LoadKind::Io => io(&stop, opts)?,
+        LoadKind::Sort => sort::run(&stop, opts.cpu),
+        LoadKind::Find => find::run(&stop, &find::default_root()),
+        LoadKind::Build => {
+            let r = build::run(&stop, &opts.dir.clone().unwrap_or_else(std::env::temp_dir));
+            tidy_scratch(opts);
+            r?
+        }
+        LoadKind::Hackbench => hackbench::run(&stop)?,
+        LoadKind::Mem => mem::run(&stop)?,
     };
     Ok(LoadReport {
         kind: kind.name().into(),
@@ -54,7 +95,34 @@ pub fn run_body(kind: LoadKind, opts: &BodyOptions) -> std::io::Result<LoadRepor
         cpu: opts.cpu,
         ops,
         elapsed_ns: start.elapsed().as_nanos() as u64,
+        cpu_ns: cpu_time_with_children()
+            .zip(cpu0)
+            .map(|(end, start)| end.saturating_sub(start)),
     })
+}
+
+/// Remove the scratch directory the supervisor gave us once it is empty (the last instance to stop
+/// tidies up, which matters when punctual itself was killed). Never the system's temporary directory.
+fn tidy_scratch(opts: &BodyOptions) {
+    if let Some(d) = &opts.dir {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
+/// User + system time of this process and its reaped children.
+fn cpu_time_with_children() -> Option<u64> {
+    let mut total = 0u64;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: getrusage fills a zeroed struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+            return None;
+        }
+        for tv in [ru.ru_utime, ru.ru_stime] {
+            total += tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+        }
+    }
+    Some(total)
 }
 
 fn cpu(stop: &AtomicBool) -> u64 {
@@ -95,6 +163,6 @@ fn io(stop: &AtomicBool, opts: &BodyOptions) -> std::io::Result<u64> {
         Ok(())
     })();
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_dir(&dir); // only succeeds when empty: the last instance tidies up
+    tidy_scratch(opts);
     result.map(|()| ops)
 }

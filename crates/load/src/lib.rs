@@ -8,6 +8,7 @@ mod body;
 mod spec;
 mod supervise;
 
-pub use body::{run_body, BodyOptions, LoadReport};
+pub use body::sort::{array_len as sort_array_len, cache_bytes, introsort};
+pub use body::{run_body, run_body_with_ready, BodyOptions, LoadReport, READY_LINE};
 pub use spec::{LoadItem, LoadKind, LoadSpec};
-pub use supervise::{LoadError, Loads, HIDDEN_SUBCOMMAND};
+pub use supervise::{LoadError, Loads, StartOptions, HIDDEN_SUBCOMMAND};

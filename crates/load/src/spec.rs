@@ -1,5 +1,5 @@
 //! `--load` specifications: `KIND[:COUNT][@CPUS]`, comma-separated, e.g. `cpu:2,io:1` or
-//! `cpu:2@0-1,io`. CPU lists after `@` may themselves contain commas (`cpu:3@0,2`): a token that
+//! `cpu:2@0-1,io`. Kinds: `cpu`, `sort`, `io`, `find`, `build`, `hackbench`, `mem`. CPU lists after `@` may themselves contain commas (`cpu:3@0,2`): a token that
 //! starts with a digit continues the CPU list, a token that starts with a letter starts a new load.
 
 use std::str::FromStr;
@@ -10,15 +10,41 @@ pub enum LoadKind {
     Cpu,
     /// Write and fsync 1 MiB blocks in a temporary directory that is removed afterwards.
     Io,
+    /// Etsion's sort: fill an array of half the L2 cache with random numbers and introsort it, again
+    /// and again.
+    Sort,
+    /// A recursive directory walk (Zeadally's `find`): mostly system calls, mostly in the kernel.
+    Find,
+    /// A parallel gcc compile of a generated C project in a temporary directory (McKenney's kernel
+    /// build, scaled down): one job per CPU the instance may use.
+    Build,
+    /// hackbench-style messaging: sender threads write 100-byte messages through pipes to receiver
+    /// threads (scheduler and wake-up churn).
+    Hackbench,
+    /// Page-fault churn: map anonymous memory, touch every page, unmap, again.
+    Mem,
 }
 
 impl LoadKind {
-    pub const ALL: &'static [LoadKind] = &[LoadKind::Cpu, LoadKind::Io];
+    pub const ALL: &'static [LoadKind] = &[
+        LoadKind::Cpu,
+        LoadKind::Sort,
+        LoadKind::Io,
+        LoadKind::Find,
+        LoadKind::Build,
+        LoadKind::Hackbench,
+        LoadKind::Mem,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             LoadKind::Cpu => "cpu",
             LoadKind::Io => "io",
+            LoadKind::Sort => "sort",
+            LoadKind::Find => "find",
+            LoadKind::Build => "build",
+            LoadKind::Hackbench => "hackbench",
+            LoadKind::Mem => "mem",
         }
     }
 
@@ -27,7 +53,17 @@ impl LoadKind {
         match self {
             LoadKind::Cpu => "loop iterations",
             LoadKind::Io => "MiB written and fsynced",
+            LoadKind::Sort => "numbers sorted",
+            LoadKind::Find => "directory entries visited",
+            LoadKind::Build => "C files compiled",
+            LoadKind::Hackbench => "messages delivered",
+            LoadKind::Mem => "pages faulted in",
         }
+    }
+
+    /// Whether instances write into the scratch directory.
+    pub fn needs_scratch(self) -> bool {
+        matches!(self, LoadKind::Io | LoadKind::Build)
     }
 
     fn valid_names() -> String {
@@ -184,7 +220,10 @@ mod tests {
         assert!("gpu:1"
             .parse::<LoadSpec>()
             .unwrap_err()
-            .contains("valid: cpu, io"));
+            .contains("valid: cpu, sort, io, find, build, hackbench, mem"));
+        for k in LoadKind::ALL {
+            assert_eq!(k.name().parse::<LoadKind>().unwrap(), *k);
+        }
         assert!("cpu:0"
             .parse::<LoadSpec>()
             .unwrap_err()

@@ -21,6 +21,23 @@ pub enum LoadError {
     Scratch(std::io::Error),
     #[error("{0}")]
     Cpu(#[from] punctual_rt::RtError),
+    #[error("load '{kind}' needs {tool}, which cannot be started here; install it (apt-get install -y {package})")]
+    Missing {
+        kind: &'static str,
+        tool: &'static str,
+        package: &'static str,
+    },
+    #[error("load scheduling: {0}")]
+    Sched(punctual_rt::RtError),
+}
+
+/// How load instances are started, beyond what the spec says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartOptions {
+    /// Scheduling class of every instance (default: inherited, normally SCHED_OTHER). Etsion's sort
+    /// copies and CPU-bound processes share the SCHED_RR queue with the measured processes, so the
+    /// RR timeslice decides how long each runs.
+    pub sched: Option<punctual_rt::SchedParams>,
 }
 
 struct Instance {
@@ -49,13 +66,38 @@ impl Loads {
     /// Call this from the thread that lives for the whole run (the main thread): the kernel sends the
     /// parent-death signal when the *thread* that forked a child exits.
     pub fn start(spec: &LoadSpec, exe: &Path) -> Result<Self, LoadError> {
+        Self::start_with(spec, exe, &StartOptions::default())
+    }
+
+    /// [`Loads::start`] with a scheduling class for every instance.
+    pub fn start_with(spec: &LoadSpec, exe: &Path, opts: &StartOptions) -> Result<Self, LoadError> {
         let mut loads = Loads::none();
         for item in &spec.items {
             if let Some(c) = &item.cpus {
                 punctual_rt::affinity::check_online(c)?;
             }
         }
-        if spec.items.iter().any(|i| i.kind == LoadKind::Io) {
+        if let Some(p) = opts.sched {
+            p.validate().map_err(LoadError::Sched)?;
+        }
+        if spec.items.iter().any(|i| i.kind == LoadKind::Build)
+            && !crate::body::build::compiler_available()
+        {
+            return Err(LoadError::Missing {
+                kind: "build",
+                tool: crate::body::build::COMPILER,
+                package: "gcc",
+            });
+        }
+        let sched = opts.sched.map(|p| {
+            let policy = match p.policy {
+                punctual_rt::Policy::Fifo => libc::SCHED_FIFO,
+                punctual_rt::Policy::Rr => libc::SCHED_RR,
+                punctual_rt::Policy::Other => libc::SCHED_OTHER,
+            };
+            (policy, p.priority as libc::c_int)
+        });
+        if spec.items.iter().any(|i| i.kind.needs_scratch()) {
             loads.scratch = Some(
                 tempfile::Builder::new()
                     .prefix("punctual-load-")
@@ -109,6 +151,14 @@ impl Loads {
                                 return Err(std::io::Error::last_os_error());
                             }
                         }
+                        if let Some((policy, priority)) = sched {
+                            let param = libc::sched_param {
+                                sched_priority: priority,
+                            };
+                            if libc::sched_setscheduler(0, policy, &param) != 0 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                        }
                         Ok(())
                     });
                 }
@@ -126,6 +176,47 @@ impl Loads {
         Ok(loads)
     }
 
+    /// Wait until every instance has said it is working (it handles SIGTERM from then on, so it will
+    /// report), or until `timeout`. Returns how many did. Measurements that compare loads start
+    /// their window after this, not while the instances are still starting.
+    pub fn wait_ready(&mut self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let mut ready = 0;
+        for inst in &mut self.instances {
+            let Some(out) = inst.child.stdout.as_mut() else {
+                continue;
+            };
+            // Read the first line byte by byte, so nothing of the later report is consumed.
+            let mut line = Vec::new();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(out);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                let n = unsafe {
+                    libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32)
+                };
+                if n <= 0 {
+                    break;
+                }
+                let mut b = [0u8; 1];
+                match out.read(&mut b) {
+                    Ok(1) if b[0] == b'\n' => break,
+                    Ok(1) => line.push(b[0]),
+                    _ => break,
+                }
+            }
+            if line == crate::READY_LINE.as_bytes() {
+                ready += 1;
+            }
+        }
+        ready
+    }
+
     pub fn pids(&self) -> Vec<u32> {
         self.instances.iter().map(|i| i.child.id()).collect()
     }
@@ -134,7 +225,8 @@ impl Loads {
         self.instances.is_empty()
     }
 
-    /// Stop every instance (SIGTERM, then SIGKILL after 2 s), reap it, and collect its report.
+    /// Stop every instance (SIGTERM, then SIGKILL to its whole process group after 2 s), reap it, and
+    /// collect its report.
     /// An instance that had to be killed, or died early, has no report.
     pub fn stop(mut self) -> Vec<(LoadKind, Option<usize>, Option<LoadReport>)> {
         self.stop_all()
@@ -160,6 +252,11 @@ impl Loads {
                 std::thread::sleep(Duration::from_millis(5));
             }
             if !exited {
+                // The instance leads its own group; anything it started (compilers) is in it too.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(inst.child.id() as i32),
+                    nix::sys::signal::SIGKILL,
+                );
                 let _ = inst.child.kill();
                 let _ = inst.child.wait();
             }

@@ -35,6 +35,8 @@ pub enum Command {
     /// Kernel scheduling traces (tracefs): record, then analyse quanta, billing, wake-ups, IRQs.
     #[command(subcommand)]
     Trace(crate::cmd::trace::TraceCmd),
+    /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.
+    Bench(crate::cmd::bench::BenchArgs),
     /// Internal: run one load body (started by punctual itself).
     #[command(name = "__load", hide = true)]
     Load(LoadBodyArgs),
@@ -138,7 +140,7 @@ pub struct LatencyArgs {
     /// Hybrid mode: how early to stop sleeping and start spinning (a duration, or auto).
     #[arg(long, value_name = "DURATION|auto")]
     pub spin_margin: Option<punctual_time::MarginPolicy>,
-    /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, io).
+    /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
     #[arg(long, value_name = "SPEC")]
     pub load: Option<punctual_load::LoadSpec>,
     /// Also write cyclictest's -h histogram (1 us buckets) to FILE.

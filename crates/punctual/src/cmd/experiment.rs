@@ -13,6 +13,10 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(punctual_sim::experiments::EtsionFrames),
         Box::new(punctual_trace::experiments::EtsionBilling),
         Box::new(punctual_trace::experiments::KurtIrq),
+        Box::new(punctual_bench::experiments::EtsionLatency::default()),
+        Box::new(punctual_bench::experiments::EtsionOverhead::default()),
+        Box::new(punctual_bench::experiments::McKenneyNanosleep::default()),
+        Box::new(punctual_bench::experiments::ZeadallyDispatch::default()),
     ]
 }
 

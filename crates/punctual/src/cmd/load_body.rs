@@ -1,15 +1,20 @@
 //! `punctual __load KIND`: the body of one load process (started by [`punctual_load::Loads`]).
 
 use crate::cli::LoadBodyArgs;
+use std::io::Write;
 
 pub fn run(a: LoadBodyArgs) -> anyhow::Result<i32> {
-    let report = punctual_load::run_body(
-        a.kind,
-        &punctual_load::BodyOptions {
-            cpu: a.cpu,
-            dir: a.dir,
-        },
-    )?;
-    println!("{}", serde_json::to_string(&report)?);
+    let opts = punctual_load::BodyOptions {
+        cpu: a.cpu,
+        dir: a.dir,
+    };
+    let report = punctual_load::run_body_with_ready(a.kind, &opts, || {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{}", punctual_load::READY_LINE);
+        let _ = out.flush();
+    })?;
+    // When punctual has died (the parent-death signal stopped us), nobody reads the report: the write
+    // fails with EPIPE, and that must not become a panic (whose backtrace would keep the load alive).
+    let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&report)?);
     Ok(0)
 }

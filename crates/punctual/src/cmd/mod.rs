@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod bench;
 mod check;
 mod experiment;
 mod latency;
@@ -15,6 +16,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Check(a) => check::run(a),
         Command::Latency(a) => latency::run(a),
         Command::Experiment(a) => experiment::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Load(a) => load_body::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Simulate(a) => simulate::run(*a),

@@ -1,0 +1,436 @@
+//! Timeline gaps: a thread per CPU reads the time-stamp counter in a tight loop and records every
+//! step between two reads longer than a threshold (the CPU was taken away: an interrupt, a
+//! hypervisor exit, a preemption). It is oslat's method; Etsion's "timeline gaps". The gaps are
+//! attributed with the per-CPU deltas of /proc/interrupts over the run, and the timer tick is found
+//! by folding the gaps' start times on the tick period: tick gaps all fall at one phase, so the
+//! gaps at the peak phase give the cost of one tick (the modern form of Etsion Table 1).
+
+use crate::tsc::{self, Calibration};
+use crate::BenchError;
+use punctual_rt::{setup_current_thread, Fallback, SchedParams, ThreadRequest};
+use punctual_stats::Recorder;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Clone, Debug)]
+pub struct GapsConfig {
+    pub cpus: Vec<usize>,
+    pub duration_ns: u64,
+    /// Steps longer than this are gaps.
+    pub threshold_ns: u64,
+    pub sched: SchedParams,
+    /// The timer tick rate (CONFIG_HZ), if known; otherwise estimated from the local timer
+    /// interrupts counted during the run.
+    pub hz: Option<u32>,
+}
+
+/// Gap start times kept per CPU for the tick analysis (the histogram keeps every gap regardless).
+const KEEP: usize = 1 << 18;
+/// Phase bins over one tick period.
+const PHASE_BINS: usize = 64;
+
+pub struct CpuGaps {
+    pub cpu: usize,
+    /// Gap durations, ns.
+    pub gaps: Recorder,
+    /// Loop iterations (clock reads).
+    pub reads: u64,
+    /// Smallest step between two reads, ns (the loop's own cost).
+    pub min_step_ns: u64,
+    pub wall_ns: u64,
+    /// Time inside gaps, ns.
+    pub lost_ns: u64,
+    /// Interrupts taken on this CPU during the run, by source (/proc/interrupts label).
+    pub interrupts: BTreeMap<String, u64>,
+    pub tick: Option<TickEstimate>,
+    pub fallback: Option<Fallback>,
+}
+
+impl CpuGaps {
+    pub fn gaps_per_second(&self) -> f64 {
+        per_second(self.gaps.count(), self.wall_ns)
+    }
+    /// Gaps longer than `ns`.
+    pub fn count_above(&self, ns: u64) -> u64 {
+        let n = self.gaps.count();
+        n - (self.gaps.fraction_at_or_below(ns) * n as f64).round() as u64
+    }
+
+    pub fn lost_fraction(&self) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            self.lost_ns as f64 / self.wall_ns as f64
+        }
+    }
+}
+
+fn per_second(n: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        n as f64 * 1e9 / ns as f64
+    }
+}
+
+/// The gaps that line up with the timer tick.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TickEstimate {
+    pub hz: u32,
+    /// Ticks seen: periods with a gap in the peak phase window.
+    pub gaps: u64,
+    pub per_second: f64,
+    /// Median time one tick took from the loop (its gaps in the window added up).
+    pub median_ns: u64,
+    /// Mean and population standard deviation of those gaps, leaving out the ones longer than
+    /// [`TICK_TRIM`] times the median (a tick that coincided with something longer: a preemption,
+    /// the hypervisor).
+    pub mean_ns: u64,
+    pub stddev_ns: u64,
+    /// Gaps left out of the mean.
+    pub trimmed: u64,
+}
+
+/// Tick-phase gaps longer than this many medians are not counted as ticks in the mean.
+pub const TICK_TRIM: u64 = 4;
+
+pub struct GapsOutcome {
+    pub cpus: Vec<CpuGaps>,
+    pub calibration: Calibration,
+}
+
+/// Per-CPU counts of every /proc/interrupts line: label -> counts by CPU index.
+pub fn read_interrupts() -> BTreeMap<String, Vec<u64>> {
+    parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default())
+}
+
+pub fn parse_interrupts(text: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut lines = text.lines();
+    let ncpu = lines
+        .next()
+        .map(|h| h.split_whitespace().count())
+        .unwrap_or(0);
+    let mut out = BTreeMap::new();
+    for l in lines {
+        let Some((irq, rest)) = l.split_once(':') else {
+            continue;
+        };
+        let mut counts = Vec::with_capacity(ncpu);
+        let mut words = rest.split_whitespace().peekable();
+        while counts.len() < ncpu {
+            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
+                Some(n) => {
+                    counts.push(n);
+                    words.next();
+                }
+                None => break,
+            }
+        }
+        if counts.len() != ncpu {
+            continue; // ERR:, MIS: carry one total, not per-CPU counts
+        }
+        let desc: Vec<&str> = words.collect();
+        let irq = irq.trim();
+        // Numbered IRQs are named by their device (last word); named ones keep their description.
+        let label = if irq.chars().all(|c| c.is_ascii_digit()) {
+            format!("{irq} {}", desc.last().copied().unwrap_or(""))
+        } else {
+            format!("{irq} ({})", desc.join(" "))
+        };
+        out.insert(label, counts);
+    }
+    out
+}
+
+fn interrupt_deltas(
+    before: &BTreeMap<String, Vec<u64>>,
+    after: &BTreeMap<String, Vec<u64>>,
+    cpu: usize,
+) -> BTreeMap<String, u64> {
+    let mut d = BTreeMap::new();
+    for (k, a) in after {
+        let b = before.get(k).and_then(|v| v.get(cpu)).copied().unwrap_or(0);
+        let n = a.get(cpu).copied().unwrap_or(0).saturating_sub(b);
+        if n > 0 {
+            d.insert(k.clone(), n);
+        }
+    }
+    d
+}
+
+/// Find the tick among gaps given as (start ns, duration ns): fold the starts on the tick period and
+/// take the fullest phase bin with its neighbours. A tick can leave more than one gap (the interrupt,
+/// then its soft-interrupt work), so the gaps of one period inside that window are added up: that
+/// sum is what one tick cost the loop. `None` when no phase stands out (fewer than a third of the
+/// expected ticks, or no clear peak).
+pub fn tick_estimate(gaps: &[(u64, u64)], hz: u32, wall_ns: u64) -> Option<TickEstimate> {
+    if hz == 0 || gaps.is_empty() {
+        return None;
+    }
+    let period = 1_000_000_000u64 / hz as u64;
+    let bin = |start: u64| ((start % period) * PHASE_BINS as u64 / period) as usize;
+    let mut bins = [0u64; PHASE_BINS];
+    for &(s, _) in gaps {
+        bins[bin(s)] += 1;
+    }
+    let window = |c: usize| [(c + PHASE_BINS - 1) % PHASE_BINS, c, (c + 1) % PHASE_BINS];
+    let peak = (0..PHASE_BINS).max_by_key(|&c| window(c).iter().map(|&b| bins[b]).sum::<u64>())?;
+    let in_window: Vec<(u64, u64)> = gaps
+        .iter()
+        .copied()
+        .filter(|&(s, _)| window(peak).contains(&bin(s)))
+        .collect();
+    let uniform_share = 3.0 / PHASE_BINS as f64 * gaps.len() as f64;
+    if (in_window.len() as f64) < 2.0 * uniform_share {
+        return None;
+    }
+    // One total per tick: the window may straddle a period boundary, so key on the period of the
+    // window's centre.
+    let centre = (peak as u64 * period + period / 2) / PHASE_BINS as u64;
+    let mut per_tick: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for (s, d) in in_window {
+        let k = (s + period / 2).saturating_sub(centre) / period;
+        *per_tick.entry(k).or_default() += d;
+    }
+    let expected_ticks = wall_ns as f64 * hz as f64 / 1e9;
+    if (per_tick.len() as f64) < expected_ticks / 3.0 {
+        return None;
+    }
+    let mut sorted: Vec<u64> = per_tick.into_values().collect();
+    sorted.sort_unstable();
+    let median_ns = sorted[(sorted.len() - 1) / 2];
+    let kept: Vec<f64> = sorted
+        .iter()
+        .filter(|&&d| d <= median_ns * TICK_TRIM)
+        .map(|&d| d as f64)
+        .collect();
+    let n = kept.len() as f64;
+    let mean = kept.iter().sum::<f64>() / n;
+    let var = kept.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n;
+    Some(TickEstimate {
+        trimmed: (sorted.len() - kept.len()) as u64,
+        hz,
+        gaps: sorted.len() as u64,
+        per_second: per_second(sorted.len() as u64, wall_ns),
+        median_ns,
+        mean_ns: mean.round() as u64,
+        stddev_ns: var.sqrt().round() as u64,
+    })
+}
+
+struct Raw {
+    gaps: Recorder,
+    starts: Vec<(u64, u64)>,
+    reads: u64,
+    min_step: u64,
+    lost: u64,
+    t0: (u64, u64),
+    t1: (u64, u64),
+    fallback: Option<Fallback>,
+}
+
+/// The loop. Nothing in it allocates (the start-time buffer is preallocated and stops growing when
+/// full), locks or enters the kernel.
+#[inline(never)]
+fn spin(threshold_ticks: u64, end_ticks: u64, stop: &AtomicBool, raw: &mut Raw, cal: &Calibration) {
+    let mut prev = tsc::ticks();
+    let mut min_step = u64::MAX;
+    let mut reads = 0u64;
+    'outer: loop {
+        for _ in 0..4096 {
+            let now = tsc::ticks();
+            let step = now.wrapping_sub(prev);
+            if step > threshold_ticks {
+                let ns = cal.to_ns(step);
+                raw.gaps.record(ns);
+                raw.lost += ns;
+                if raw.starts.len() < raw.starts.capacity() {
+                    raw.starts.push((prev, step));
+                }
+            } else if step < min_step {
+                min_step = step;
+            }
+            prev = now;
+        }
+        reads += 4096;
+        if prev >= end_ticks || stop.load(Ordering::Relaxed) {
+            break 'outer;
+        }
+    }
+    raw.reads = reads;
+    raw.min_step = min_step;
+}
+
+pub fn run(cfg: &GapsConfig, stop: &AtomicBool) -> Result<GapsOutcome, BenchError> {
+    if cfg.cpus.is_empty() || cfg.duration_ns == 0 || cfg.threshold_ns == 0 {
+        return Err(BenchError::Invalid(
+            "gaps: give at least one CPU, a duration and a threshold above zero".into(),
+        ));
+    }
+    punctual_rt::affinity::check_online(&cfg.cpus)?;
+    let cal = Calibration::measure(50_000_000);
+    let threshold_ticks = cal.from_ns(cfg.threshold_ns).max(1);
+    let irq_before = read_interrupts();
+    let raws: Vec<Result<Raw, BenchError>> = std::thread::scope(|s| {
+        let hs: Vec<_> = cfg
+            .cpus
+            .iter()
+            .map(|&cpu| {
+                let cal = &cal;
+                s.spawn(move || -> Result<Raw, BenchError> {
+                    let g = setup_current_thread(&ThreadRequest {
+                        cpu: Some(cpu),
+                        policy: cfg.sched.policy,
+                        priority: cfg.sched.priority,
+                        timer_slack_ns: None,
+                        fall_back_on_refusal: true,
+                    })?;
+                    let mut raw = Raw {
+                        gaps: Recorder::new(),
+                        starts: Vec::with_capacity(KEEP),
+                        reads: 0,
+                        min_step: 0,
+                        lost: 0,
+                        t0: (0, 0),
+                        t1: (0, 0),
+                        fallback: g.fallback.clone(),
+                    };
+                    // Touch the buffer so the loop takes no page faults on it.
+                    raw.starts.resize(KEEP, (0, 0));
+                    raw.starts.clear();
+                    raw.t0 = tsc::stamp();
+                    let end = raw.t0.1 + cal.from_ns(cfg.duration_ns);
+                    spin(threshold_ticks, end, stop, &mut raw, cal);
+                    raw.t1 = tsc::stamp();
+                    Ok(raw)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("gap loop panicked"))
+            .collect()
+    });
+    let irq_after = read_interrupts();
+    let mut cpus = Vec::new();
+    for (&cpu, raw) in cfg.cpus.iter().zip(raws) {
+        let raw = raw?;
+        let wall_ns = raw.t1.0.saturating_sub(raw.t0.0);
+        let interrupts = interrupt_deltas(&irq_before, &irq_after, cpu);
+        // The tick rate: CONFIG_HZ, else local timer interrupts per second on this CPU.
+        let hz = cfg.hz.or_else(|| {
+            let loc = interrupts.iter().find(|(k, _)| k.starts_with("LOC"))?.1;
+            Some(per_second(*loc, wall_ns).round() as u32).filter(|&h| h > 0)
+        });
+        // Starts in ns since the loop began, on the monotonic time line.
+        let starts: Vec<(u64, u64)> = raw
+            .starts
+            .iter()
+            .map(|&(s, d)| {
+                (
+                    raw.t0.0 + cal.to_ns(s.saturating_sub(raw.t0.1)),
+                    cal.to_ns(d),
+                )
+            })
+            .collect();
+        let tick = hz.and_then(|hz| tick_estimate(&starts, hz, wall_ns));
+        cpus.push(CpuGaps {
+            cpu,
+            gaps: raw.gaps,
+            reads: raw.reads,
+            min_step_ns: if raw.min_step == u64::MAX {
+                0
+            } else {
+                cal.to_ns(raw.min_step)
+            },
+            wall_ns,
+            lost_ns: raw.lost,
+            interrupts,
+            tick,
+            fallback: raw.fallback,
+        });
+    }
+    Ok(GapsOutcome {
+        cpus,
+        calibration: cal,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "           CPU0       CPU1       
+  0:         45          0   IO-APIC   2-edge      timer
+ 36:          0      53749 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0
+NMI:          0          0   Non-maskable interrupts
+LOC:     136310     146126   Local timer interrupts
+ERR:          0
+";
+
+    #[test]
+    fn proc_interrupts_parse_with_labels() {
+        let m = parse_interrupts(SAMPLE);
+        assert_eq!(m["LOC (Local timer interrupts)"], vec![136310, 146126]);
+        assert_eq!(m["36 virtio1-req.0"], vec![0, 53749]);
+        assert_eq!(m["0 timer"], vec![45, 0]);
+        assert!(!m.keys().any(|k| k.starts_with("ERR")));
+        let mut after = m.clone();
+        after.get_mut("LOC (Local timer interrupts)").unwrap()[1] += 250;
+        let d = interrupt_deltas(&m, &after, 1);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d["LOC (Local timer interrupts)"], 250);
+    }
+
+    #[test]
+    fn the_tick_is_found_at_its_phase_among_random_gaps() {
+        // 2 s at HZ=250: a 3 us tick gap every 4 ms at phase 1.3 ms, plus 300 gaps of 10 us scattered.
+        let mut g: Vec<(u64, u64)> = (0..500u64)
+            .map(|k| (k * 4_000_000 + 1_300_000, 3_000 + k % 3))
+            .collect();
+        let mut x = 12345u64;
+        for _ in 0..300 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            g.push(((x >> 11) % 2_000_000_000, 10_000));
+        }
+        g.sort_unstable();
+        let t = tick_estimate(&g, 250, 2_000_000_000).unwrap();
+        assert_eq!(t.gaps, 500, "{t:?}");
+        assert_eq!(t.median_ns, 3_001);
+        assert_eq!(t.mean_ns, 3_001);
+        // The few ticks a random 10 us gap fell beside are left out of the mean.
+        assert!(t.trimmed > 0 && t.trimmed < 30, "{t:?}");
+        assert!((t.per_second - 250.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn the_gaps_of_one_tick_add_up() {
+        // Each tick leaves an interrupt gap and, 20 us later, a soft-interrupt gap: 2 us + 1 us.
+        let mut g = Vec::new();
+        for k in 0..500u64 {
+            g.push((k * 4_000_000 + 3_990_000, 2_000));
+            g.push((k * 4_000_000 + 3_990_000 + 22_000, 1_000));
+        }
+        // A window that straddles the period boundary still groups each tick's pair.
+        let t = tick_estimate(&g, 250, 2_000_000_000).unwrap();
+        assert_eq!(t.median_ns, 3_000, "{t:?}");
+        assert!((499..=501).contains(&t.gaps), "{t:?}");
+        assert!((t.per_second - 250.0).abs() < 25.0);
+    }
+
+    #[test]
+    fn no_tick_is_claimed_without_a_peak() {
+        let mut x = 99u64;
+        let g: Vec<(u64, u64)> = (0..1000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 11) % 2_000_000_000, 5_000)
+            })
+            .collect();
+        assert_eq!(tick_estimate(&g, 250, 2_000_000_000), None);
+        assert_eq!(tick_estimate(&[], 250, 1), None);
+    }
+}

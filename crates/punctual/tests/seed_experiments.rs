@@ -1,0 +1,381 @@
+//! The seeds' measurement experiments produce their tables in the seed's layout with the published
+//! numbers exactly as printed, a result document that validates against the schema, and a figure;
+//! system settings they change (the RR timeslice) are back afterwards. The runs here use smaller
+//! settings than --quick (the structure is the same); `zeadally-dispatch --quick` runs through the
+//! binary.
+
+use punctual_bench::experiments::published::{self, TABLE6};
+use punctual_bench::experiments::{
+    etsion_latency::LatencySettings, etsion_overhead::OverheadSettings,
+    mckenney_nanosleep::NanosleepSettings, zeadally_dispatch::DispatchSettings, EtsionLatency,
+    EtsionOverhead, McKenneyNanosleep, ZeadallyDispatch,
+};
+use punctual_latency::alarms::Mechanism;
+use punctual_result::experiment::{Context, Experiment, Report};
+use punctual_result::Table;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// The experiments pin busy real-time processes and change the RR timeslice: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn ctx(name: &str) -> Context {
+    Context {
+        quick: true,
+        sim: false,
+        exe: env!("CARGO_BIN_EXE_punctual").into(),
+        stop: Arc::new(AtomicBool::new(false)),
+        command: vec![
+            "punctual".into(),
+            "experiment".into(),
+            "run".into(),
+            name.into(),
+            "--quick".into(),
+        ],
+    }
+}
+
+fn root(test: &str) -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        punctual_rt::privilege::report_skip(
+            test,
+            "needs root to set /proc/sys/kernel/sched_rr_timeslice_ms",
+        );
+        return false;
+    }
+    true
+}
+
+fn timeslice() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/sched_rr_timeslice_ms").unwrap()
+}
+
+fn check_doc(r: &Report, series: usize) {
+    assert_eq!(r.doc.series.len(), series);
+    let schema: serde_json::Value = serde_json::from_str(punctual_result::SCHEMA_JSON).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let doc = serde_json::to_value(&r.doc).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(&doc)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(!r.figures.is_empty());
+    for f in &r.figures {
+        assert!(f.svg.starts_with("<svg"), "{} is not SVG", f.name);
+    }
+}
+
+/// The rows before the first rule (the published block).
+fn published_rows(t: &Table) -> Vec<Vec<String>> {
+    t.rows
+        .iter()
+        .take_while(|r| !r.is_empty())
+        .cloned()
+        .collect()
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn etsion_latency_prints_table6_beside_this_machine() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root("etsion_latency_prints_table6_beside_this_machine") {
+        return;
+    }
+    let before = timeslice();
+    let e = EtsionLatency {
+        settings: Some(LatencySettings {
+            alarms: 2,
+            delay_min: 200_000,
+            delay_max: 2_000_000,
+            long_ms: Some(20),
+            short_ms: 1,
+            mechanisms: vec![Mechanism::Signal, Mechanism::Nanosleep],
+        }),
+    };
+    let r = e.run(&ctx("etsion-latency")).unwrap();
+    assert_eq!(timeslice(), before, "the RR timeslice is restored");
+    assert_eq!(r.tables.len(), 3);
+    for (ti, t) in r.tables.iter().enumerate() {
+        assert_eq!(
+            t.header,
+            strings(&[
+                "Type", "Number", "0.9", "0.95", "0.99", "max", "0.9", "0.95", "0.99", "max"
+            ])
+        );
+        assert_eq!(t.rows.len(), 10);
+        for (row, p) in t.rows.iter().zip(&TABLE6) {
+            assert_eq!((row[0].as_str(), row[1].as_str()), (p.ty, p.number));
+            match ti {
+                0 => assert_eq!(row[2..6], p.hz100.map(String::from)),
+                1 => assert_eq!(row[2..6], p.hz20000.map(String::from)),
+                _ => {}
+            }
+            // Ours: measured, so numbers (not "-").
+            assert!(
+                row[6..]
+                    .iter()
+                    .all(|c| c.chars().all(|ch| ch.is_ascii_digit() || ch == ',')),
+                "{row:?}"
+            );
+        }
+    }
+    assert!(r.tables[0].title.as_deref().unwrap().contains("@100Hz"));
+    assert!(r.tables[1].title.as_deref().unwrap().contains("@20,000Hz"));
+    check_doc(&r, 40);
+    // Every alarm-setting process took its alarms: BLK 2 has 2 processes of 2 alarms.
+    assert_eq!(r.doc.series[0].summary.count, 4);
+    assert_eq!(r.doc.series[9].summary.count, 2); // 4% 1+8CPU: one process sets alarms
+}
+
+#[test]
+fn etsion_overhead_prints_tables_1_and_2_and_the_sort() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root("etsion_overhead_prints_tables_1_and_2_and_the_sort") {
+        return;
+    }
+    let before = timeslice();
+    let e = EtsionOverhead {
+        settings: Some(OverheadSettings {
+            gaps_ns: 300_000_000,
+            ctxsw_ns: 100_000_000,
+            trap_ns: 50_000_000,
+            memcpy_per_size_ns: 20_000_000,
+            sort_ns: 300_000_000,
+            copies: vec![1, 8],
+            timeslices_ms: vec![100, 1],
+        }),
+    };
+    let r = e.run(&ctx("etsion-overhead")).unwrap();
+    assert_eq!(timeslice(), before, "the RR timeslice is restored");
+    assert_eq!(r.tables.len(), 4);
+    let (t1, t2, tb, ts) = (&r.tables[0], &r.tables[1], &r.tables[2], &r.tables[3]);
+    assert_eq!(
+        t1.header,
+        strings(&[
+            "Processor",
+            "Default cycles",
+            "us",
+            "Without 8253 cycles",
+            "us"
+        ])
+    );
+    assert_eq!(
+        published_rows(t1),
+        published::TABLE1
+            .iter()
+            .map(|r| strings(r))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(t1.rows.len(), 9, "7 published, a rule, this machine");
+    assert_eq!(
+        t2.header,
+        strings(&[
+            "Processor",
+            "Context switch cycles",
+            "us",
+            "Cache BW MB/s",
+            "Trap cycles",
+            "us"
+        ])
+    );
+    assert_eq!(
+        published_rows(t2),
+        published::TABLE2
+            .iter()
+            .map(|r| strings(r))
+            .collect::<Vec<_>>()
+    );
+    assert!(t2.rows[8][0].starts_with("here"));
+    assert_eq!(tb.rows.len(), 4, "L1, L2, L3, memory");
+    let text = ts.render();
+    for p in [
+        published::SORT_MS_100HZ,
+        published::SORT_MS_10000HZ,
+        published::FIG8_PIII664_BASE,
+        published::FIG8_PIII1133_EXTREME,
+    ] {
+        assert!(text.contains(p), "{p} missing from\n{text}");
+    }
+    assert_eq!(
+        ts.rows.len(),
+        4 + 1 + 2,
+        "4 published rows, a rule, one row per timeslice"
+    );
+    // gaps, context switch, trap, 4 sizes x 2 methods.
+    check_doc(&r, 3 + 8);
+    assert_eq!(r.doc.extra["sort_throughput"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn mckenney_nanosleep_prints_the_ladder_parallel_tasks_and_build() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let e = McKenneyNanosleep {
+        settings: Some(NanosleepSettings {
+            sleep_ns: 100_000,
+            ladder_trials: 300,
+            final_trials: 300,
+            parallel_tasks: vec![1, 3],
+            calls_per_task: 200,
+            build_trials: 300,
+            build_instances: 1,
+        }),
+    };
+    let r = e.run(&ctx("mckenney-nanosleep")).unwrap();
+    assert_eq!(r.tables.len(), 3);
+    let (t, t8, tb) = (&r.tables[0], &r.tables[1], &r.tables[2]);
+    assert_eq!(t.rows.len(), 4 + 1 + 3);
+    assert_eq!(
+        t.rows[0][1..5],
+        strings(&["realtime", "other", "no", "300"])
+    );
+    assert_eq!(
+        t.rows[3][1..5],
+        strings(&["monotonic", "fifo 99", "yes", "300"])
+    );
+    let p = published::mckenney::RT_P99999_US;
+    assert_eq!(
+        t.rows[5][4..8],
+        strings(&["10,000,000", "-", p, published::mckenney::RT_MAX_US])
+    );
+    assert_eq!(t.rows[6][7], published::mckenney::NONRT_MAX);
+    assert_eq!(
+        t.rows[7][6..8],
+        strings(&[
+            published::mckenney::RT2009_P99999_US,
+            published::mckenney::RT2009_MAX_US
+        ])
+    );
+    assert_eq!(t8.rows.len(), 2 + 1 + 2);
+    assert_eq!(
+        t8.rows[4],
+        strings(&[
+            "growth 1 -> 12 (paper)",
+            "100,000",
+            "little",
+            "> 3x",
+            "> 3x"
+        ])
+    );
+    assert_eq!(tb.rows.last().unwrap()[3..5], strings(&["59", "146"]));
+    check_doc(&r, 4 + 2 + 1);
+    assert_eq!(r.doc.series[4].summary.count, 200, "one task's calls");
+    assert_eq!(
+        r.doc.series[5].summary.count, 600,
+        "three tasks' calls together"
+    );
+}
+
+#[test]
+fn zeadally_dispatch_prints_tables_1_to_4() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let e = ZeadallyDispatch {
+        settings: Some(DispatchSettings {
+            duration_ns: 300_000_000,
+            interval_ns: 10_000_000,
+            events: vec![punctual_bench::dispatch::Event::Eventfd],
+        }),
+    };
+    let r = e.run(&ctx("zeadally-dispatch")).unwrap();
+    assert_eq!(r.tables.len(), 4);
+    let header = strings(&[
+        "",
+        "Minimum",
+        "Median",
+        "Maximum",
+        "Mean",
+        "Standard Deviation",
+    ]);
+    for (t, published) in r.tables.iter().zip([
+        &published::ZEADALLY_T1[..],
+        &published::ZEADALLY_T2[..],
+        &published::ZEADALLY_T3[..],
+        &published::ZEADALLY_T4[..],
+    ]) {
+        assert_eq!(t.header, header);
+        let want: Vec<Vec<String>> = published
+            .iter()
+            .map(|p| {
+                std::iter::once(format!("{} (us)", p.label))
+                    .chain(p.values.iter().map(|v| v.to_string()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(published_rows(t), want);
+    }
+    assert_eq!(
+        r.tables[0].rows.last().unwrap()[0],
+        "Process dispatch, eventfd, real-time, soak (here) (us)"
+    );
+    assert_eq!(r.tables[3].rows.len(), 2 + 1 + 2);
+    check_doc(&r, 4);
+    for s in &r.doc.series {
+        assert_eq!(s.summary.count + s.summary.missed_periods, 30, "{}", s.name);
+    }
+}
+
+#[test]
+fn zeadally_dispatch_quick_runs_through_the_binary() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("z.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args([
+            "experiment",
+            "run",
+            "zeadally-dispatch",
+            "--quick",
+            "--figures",
+        ])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("store"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Zeadally Table 1",
+        "Zeadally Table 4",
+        "Context switch time (SVR4.2) (us)",
+        "7424",
+        "298.72",
+        "Figure:",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert!(dir.path().join("zeadally-dispatch.svg").exists());
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "punctual.result/1");
+    assert_eq!(doc["series"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn experiment_list_names_the_seeds_experiments() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args(["experiment", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "etsion-latency",
+        "etsion-overhead",
+        "mckenney-nanosleep",
+        "zeadally-dispatch",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{text}"
+        );
+    }
+}
