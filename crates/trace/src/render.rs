@@ -113,6 +113,15 @@ pub fn summary_table(a: &Analysis, trace: &TraceData) -> Table {
             ),
         ]);
     }
+    if a.inferred_switch_ins > 0 {
+        t.row([
+            "switch-ins from idle".to_string(),
+            format!(
+                "{} not recorded by the kernel; placed at the task's wake-up onto the idle CPU",
+                a.inferred_switch_ins
+            ),
+        ]);
+    }
     let idle = a.idle_ns();
     if w > 0 && a.cpus > 0 {
         t.row([

@@ -294,3 +294,54 @@ fn report_tables_snapshot() {
         .any(|s| s.kind == "irq_duration" && s.summary.max == 7_250));
     assert!(r.series.iter().any(|s| s.kind == "softirq_duration"));
 }
+
+/// Some kernels (this project's 6.18 VM among them) never emit the switch out of the idle task. A
+/// task woken onto an idle CPU then appears only by its `sched_wakeup` and its switch-out: the run is
+/// placed at the wake-up, counted as inferred, and its wake-up latency is not invented.
+#[test]
+fn a_switch_in_from_idle_the_kernel_did_not_record_is_placed_at_the_wakeup() {
+    let mut s = Synth::new(1, 0, 10 * MS).task(30, 30, "sleeper");
+    s.switch(1 * MS, 0, 30, SLEEPING, 0) // sleeper goes to sleep, idle runs
+        .waking(2 * MS, 0, 30)
+        .event(
+            2 * MS + 1_000,
+            0,
+            EventKind::Wakeup {
+                pid: 30,
+                prio: 49,
+                target_cpu: 0,
+            },
+        )
+        // no idle -> sleeper switch here, as on the affected kernels
+        .switch(2 * MS + 51_000, 0, 30, SLEEPING, 0)
+        .waking(3 * MS, 0, 30)
+        .event(
+            3 * MS + 1_000,
+            0,
+            EventKind::Wakeup {
+                pid: 30,
+                prio: 49,
+                target_cpu: 1,
+            },
+        )
+        // woken onto another CPU: this switch-out cannot be explained, so it is not guessed
+        .switch(3 * MS + 20_000, 0, 30, SLEEPING, 0);
+    let a = analyze(&s.build());
+    assert_eq!(a.inferred_switch_ins, 1);
+    assert_eq!(a.inconsistent_switches, 1);
+    let t = &a.threads[&30];
+    assert_eq!(t.wakeups, 2, "both wake-ups are found");
+    assert_eq!(t.wakeup.count(), 0, "neither latency is known");
+    let whole: Vec<(u64, u64)> = t
+        .runs
+        .iter()
+        .filter(|r| r.whole)
+        .map(|r| (r.start, r.end))
+        .collect();
+    assert_eq!(whole, vec![(2 * MS + 1_000, 2 * MS + 51_000)]);
+    // The idle task's run ends where the inferred one starts.
+    assert!(a.threads[&0]
+        .runs
+        .iter()
+        .any(|r| r.start == MS && r.end == 2 * MS + 1_000));
+}

@@ -42,19 +42,20 @@ fn a_thread_sleeping_1ms_is_seen_waking_about_1000_times_a_second() {
     assert_eq!(tids.len(), 1, "the sleeper is found by name");
     let th = &a.threads[&tids[0]];
     let secs = a.window_ns() as f64 / 1e9;
-    let wakeups = th.wakeup.count() as f64 / secs;
+    let wakeups = th.wakeups as f64 / secs;
     // The trace cannot find more wake-ups than the sleeps the thread made (it ran before and after).
     assert!(
-        th.wakeup.count() <= sleeps,
+        th.wakeups <= sleeps,
         "{} wake-ups traced, {sleeps} sleeps made",
-        th.wakeup.count()
+        th.wakeups
     );
     let quanta = th.runs.iter().filter(|r| r.whole).count() as f64 / secs;
-    // 1 ms of sleep plus the wake-up and the loop: a little under 1000 a second on an idle machine.
+    // 1 ms of sleep plus the wake-up and the loop: a little under 1000 a second.
     assert!(
         (500.0..=1100.0).contains(&wakeups),
         "{wakeups:.0} wake-ups/s"
     );
+    // Quanta include runs that started from idle (whose switch-in some kernels do not record).
     assert!((500.0..=1100.0).contains(&quanta), "{quanta:.0} quanta/s");
     // Each run is short: the thread only goes back to sleep.
     assert!(th

@@ -75,8 +75,10 @@ pub struct Thread {
     pub tgid: i32,
     pub comm: String,
     pub runs: Vec<Run>,
-    /// Waking (or wakeup, when waking was not recorded) to running.
+    /// Waking (or wakeup, when waking was not recorded) to running, where the switch-in was recorded.
     pub wakeup: Recorder,
+    /// Wake-ups found (waking, or wakeup when waking was not recorded), latency known or not.
+    pub wakeups: u64,
 }
 
 impl Thread {
@@ -87,6 +89,7 @@ impl Thread {
             comm: trace.comm(tid),
             runs: Vec::new(),
             wakeup: Recorder::new(),
+            wakeups: 0,
         }
     }
 }
@@ -131,6 +134,11 @@ pub struct Analysis {
     /// Switches whose `prev` was not the task the CPU was running (a switch the kernel did not
     /// record): both runs are dropped.
     pub inconsistent_switches: u64,
+    /// Switches out of the idle task that the kernel did not record (some kernels, this VM's 6.18
+    /// among them, never emit them), placed at the task's `sched_wakeup` onto that idle CPU: the
+    /// wake-up of a task onto an idle CPU is followed by the switch at once. Their wake-up latency is
+    /// unknown and not recorded.
+    pub inferred_switch_ins: u64,
     pub wakeups_dropped: u64,
     /// Exits without a matching entry (handlers already running when tracing started).
     pub unmatched_exits: u64,
@@ -177,6 +185,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
         loss_markers: 0,
         runs_dropped: 0,
         inconsistent_switches: 0,
+        inferred_switch_ins: 0,
         wakeups_dropped: 0,
         unmatched_exits: 0,
         events: trace.events.len() as u64,
@@ -187,6 +196,8 @@ pub fn analyze(trace: &TraceData) -> Analysis {
     let mut stacks: HashMap<u32, CpuStacks> = HashMap::new();
     let mut running: HashMap<i32, u32> = HashMap::new();
     let mut pending: HashMap<i32, u64> = HashMap::new();
+    // The last sched_wakeup of each task: (the CPU it was put on, when).
+    let mut woken_onto: HashMap<i32, (u32, u64)> = HashMap::new();
 
     for &Event { ts, cpu, kind } in &trace.events {
         if ts < window.0 || ts > window.1 {
@@ -225,6 +236,41 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                         leave,
                         next_pid,
                     }),
+                    CpuState::Running { pid: 0, since } if prev_pid != 0 => {
+                        match woken_onto.get(&prev_pid) {
+                            // The idle task's switch-out was not recorded: the task started when it
+                            // was woken onto this idle CPU.
+                            Some(&(c, w)) if c == cpu && (since..=ts).contains(&w) => {
+                                a.inferred_switch_ins += 1;
+                                let idle = Run {
+                                    start: since,
+                                    end: w,
+                                    cpu,
+                                    whole: true,
+                                    leave: Some(Leave::Preempted),
+                                    next_pid: prev_pid,
+                                };
+                                a.threads
+                                    .entry(0)
+                                    .or_insert_with(|| Thread::new(0, trace))
+                                    .runs
+                                    .push(idle);
+                                pending.remove(&prev_pid);
+                                Some(Run {
+                                    start: w,
+                                    end: ts,
+                                    cpu,
+                                    whole: true,
+                                    leave,
+                                    next_pid,
+                                })
+                            }
+                            _ => {
+                                a.inconsistent_switches += 1;
+                                None
+                            }
+                        }
+                    }
                     CpuState::Running { .. } => {
                         // The switch that ended the other task is missing: nothing sure about either.
                         a.inconsistent_switches += 1;
@@ -260,17 +306,36 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                     t.wakeup.record(ts - w);
                 }
             }
-            EventKind::Waking { pid, .. } | EventKind::WakeupNew { pid, .. } => {
+            EventKind::Waking { pid, .. } => {
+                a.threads
+                    .entry(pid)
+                    .or_insert_with(|| Thread::new(pid, trace))
+                    .wakeups += 1;
                 if !running.contains_key(&pid) {
                     pending.entry(pid).or_insert(ts);
                 }
             }
-            EventKind::Wakeup { pid, .. } if !uses_waking => {
-                if !running.contains_key(&pid) {
-                    pending.entry(pid).or_insert(ts);
+            EventKind::Wakeup {
+                pid, target_cpu, ..
+            }
+            | EventKind::WakeupNew {
+                pid, target_cpu, ..
+            } => {
+                woken_onto.insert(pid, (target_cpu as u32, ts));
+                let new = matches!(kind, EventKind::WakeupNew { .. });
+                if new || !uses_waking {
+                    if !new {
+                        a.threads
+                            .entry(pid)
+                            .or_insert_with(|| Thread::new(pid, trace))
+                            .wakeups += 1;
+                    }
+                    if !running.contains_key(&pid) {
+                        pending.entry(pid).or_insert(ts);
+                    }
                 }
             }
-            EventKind::Wakeup { .. } | EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+            EventKind::Fork { .. } | EventKind::Exit { .. } => {}
             EventKind::IrqEntry { irq } => st.hard.push((Source::Irq(irq), ts)),
             EventKind::VectorEntry { vector } => st.hard.push((Source::Vector(vector), ts)),
             EventKind::IrqExit { irq, .. } => {
