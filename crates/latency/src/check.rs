@@ -106,7 +106,10 @@ pub fn run_check(
         }
         on_phase(i, phase);
         if phase.loaded && loads.is_none() {
-            loads = Some(Loads::start(&cfg.load, &cfg.exe)?);
+            let mut l = Loads::start(&cfg.load, &cfg.exe)?;
+            // Measure under the load, not under its start-up.
+            l.wait_ready(std::time::Duration::from_secs(5));
+            loads = Some(l);
         }
         let c = Config {
             threads: vec![Some(cfg.cpu)],

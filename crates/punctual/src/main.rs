@@ -10,6 +10,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    // Load bodies are punctual's own children: the parent has already done this.
+    if !matches!(cli.command, cli::Command::Load(_)) {
+        session::restore_leftovers();
+    }
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

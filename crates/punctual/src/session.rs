@@ -13,6 +13,22 @@ use punctual_rt::{Fallback, HostFacts, Interrupts, RtPlan, RtWant, SchedParams};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Undo what earlier punctual runs left changed when they were killed or crashed (their journals in
+/// /run/punctual), and say so. Called once at every start, whatever the command.
+pub fn restore_leftovers() {
+    for r in punctual_rt::journal::restore_stale() {
+        eprintln!(
+            "punctual: restored {} setting(s) left by an earlier run (pid {}) from {}",
+            r.restored.len(),
+            r.owner_pid,
+            r.journal.display()
+        );
+        for (change, err) in &r.failed {
+            eprintln!("punctual: could not restore {change}: {err}");
+        }
+    }
+}
+
 /// Check the real-time request itself (before anything changes on the system).
 pub fn validate_rt(rt: &RtArgs) -> Result<(), Failure> {
     SchedParams {
@@ -40,19 +56,9 @@ pub struct Session {
 
 impl Session {
     /// Start a run: call after every input has been validated and every output path checked.
+    /// (Leftovers of crashed runs were already restored at start, by `restore_leftovers`.)
     pub fn begin(rt: &RtArgs) -> Result<Session, Failure> {
         let interrupts = Interrupts::install();
-        for r in punctual_rt::journal::restore_stale() {
-            eprintln!(
-                "punctual: restored {} setting(s) left by an earlier run (pid {}) from {}",
-                r.restored.len(),
-                r.owner_pid,
-                r.journal.display()
-            );
-            for (change, err) in &r.failed {
-                eprintln!("punctual: could not restore {change}: {err}");
-            }
-        }
         let want = RtWant {
             policy: rt.policy,
             priority: rt.priority(),

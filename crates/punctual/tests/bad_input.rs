@@ -223,7 +223,7 @@ fn spin_margin_outside_hybrid_or_too_large() {
 fn bad_load_specs() {
     refused(
         &["latency", "--load", "gpu:2"],
-        &["--load", "valid: cpu, io"],
+        &["--load", "unknown load 'gpu'", "valid: cpu, sort, io"],
     );
     refused(&["latency", "--load", "cpu:0"], &["--load", "count of 0"]);
     refused(&["latency", "--load", "cpu:9999"], &["--load", "limit"]);

@@ -116,7 +116,7 @@ fn bad_input_exits_2_with_the_reason() {
         ),
         (
             &["experiment", "run", "etsion-nothing"],
-            "valid: etsion-latency",
+            "unknown experiment 'etsion-nothing'",
         ),
     ];
     let before = timeslice();

@@ -113,12 +113,6 @@ impl Experiment for EtsionLatency {
         }
         let cpu = last_cpu();
         let mut doc = new_doc(ctx, self.name(), punctual_result::now_rfc3339());
-        let restored = super::restore_leftovers();
-        if restored > 0 {
-            doc.settings
-                .extra
-                .insert("restored_from_earlier_runs".into(), restored.into());
-        }
         let st = &mut doc.settings.extra;
         st.insert("cpu".into(), cpu.into());
         st.insert("policy_workloads".into(), "rr".into());

@@ -113,12 +113,6 @@ impl Experiment for EtsionOverhead {
         let cpu = last_cpu();
         let host = punctual_rt::HostFacts::detect();
         let mut doc = new_doc(ctx, self.name(), punctual_result::now_rfc3339());
-        let restored = super::restore_leftovers();
-        if restored > 0 {
-            doc.settings
-                .extra
-                .insert("restored_from_earlier_runs".into(), restored.into());
-        }
         doc.settings.extra.insert("cpu".into(), cpu.into());
         let cal = tsc::Calibration::measure(50_000_000);
         let cycles = |ns: f64| ns / cal.ns_per_tick;

@@ -103,15 +103,6 @@ pub fn read_rr_timeslice_ms() -> Option<u64> {
         .ok()
 }
 
-/// Undo what crashed or killed runs left changed (their journals), before this run changes the same
-/// settings; returns how many settings were restored (for the result document).
-pub fn restore_leftovers() -> usize {
-    punctual_rt::journal::restore_stale()
-        .iter()
-        .map(|r| r.restored.len())
-        .sum()
-}
-
 /// Set the RR timeslice through the journal (undone when the guard drops, by a second Ctrl-C, or by
 /// the next run if this one dies). A refusal is a system error (exit 3) with the fix.
 pub fn set_rr_timeslice(ms: u64) -> Result<ChangeGuard, BenchError> {

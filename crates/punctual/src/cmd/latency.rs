@@ -132,8 +132,15 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         };
 
     let load = a.load.clone().unwrap_or_default();
-    let loads = punctual_load::Loads::start(&load, &super::own_exe()?)
+    let mut loads = punctual_load::Loads::start(&load, &super::own_exe()?)
         .map_err(|e| Failure::system(e.to_string()))?;
+    let ready = loads.wait_ready(std::time::Duration::from_secs(5));
+    if ready < load.instances() as usize {
+        eprintln!(
+            "punctual: {ready} of {} load processes ready after 5 s; measuring anyway",
+            load.instances()
+        );
+    }
     let progress: Arc<[Progress]> = (0..cfg.threads.len())
         .map(|_| Progress::default())
         .collect();
