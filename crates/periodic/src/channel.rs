@@ -305,6 +305,11 @@ impl Server {
         })
     }
 
+    /// Look at the previous release again (after [`Server::collect`] found it not yet acknowledged).
+    pub fn repend(&mut self) {
+        self.pending = self.released > 0;
+    }
+
     /// Release the client for instant `target`; `issued` is now, on the same clock.
     #[inline]
     pub fn release(&mut self, target: u64, issued: u64) {
