@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod engine;
+pub mod kurt;
 pub mod shield;
 pub mod watchdog;
 

@@ -9,7 +9,7 @@ use punctual_result::{Failure, Table};
 
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![Box::new(punctual_dispatch::kurt::KurtPeriodic)]
 }
 
 /// Simulated halves of experiments (chosen with `--sim`), under the same names.

@@ -2,6 +2,10 @@
 
 mod check;
 mod experiment;
+pub mod install_lib;
+pub mod kurt;
+pub mod run;
+pub mod shield;
 mod latency;
 mod load_body;
 
@@ -14,6 +18,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Latency(a) => latency::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Load(a) => load_body::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Plan(a) => run::plan_cmd(a),
+        Command::Shield(a) => shield::run(a),
+        Command::InstallLib(a) => install_lib::run(a),
+        Command::PeriodicBody(a) => kurt::body(a),
     }
 }
 
