@@ -213,8 +213,20 @@ impl Watchdog {
                             for (i, c) in cheeps.iter().enumerate() {
                                 let last = c.load(Ordering::Relaxed);
                                 if realtime && reason.is_none() && t.saturating_sub(last) > threshold {
+                                    let hb = &heartbeats[i];
+                                    let since = hb.action_since.load(Ordering::Acquire);
+                                    let inside = if since != 0 {
+                                        let a = hb.action.load(Ordering::Relaxed) as usize;
+                                        format!(
+                                            "; the dispatcher has been inside action '{}' for {}",
+                                            action_names.get(a).map(String::as_str).unwrap_or("?"),
+                                            fmt(t.saturating_sub(since))
+                                        )
+                                    } else {
+                                        String::new()
+                                    };
                                     reason = Some(format!(
-                                        "CPU {} starved: real-time work held it for {} without a break (watchdog threshold {})",
+                                        "CPU {} starved: real-time work held it for {} without a break (watchdog threshold {}){inside}",
                                         dispatcher_cpus[i],
                                         fmt(t - last),
                                         fmt(threshold)

@@ -346,7 +346,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     };
     let _shield = match &shield_plan {
         Some(sp) => {
-            let s = punctual_dispatch::shield::Shield::apply(sp)?;
+            let s = punctual_dispatch::shield::Shield::apply(sp).map_err(Failure::from)?;
             eprintln!(
                 "punctual: real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
                 punctual_rt::format_cpu_list(&cpus),
@@ -360,13 +360,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     };
     let plan_name = plan.name.clone();
     let source = plan.source.clone();
-    let prepared = punctual_dispatch::prepare(plan, &cfg)?;
+    let prepared = punctual_dispatch::prepare(plan, &cfg).map_err(Failure::from)?;
     let progress = punctual_dispatch::progress_for(&prepared);
     let names: Vec<String> = prepared.slots.iter().map(|s| s.name.clone()).collect();
     let live = live(duration.unwrap_or(0), names, progress.clone());
     let outcome = punctual_dispatch::execute(prepared, &cfg, session.stop.clone(), progress);
     drop(live);
-    let outcome = outcome?;
+    let outcome = outcome.map_err(Failure::from)?;
 
     let mut doc = session.new_doc();
     session.add_runtime_fallbacks(

@@ -53,7 +53,7 @@ pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
     let list = a.cpus.as_deref().expect("required unless --restore");
     let cpus =
         punctual_rt::parse_cpu_list(list).map_err(|e| Failure::usage(format!("--cpus: {e}")))?;
-    let plan = shield::plan(&cpus, &[std::process::id() as i32])?;
+    let plan = shield::plan(&cpus, &[std::process::id() as i32]).map_err(Failure::from)?;
     let tasks = plan
         .moves
         .iter()
@@ -87,7 +87,7 @@ pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
             r.owner_pid
         );
     }
-    let held = Shield::apply(&plan)?;
+    let held = Shield::apply(&plan).map_err(Failure::from)?;
     eprintln!(
         "punctual: shielded CPU {}: {} change(s) applied ({tasks} task(s), {irqs} IRQ(s) planned), {} refused, {} task(s) cannot move; Ctrl-C restores",
         format_cpu_list(&cpus),
