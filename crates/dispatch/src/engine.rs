@@ -213,7 +213,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             }
         }
         let w = hybrid_until(clock, act_at, m);
-        if w.woke > w.sleep_to && w.sleep_to > now {
+        // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
+        let slept = w.sleep_to > now;
+        if slept && w.woke > w.sleep_to {
             margin.observe(w.sleep_latency());
             last_block = w.woke;
             if w.woke_late() {
@@ -264,7 +266,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         } else {
             let l = started.saturating_sub(target);
             st.lateness.record(l);
-            if w.woke_late() && w.woke > target {
+            if slept && w.woke > target {
                 st.lateness.add_woke_late();
             }
             lateness = Some(l);

@@ -6,9 +6,14 @@
 //! as skipped); each IRQ's `smp_affinity_list` and the default IRQ affinity are set to the other
 //! CPUs. Every change goes through the journal first, so it is undone when the [`Shield`] drops, on a
 //! second Ctrl-C, and by the next punctual start (or `punctual shield --restore`) after a crash.
+//! Real-time mode also lifts the kernel's real-time throttling (`sched_rt_runtime_us = -1`), which
+//! otherwise takes the CPU from a dispatcher that spins through dense releases for 50 ms every
+//! second; the watchdog (canary, stuck actions, RLIMIT_RTTIME) is the safety net instead.
 
 use punctual_rt::journal::{self, ChangeGuard};
 use punctual_rt::{format_cpu_list, online_cpus};
+
+const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 
 /// PF_NO_SETAFFINITY in /proc/PID/stat's flags: per-CPU kernel threads.
 const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
@@ -48,6 +53,11 @@ pub enum Move {
         from: String,
         to: Vec<usize>,
     },
+    /// The kernel's real-time throttling (`sched_rt_runtime_us`), lifted so a dispatcher may hold its
+    /// shielded CPU for more than 95 % of a second (the watchdog guards the machine instead).
+    RtThrottle {
+        from: String,
+    },
 }
 
 impl std::fmt::Display for Move {
@@ -78,6 +88,13 @@ impl std::fmt::Display for Move {
                     "default IRQ affinity: {} -> {}",
                     from.trim(),
                     format_cpu_list(to)
+                )
+            }
+            Move::RtThrottle { from } => {
+                write!(
+                    f,
+                    "{RT_RUNTIME}: {} -> -1 (no real-time throttling)",
+                    from.trim()
                 )
             }
         }
@@ -209,6 +226,11 @@ pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
             to: others.clone(),
         });
     }
+    if let Ok(from) = std::fs::read_to_string(RT_RUNTIME) {
+        if from.trim() != "-1" {
+            p.moves.push(Move::RtThrottle { from });
+        }
+    }
     Ok(p)
 }
 
@@ -257,6 +279,9 @@ impl Shield {
                 Move::DefaultIrq { to, .. } => j
                     .write_file("/proc/irq/default_smp_affinity", &hex_mask(to))
                     .map_err(|e| e.to_string()),
+                Move::RtThrottle { .. } => {
+                    j.write_file(RT_RUNTIME, "-1").map_err(|e| e.to_string())
+                }
             };
             match r {
                 Ok(g) => {

@@ -1,9 +1,11 @@
 //! The safety net, in the manner of rtkit's canary: a run that starves the machine, or an action that
 //! never returns on a real-time thread, is stopped.
 //!
-//! - A canary thread at SCHED_FIFO priority 1 on each dispatcher CPU notes the time every quarter of
-//!   the threshold. It runs only when every higher real-time thread on that CPU blocks, so a silent
-//!   canary means real-time work has held the CPU for the whole threshold.
+//! - A canary thread in the normal class on each dispatcher CPU notes the time every quarter of the
+//!   threshold. It runs whenever real-time work on that CPU blocks (the dispatcher's breathers see to
+//!   that) or the kernel's real-time throttling gives normal work its share; a silent canary means
+//!   real-time work held the CPU for the whole threshold with throttling off (real-time mode). (A
+//!   FIFO-1 canary, as rtkit has, would be silenced by the throttling itself on a busy CPU.)
 //! - Each dispatcher thread publishes when its current action began; an action running past the
 //!   threshold is stuck (a plugin looping forever).
 //! - RLIMIT_RTTIME bounds the CPU a real-time thread may use without blocking (soft limit twice the
@@ -144,7 +146,6 @@ impl Watchdog {
                         .name(format!("punctual-canary{cpu}"))
                         .spawn(move || {
                             pin(&[cpu]);
-                            set_fifo(1);
                             while !stop.load(Ordering::Relaxed) {
                                 cheeps[i].store(now(), Ordering::Relaxed);
                                 sleep_abs(libc::CLOCK_MONOTONIC, now() + tick);

@@ -472,6 +472,23 @@ pub(crate) fn parse_str_allow_empty(text: &str, file: &str) -> Result<Plan, Plan
     parse_inner(text, file, None)
 }
 
+/// A TOML plan whose events come from elsewhere (`plan compile --events`): it may have no task and
+/// no event yet. Call [`validate_plan`] once the events are added.
+pub fn parse_file_without_events(path: &Path) -> Result<Plan, PlanError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let base = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    });
+    parse_inner(&text, &path.display().to_string(), base)
+}
+
 fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, PlanError> {
     let loc = Locator { file, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {

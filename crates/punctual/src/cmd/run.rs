@@ -120,6 +120,15 @@ fn load(path: &Path) -> Result<Plan, Failure> {
     })
 }
 
+fn is_compiled(path: &Path) -> bool {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+        && punctual_plan::compiled::is_compiled(&b)
+}
+
 /// Dispatcher CPUs: the flag, the plan's, or the last online CPU (CPU 0 takes most interrupts).
 fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
     let cpus = match flag {
@@ -230,7 +239,14 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<i32> {
                 )
                 .into());
             }
-            let mut plan = load(&a.plan)?;
+            let mut plan = match &a.events {
+                // The events come from the CSV: the TOML may hold only the header and actions.
+                Some(_) if !is_compiled(&a.plan) => {
+                    punctual_plan::parse::parse_file_without_events(&a.plan)
+                        .map_err(|e| Failure::usage(e.to_string()))?
+                }
+                _ => load(&a.plan)?,
+            };
             if let Some(csv) = &a.events {
                 let f = std::fs::File::open(csv)
                     .map_err(|e| Failure::usage(format!("--events {}: {e}", csv.display())))?;
@@ -399,6 +415,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     s.insert("admission".into(), serde_json::json!({"feasible": report.feasible(), "reasons": report.reasons(), "collisions": report.collision_count,
         "phased": report.phased.iter().map(|(n, o)| serde_json::json!({"task": n, "offset_ns": o})).collect::<Vec<_>>()}));
     fill_doc(&mut doc, &outcome);
+    if let Some(hwm) = peak_rss() {
+        doc.extra.insert("peak_rss_bytes".into(), hwm.into());
+    }
     let code = session.close(&mut doc, a.out.fail_above);
     exports.write(&doc)?;
     show(&exports, &render(&doc, &outcome, &plan_name).render());
@@ -422,6 +441,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         eprintln!("punctual: interrupted; partial results written");
     }
     Ok(code)
+}
+
+/// The process's peak resident memory (VmHWM), in bytes.
+fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// Series per slot, plus the action's own measurements.
