@@ -36,6 +36,9 @@ pub struct RunArgs {
     /// How long to wait for wake clients to attach before the first release.
     #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
     pub attach_timeout: u64,
+    /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, io).
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<punctual_load::LoadSpec>,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -379,9 +382,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let prepared = punctual_dispatch::prepare(plan, &cfg).map_err(Failure::from)?;
     let progress = punctual_dispatch::progress_for(&prepared);
     let names: Vec<String> = prepared.slots.iter().map(|s| s.name.clone()).collect();
+    let load = a.load.clone().unwrap_or_default();
+    let loads = punctual_load::Loads::start(&load, &super::own_exe()?)
+        .map_err(|e| Failure::system(e.to_string()))?;
     let live = live(duration.unwrap_or(0), names, progress.clone());
     let outcome = punctual_dispatch::execute(prepared, &cfg, session.stop.clone(), progress);
     drop(live);
+    let load_reports = loads.stop();
     let outcome = outcome.map_err(Failure::from)?;
 
     let mut doc = session.new_doc();
@@ -412,6 +419,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .unwrap_or(serde_json::Value::Null),
     );
     s.insert("shield".into(), shield_plan.is_some().into());
+    if !load.is_empty() {
+        s.insert("load".into(), load.to_string().into());
+        s.insert(
+            "load_reports".into(),
+            serde_json::to_value(
+                load_reports
+                    .iter()
+                    .filter_map(|r| r.2.as_ref())
+                    .collect::<Vec<_>>(),
+            )?,
+        );
+    }
     s.insert("admission".into(), serde_json::json!({"feasible": report.feasible(), "reasons": report.reasons(), "collisions": report.collision_count,
         "phased": report.phased.iter().map(|(n, o)| serde_json::json!({"task": n, "offset_ns": o})).collect::<Vec<_>>()}));
     fill_doc(&mut doc, &outcome);

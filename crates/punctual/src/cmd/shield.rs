@@ -134,11 +134,11 @@ pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     } else {
-        while !stop.load(Ordering::Relaxed)
-            && !a
-                .duration
+        let expired = || {
+            a.duration
                 .is_some_and(|d| t0.elapsed().as_nanos() as u64 >= d)
-        {
+        };
+        while !stop.load(Ordering::Relaxed) && !expired() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
