@@ -37,6 +37,18 @@ pub enum Command {
     Trace(crate::cmd::trace::TraceCmd),
     /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.
     Bench(crate::cmd::bench::BenchArgs),
+    /// The dispatcher: execute a plan (periodic tasks and one-shot events) with per-task statistics.
+    Run(crate::cmd::run::RunArgs),
+    /// Plans: admission control and phasing (check), the compact binary form (compile, decode).
+    #[command(subcommand)]
+    Plan(crate::cmd::run::PlanCmd),
+    /// Real-time mode: move other tasks and IRQs off chosen CPUs; always restorable (--restore).
+    Shield(crate::cmd::shield::ShieldArgs),
+    /// Install libpunctual.so and punctual.h (the periodic-task C API) under a prefix.
+    InstallLib(crate::cmd::install_lib::InstallLibArgs),
+    /// Internal: one periodic process of the kurt-periodic experiment.
+    #[command(name = "__periodic", hide = true)]
+    PeriodicBody(crate::cmd::kurt::PeriodicBodyArgs),
     /// Internal: run one load body (started by punctual itself).
     #[command(name = "__load", hide = true)]
     Load(LoadBodyArgs),

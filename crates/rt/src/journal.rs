@@ -16,11 +16,15 @@ use std::sync::{Mutex, OnceLock};
 pub enum Change {
     /// A file whose original contents are written back.
     File { path: PathBuf, original: String },
-    /// Another task's CPU affinity. `start_time` (from /proc/PID/stat) guards against pid reuse.
+    /// Another task's CPU affinity. `start_time` (from /proc/PID/stat) guards against pid reuse;
+    /// `set_to`, when known, is what punctual set: a task whose affinity changed since (it pinned
+    /// itself elsewhere) is left as it is now.
     TaskAffinity {
         pid: i32,
         start_time: u64,
         cpus: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        set_to: Option<Vec<usize>>,
     },
     /// A directory punctual created, removed on undo (tracefs instances: rmdir only).
     RemoveDir { path: PathBuf },
@@ -60,9 +64,15 @@ impl Change {
                 pid,
                 start_time,
                 cpus,
+                set_to,
             } => {
                 if task_start_time(*pid) != Some(*start_time) {
                     return Ok(());
+                }
+                if let Some(set) = set_to {
+                    if crate::affinity::get(*pid).ok().as_ref() != Some(set) {
+                        return Ok(());
+                    }
                 }
                 match crate::affinity::set(*pid, cpus) {
                     Ok(()) => Ok(()),
@@ -240,6 +250,7 @@ impl Journal {
                 pid,
                 start_time,
                 cpus: previous,
+                set_to: Some(normalised(cpus)),
             })
             .map_err(|e| crate::RtError::io("writing the journal", e))?;
         crate::affinity::set(pid, cpus)?;
@@ -282,6 +293,13 @@ impl Journal {
         let st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         st.changes.iter().map(|(_, c)| c.clone()).collect()
     }
+}
+
+fn normalised(cpus: &[usize]) -> Vec<usize> {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// What [`restore_stale`] did with one leftover journal.
@@ -457,10 +475,34 @@ mod tests {
             pid: std::process::id() as i32,
             start_time: 0,
             cpus: vec![0],
+            set_to: None,
         };
         let before = crate::affinity::get(0).unwrap();
         c.undo().unwrap();
         assert_eq!(crate::affinity::get(0).unwrap(), before);
+    }
+
+    #[test]
+    fn task_affinity_changed_by_someone_else_since_is_left_alone() {
+        std::thread::spawn(|| {
+            let online = crate::online_cpus();
+            let me = nix::unistd::gettid().as_raw();
+            let before = crate::affinity::get(0).unwrap();
+            let st = task_start_time(me).unwrap_or(0);
+            // What punctual set was [last CPU]; the task has since moved itself to `before`.
+            let c = Change::TaskAffinity {
+                pid: me,
+                start_time: st,
+                cpus: vec![online[0]],
+                set_to: Some(vec![*online.last().unwrap()]),
+            };
+            if online.len() > 1 {
+                c.undo().unwrap();
+                assert_eq!(crate::affinity::get(0).unwrap(), before);
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -10,6 +10,7 @@ use punctual_result::{Failure, Table};
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
+        Box::new(punctual_dispatch::kurt::KurtPeriodic),
         Box::new(punctual_sim::experiments::EtsionFrames),
         Box::new(punctual_trace::experiments::EtsionBilling),
         Box::new(punctual_trace::experiments::KurtIrq),

@@ -3,8 +3,12 @@
 pub mod bench;
 mod check;
 mod experiment;
+pub mod install_lib;
+pub mod kurt;
 mod latency;
 mod load_body;
+pub mod run;
+pub mod shield;
 pub mod simulate;
 pub mod trace;
 
@@ -20,6 +24,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Load(a) => load_body::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Simulate(a) => simulate::run(*a),
+        Command::Run(a) => run::run(a),
+        Command::Plan(a) => run::plan_cmd(a),
+        Command::Shield(a) => shield::run(a),
+        Command::InstallLib(a) => install_lib::run(a),
+        Command::PeriodicBody(a) => kurt::body(a),
     }
 }
 

@@ -1,0 +1,393 @@
+//! `exec`: start a program (argv, never a shell) as close to the instant as possible.
+//!
+//! A preparer thread forks the next child ahead of time; the child waits on a gate pipe in `pre_exec`
+//! (after fork, before exec). At the release the dispatcher writes one byte to the gate: one child
+//! wakes, stamps the clock into a shared page, and execs. The preparer then reads the stamp and records
+//! the child's start latency (release instant to child running) separately from the dispatcher's own
+//! lateness, reaps finished children, and forks the next. Children run in the normal class unless the
+//! action sets `priority`; they inherit RLIMIT_RTTIME, get SIGTERM if punctual dies, and are stopped
+//! (SIGTERM, then SIGKILL) when the run ends.
+
+use super::{ActionImpl, ActionReport};
+use crate::engine::Fired;
+use punctual_stats::Recorder;
+use punctual_time::clock::read_clock;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A page shared with the children (MAP_SHARED | MAP_ANONYMOUS, created before any fork).
+struct Stamp(*mut AtomicU64);
+// SAFETY: the page is only accessed through atomics.
+unsafe impl Send for Stamp {}
+unsafe impl Sync for Stamp {}
+
+impl Stamp {
+    fn new() -> std::io::Result<Stamp> {
+        // SAFETY: anonymous shared mapping of one page.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Stamp(p as *mut AtomicU64))
+    }
+    fn get(&self) -> &AtomicU64 {
+        // SAFETY: valid for the life of self.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for Stamp {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our mapping.
+        unsafe { libc::munmap(self.0 as *mut libc::c_void, 4096) };
+    }
+}
+
+struct Shared {
+    start_latency: Mutex<Recorder>,
+    spawn_errors: AtomicU64,
+    started: AtomicU64,
+    killed_at_end: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    done: AtomicBool,
+}
+
+pub struct Exec {
+    gate: OwnedFd,
+    targets: rtrb::Producer<u64>,
+    shared: Arc<Shared>,
+    preparer: Option<std::thread::JoinHandle<()>>,
+    fired: u64,
+    stop_word: StopWord,
+}
+
+/// The second word of the shared page: set when the run ends, so waiting children exit.
+struct StopWord(usize);
+
+impl StopWord {
+    fn store(&self, v: u64, o: Ordering) {
+        // SAFETY: points into the shared page, which the preparer thread keeps mapped until it ends;
+        // the store happens before the preparer is joined.
+        unsafe { (*(self.0 as *const AtomicU64)).store(v, o) }
+    }
+}
+
+/// Find the program the way execvp would, before the run, so a typo is a usage error.
+pub fn resolve(program: &str) -> Result<PathBuf, String> {
+    let is_exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.is_file()
+            && p.metadata()
+                .map(|m| m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return if is_exec(&p) {
+            Ok(p)
+        } else {
+            Err(format!(
+                "exec program {program} does not exist or is not executable"
+            ))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join(program);
+        if is_exec(&p) {
+            return Ok(p);
+        }
+    }
+    Err(format!(
+        "exec program '{program}' is not in PATH; give its full path"
+    ))
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: valid out array; both ends close on exec (the child reads its end before exec).
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Exec {
+    pub fn prepare(argv: &[String], priority: Option<u32>) -> Result<Exec, String> {
+        let program = resolve(&argv[0])?;
+        let (gate_r, gate_w) = pipe().map_err(|e| format!("exec: creating the gate: {e}"))?;
+        // SAFETY: the write end must never block the dispatcher.
+        unsafe { libc::fcntl(gate_w.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let stamp = Stamp::new().map_err(|e| format!("exec: {e}"))?;
+        let stop_word = StopWord(stamp.0 as usize + 8);
+        let (tx, mut rx) = rtrb::RingBuffer::<u64>::new(65_536);
+        let shared = Arc::new(Shared {
+            start_latency: Mutex::new(Recorder::new()),
+            spawn_errors: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            killed_at_end: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+            done: AtomicBool::new(false),
+        });
+        let args: Vec<String> = argv[1..].to_vec();
+        let sh = shared.clone();
+        let preparer = std::thread::Builder::new()
+            .name("punctual-exec".into())
+            .spawn(move || {
+                let mut children: Vec<Child> = Vec::new();
+                let gate = gate_r.as_raw_fd();
+                let stamp_ptr = stamp.0 as usize;
+                let stop_ptr = stamp.0 as usize + 8;
+                while !sh.done.load(Ordering::Acquire) {
+                    stamp.get().store(0, Ordering::Release);
+                    let mut cmd = Command::new(&program);
+                    cmd.args(&args).stdin(Stdio::null());
+                    let prio = priority;
+                    // SAFETY: only async-signal-safe calls between fork and exec.
+                    unsafe {
+                        cmd.pre_exec(move || {
+                            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                            if let Some(p) = prio {
+                                let sp = libc::sched_param {
+                                    sched_priority: p as libc::c_int,
+                                };
+                                libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp);
+                            }
+                            // Wait for the gate, looking every 50 ms whether the run has ended (other
+                            // children may hold the gate's write end open, so EOF cannot be relied on).
+                            let mut b = 0u8;
+                            loop {
+                                if (*(stop_ptr as *const AtomicU64)).load(Ordering::Acquire) != 0 {
+                                    libc::_exit(0); // the run ended before this child was needed
+                                }
+                                let mut pfd = libc::pollfd {
+                                    fd: gate,
+                                    events: libc::POLLIN,
+                                    revents: 0,
+                                };
+                                if libc::poll(&mut pfd, 1, 50) <= 0 {
+                                    continue;
+                                }
+                                let n = libc::read(gate, &mut b as *mut u8 as *mut libc::c_void, 1);
+                                if n == 1 {
+                                    break;
+                                }
+                                if n == 0 {
+                                    libc::_exit(0);
+                                }
+                            }
+                            let mut ts = libc::timespec {
+                                tv_sec: 0,
+                                tv_nsec: 0,
+                            };
+                            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+                            let now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                            (*(stamp_ptr as *const AtomicU64)).store(now, Ordering::Release);
+                            Ok(())
+                        });
+                    }
+                    // Blocks until the child is released and has exec'd (or failed to).
+                    let r = cmd.spawn();
+                    let started = stamp.get().load(Ordering::Acquire);
+                    match r {
+                        Ok(child) => {
+                            if started != 0 {
+                                if let Ok(target) = rx.pop() {
+                                    sh.start_latency
+                                        .lock()
+                                        .unwrap()
+                                        .record(started.saturating_sub(target));
+                                }
+                                sh.started.fetch_add(1, Ordering::Relaxed);
+                            }
+                            children.push(child);
+                        }
+                        Err(e) => {
+                            if started != 0 {
+                                let _ = rx.pop();
+                            }
+                            sh.spawn_errors.fetch_add(1, Ordering::Relaxed);
+                            sh.first_error
+                                .lock()
+                                .unwrap()
+                                .get_or_insert_with(|| e.to_string());
+                            if !sh.done.load(Ordering::Acquire) {
+                                std::thread::sleep(std::time::Duration::from_millis(10));
+                            }
+                        }
+                    }
+                    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+                }
+                // The run is over: stop what still runs.
+                let t0 = std::time::Instant::now();
+                while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(200) {
+                    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                for c in &mut children {
+                    sh.killed_at_end.fetch_add(1, Ordering::Relaxed);
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                }
+                let t0 = std::time::Instant::now();
+                while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(500) {
+                    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                for c in &mut children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                drop(gate_r);
+            })
+            .map_err(|e| format!("exec: starting the preparer thread: {e}"))?;
+        Ok(Exec {
+            gate: gate_w,
+            targets: tx,
+            shared,
+            preparer: Some(preparer),
+            fired: 0,
+            stop_word,
+        })
+    }
+
+    fn stop(&mut self) {
+        self.shared.done.store(true, Ordering::Release);
+        self.stop_word.store(1, Ordering::Release);
+        // Closing the write end lets a waiting child see EOF and exit without exec.
+        let dup = std::mem::replace(&mut self.gate, pipe().expect("a spare pipe").1);
+        drop(dup);
+        if let Some(h) = self.preparer.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl ActionImpl for Exec {
+    #[inline]
+    fn fire(&mut self, target: u64, _seq: u64, _data: &[u8]) -> Fired {
+        let _ = self.targets.push(target);
+        let b = 1u8;
+        // SAFETY: writing one byte to our non-blocking pipe.
+        let n = unsafe {
+            libc::write(
+                self.gate.as_raw_fd(),
+                &b as *const u8 as *const libc::c_void,
+                1,
+            )
+        };
+        self.fired += 1;
+        Fired {
+            error: n != 1,
+            previous: None,
+        }
+    }
+
+    fn report(mut self: Box<Self>) -> ActionReport {
+        // Let the last released child stamp its start before stopping the preparer.
+        let t0 = read_clock(libc::CLOCK_MONOTONIC);
+        while self.shared.started.load(Ordering::Relaxed)
+            + self.shared.spawn_errors.load(Ordering::Relaxed)
+            < self.fired
+            && read_clock(libc::CLOCK_MONOTONIC) - t0 < 500_000_000
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        self.stop();
+        let rec = std::mem::take(&mut *self.shared.start_latency.lock().unwrap());
+        let mut extra = vec![
+            (
+                "started".to_string(),
+                self.shared.started.load(Ordering::Relaxed).into(),
+            ),
+            (
+                "spawn_errors".to_string(),
+                self.shared.spawn_errors.load(Ordering::Relaxed).into(),
+            ),
+            (
+                "killed_at_end".to_string(),
+                self.shared.killed_at_end.load(Ordering::Relaxed).into(),
+            ),
+        ];
+        if let Some(e) = self.shared.first_error.lock().unwrap().take() {
+            extra.push(("first_spawn_error".into(), e.into()));
+        }
+        ActionReport {
+            start_latency: Some(rec),
+            extra,
+        }
+    }
+}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        if self.preparer.is_some() {
+            self.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_child_runs_and_its_start_latency_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("ran");
+        let argv = vec![
+            "/bin/sh".to_string(),
+            "-c".into(),
+            format!("echo x >> {}", out.display()),
+        ];
+        let mut e = Exec::prepare(&argv, None).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50)); // the child is forked and waiting
+        assert!(!out.exists(), "nothing runs before the release");
+        for k in 0..3 {
+            let t = read_clock(libc::CLOCK_MONOTONIC);
+            assert!(!e.fire(t, k, &[]).error);
+            std::thread::sleep(std::time::Duration::from_millis(60));
+        }
+        // Children still running when the action reports are stopped; let them finish first.
+        let t0 = std::time::Instant::now();
+        while std::fs::read_to_string(&out)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+            < 3
+            && t0.elapsed().as_secs() < 5
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let r = Box::new(e).report();
+        let rec = r.start_latency.unwrap();
+        assert_eq!(rec.count(), 3);
+        assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 3);
+        assert_eq!(r.extra[0].1, 3);
+    }
+
+    #[test]
+    fn a_missing_program_is_refused_before_the_run() {
+        assert!(Exec::prepare(&["/nonexistent/prog".to_string()], None)
+            .err()
+            .unwrap()
+            .contains("does not exist"));
+        assert!(resolve("definitely-not-a-program-xyz")
+            .unwrap_err()
+            .contains("not in PATH"));
+        assert!(resolve("true").is_ok());
+    }
+}

@@ -1,0 +1,92 @@
+//! KURT's real-time modules, one module per action kind. Each is prepared before the run (sockets
+//! opened, libraries loaded, children forked, channels created), so firing one is a few system calls
+//! at most.
+
+pub mod exec;
+pub mod plugin;
+pub mod udp;
+pub mod wake;
+
+use crate::engine::{Actions, Fired};
+use punctual_periodic::channel::Ack;
+use punctual_stats::Recorder;
+
+/// A prepared action.
+pub trait ActionImpl: Send {
+    fn lead(&self) -> u64 {
+        0
+    }
+    fn delegated(&self) -> bool {
+        false
+    }
+    /// Ready to run (a wake channel has its client).
+    fn ready(&self) -> bool {
+        true
+    }
+    fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired;
+    fn finish(&mut self) -> Option<Ack> {
+        None
+    }
+    /// What the action measured besides the dispatcher's lateness (after the run).
+    fn report(self: Box<Self>) -> ActionReport {
+        ActionReport::default()
+    }
+}
+
+/// Measurements an action makes beside the release lateness.
+#[derive(Default)]
+pub struct ActionReport {
+    /// exec: from the release instant to the forked child running (before its exec).
+    pub start_latency: Option<Recorder>,
+    /// Extra fields for the series (`sent`, `spawn_errors`, `final_lead_ns`...).
+    pub extra: Vec<(String, serde_json::Value)>,
+}
+
+pub struct Mark;
+
+impl ActionImpl for Mark {
+    #[inline]
+    fn fire(&mut self, _: u64, _: u64, _: &[u8]) -> Fired {
+        Fired {
+            error: false,
+            previous: None,
+        }
+    }
+}
+
+/// The actions one dispatcher thread owns, indexed by the plan's action table.
+#[derive(Default)]
+pub struct RealActions {
+    pub items: Vec<Option<Box<dyn ActionImpl>>>,
+}
+
+impl RealActions {
+    fn get(&self, a: u16) -> &dyn ActionImpl {
+        self.items[a as usize]
+            .as_deref()
+            .expect("every action used on a CPU is prepared on it")
+    }
+}
+
+impl Actions for RealActions {
+    #[inline]
+    fn lead(&self, action: u16) -> u64 {
+        self.get(action).lead()
+    }
+    #[inline]
+    fn delegated(&self, action: u16) -> bool {
+        self.get(action).delegated()
+    }
+    #[inline]
+    fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired {
+        self.items[action as usize]
+            .as_mut()
+            .expect("prepared")
+            .fire(target, seq, data)
+    }
+    fn finish(&mut self, action: u16) -> Option<Ack> {
+        self.items[action as usize]
+            .as_mut()
+            .and_then(|a| a.finish())
+    }
+}

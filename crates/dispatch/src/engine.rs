@@ -1,0 +1,780 @@
+//! The dispatch loop of one CPU, on an injected clock.
+//!
+//! Releases come from the CPU's periodic tasks (a binary heap keyed by the instant the dispatcher must
+//! act) and from its one-shot events (a cursor over the sorted event array). For each release at
+//! instant `T` the loop acts at `T - lead` (the lead is zero except for `wake` actions, whose clients
+//! spin to `T` themselves): it sleeps until a margin before that, spins to it, performs the action
+//! and records the lateness. Nothing in the loop allocates, locks or prints.
+//!
+//! Missed releases (whose instant had passed when the task's previous release finished):
+//!
+//! ```text
+//! period  |-------|-------|-------|-------|
+//! release k runs long:   [=========]
+//! skip:       k                        k+3        (k+1, k+2 counted missed, not run)
+//! catch_up:   k          k+1 k+2       k+3        (k+1, k+2 counted missed, run at once, late)
+//! ```
+
+use punctual_periodic::channel::Ack;
+use punctual_plan::{Event, MissPolicy};
+use punctual_stats::Recorder;
+use punctual_time::{hybrid_until, AutoMargin, Clock, MarginPolicy};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Sleeps longer than this are cut into pieces, so a stop request is seen within it.
+pub const SLEEP_SLICE_NS: u64 = 100_000_000;
+/// How long a breather sleeps.
+pub const BREATHER_NS: u64 = 20_000;
+
+/// What an action reports about one firing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fired {
+    /// The action failed (send error, spawn error, plugin returned non-zero).
+    pub error: bool,
+    /// For delegated actions (`wake`): how the client fared with the previous release.
+    pub previous: Option<Ack>,
+}
+
+/// The actions of one CPU, indexed by the plan's action table.
+pub trait Actions {
+    /// How long before the release instant the dispatcher must act.
+    fn lead(&self, action: u16) -> u64;
+    /// Whether the release's lateness is measured by someone else (a wake client) and reported back.
+    fn delegated(&self, action: u16) -> bool;
+    /// Perform the action for the release at `target`.
+    fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired;
+    /// The last report of a delegated action, after the loop ended.
+    fn finish(&mut self, action: u16) -> Option<Ack>;
+}
+
+/// One periodic task or one group of events (all events of one action), as the loop sees it.
+#[derive(Clone, Debug)]
+pub struct SlotSpec {
+    pub name: String,
+    pub action: u16,
+    /// `Some` for a periodic task.
+    pub period: Option<u64>,
+    pub offset: u64,
+    pub wcet: Option<u64>,
+    pub miss: MissPolicy,
+}
+
+/// KURT's rtstats for one slot.
+pub struct SlotStats {
+    /// Lateness of every release (for delegated actions: as the client measured it).
+    pub lateness: Recorder,
+    /// For delegated actions: how late the dispatcher itself acted (relative to `T - lead`).
+    pub dispatch: Option<Recorder>,
+    pub releases: u64,
+    pub overruns: u64,
+    pub errors: u64,
+}
+
+/// Live figures of one slot, written with relaxed stores.
+#[repr(align(64))]
+#[derive(Default, Debug)]
+pub struct SlotProgress {
+    pub releases: AtomicU64,
+    pub max_ns: AtomicU64,
+    pub missed: AtomicU64,
+}
+
+/// Heartbeat for the watchdog: when the current action began (0 = none running), and which.
+#[derive(Default, Debug)]
+pub struct Heartbeat {
+    pub action_since: AtomicU64,
+    pub action: AtomicU64,
+}
+
+pub struct LoopConfig<'a> {
+    /// Absolute instant of the plan's offset 0.
+    pub start: u64,
+    /// Absolute instant after which nothing is released (`u64::MAX`: no limit).
+    pub end: u64,
+    pub margin: MarginPolicy,
+    /// The shortest period on this CPU (sizes the auto margin), or 1 ms.
+    pub interval: u64,
+    /// Force a short sleep when the loop has not blocked for this long (`None`: never).
+    pub breather_every: Option<u64>,
+    pub events: &'a [Event],
+    /// For each plan action: the slot its events count in on this CPU (`None`: not on this CPU).
+    pub event_slot: &'a [Option<usize>],
+}
+
+pub struct LoopEnd {
+    pub margin_ns: u64,
+    pub breathers: u64,
+    /// Kernel wake-ups that came after the target itself.
+    pub woke_late: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    act_at: Reverse<u64>,
+    slot: usize,
+}
+
+/// Run one CPU's releases until `end`, the plan's end, or `stop`.
+#[allow(clippy::too_many_arguments)]
+pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    cfg: &LoopConfig,
+    slots: &[SlotSpec],
+    stats: &mut [SlotStats],
+    actions: &mut A,
+    stop: &AtomicBool,
+    progress: &[SlotProgress],
+    heartbeat: &Heartbeat,
+) -> LoopEnd {
+    let mut margin = match cfg.margin {
+        MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval),
+        MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
+    };
+    // Per task: release index of the next release, and the instant through which missed releases
+    // were already counted (catch_up runs them without counting them twice).
+    let mut next_k: Vec<u64> = vec![0; slots.len()];
+    let mut counted_through: Vec<u64> = vec![0; slots.len()];
+    let mut heap: BinaryHeap<Due> = BinaryHeap::with_capacity(slots.len());
+    for (i, s) in slots.iter().enumerate() {
+        if s.period.is_some() {
+            let t = cfg.start + s.offset;
+            heap.push(Due {
+                act_at: Reverse(t.saturating_sub(actions.lead(s.action))),
+                slot: i,
+            });
+        }
+    }
+    let mut ev = 0usize;
+    let skip_foreign = |ev: &mut usize| {
+        while *ev < cfg.events.len() && cfg.event_slot[cfg.events[*ev].action as usize].is_none() {
+            *ev += 1;
+        }
+    };
+    skip_foreign(&mut ev);
+    let mut event_seq = vec![0u64; slots.len()];
+    let mut last_block = clock.now();
+    let mut end = LoopEnd {
+        margin_ns: margin.margin(),
+        breathers: 0,
+        woke_late: 0,
+    };
+
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // The next release: the earlier of the heap's top and the event cursor (ties: tasks first).
+        let task_due = heap.peek().map(|d| (d.act_at.0, d.slot));
+        let event_due = (ev < cfg.events.len()).then(|| {
+            let e = &cfg.events[ev];
+            let t = cfg.start + e.at;
+            (t.saturating_sub(actions.lead(e.action)), t)
+        });
+        let (act_at, from_event) = match (task_due, event_due) {
+            (None, None) => break,
+            (Some((a, _)), Some((b, _))) if b < a => (b, true),
+            (Some((a, _)), _) => (a, false),
+            (None, Some((b, _))) => (b, true),
+        };
+        let (slot, target, seq, data): (usize, u64, u64, &[u8]) = if from_event {
+            let e = &cfg.events[ev];
+            let slot = cfg.event_slot[e.action as usize].expect("foreign events are skipped");
+            (slot, cfg.start + e.at, event_seq[slot], e.data())
+        } else {
+            let (_, slot) = task_due.expect("chosen");
+            let s = &slots[slot];
+            (
+                slot,
+                cfg.start + s.offset + next_k[slot] * s.period.expect("a task"),
+                next_k[slot],
+                &[][..],
+            )
+        };
+        if target >= cfg.end {
+            break;
+        }
+        // Long sleeps in slices, so a stop request is seen.
+        let now = clock.now();
+        let m = margin.margin();
+        if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
+            clock.sleep_until(now + SLEEP_SLICE_NS);
+            last_block = clock.now();
+            continue;
+        }
+        // A loop that has not blocked for a long time (dense releases) takes a short breather, so
+        // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run.
+        if let Some(every) = cfg.breather_every {
+            if now.saturating_sub(last_block) > every && act_at.saturating_sub(now) < m {
+                clock.sleep_until(now + BREATHER_NS);
+                end.breathers += 1;
+                last_block = clock.now();
+            }
+        }
+        let w = hybrid_until(clock, act_at, m);
+        // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
+        let slept = w.sleep_to > now;
+        if slept && w.woke > w.sleep_to {
+            margin.observe(w.sleep_latency());
+            last_block = w.woke;
+            if w.woke_late() {
+                end.woke_late += 1;
+            }
+        }
+        let spec = &slots[slot];
+        heartbeat
+            .action
+            .store(spec.action as u64, Ordering::Relaxed);
+        heartbeat
+            .action_since
+            .store(w.done.max(1), Ordering::Release);
+        let started = clock.now();
+        let fired = actions.fire(spec.action, target, seq, data);
+        let done = clock.now();
+        heartbeat.action_since.store(0, Ordering::Release);
+
+        let st = &mut stats[slot];
+        st.releases += 1;
+        if fired.error {
+            st.errors += 1;
+        }
+        if spec.wcet.is_some_and(|w| done - started > w) {
+            st.overruns += 1;
+        }
+        let mut lateness = None;
+        if actions.delegated(spec.action) {
+            let own = started.saturating_sub(act_at);
+            if let Some(d) = st.dispatch.as_mut() {
+                d.record(own);
+            }
+            match fired.previous {
+                Some(Ack::Done {
+                    lateness: l,
+                    woke_late,
+                    ..
+                }) => {
+                    st.lateness.record(l);
+                    if woke_late {
+                        st.lateness.add_woke_late();
+                    }
+                    lateness = Some(l);
+                }
+                Some(Ack::Missed) => st.lateness.add_missed(1),
+                None => {}
+            }
+        } else {
+            let l = started.saturating_sub(target);
+            st.lateness.record(l);
+            if slept && w.woke > target {
+                st.lateness.add_woke_late();
+            }
+            lateness = Some(l);
+        }
+
+        // Advance the source of this release.
+        if from_event {
+            event_seq[slot] += 1;
+            ev += 1;
+            skip_foreign(&mut ev);
+        } else {
+            heap.pop();
+            let p = spec.period.expect("a task");
+            let mut k = next_k[slot] + 1;
+            let next = cfg.start + spec.offset + k * p;
+            if done >= next {
+                // Releases whose instant passed while this one ran: missed.
+                let passed = (done - next) / p + 1;
+                let new = match spec.miss {
+                    MissPolicy::Skip => passed,
+                    MissPolicy::CatchUp => {
+                        let through = next + (passed - 1) * p;
+                        let already = if counted_through[slot] >= next {
+                            (counted_through[slot] - next) / p + 1
+                        } else {
+                            0
+                        };
+                        counted_through[slot] = counted_through[slot].max(through);
+                        passed.saturating_sub(already)
+                    }
+                };
+                stats[slot].lateness.add_missed(new);
+                progress[slot].missed.fetch_add(new, Ordering::Relaxed);
+                if spec.miss == MissPolicy::Skip {
+                    k += passed;
+                }
+            }
+            next_k[slot] = k;
+            let t = cfg.start + spec.offset + k * p;
+            heap.push(Due {
+                act_at: Reverse(t.saturating_sub(actions.lead(spec.action))),
+                slot,
+            });
+        }
+        let pr = &progress[slot];
+        pr.releases.store(stats[slot].releases, Ordering::Relaxed);
+        if let Some(l) = lateness {
+            if l > pr.max_ns.load(Ordering::Relaxed) {
+                pr.max_ns.store(l, Ordering::Relaxed);
+            }
+        }
+    }
+    // Reports still owed by delegated actions.
+    for (i, s) in slots.iter().enumerate() {
+        if actions.delegated(s.action) && stats[i].releases > 0 {
+            match actions.finish(s.action) {
+                Some(Ack::Done {
+                    lateness,
+                    woke_late,
+                    ..
+                }) => {
+                    stats[i].lateness.record(lateness);
+                    if woke_late {
+                        stats[i].lateness.add_woke_late();
+                    }
+                }
+                Some(Ack::Missed) => stats[i].lateness.add_missed(1),
+                None => {}
+            }
+        }
+    }
+    end.margin_ns = margin.margin();
+    end
+}
+
+impl SlotStats {
+    pub fn new(delegated: bool) -> Self {
+        SlotStats {
+            lateness: Recorder::new(),
+            dispatch: delegated.then(Recorder::new),
+            releases: 0,
+            overruns: 0,
+            errors: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_time::ManualClock;
+
+    /// Fake actions: each firing is logged with the clock time and may take `work` ns.
+    struct Fake {
+        clock: ManualClock,
+        log: Vec<(u16, u64, u64, u64)>, // (action, target, seq, at)
+        work: Vec<u64>,                 // per action
+        long_once: Option<(u16, u64, u64)>, // (action, nth firing, extra work)
+        lead: u64,
+        delegated: bool,
+        counts: Vec<u64>,
+    }
+
+    impl Fake {
+        fn new(clock: &ManualClock, actions: usize) -> Self {
+            Fake {
+                clock: clock.clone(),
+                log: vec![],
+                work: vec![0; actions],
+                long_once: None,
+                lead: 0,
+                delegated: false,
+                counts: vec![0; actions],
+            }
+        }
+    }
+
+    impl Actions for Fake {
+        fn lead(&self, _: u16) -> u64 {
+            self.lead
+        }
+        fn delegated(&self, _: u16) -> bool {
+            self.delegated
+        }
+        fn fire(&mut self, action: u16, target: u64, seq: u64, _data: &[u8]) -> Fired {
+            let at = self.clock.now();
+            self.log.push((action, target, seq, at));
+            let n = self.counts[action as usize];
+            self.counts[action as usize] += 1;
+            let mut work = self.work[action as usize];
+            if let Some((a, nth, extra)) = self.long_once {
+                if a == action && nth == n {
+                    work += extra;
+                }
+            }
+            self.clock.advance(work);
+            let previous = (self.delegated && n > 0).then_some(Ack::Done {
+                lateness: 7,
+                wake_latency: Some(1),
+                woke_late: false,
+            });
+            Fired {
+                error: false,
+                previous,
+            }
+        }
+        fn finish(&mut self, _: u16) -> Option<Ack> {
+            Some(Ack::Done {
+                lateness: 9,
+                wake_latency: None,
+                woke_late: false,
+            })
+        }
+    }
+
+    fn task(
+        name: &str,
+        action: u16,
+        period: u64,
+        offset: u64,
+        wcet: Option<u64>,
+        miss: MissPolicy,
+    ) -> SlotSpec {
+        SlotSpec {
+            name: name.into(),
+            action,
+            period: Some(period),
+            offset,
+            wcet,
+            miss,
+        }
+    }
+
+    struct Run {
+        stats: Vec<SlotStats>,
+        end: LoopEnd,
+    }
+
+    fn run(
+        clock: &ManualClock,
+        slots: &[SlotSpec],
+        fake: &mut Fake,
+        events: &[Event],
+        event_slot: &[Option<usize>],
+        end: u64,
+        margin: MarginPolicy,
+    ) -> Run {
+        let mut stats: Vec<SlotStats> = slots
+            .iter()
+            .map(|_| SlotStats::new(fake.delegated))
+            .collect();
+        let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
+        let cfg = LoopConfig {
+            start: 1_000_000,
+            end,
+            margin,
+            interval: 1_000_000,
+            breather_every: None,
+            events,
+            event_slot,
+        };
+        let e = dispatch(
+            clock,
+            &cfg,
+            slots,
+            &mut stats,
+            fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        for (s, p) in stats.iter().zip(&progress) {
+            assert_eq!(p.releases.load(Ordering::Relaxed), s.releases);
+        }
+        Run { stats, end: e }
+    }
+
+    #[test]
+    fn releases_come_in_time_order_across_tasks_and_events_and_none_is_lost() {
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
+        let slots = vec![
+            task("a", 0, 1_000_000, 0, None, MissPolicy::Skip),
+            task("b", 1, 3_000_000, 500_000, None, MissPolicy::Skip),
+            SlotSpec {
+                name: "ev".into(),
+                action: 2,
+                period: None,
+                offset: 0,
+                wcet: None,
+                miss: MissPolicy::Skip,
+            },
+        ];
+        let events = [
+            Event::new(250_000, 2, &[1]),
+            Event::new(250_000, 2, &[2]),
+            Event::new(7_700_000, 2, &[3]),
+        ];
+        let mut fake = Fake::new(&clock, 3);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &events,
+            &[None, None, Some(2)],
+            1_000_000 + 10_000_000,
+            MarginPolicy::Auto,
+        );
+        let targets: Vec<u64> = fake.log.iter().map(|l| l.1).collect();
+        let mut sorted = targets.clone();
+        sorted.sort_unstable();
+        assert_eq!(targets, sorted, "released out of order");
+        // a: 10 releases in 10 ms; b: at 0.5, 3.5, 6.5, 9.5 ms; 3 events.
+        assert_eq!(r.stats[0].releases, 10);
+        assert_eq!(r.stats[1].releases, 4);
+        assert_eq!(r.stats[2].releases, 3);
+        assert_eq!(fake.log.len(), 17);
+        // Every release ran at or after its instant, within the spin's clock reads.
+        for (_, target, _, at) in &fake.log {
+            assert!(
+                at >= target && at - target < 2_000,
+                "target {target} at {at}"
+            );
+        }
+        // Event sequence numbers count per slot.
+        let seqs: Vec<u64> = fake.log.iter().filter(|l| l.0 == 2).map(|l| l.2).collect();
+        assert_eq!(seqs, vec![0, 1, 2]);
+        assert_eq!(
+            r.stats
+                .iter()
+                .map(|s| s.lateness.missed_periods())
+                .sum::<u64>(),
+            0
+        );
+    }
+
+    #[test]
+    fn skip_counts_missed_releases_and_resumes_at_the_first_future_one() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, Some(500_000), MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.long_once = Some((0, 2, 2_600_000)); // release 2 runs 2.6 ms: releases 3 and 4 pass
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 10_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        let ks: Vec<u64> = fake
+            .log
+            .iter()
+            .map(|l| (l.1 - 1_000_000) / 1_000_000)
+            .collect();
+        assert_eq!(ks, vec![0, 1, 2, 5, 6, 7, 8, 9]);
+        assert_eq!(r.stats[0].lateness.missed_periods(), 2);
+        assert_eq!(r.stats[0].overruns, 1);
+        assert_eq!(
+            r.stats[0].releases + r.stats[0].lateness.missed_periods(),
+            10,
+            "every release is run or counted"
+        );
+    }
+
+    #[test]
+    fn catch_up_runs_every_release_late_and_counts_each_missed_once() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::CatchUp)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.work = vec![100_000];
+        fake.long_once = Some((0, 2, 2_600_000));
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 10_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        let ks: Vec<u64> = fake
+            .log
+            .iter()
+            .map(|l| (l.1 - 1_000_000) / 1_000_000)
+            .collect();
+        assert_eq!(ks, (0..10).collect::<Vec<_>>(), "nothing skipped");
+        assert_eq!(
+            r.stats[0].lateness.missed_periods(),
+            2,
+            "releases 3 and 4 passed while 2 ran"
+        );
+        // The caught-up releases ran late, back to back.
+        let late: Vec<u64> = fake.log.iter().map(|l| l.3 - l.1).collect();
+        assert!(
+            late[3] > 1_000_000 && late[4] > 0 && late[6] < 1_000,
+            "{late:?}"
+        );
+    }
+
+    #[test]
+    fn overruns_are_counted_against_wcet() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, Some(200_000), MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.work = vec![150_000];
+        fake.long_once = Some((0, 4, 100_000));
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 8_000_000,
+            MarginPolicy::Auto,
+        );
+        assert_eq!(r.stats[0].releases, 8);
+        assert_eq!(r.stats[0].overruns, 1);
+        assert_eq!(r.stats[0].lateness.missed_periods(), 0);
+    }
+
+    #[test]
+    fn delegated_actions_act_a_lead_early_and_record_the_clients_lateness() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("w", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.lead = 80_000;
+        fake.delegated = true;
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 5_000_000,
+            MarginPolicy::Fixed(20_000),
+        );
+        for (_, target, _, at) in &fake.log {
+            assert!(
+                *at >= target - 80_000 && *at < target - 78_000,
+                "acted at {at} for {target}"
+            );
+        }
+        // 5 releases: 4 reports during the run (of the previous one) and 1 at the end.
+        assert_eq!(r.stats[0].lateness.count(), 5);
+        assert_eq!(r.stats[0].lateness.max(), Some(9));
+        assert_eq!(r.stats[0].dispatch.as_ref().unwrap().count(), 5);
+    }
+
+    #[test]
+    fn the_auto_margin_learns_the_wake_latency() {
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 500_000_000,
+            MarginPolicy::Auto,
+        );
+        assert_eq!(r.stats[0].releases, 500);
+        assert!(
+            (31_000..=40_000).contains(&r.end.margin_ns),
+            "margin {}",
+            r.end.margin_ns
+        );
+        assert_eq!(r.stats[0].lateness.woke_late(), 0);
+        assert!(r.stats[0].lateness.max().unwrap() < 1_000);
+    }
+
+    #[test]
+    fn a_plan_with_only_events_ends_after_the_last_one() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![SlotSpec {
+            name: "e".into(),
+            action: 0,
+            period: None,
+            offset: 0,
+            wcet: None,
+            miss: MissPolicy::Skip,
+        }];
+        let events: Vec<Event> = (0..1000u64)
+            .map(|i| Event::new(i * 10_000, 0, &[]))
+            .collect();
+        let mut fake = Fake::new(&clock, 1);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &events,
+            &[Some(0)],
+            u64::MAX,
+            MarginPolicy::Auto,
+        );
+        assert_eq!(r.stats[0].releases, 1000);
+        assert!(r.stats[0].lateness.max().unwrap() < 1_000);
+    }
+
+    #[test]
+    fn breathers_are_taken_when_the_loop_never_blocks() {
+        let clock = ManualClock::new(0, 1_000);
+        let slots = vec![SlotSpec {
+            name: "e".into(),
+            action: 0,
+            period: None,
+            offset: 0,
+            wcet: None,
+            miss: MissPolicy::Skip,
+        }];
+        let events: Vec<Event> = (0..100_000u64)
+            .map(|i| Event::new(i * 10_000, 0, &[]))
+            .collect();
+        let mut fake = Fake::new(&clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let progress = vec![SlotProgress::default()];
+        let cfg = LoopConfig {
+            start: 1_000_000,
+            end: u64::MAX,
+            margin: MarginPolicy::Fixed(50_000),
+            interval: 1_000_000,
+            breather_every: Some(100_000_000),
+            events: &events,
+            event_slot: &[Some(0)],
+        };
+        let e = dispatch(
+            &clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        // One second of back-to-back events: about one breather per 100 ms.
+        assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+        assert_eq!(stats[0].releases, 100_000);
+    }
+
+    #[test]
+    fn stop_ends_the_loop_and_end_bounds_it() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let progress = vec![SlotProgress::default()];
+        let cfg = LoopConfig {
+            start: 0,
+            end: u64::MAX,
+            margin: MarginPolicy::Auto,
+            interval: 1_000_000,
+            breather_every: None,
+            events: &[],
+            event_slot: &[None],
+        };
+        dispatch(
+            &clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(true),
+            &progress,
+            &Heartbeat::default(),
+        );
+        assert_eq!(stats[0].releases, 0);
+    }
+}

@@ -1,0 +1,601 @@
+//! punctual's dispatcher: KURT's explicit plan scheduler, in user space.
+//!
+//! [`prepare`] turns a validated plan into per-CPU work: slots (one per periodic task, one per action
+//! that events use), prepared actions (sockets opened, plugins loaded, exec children forked, wake
+//! channels created and their clients attached). [`execute`] runs one pinned real-time thread per
+//! dispatcher CPU through [`engine::dispatch`], with the [`watchdog`] beside them, and returns per-slot
+//! statistics (KURT's rtstats). [`shield`] is real-time mode: other tasks and IRQs moved off the
+//! dispatcher CPUs, through the journal so it is always undone.
+
+pub mod actions;
+pub mod engine;
+pub mod kurt;
+pub mod shield;
+pub mod watchdog;
+
+use actions::{ActionImpl, ActionReport, RealActions};
+use engine::{Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats};
+use punctual_plan::{Action, Plan};
+use punctual_rt::{setup_current_thread, Fallback, Policy, ThreadRequest};
+use punctual_time::clock::{read_clock, thread_cpu_time};
+use punctual_time::{MarginPolicy, SystemClock};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// Why a plan could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// Bad input found while preparing (missing plugin, unknown program, unreachable target): exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// The system refused or failed: exit 3.
+    #[error("{0}")]
+    System(String),
+}
+
+impl From<DispatchError> for punctual_result::Failure {
+    fn from(e: DispatchError) -> Self {
+        match e {
+            DispatchError::Usage(m) => punctual_result::Failure::usage(m),
+            DispatchError::System(m) => punctual_result::Failure::system(m),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Dispatcher CPUs (tasks and actions without a `cpu` go on the first).
+    pub cpus: Vec<usize>,
+    pub policy: Policy,
+    pub priority: u32,
+    pub timer_slack_ns: Option<u64>,
+    pub margin: MarginPolicy,
+    /// How long to run (`None`: until the plan's last event, or until stopped).
+    pub duration: Option<u64>,
+    /// Watchdog threshold (`None`: no watchdog, no breathers, no RLIMIT_RTTIME).
+    pub watchdog: Option<u64>,
+    /// How long to wait for wake clients to attach.
+    pub attach_timeout: u64,
+    /// From every thread being ready to the plan's start (offset 0).
+    pub lead_in: u64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            cpus: vec![0],
+            policy: Policy::Fifo,
+            priority: 90,
+            timer_slack_ns: None,
+            margin: MarginPolicy::Auto,
+            duration: None,
+            watchdog: Some(2_000_000_000),
+            attach_timeout: 10_000_000_000,
+            lead_in: 50_000_000,
+        }
+    }
+}
+
+/// One slot as reported.
+#[derive(Clone, Debug)]
+pub struct SlotInfo {
+    pub name: String,
+    pub cpu: usize,
+    pub action: u16,
+    pub action_name: String,
+    pub action_kind: &'static str,
+    /// `Some` for periodic tasks, `None` for a group of events.
+    pub period: Option<u64>,
+    pub delegated: bool,
+}
+
+struct CpuPrep {
+    cpu: usize,
+    /// Global slot indices (contiguous).
+    first_slot: usize,
+    specs: Vec<SlotSpec>,
+    event_slot: Vec<Option<usize>>,
+    actions: RealActions,
+    interval: u64,
+}
+
+/// A plan ready to run: everything that can fail before the first release has been done.
+pub struct Prepared {
+    plan: Arc<Plan>,
+    cpus: Vec<CpuPrep>,
+    pub slots: Vec<SlotInfo>,
+    clients: Vec<Child>,
+}
+
+impl Prepared {
+    /// Every dispatcher CPU.
+    pub fn cpus(&self) -> Vec<usize> {
+        self.cpus.iter().map(|c| c.cpu).collect()
+    }
+}
+
+fn prepare_action(
+    plan: &Plan,
+    index: u16,
+    period: u64,
+    cfg: &RunConfig,
+    dir: &std::path::Path,
+    clients: &mut Vec<Child>,
+) -> Result<Box<dyn ActionImpl>, DispatchError> {
+    let named = plan.action(index);
+    let at = |m: String| DispatchError::Usage(format!("action '{}': {m}", named.name));
+    Ok(match &named.action {
+        Action::Mark => Box::new(actions::Mark),
+        Action::Udp { to, bytes } => Box::new(actions::udp::Udp::prepare(to, *bytes).map_err(at)?),
+        Action::Plugin { path, symbol } => {
+            Box::new(actions::plugin::Plugin::prepare(path, symbol).map_err(at)?)
+        }
+        Action::Exec { argv, priority } => {
+            Box::new(actions::exec::Exec::prepare(argv, *priority).map_err(at)?)
+        }
+        Action::Wake { channel, spawn } => {
+            let server =
+                punctual_periodic::channel::Server::create(dir, channel, period).map_err(|e| {
+                    match e {
+                        punctual_periodic::channel::ChannelError::InUse { .. } => {
+                            DispatchError::Usage(e.to_string())
+                        }
+                        other => DispatchError::System(other.to_string()),
+                    }
+                })?;
+            if let Some(argv) = spawn {
+                let program =
+                    actions::exec::resolve(&argv[0]).map_err(|m| at(format!("spawn: {m}")))?;
+                let mut cmd = std::process::Command::new(program);
+                cmd.args(&argv[1..])
+                    .env("PUNCTUAL_WAKE_CHANNEL", channel)
+                    .env("PUNCTUAL_SHM_DIR", dir)
+                    .stdin(std::process::Stdio::null());
+                use std::os::unix::process::CommandExt;
+                // SAFETY: async-signal-safe prctl between fork and exec.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                        Ok(())
+                    });
+                }
+                clients.push(
+                    cmd.spawn()
+                        .map_err(|e| at(format!("spawning the wake client {}: {e}", argv[0])))?,
+                );
+            }
+            Box::new(actions::wake::Wake::new(server, period, cfg.margin))
+        }
+    })
+}
+
+/// Prepare a validated (and admitted) plan.
+pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
+    let mut cpus: Vec<usize> = cfg.cpus.clone();
+    for c in plan.named_cpus() {
+        if !cpus.contains(&c) {
+            cpus.push(c);
+        }
+    }
+    let dir = punctual_periodic::channel::shm_dir();
+    let mut clients = Vec::new();
+    let mut slots = Vec::new();
+    let mut preps = Vec::new();
+    let mut wake_cpu: Vec<Option<usize>> = vec![None; plan.actions.len()];
+    for &cpu in &cpus {
+        let first_slot = slots.len();
+        let mut specs = Vec::new();
+        let mut items: Vec<Option<Box<dyn ActionImpl>>> =
+            (0..plan.actions.len()).map(|_| None).collect();
+        let mut need: Vec<(u16, u64)> = Vec::new();
+        for t in plan
+            .tasks
+            .iter()
+            .filter(|t| Plan::cpu_of(t.cpu, &cfg.cpus) == cpu)
+        {
+            let a = plan.action(t.action);
+            specs.push(SlotSpec {
+                name: t.name.clone(),
+                action: t.action,
+                period: Some(t.period),
+                offset: t.offset.ns(),
+                wcet: t.wcet,
+                miss: t.miss,
+            });
+            slots.push(SlotInfo {
+                name: t.name.clone(),
+                cpu,
+                action: t.action,
+                action_name: a.name.clone(),
+                action_kind: a.action.kind(),
+                period: Some(t.period),
+                delegated: a.action.kind() == "wake",
+            });
+            need.push((t.action, t.period));
+        }
+        let mut event_slot = vec![None; plan.actions.len()];
+        let mut used = vec![false; plan.actions.len()];
+        for e in &plan.events {
+            used[e.action as usize] = true;
+        }
+        for (i, a) in plan.actions.iter().enumerate() {
+            if used[i] && Plan::cpu_of(a.cpu, &cfg.cpus) == cpu {
+                event_slot[i] = Some(specs.len());
+                specs.push(SlotSpec {
+                    name: a.name.clone(),
+                    action: i as u16,
+                    period: None,
+                    offset: 0,
+                    wcet: a.wcet,
+                    miss: Default::default(),
+                });
+                slots.push(SlotInfo {
+                    name: a.name.clone(),
+                    cpu,
+                    action: i as u16,
+                    action_name: a.name.clone(),
+                    action_kind: a.action.kind(),
+                    period: None,
+                    delegated: a.action.kind() == "wake",
+                });
+                need.push((i as u16, 0));
+            }
+        }
+        for (a, period) in need {
+            if items[a as usize].is_some() {
+                continue;
+            }
+            if plan.action(a).action.kind() == "wake" {
+                if let Some(other) = wake_cpu[a as usize] {
+                    return Err(DispatchError::Usage(format!(
+                        "wake action '{}' is used on CPU {other} and CPU {cpu}; one channel is released from one CPU",
+                        plan.action(a).name
+                    )));
+                }
+                wake_cpu[a as usize] = Some(cpu);
+            }
+            items[a as usize] = Some(prepare_action(&plan, a, period, cfg, &dir, &mut clients)?);
+        }
+        let interval = specs
+            .iter()
+            .filter_map(|s| s.period)
+            .min()
+            .unwrap_or(1_000_000);
+        if !specs.is_empty() {
+            preps.push(CpuPrep {
+                cpu,
+                first_slot,
+                specs,
+                event_slot,
+                actions: RealActions { items },
+                interval,
+            });
+        }
+    }
+    let mut prepared = Prepared {
+        plan: Arc::new(plan),
+        cpus: preps,
+        slots,
+        clients,
+    };
+    wait_for_clients(&mut prepared, cfg.attach_timeout)?;
+    Ok(prepared)
+}
+
+/// Wait until every wake channel has a client.
+fn wait_for_clients(p: &mut Prepared, timeout: u64) -> Result<(), DispatchError> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut waiting = Vec::new();
+        for c in &p.cpus {
+            for (i, item) in c.actions.items.iter().enumerate() {
+                if let Some(a) = item {
+                    if !a.ready() {
+                        waiting.push(p.plan.actions[i].name.clone());
+                    }
+                }
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        for c in &mut p.clients {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Err(DispatchError::System(format!(
+                    "a spawned wake client exited ({st}) before attaching to its channel"
+                )));
+            }
+        }
+        if t0.elapsed().as_nanos() as u64 > timeout {
+            return Err(DispatchError::System(format!(
+                "no client attached to wake channel(s) {} within {}; start one that calls punctual_periodic_attach(\"NAME\") \
+                 (or Periodic::attach), or give the action spawn = [\"program\", ...]",
+                waiting.join(", "),
+                punctual_time::format_ns(timeout)
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// What one dispatcher CPU did.
+#[derive(Clone, Debug)]
+pub struct CpuResult {
+    pub cpu: usize,
+    pub margin_ns: u64,
+    pub breathers: u64,
+    pub woke_late: u64,
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+    pub policy: Policy,
+    pub priority: u32,
+    pub fallback: Option<Fallback>,
+}
+
+pub struct SlotResult {
+    pub info: SlotInfo,
+    pub stats: SlotStats,
+    /// The action's own measurements (given with the first slot that uses the action).
+    pub report: Option<ActionReport>,
+}
+
+pub struct Outcome {
+    pub slots: Vec<SlotResult>,
+    pub cpus: Vec<CpuResult>,
+    /// Absolute instant of the plan's offset 0.
+    pub start: u64,
+    pub trip: Option<watchdog::Trip>,
+    /// CPUs whose dispatcher thread never came back (stuck in an action); their slots are missing.
+    pub stuck: Vec<usize>,
+}
+
+struct CpuDone {
+    result: CpuResult,
+    first_slot: usize,
+    specs_len: usize,
+    stats: Vec<SlotStats>,
+    reports: Vec<(u16, ActionReport)>,
+}
+
+/// Live figures for each slot (in [`Prepared::slots`] order).
+pub fn progress_for(p: &Prepared) -> Arc<[SlotProgress]> {
+    p.slots.iter().map(|_| SlotProgress::default()).collect()
+}
+
+/// Run the plan. `stop` ends it early; `progress` must come from [`progress_for`].
+pub fn execute(
+    p: Prepared,
+    cfg: &RunConfig,
+    stop: Arc<AtomicBool>,
+    progress: Arc<[SlotProgress]>,
+) -> Result<Outcome, DispatchError> {
+    let Prepared {
+        plan,
+        cpus,
+        slots,
+        mut clients,
+    } = p;
+    let n = cpus.len();
+    let heartbeats: Arc<[Heartbeat]> = (0..n).map(|_| Heartbeat::default()).collect();
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let start = Arc::new(AtomicU64::new(0));
+    let setup_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let duration = cfg.duration.or(plan.duration);
+    let breather_every = cfg.watchdog.map(|w| w / 4);
+    let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
+    let mut handles = Vec::new();
+    for (ci, mut prep) in cpus.into_iter().enumerate() {
+        let (barrier, start, setup_error, stop, progress, heartbeats, plan) = (
+            barrier.clone(),
+            start.clone(),
+            setup_error.clone(),
+            stop.clone(),
+            progress.clone(),
+            heartbeats.clone(),
+            plan.clone(),
+        );
+        let req = ThreadRequest {
+            cpu: Some(prep.cpu),
+            policy: cfg.policy,
+            priority: cfg.priority,
+            timer_slack_ns: cfg.timer_slack_ns,
+            fall_back_on_refusal: true,
+        };
+        let margin = cfg.margin;
+        let h = std::thread::Builder::new()
+            .name(format!("punctual-d{}", prep.cpu))
+            .stack_size(512 << 10)
+            .spawn(move || -> Option<CpuDone> {
+                let guards = match setup_current_thread(&req) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        setup_error
+                            .lock()
+                            .unwrap()
+                            .get_or_insert(format!("dispatcher thread for CPU {}: {e}", prep.cpu));
+                        None
+                    }
+                };
+                let mut stats: Vec<SlotStats> = prep
+                    .specs
+                    .iter()
+                    .map(|s| {
+                        SlotStats::new(
+                            prep.actions.items[s.action as usize]
+                                .as_ref()
+                                .is_some_and(|a| a.delegated()),
+                        )
+                    })
+                    .collect();
+                barrier.wait();
+                barrier.wait();
+                let guards = guards?;
+                let s0 = start.load(Ordering::SeqCst);
+                if s0 == 0 {
+                    return None;
+                }
+                let end = duration.map(|d| s0 + d).unwrap_or(u64::MAX);
+                let lc = LoopConfig {
+                    start: s0,
+                    end,
+                    margin,
+                    interval: prep.interval,
+                    breather_every,
+                    events: &plan.events,
+                    event_slot: &prep.event_slot,
+                };
+                let range = prep.first_slot..prep.first_slot + prep.specs.len();
+                let cpu0 = thread_cpu_time();
+                let wall0 = read_clock(libc::CLOCK_MONOTONIC);
+                let le: LoopEnd = engine::dispatch(
+                    &SystemClock::monotonic(),
+                    &lc,
+                    &prep.specs,
+                    &mut stats,
+                    &mut prep.actions,
+                    &stop,
+                    &progress[range],
+                    &heartbeats[ci],
+                );
+                let cpu_ns = thread_cpu_time() - cpu0;
+                let wall_ns = read_clock(libc::CLOCK_MONOTONIC) - wall0;
+                let result = CpuResult {
+                    cpu: prep.cpu,
+                    margin_ns: le.margin_ns,
+                    breathers: le.breathers,
+                    woke_late: le.woke_late,
+                    cpu_ns,
+                    wall_ns,
+                    policy: guards.policy,
+                    priority: guards.priority,
+                    fallback: guards.fallback.clone(),
+                };
+                drop(guards);
+                let reports = prep
+                    .actions
+                    .items
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, a)| a.map(|a| (i as u16, a.report())))
+                    .collect();
+                Some(CpuDone {
+                    result,
+                    first_slot: prep.first_slot,
+                    specs_len: prep.specs.len(),
+                    stats,
+                    reports,
+                })
+            })
+            .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))?;
+        handles.push(h);
+    }
+    barrier.wait();
+    let failed = setup_error.lock().unwrap().clone();
+    let wd = match (&failed, cfg.watchdog) {
+        (None, Some(threshold)) => {
+            let names = plan.actions.iter().map(|a| a.name.clone()).collect();
+            Some(watchdog::Watchdog::start(
+                threshold,
+                &cpu_list,
+                heartbeats.clone(),
+                stop.clone(),
+                cfg.policy.is_realtime(),
+                names,
+            ))
+        }
+        _ => None,
+    };
+    let s0 = if failed.is_some() {
+        0
+    } else {
+        read_clock(libc::CLOCK_MONOTONIC) + cfg.lead_in
+    };
+    start.store(s0, Ordering::SeqCst);
+    barrier.wait();
+
+    // Wait for the threads; if the watchdog trips and a thread stays stuck, leave it behind.
+    let mut tripped_at: Option<std::time::Instant> = None;
+    let mut stuck = Vec::new();
+    loop {
+        if handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        if tripped_at.is_none() && wd.as_ref().is_some_and(|w| w.tripped().is_some()) {
+            tripped_at = Some(std::time::Instant::now());
+        }
+        if tripped_at.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(1)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut done = Vec::new();
+    for (h, &cpu) in handles.into_iter().zip(&cpu_list) {
+        if h.is_finished() {
+            match h.join() {
+                Ok(Some(d)) => done.push(d),
+                Ok(None) => {}
+                Err(_) => {
+                    return Err(DispatchError::System(format!(
+                        "the dispatcher thread for CPU {cpu} panicked"
+                    )))
+                }
+            }
+        } else {
+            stuck.push(cpu);
+        }
+    }
+    let trip = wd.and_then(|w| {
+        if stuck.is_empty() {
+            w.stop()
+        } else {
+            w.tripped()
+        }
+    });
+    if let Some(e) = failed {
+        return Err(DispatchError::System(e));
+    }
+    // Clients spawned by wake actions see their channels end; give them a moment, then stop them.
+    let t0 = std::time::Instant::now();
+    while clients
+        .iter_mut()
+        .any(|c| !matches!(c.try_wait(), Ok(Some(_))))
+        && t0.elapsed() < std::time::Duration::from_millis(500)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for c in &mut clients {
+        if !matches!(c.try_wait(), Ok(Some(_))) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    let mut results: Vec<Option<SlotResult>> = (0..slots.len()).map(|_| None).collect();
+    let mut cpus_out = Vec::new();
+    for d in done {
+        let mut reports: Vec<Option<ActionReport>> =
+            (0..plan.actions.len()).map(|_| None).collect();
+        for (a, r) in d.reports {
+            reports[a as usize] = Some(r);
+        }
+        for (k, st) in d.stats.into_iter().enumerate().take(d.specs_len) {
+            let gi = d.first_slot + k;
+            let info = slots[gi].clone();
+            let report = reports[info.action as usize].take();
+            results[gi] = Some(SlotResult {
+                info,
+                stats: st,
+                report,
+            });
+        }
+        cpus_out.push(d.result);
+    }
+    Ok(Outcome {
+        slots: results.into_iter().flatten().collect(),
+        cpus: cpus_out,
+        start: s0,
+        trip,
+        stuck,
+    })
+}

@@ -1,0 +1,275 @@
+//! The safety net, in the manner of rtkit's canary: a run that starves the machine, or an action that
+//! never returns on a real-time thread, is stopped.
+//!
+//! - A canary thread in the normal class on each dispatcher CPU notes the time every quarter of the
+//!   threshold. It runs whenever real-time work on that CPU blocks (the dispatcher's breathers see to
+//!   that) or the kernel's real-time throttling gives normal work its share; a silent canary means
+//!   real-time work held the CPU for the whole threshold with throttling off (real-time mode). (A
+//!   FIFO-1 canary, as rtkit has, would be silenced by the throttling itself on a busy CPU.)
+//! - Each dispatcher thread publishes when its current action began; an action running past the
+//!   threshold is stuck (a plugin looping forever).
+//! - RLIMIT_RTTIME bounds the CPU a real-time thread may use without blocking (soft limit twice the
+//!   threshold: SIGXCPU, which trips the watchdog; hard limit three times: the kernel kills).
+//!
+//! Tripping demotes every real-time thread of this process and of its descendants (exec children,
+//! spawned wake clients) to SCHED_OTHER, stops the run and records why; the binary exits with 3.
+//! The dispatcher blocks at least every quarter of the threshold (a short breather when releases are
+//! dense), so a healthy run never trips it.
+
+use crate::engine::Heartbeat;
+use punctual_time::clock::{read_clock, sleep_abs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Why the watchdog stopped a run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Trip {
+    pub reason: String,
+    pub demoted_threads: usize,
+    pub demoted_children: usize,
+}
+
+pub struct Watchdog {
+    stop: Arc<AtomicBool>,
+    tripped: Arc<Mutex<Option<Trip>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    old_rttime: Option<libc::rlimit>,
+}
+
+fn now() -> u64 {
+    read_clock(libc::CLOCK_MONOTONIC)
+}
+
+fn set_fifo(prio: i32) -> bool {
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: plain syscall on the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
+fn pin(cpus: &[usize]) {
+    let _ = punctual_rt::affinity::set(0, cpus);
+}
+
+/// Demote one task to SCHED_OTHER if it runs under a real-time policy. Returns whether it did.
+fn demote(tid: i32) -> bool {
+    // SAFETY: querying and setting another task's policy by id.
+    let pol = unsafe { libc::sched_getscheduler(tid) };
+    if pol < 0 {
+        return false;
+    }
+    let pol = pol & !libc::SCHED_RESET_ON_FORK;
+    if pol == libc::SCHED_FIFO || pol == libc::SCHED_RR {
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as above.
+        return unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &p) } == 0;
+    }
+    false
+}
+
+fn tasks_of(pid: i32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every descendant process of `root` (children, their children...).
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    if let Ok(d) = std::fs::read_dir("/proc") {
+        for e in d.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                continue;
+            };
+            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(c, pp) in &parent_of {
+            if pp == p && !out.contains(&c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Demote this process's real-time threads and its descendants'. Returns (threads, children) demoted.
+pub fn demote_all() -> (usize, usize) {
+    let me = std::process::id() as i32;
+    let own = tasks_of(me).into_iter().filter(|&t| demote(t)).count();
+    let mut kids = 0;
+    for c in descendants(me) {
+        kids += tasks_of(c).into_iter().filter(|&t| demote(t)).count();
+    }
+    (own, kids)
+}
+
+impl Watchdog {
+    /// Start watching. `threshold`: how long a CPU may be starved or an action may run. `realtime`:
+    /// whether the dispatcher runs under a real-time policy (without one nothing can starve, and only
+    /// stuck actions are watched). `action_names` names actions in messages.
+    pub fn start(
+        threshold: u64,
+        cpus: &[usize],
+        heartbeats: Arc<[Heartbeat]>,
+        run_stop: Arc<AtomicBool>,
+        realtime: bool,
+        action_names: Vec<String>,
+    ) -> Watchdog {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tripped: Arc<Mutex<Option<Trip>>> = Arc::new(Mutex::new(None));
+        let tick = (threshold / 4).max(1_000_000);
+        let mut threads = Vec::new();
+        let cheeps: Arc<[AtomicU64]> = cpus.iter().map(|_| AtomicU64::new(now())).collect();
+        if realtime {
+            for (i, &cpu) in cpus.iter().enumerate() {
+                let (stop, cheeps) = (stop.clone(), cheeps.clone());
+                threads.push(
+                    std::thread::Builder::new()
+                        .name(format!("punctual-canary{cpu}"))
+                        .spawn(move || {
+                            pin(&[cpu]);
+                            while !stop.load(Ordering::Relaxed) {
+                                cheeps[i].store(now(), Ordering::Relaxed);
+                                sleep_abs(libc::CLOCK_MONOTONIC, now() + tick);
+                            }
+                        })
+                        .expect("spawning a canary"),
+                );
+            }
+        }
+        // SIGXCPU (RLIMIT_RTTIME's soft limit) as a flag the watchdog polls.
+        let xcpu = Arc::new(AtomicBool::new(false));
+        let _ = signal_hook::flag::register(libc::SIGXCPU, xcpu.clone());
+        let old_rttime = if realtime {
+            let mut old = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: reading and setting our own limit.
+            unsafe {
+                libc::getrlimit(libc::RLIMIT_RTTIME, &mut old);
+                let us = threshold / 1_000;
+                let new = libc::rlimit {
+                    rlim_cur: us * 2,
+                    rlim_max: us * 3,
+                };
+                libc::setrlimit(libc::RLIMIT_RTTIME, &new);
+            }
+            Some(old)
+        } else {
+            None
+        };
+        let dispatcher_cpus = cpus.to_vec();
+        {
+            let (stop, tripped, cheeps) = (stop.clone(), tripped.clone(), cheeps.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("punctual-watchdog".into())
+                    .spawn(move || {
+                        // Watch from another CPU when there is one, above the dispatcher's priority.
+                        let others: Vec<usize> =
+                            punctual_rt::online_cpus().into_iter().filter(|c| !dispatcher_cpus.contains(c)).collect();
+                        if !others.is_empty() {
+                            pin(&others);
+                        }
+                        if realtime {
+                            set_fifo(99);
+                        }
+                        let fmt = punctual_time::format_ns;
+                        while !stop.load(Ordering::Relaxed) {
+                            sleep_abs(libc::CLOCK_MONOTONIC, now() + tick);
+                            let t = now();
+                            let mut reason = None;
+                            for (i, hb) in heartbeats.iter().enumerate() {
+                                let since = hb.action_since.load(Ordering::Acquire);
+                                if since != 0 && t.saturating_sub(since) > threshold {
+                                    let a = hb.action.load(Ordering::Relaxed) as usize;
+                                    reason = Some(format!(
+                                        "the dispatcher on CPU {} has been inside action '{}' for {} (watchdog threshold {})",
+                                        dispatcher_cpus[i],
+                                        action_names.get(a).map(String::as_str).unwrap_or("?"),
+                                        fmt(t - since),
+                                        fmt(threshold)
+                                    ));
+                                }
+                            }
+                            for (i, c) in cheeps.iter().enumerate() {
+                                let last = c.load(Ordering::Relaxed);
+                                if realtime && reason.is_none() && t.saturating_sub(last) > threshold {
+                                    let hb = &heartbeats[i];
+                                    let since = hb.action_since.load(Ordering::Acquire);
+                                    let inside = if since != 0 {
+                                        let a = hb.action.load(Ordering::Relaxed) as usize;
+                                        format!(
+                                            "; the dispatcher has been inside action '{}' for {}",
+                                            action_names.get(a).map(String::as_str).unwrap_or("?"),
+                                            fmt(t.saturating_sub(since))
+                                        )
+                                    } else {
+                                        String::new()
+                                    };
+                                    reason = Some(format!(
+                                        "CPU {} starved: real-time work held it for {} without a break (watchdog threshold {}){inside}",
+                                        dispatcher_cpus[i],
+                                        fmt(t - last),
+                                        fmt(threshold)
+                                    ));
+                                }
+                            }
+                            if reason.is_none() && xcpu.load(Ordering::Relaxed) {
+                                reason = Some("a real-time thread used RLIMIT_RTTIME's CPU time without blocking".into());
+                            }
+                            if let Some(reason) = reason {
+                                let (own, kids) = demote_all();
+                                *tripped.lock().unwrap() = Some(Trip { reason, demoted_threads: own, demoted_children: kids });
+                                run_stop.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                        }
+                    })
+                    .expect("spawning the watchdog"),
+            );
+        }
+        Watchdog {
+            stop,
+            tripped,
+            threads,
+            old_rttime,
+        }
+    }
+
+    pub fn tripped(&self) -> Option<Trip> {
+        self.tripped.lock().unwrap().clone()
+    }
+
+    /// Stop watching; restore RLIMIT_RTTIME.
+    pub fn stop(mut self) -> Option<Trip> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(old) = self.old_rttime.take() {
+            // SAFETY: restoring our own limit.
+            unsafe { libc::setrlimit(libc::RLIMIT_RTTIME, &old) };
+        }
+        self.tripped()
+    }
+}

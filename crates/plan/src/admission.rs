@@ -1,0 +1,390 @@
+//! Admission control and phasing, before anything runs.
+//!
+//! For each dispatcher CPU: the work utilisation (sum of wcet / period, plus the events' declared
+//! cost) against a bound; the releases over the hyperperiod (or a bounded horizon), checking that no
+//! release falls inside the previous one's execution window `[T, T + max(wcet, 1 us))`, wcet
+//! counting only for actions that run on the dispatcher thread (mark, udp, plugin) (a
+//! *collision*: one of them must run late); and the CPU the dispatcher spends spinning, from the union
+//! of the windows `[T - margin, T + wcet)`, which is what the spin margin costs. Tasks with
+//! `offset = "auto"` are given offsets that keep their releases as far from every other release as
+//! the grid allows (evenly spread when they share one period).
+
+use crate::model::*;
+use std::collections::BinaryHeap;
+
+/// Two releases closer than this collide even without a declared wcet: one has to go second.
+pub const MIN_SEPARATION: u64 = 1_000;
+/// The most releases per CPU the check walks; beyond, it reports on the part it covered.
+pub const MAX_RELEASES: u64 = 5_000_000;
+/// The longest hyperperiod walked in full.
+pub const MAX_HORIZON: u64 = 60_000_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// Largest work utilisation allowed per CPU (0 < bound <= 1).
+    pub bound: f64,
+    /// Spin margin assumed for the CPU-cost estimate (the run's fixed margin, or a typical auto one).
+    pub margin: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bound: 0.9,
+            margin: 50_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuLoad {
+    pub cpu: usize,
+    /// Sum of wcet / period (and the events' declared cost over their span).
+    pub utilisation: f64,
+    /// Share of the CPU the dispatcher spends spinning or executing (union of the windows).
+    pub busy: f64,
+    pub tasks: Vec<String>,
+    pub events: usize,
+    /// Releases walked.
+    pub releases: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Collision {
+    pub cpu: usize,
+    /// Offset from the plan's start of the later release.
+    pub at: u64,
+    pub first: String,
+    pub second: String,
+    /// How late the second would be if the first took its whole window.
+    pub overlap: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub cpus: Vec<CpuLoad>,
+    /// The first collisions found (at most 20), and how many there were.
+    pub collisions: Vec<Collision>,
+    pub collision_count: u64,
+    /// The span of time walked, and whether it covers the whole hyperperiod and every event.
+    pub horizon: u64,
+    pub complete: bool,
+    pub bound: f64,
+    /// Offsets given to `auto` tasks (task name, offset).
+    pub phased: Vec<(String, u64)>,
+}
+
+impl Report {
+    /// Why the plan cannot be admitted (empty when it can).
+    pub fn reasons(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for c in &self.cpus {
+            if c.utilisation > self.bound {
+                v.push(format!(
+                    "CPU {}: work utilisation {:.1} % is above the bound {:.1} % (sum of wcet / period of {})",
+                    c.cpu,
+                    c.utilisation * 100.0,
+                    self.bound * 100.0,
+                    if c.tasks.is_empty() { "its events".to_string() } else { c.tasks.join(", ") }
+                ));
+            }
+        }
+        if self.collision_count > 0 {
+            let c = &self.collisions[0];
+            v.push(format!(
+                "{} collision(s): e.g. on CPU {} at {} '{}' is due {} before '{}' can finish; spread the offsets (offset = \"auto\") or move a task to another CPU",
+                self.collision_count,
+                c.cpu,
+                exact_duration(c.at),
+                c.second,
+                exact_duration(c.overlap),
+                c.first
+            ));
+        }
+        v
+    }
+
+    pub fn feasible(&self) -> bool {
+        self.reasons().is_empty()
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Least common multiple of the periods, or `None` past `cap`.
+pub fn hyperperiod(periods: impl IntoIterator<Item = u64>, cap: u64) -> Option<u64> {
+    let mut l = 1u64;
+    for p in periods {
+        let g = gcd(l, p);
+        l = (l / g).checked_mul(p).filter(|&v| v <= cap)?;
+    }
+    Some(l)
+}
+
+/// The part of a release's wcet spent on the dispatcher thread: all of it for actions that run
+/// there (mark, udp, plugin); none for exec and wake, whose work runs in another process.
+fn on_dispatcher(plan: &Plan, action: u16, wcet: Option<u64>) -> u64 {
+    match plan.action(action).action {
+        Action::Exec { .. } | Action::Wake { .. } => 0,
+        _ => wcet.unwrap_or(0),
+    }
+}
+
+/// A release on the timeline of one CPU.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Next {
+    at: std::cmp::Reverse<u64>,
+    task: usize,
+}
+
+/// Run the checks (after [`phase`], if the plan has `auto` offsets).
+pub fn check(plan: &Plan, run_cpus: &[usize], cfg: &Config) -> Report {
+    let mut cpus: Vec<usize> = run_cpus.to_vec();
+    for c in plan.named_cpus() {
+        if !cpus.contains(&c) {
+            cpus.push(c);
+        }
+    }
+    let periods: Vec<u64> = plan.tasks.iter().map(|t| t.period).collect();
+    let hyper = if periods.is_empty() {
+        Some(0)
+    } else {
+        hyperperiod(periods.iter().copied(), MAX_HORIZON)
+    };
+    let events_end = plan.last_event().map(|e| e + 1).unwrap_or(0);
+    let mut horizon = hyper.unwrap_or(MAX_HORIZON).max(events_end);
+    if let Some(d) = plan.duration {
+        horizon = horizon.min(d);
+    }
+    let mut complete = hyper.is_some();
+    let mut report = Report {
+        cpus: Vec::new(),
+        collisions: Vec::new(),
+        collision_count: 0,
+        horizon,
+        complete: false,
+        bound: cfg.bound,
+        phased: Vec::new(),
+    };
+    for &cpu in &cpus {
+        let tasks: Vec<usize> = (0..plan.tasks.len())
+            .filter(|&i| Plan::cpu_of(plan.tasks[i].cpu, run_cpus) == cpu)
+            .collect();
+        let events: Vec<&Event> = plan
+            .events
+            .iter()
+            .filter(|e| Plan::cpu_of(plan.action(e.action).cpu, run_cpus) == cpu)
+            .collect();
+        if tasks.is_empty() && events.is_empty() {
+            continue;
+        }
+        let mut util: f64 = tasks
+            .iter()
+            .map(|&i| plan.tasks[i].wcet.unwrap_or(0) as f64 / plan.tasks[i].period as f64)
+            .sum();
+        if !events.is_empty() {
+            let span = plan.duration.unwrap_or(events_end).max(1) as f64;
+            let cost: f64 = events
+                .iter()
+                .map(|e| plan.action(e.action).wcet.unwrap_or(0) as f64)
+                .sum();
+            util += cost / span;
+        }
+        // Walk the timeline: tasks through a heap, events in order.
+        let mut heap: BinaryHeap<Next> = tasks
+            .iter()
+            .map(|&i| Next {
+                at: std::cmp::Reverse(plan.tasks[i].offset.ns()),
+                task: i,
+            })
+            .collect();
+        let mut ev = events.iter().peekable();
+        let mut releases = 0u64;
+        let (mut busy, mut busy_end) = (0u64, 0u64);
+        // The latest end of an execution window so far, and whose it is.
+        let (mut prev_end, mut prev_name) = (0u64, "");
+        loop {
+            let t_next = heap.peek().map(|n| n.at.0).filter(|&t| t < horizon);
+            let e_next = ev.peek().map(|e| e.at).filter(|&t| t < horizon);
+            let (at, cost, name) = match (t_next, e_next) {
+                (None, None) => break,
+                (Some(t), e) if e.is_none_or(|e| t <= e) => {
+                    let n = heap.pop().expect("peeked");
+                    let task = &plan.tasks[n.task];
+                    heap.push(Next {
+                        at: std::cmp::Reverse(t + task.period),
+                        task: n.task,
+                    });
+                    (
+                        t,
+                        on_dispatcher(plan, task.action, task.wcet),
+                        task.name.as_str(),
+                    )
+                }
+                _ => {
+                    let e = ev.next().expect("peeked");
+                    let a = plan.action(e.action);
+                    (e.at, on_dispatcher(plan, e.action, a.wcet), a.name.as_str())
+                }
+            };
+            releases += 1;
+            if releases > MAX_RELEASES {
+                complete = false;
+                report.horizon = report.horizon.min(at);
+                break;
+            }
+            if at < prev_end {
+                report.collision_count += 1;
+                if report.collisions.len() < 20 {
+                    report.collisions.push(Collision {
+                        cpu,
+                        at,
+                        first: prev_name.to_string(),
+                        second: name.to_string(),
+                        overlap: prev_end - at,
+                    });
+                }
+            }
+            // Union of [at - margin, at + cost).
+            // The first release spins for its whole margin (the timeline repeats, so the margin
+            // before it is not overlapped by anything earlier in the walk).
+            let start = at.saturating_sub(cfg.margin).max(busy_end);
+            let end = at + cost;
+            if releases == 1 {
+                busy += cfg.margin + cost;
+            } else if end > start {
+                busy += end - start;
+            }
+            busy_end = busy_end.max(end);
+            let window_end = at + cost.max(MIN_SEPARATION);
+            if window_end > prev_end {
+                prev_end = window_end;
+                prev_name = name;
+            }
+        }
+        let span = report.horizon.max(1) as f64;
+        report.cpus.push(CpuLoad {
+            cpu,
+            utilisation: util,
+            busy: (busy as f64 / span).min(1.0),
+            tasks: tasks.iter().map(|&i| plan.tasks[i].name.clone()).collect(),
+            events: events.len(),
+            releases: releases.min(MAX_RELEASES),
+        });
+    }
+    report.complete = complete && report.horizon >= events_end;
+    report
+}
+
+/// Give every `offset = "auto"` task an offset that keeps its releases away from all others on its
+/// CPU. Tasks sharing one period with nothing else on the CPU are spread evenly; otherwise each is
+/// placed greedily (shortest period first) at the grid offset whose nearest neighbour is farthest.
+/// Returns the offsets given.
+pub fn phase(plan: &mut Plan, run_cpus: &[usize]) -> Vec<(String, u64)> {
+    let mut given = Vec::new();
+    let mut cpus: Vec<usize> = plan
+        .tasks
+        .iter()
+        .map(|t| Plan::cpu_of(t.cpu, run_cpus))
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for cpu in cpus {
+        let on_cpu: Vec<usize> = (0..plan.tasks.len())
+            .filter(|&i| Plan::cpu_of(plan.tasks[i].cpu, run_cpus) == cpu)
+            .collect();
+        let mut auto: Vec<usize> = on_cpu
+            .iter()
+            .copied()
+            .filter(|&i| plan.tasks[i].offset == Offset::Auto)
+            .collect();
+        if auto.is_empty() {
+            continue;
+        }
+        let fixed: Vec<usize> = on_cpu
+            .iter()
+            .copied()
+            .filter(|&i| plan.tasks[i].offset != Offset::Auto)
+            .collect();
+        let has_events = plan
+            .events
+            .iter()
+            .any(|e| Plan::cpu_of(plan.action(e.action).cpu, run_cpus) == cpu);
+        let p0 = plan.tasks[auto[0]].period;
+        if fixed.is_empty() && !has_events && auto.iter().all(|&i| plan.tasks[i].period == p0) {
+            let n = auto.len() as u64;
+            for (k, &i) in auto.iter().enumerate() {
+                let o = p0 * k as u64 / n;
+                plan.tasks[i].offset = Offset::Fixed(o);
+                given.push((plan.tasks[i].name.clone(), o));
+            }
+            continue;
+        }
+        let periods: Vec<u64> = on_cpu.iter().map(|&i| plan.tasks[i].period).collect();
+        let h = hyperperiod(periods.iter().copied(), 1_000_000_000).unwrap_or(1_000_000_000);
+        let mut occupied: Vec<u64> = Vec::new();
+        for &i in &fixed {
+            let t = &plan.tasks[i];
+            let mut at = t.offset.ns();
+            while at < h && occupied.len() < 200_000 {
+                occupied.push(at);
+                at += t.period;
+            }
+        }
+        for e in plan.events.iter().filter(|e| e.at < h).take(200_000) {
+            occupied.push(e.at);
+        }
+        occupied.sort_unstable();
+        auto.sort_by_key(|&i| (plan.tasks[i].period, plan.tasks[i].name.clone()));
+        for &i in &auto {
+            let p = plan.tasks[i].period;
+            let steps = 256u64.min(p);
+            let mut best = (0u64, 0u64); // (score, offset)
+            for s in 0..steps {
+                let o = p * s / steps;
+                let score = if occupied.is_empty() {
+                    u64::MAX - o // nothing placed yet: the earliest offset wins
+                } else {
+                    let mut min = u64::MAX;
+                    let mut at = o;
+                    while at < h {
+                        min = min.min(circular_distance(&occupied, at, h));
+                        at += p;
+                    }
+                    min
+                };
+                if score > best.0 {
+                    best = (score, o);
+                }
+            }
+            let o = best.1;
+            plan.tasks[i].offset = Offset::Fixed(o);
+            let mut at = o;
+            while at < h {
+                let pos = occupied.partition_point(|&x| x < at);
+                occupied.insert(pos, at);
+                at += p;
+            }
+            given.push((plan.tasks[i].name.clone(), o));
+        }
+    }
+    given
+}
+
+/// Distance from `at` to the nearest instant in sorted `occ`, on a circle of length `h`.
+fn circular_distance(occ: &[u64], at: u64, h: u64) -> u64 {
+    let pos = occ.partition_point(|&x| x < at);
+    let after = occ.get(pos).map(|&x| x - at).unwrap_or(h - at + occ[0]);
+    let before = if pos > 0 {
+        at - occ[pos - 1]
+    } else {
+        at + h - occ[occ.len() - 1]
+    };
+    after.min(before)
+}

@@ -1,0 +1,861 @@
+//! TOML plans (SPEC section 4). Every error names the file, the line and the column of the value at
+//! fault, and how to fix it. Durations are strings with a unit (`"1500us"`); a bare number is refused.
+//!
+//! ```toml
+//! [plan]
+//! name = "av"           # optional
+//! cpus = "1"            # dispatcher CPUs
+//! shield = false        # real-time mode on those CPUs while running
+//! spin_margin = "auto"  # or a duration
+//! duration = "10s"      # optional; default: until the last event (or until stopped)
+//!
+//! [[action]]            # a named action, shared by events and tasks (`use = "ping"`)
+//! name = "ping"
+//! kind = "udp"
+//! to = "127.0.0.1:9000"
+//! bytes = 64
+//!
+//! [[task]]
+//! name = "video"
+//! period = "16667us"
+//! offset = "0us"        # or "auto"
+//! wcet = "2ms"
+//! miss = "skip"         # or "catch_up"
+//! action = { kind = "exec", argv = ["/usr/bin/true"] }
+//!
+//! [[event]]
+//! at = "1500us"
+//! use = "ping"
+//! data = [1, 2, 3]      # up to 12 bytes handed to the action
+//! ```
+
+use crate::model::*;
+use crate::PlanError;
+use punctual_time::{parse_duration_ns, MarginPolicy};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    plan: Option<RawHeader>,
+    #[serde(default)]
+    action: Vec<Spanned<RawAction>>,
+    #[serde(default)]
+    task: Vec<Spanned<RawTask>>,
+    #[serde(default)]
+    event: Vec<Spanned<RawEvent>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeader {
+    name: Option<Spanned<String>>,
+    cpus: Option<Spanned<toml::Value>>,
+    shield: Option<bool>,
+    spin_margin: Option<Spanned<toml::Value>>,
+    duration: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: Spanned<String>,
+    period: Spanned<toml::Value>,
+    offset: Option<Spanned<toml::Value>>,
+    wcet: Option<Spanned<toml::Value>>,
+    action: Option<Spanned<RawAction>>,
+    #[serde(rename = "use")]
+    use_: Option<Spanned<String>>,
+    cpu: Option<Spanned<i64>>,
+    miss: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvent {
+    at: Spanned<toml::Value>,
+    action: Option<Spanned<RawAction>>,
+    #[serde(rename = "use")]
+    use_: Option<Spanned<String>>,
+    data: Option<Spanned<Vec<Spanned<i64>>>>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawAction {
+    kind: Spanned<String>,
+    name: Option<Spanned<String>>,
+    cpu: Option<Spanned<i64>>,
+    wcet: Option<Spanned<toml::Value>>,
+    argv: Option<Spanned<Vec<String>>>,
+    priority: Option<Spanned<i64>>,
+    to: Option<Spanned<String>>,
+    bytes: Option<Spanned<i64>>,
+    channel: Option<Spanned<String>>,
+    spawn: Option<Spanned<Vec<String>>>,
+    path: Option<Spanned<String>>,
+    symbol: Option<Spanned<String>>,
+}
+
+/// Turns byte offsets into `file:line:column` errors.
+struct Locator<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn at(&self, span: Range<usize>, message: impl Into<String>) -> PlanError {
+        let (line, column) = line_col(self.text, span.start);
+        PlanError::At {
+            file: self.file.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    (line, text[line_start..offset].chars().count() + 1)
+}
+
+fn duration(loc: &Locator, field: &str, v: &Spanned<toml::Value>) -> Result<u64, PlanError> {
+    match v.get_ref() {
+        toml::Value::String(s) => parse_duration_ns(s).map_err(|e| loc.at(v.span(), format!("{field}: {e}"))),
+        toml::Value::Integer(i) if *i < 0 => {
+            Err(loc.at(v.span(), format!("{field}: {i} is negative; durations are zero or more")))
+        }
+        toml::Value::Integer(i) => Err(loc.at(
+            v.span(),
+            format!("{field}: {i} has no unit; write it as a string with a unit, e.g. {field} = \"{i}us\""),
+        )),
+        toml::Value::Float(f) => Err(loc.at(
+            v.span(),
+            format!("{field}: {f} has no unit; write it as a string with a unit, e.g. {field} = \"{f}ms\""),
+        )),
+        other => Err(loc.at(
+            v.span(),
+            format!("{field}: expected a duration string like \"250us\", found {}", other.type_str()),
+        )),
+    }
+}
+
+fn cpu(loc: &Locator, v: &Spanned<i64>) -> Result<usize, PlanError> {
+    usize::try_from(*v.get_ref())
+        .ok()
+        .filter(|&c| c < 4096)
+        .ok_or_else(|| {
+            loc.at(
+                v.span(),
+                format!("cpu {} is not a CPU number (0 to 4095)", v.get_ref()),
+            )
+        })
+}
+
+fn check_name(loc: &Locator, what: &str, v: &Spanned<String>) -> Result<String, PlanError> {
+    let s = v.get_ref().trim();
+    if s.is_empty() {
+        return Err(loc.at(v.span(), format!("{what} name is empty; give it a name")));
+    }
+    if s.len() > 64 || s.chars().any(|c| c.is_control()) {
+        return Err(loc.at(
+            v.span(),
+            format!("{what} name '{s}' must be at most 64 printable characters"),
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A wake channel name becomes a file name under /dev/shm: keep it to a safe alphabet.
+pub fn check_channel(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "wake channel '{name}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . (not starting with a dot)"
+        ))
+    }
+}
+
+struct Builder<'a> {
+    loc: Locator<'a>,
+    base: Option<&'a Path>,
+    actions: Vec<NamedAction>,
+    by_name: HashMap<String, usize>,
+    /// Inline event actions already in the table, to share one entry (and one series) between events.
+    inline: HashMap<(Action, Option<usize>, Option<u64>), usize>,
+}
+
+impl Builder<'_> {
+    fn resolve(&self, p: &str) -> PathBuf {
+        let path = PathBuf::from(p);
+        match self.base {
+            Some(b) if path.is_relative() => b.join(path),
+            _ => path,
+        }
+    }
+
+    fn action(
+        &self,
+        raw: &Spanned<RawAction>,
+    ) -> Result<(Action, Option<usize>, Option<u64>), PlanError> {
+        let loc = &self.loc;
+        let a = raw.get_ref();
+        let kind = a.kind.get_ref().as_str();
+        // Fields that belong to other kinds are mistakes, not options to ignore.
+        let present: [(&str, Option<Range<usize>>); 8] = [
+            ("argv", a.argv.as_ref().map(|v| v.span())),
+            ("priority", a.priority.as_ref().map(|v| v.span())),
+            ("to", a.to.as_ref().map(|v| v.span())),
+            ("bytes", a.bytes.as_ref().map(|v| v.span())),
+            ("channel", a.channel.as_ref().map(|v| v.span())),
+            ("spawn", a.spawn.as_ref().map(|v| v.span())),
+            ("path", a.path.as_ref().map(|v| v.span())),
+            ("symbol", a.symbol.as_ref().map(|v| v.span())),
+        ];
+        let allowed: &[&str] = match kind {
+            "mark" => &[],
+            "exec" => &["argv", "priority"],
+            "udp" => &["to", "bytes"],
+            "wake" => &["channel", "spawn"],
+            "plugin" => &["path", "symbol"],
+            other => {
+                return Err(loc.at(
+                    a.kind.span(),
+                    format!("unknown action kind '{other}' (valid: {})", Action::KINDS),
+                ))
+            }
+        };
+        for (field, span) in &present {
+            if let Some(span) = span {
+                if !allowed.contains(field) {
+                    return Err(loc.at(
+                        span.clone(),
+                        format!(
+                            "'{field}' does not apply to a {kind} action (it takes: {})",
+                            list(allowed)
+                        ),
+                    ));
+                }
+            }
+        }
+        let missing = |field: &str| loc.at(raw.span(), format!("a {kind} action needs '{field}'"));
+        let action = match kind {
+            "mark" => Action::Mark,
+            "exec" => {
+                let argv = a.argv.as_ref().ok_or_else(|| missing("argv"))?;
+                if argv.get_ref().is_empty() || argv.get_ref()[0].is_empty() {
+                    return Err(loc.at(argv.span(), "exec argv is empty; give the program and its arguments, e.g. [\"/usr/bin/true\"]"));
+                }
+                let mut v = argv.get_ref().clone();
+                if v[0].contains('/') {
+                    v[0] = self.resolve(&v[0]).to_string_lossy().into_owned();
+                }
+                let priority = match &a.priority {
+                    Some(p) if !(1..=99).contains(p.get_ref()) => {
+                        return Err(loc.at(
+                            p.span(),
+                            format!("exec priority {} is outside 1..=99", p.get_ref()),
+                        ))
+                    }
+                    Some(p) => Some(*p.get_ref() as u32),
+                    None => None,
+                };
+                Action::Exec { argv: v, priority }
+            }
+            "udp" => {
+                let to = a.to.as_ref().ok_or_else(|| missing("to"))?;
+                if to.get_ref().parse::<std::net::SocketAddr>().is_err() {
+                    return Err(loc.at(
+                        to.span(),
+                        format!("udp to '{}' is not IP:PORT; give an address such as 127.0.0.1:9000 or [::1]:9000", to.get_ref()),
+                    ));
+                }
+                let bytes = match &a.bytes {
+                    None => 64,
+                    Some(b) => {
+                        let n = *b.get_ref();
+                        if n < UDP_HEADER as i64 || n > UDP_MAX as i64 {
+                            return Err(loc.at(
+                                b.span(),
+                                format!("udp bytes {n} is outside {UDP_HEADER}..={UDP_MAX} (the first {UDP_HEADER} bytes carry the sequence number and release time)"),
+                            ));
+                        }
+                        n as usize
+                    }
+                };
+                Action::Udp {
+                    to: to.get_ref().clone(),
+                    bytes,
+                }
+            }
+            "wake" => {
+                let channel = match &a.channel {
+                    Some(c) => {
+                        check_channel(c.get_ref()).map_err(|e| loc.at(c.span(), e))?;
+                        c.get_ref().clone()
+                    }
+                    None => String::new(), // filled with the task or action name by the caller
+                };
+                let spawn = match &a.spawn {
+                    Some(s) if s.get_ref().is_empty() || s.get_ref()[0].is_empty() => {
+                        return Err(loc.at(s.span(), "wake spawn is empty; give the client's argv, or drop spawn and start the client yourself"))
+                    }
+                    Some(s) => {
+                        let mut v = s.get_ref().clone();
+                        if v[0].contains('/') {
+                            v[0] = self.resolve(&v[0]).to_string_lossy().into_owned();
+                        }
+                        Some(v)
+                    }
+                    None => None,
+                };
+                Action::Wake { channel, spawn }
+            }
+            "plugin" => {
+                let path = a.path.as_ref().ok_or_else(|| missing("path"))?;
+                if !path.get_ref().contains('/') {
+                    return Err(loc.at(
+                        path.span(),
+                        format!(
+                            "plugin path '{}' must be an explicit path (./{0} or /abs/{0}); punctual never searches the library path",
+                            path.get_ref()
+                        ),
+                    ));
+                }
+                let symbol = match &a.symbol {
+                    Some(s) if s.get_ref().is_empty() || s.get_ref().contains('\0') => {
+                        return Err(
+                            loc.at(s.span(), "plugin symbol must be a non-empty C identifier")
+                        )
+                    }
+                    Some(s) => s.get_ref().clone(),
+                    None => Action::PLUGIN_SYMBOL.to_string(),
+                };
+                Action::Plugin {
+                    path: self.resolve(path.get_ref()),
+                    symbol,
+                }
+            }
+            _ => unreachable!("kind checked above"),
+        };
+        let cpu = a.cpu.as_ref().map(|c| cpu(loc, c)).transpose()?;
+        let wcet = a
+            .wcet
+            .as_ref()
+            .map(|w| duration(loc, "wcet", w))
+            .transpose()?;
+        if wcet == Some(0) {
+            return Err(loc.at(
+                a.wcet.as_ref().unwrap().span(),
+                "wcet must be more than zero (or leave it out)",
+            ));
+        }
+        Ok((action, cpu, wcet))
+    }
+
+    fn push(
+        &mut self,
+        name: String,
+        action: Action,
+        cpu: Option<usize>,
+        wcet: Option<u64>,
+        span: Range<usize>,
+    ) -> Result<u16, PlanError> {
+        if self.actions.len() >= MAX_ACTIONS {
+            return Err(self
+                .loc
+                .at(span, format!("more than {MAX_ACTIONS} actions in one plan")));
+        }
+        let mut unique = name.clone();
+        let mut n = 2;
+        while self.by_name.contains_key(&unique) {
+            unique = format!("{name} #{n}");
+            n += 1;
+        }
+        self.by_name.insert(unique.clone(), self.actions.len());
+        self.actions.push(NamedAction {
+            name: unique,
+            action,
+            cpu,
+            wcet,
+        });
+        Ok((self.actions.len() - 1) as u16)
+    }
+
+    fn lookup(&self, use_: &Spanned<String>) -> Result<u16, PlanError> {
+        self.by_name
+            .get(use_.get_ref())
+            .map(|&i| i as u16)
+            .ok_or_else(|| {
+                let mut names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+                names.sort_unstable();
+                self.loc.at(
+                    use_.span(),
+                    format!(
+                        "no [[action]] named '{}' (defined: {})",
+                        use_.get_ref(),
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                )
+            })
+    }
+}
+
+fn list(v: &[&str]) -> String {
+    if v.is_empty() {
+        "no other fields".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn default_event_name(a: &Action) -> String {
+    match a {
+        Action::Mark => "mark".into(),
+        Action::Exec { argv, .. } => format!("exec {}", argv[0]),
+        Action::Udp { to, .. } => format!("udp {to}"),
+        Action::Wake { channel, .. } => format!("wake {channel}"),
+        Action::Plugin { path, symbol } => format!("plugin {}:{symbol}", path.display()),
+    }
+}
+
+/// Read and validate a TOML plan from a file. Relative paths in `exec`, `spawn` and `plugin` are
+/// taken relative to the plan's directory.
+pub fn parse_file(path: &Path) -> Result<Plan, PlanError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let base = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    });
+    parse_str(&text, &path.display().to_string(), base)
+}
+
+/// Parse and validate a TOML plan held in memory. `file` names it in errors; `base` resolves
+/// relative paths (`None`: leave them relative to the working directory).
+pub fn parse_str(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, PlanError> {
+    let plan = parse_inner(text, file, base)?;
+    validate_plan(&plan).map_err(|m| PlanError::Invalid {
+        file: file.to_string(),
+        message: m,
+    })?;
+    Ok(plan)
+}
+
+/// The header of a compiled plan: a plan whose events follow separately, so it may be empty here.
+pub(crate) fn parse_str_allow_empty(text: &str, file: &str) -> Result<Plan, PlanError> {
+    parse_inner(text, file, None)
+}
+
+/// A TOML plan whose events come from elsewhere (`plan compile --events`): it may have no task and
+/// no event yet. Call [`validate_plan`] once the events are added.
+pub fn parse_file_without_events(path: &Path) -> Result<Plan, PlanError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let base = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    });
+    parse_inner(&text, &path.display().to_string(), base)
+}
+
+fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, PlanError> {
+    let loc = Locator { file, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        loc.at(span, e.message().trim().to_string())
+    })?;
+    let mut b = Builder {
+        loc: Locator { file, text },
+        base,
+        actions: Vec::new(),
+        by_name: HashMap::new(),
+        inline: HashMap::new(),
+    };
+
+    // Header.
+    let mut plan = Plan {
+        name: "plan".into(),
+        cpus: None,
+        shield: false,
+        spin_margin: MarginPolicy::Auto,
+        duration: None,
+        actions: Vec::new(),
+        tasks: Vec::new(),
+        events: Vec::new(),
+        source: file.to_string(),
+    };
+    if let Some(h) = &raw.plan {
+        if let Some(n) = &h.name {
+            plan.name = check_name(&loc, "plan", n)?;
+        }
+        if let Some(c) = &h.cpus {
+            let s = match c.get_ref() {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                other => {
+                    return Err(loc.at(
+                        c.span(),
+                        format!(
+                            "cpus: expected a CPU list like \"1\" or \"2-3\", found {}",
+                            other.type_str()
+                        ),
+                    ))
+                }
+            };
+            let list = parse_cpu_list(&s).map_err(|e| loc.at(c.span(), format!("cpus: {e}")))?;
+            plan.cpus = Some(list);
+        }
+        plan.shield = h.shield.unwrap_or(false);
+        if let Some(m) = &h.spin_margin {
+            plan.spin_margin = match m.get_ref() {
+                toml::Value::String(s) if s == "auto" => MarginPolicy::Auto,
+                _ => {
+                    MarginPolicy::Fixed(duration(&loc, "spin_margin", m).map_err(|e| match e {
+                        PlanError::At {
+                            file,
+                            line,
+                            column,
+                            message,
+                        } => PlanError::At {
+                            file,
+                            line,
+                            column,
+                            message: format!("{message}; or \"auto\""),
+                        },
+                        other => other,
+                    })?)
+                }
+            };
+        }
+        if let Some(d) = &h.duration {
+            let ns = duration(&loc, "duration", d)?;
+            if ns == 0 {
+                return Err(loc.at(
+                    d.span(),
+                    "duration must be more than zero (or leave it out)",
+                ));
+            }
+            plan.duration = Some(ns);
+        }
+    }
+
+    // Named actions first, so tasks and events can `use` them wherever they appear in the file.
+    for a in &raw.action {
+        let name = match &a.get_ref().name {
+            Some(n) => check_name(&loc, "action", n)?,
+            None => {
+                return Err(loc.at(
+                    a.span(),
+                    "[[action]] needs a name, so tasks and events can `use` it",
+                ))
+            }
+        };
+        if b.by_name.contains_key(&name) {
+            return Err(loc.at(
+                a.get_ref().name.as_ref().unwrap().span(),
+                format!("a second [[action]] named '{name}'"),
+            ));
+        }
+        let (mut action, cpu, wcet) = b.action(a)?;
+        if let Action::Wake { channel, .. } = &mut action {
+            if channel.is_empty() {
+                check_channel(&name)
+                    .map_err(|e| loc.at(a.span(), format!("{e}; or set channel")))?;
+                *channel = name.clone();
+            }
+        }
+        b.push(name, action, cpu, wcet, a.span())?;
+    }
+
+    // Tasks.
+    let mut task_names: HashMap<String, Range<usize>> = HashMap::new();
+    for t in &raw.task {
+        let rt = t.get_ref();
+        let name = check_name(&loc, "task", &rt.name)?;
+        if task_names.insert(name.clone(), rt.name.span()).is_some() {
+            return Err(loc.at(
+                rt.name.span(),
+                format!("a second task named '{name}'; task names must be unique"),
+            ));
+        }
+        let period = duration(&loc, "period", &rt.period)?;
+        if period == 0 {
+            return Err(loc.at(
+                rt.period.span(),
+                format!("task '{name}': period must be more than zero"),
+            ));
+        }
+        let offset = match &rt.offset {
+            None => Offset::Fixed(0),
+            Some(o) if matches!(o.get_ref(), toml::Value::String(s) if s == "auto") => Offset::Auto,
+            Some(o) => {
+                let ns = duration(&loc, "offset", o)?;
+                if ns >= period {
+                    return Err(loc.at(
+                        o.span(),
+                        format!(
+                            "task '{name}': offset {} is not less than the period {}; offsets lie in [0, period), or use \"auto\"",
+                            exact_duration(ns),
+                            exact_duration(period)
+                        ),
+                    ));
+                }
+                Offset::Fixed(ns)
+            }
+        };
+        let wcet = rt
+            .wcet
+            .as_ref()
+            .map(|w| duration(&loc, "wcet", w))
+            .transpose()?;
+        if let (Some(w), Some(span)) = (wcet, rt.wcet.as_ref().map(|w| w.span())) {
+            if w == 0 {
+                return Err(loc.at(
+                    span,
+                    format!("task '{name}': wcet must be more than zero (or leave it out)"),
+                ));
+            }
+            if w > period {
+                return Err(loc.at(
+                    span,
+                    format!(
+                        "task '{name}': wcet {} is above the period {}, so every release would overrun the next",
+                        exact_duration(w),
+                        exact_duration(period)
+                    ),
+                ));
+            }
+        }
+        let cpu_ = rt.cpu.as_ref().map(|c| cpu(&loc, c)).transpose()?;
+        let miss = match rt.miss.as_ref().map(|m| (m.get_ref().as_str(), m.span())) {
+            None | Some(("skip", _)) => MissPolicy::Skip,
+            Some(("catch_up", _)) | Some(("catch-up", _)) => MissPolicy::CatchUp,
+            Some((other, span)) => {
+                return Err(loc.at(
+                    span,
+                    format!("task '{name}': unknown miss policy '{other}' (valid: skip, catch_up)"),
+                ))
+            }
+        };
+        let action = match (&rt.action, &rt.use_) {
+            (Some(_), Some(u)) => {
+                return Err(loc.at(u.span(), format!("task '{name}' has both action and use; keep one")))
+            }
+            (None, None) => {
+                return Err(loc.at(t.span(), format!("task '{name}' has no action; add action = {{ kind = \"mark\" }} or use = \"NAME\"")))
+            }
+            (None, Some(u)) => b.lookup(u)?,
+            (Some(a), None) => {
+                if let Some(c) = &a.get_ref().cpu {
+                    return Err(loc.at(c.span(), format!("task '{name}': put cpu on the task, not on its inline action")));
+                }
+                let (mut action, _, _) = b.action(a)?;
+                if let Action::Wake { channel, .. } = &mut action {
+                    if channel.is_empty() {
+                        check_channel(&name).map_err(|e| loc.at(rt.name.span(), format!("{e}; or set channel in the wake action")))?;
+                        *channel = name.clone();
+                    }
+                }
+                let label = a.get_ref().name.as_ref().map(|n| n.get_ref().clone()).unwrap_or_else(|| name.clone());
+                b.push(label, action, None, wcet, a.span())?
+            }
+        };
+        plan.tasks.push(Task {
+            name,
+            period,
+            offset,
+            wcet,
+            action,
+            cpu: cpu_,
+            miss,
+        });
+    }
+
+    // Events.
+    for e in &raw.event {
+        let re = e.get_ref();
+        let at = duration(&loc, "at", &re.at)?;
+        let action = match (&re.action, &re.use_) {
+            (Some(_), Some(u)) => {
+                return Err(loc.at(u.span(), "event has both action and use; keep one"))
+            }
+            (None, None) => {
+                return Err(loc.at(
+                    e.span(),
+                    "event has no action; add action = { kind = \"mark\" } or use = \"NAME\"",
+                ))
+            }
+            (None, Some(u)) => b.lookup(u)?,
+            (Some(a), None) => {
+                let (mut action, cpu_, wcet) = b.action(a)?;
+                if let Action::Wake { channel, .. } = &action {
+                    if channel.is_empty() {
+                        return Err(loc.at(
+                            a.span(),
+                            "a wake action on an event needs channel = \"NAME\"",
+                        ));
+                    }
+                }
+                if let Action::Wake { channel, .. } = &mut action {
+                    channel.shrink_to_fit();
+                }
+                let key = (action.clone(), cpu_, wcet);
+                match b.inline.get(&key) {
+                    Some(&i) if a.get_ref().name.is_none() => i as u16,
+                    _ => {
+                        let name = a
+                            .get_ref()
+                            .name
+                            .as_ref()
+                            .map(|n| n.get_ref().clone())
+                            .unwrap_or_else(|| default_event_name(&action));
+                        let i = b.push(name, action, cpu_, wcet, a.span())?;
+                        b.inline.insert(key, i as usize);
+                        i
+                    }
+                }
+            }
+        };
+        let data: Vec<u8> = match &re.data {
+            None => Vec::new(),
+            Some(d) => {
+                if d.get_ref().len() > EVENT_DATA {
+                    return Err(loc.at(
+                        d.span(),
+                        format!(
+                            "event data has {} bytes; at most {EVENT_DATA} fit in an event",
+                            d.get_ref().len()
+                        ),
+                    ));
+                }
+                d.get_ref()
+                    .iter()
+                    .map(|v| {
+                        u8::try_from(*v.get_ref()).map_err(|_| {
+                            loc.at(
+                                v.span(),
+                                format!("event data byte {} is outside 0..=255", v.get_ref()),
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        plan.events.push(Event::new(at, action, &data));
+    }
+    plan.events.sort_by_key(|e| e.at);
+    plan.actions = b.actions;
+    Ok(plan)
+}
+
+/// Checks across the whole plan (also run on decoded binary plans).
+pub fn validate_plan(plan: &Plan) -> Result<(), String> {
+    if plan.tasks.is_empty() && plan.events.is_empty() {
+        return Err("the plan has no [[task]] and no [[event]]: nothing to run".into());
+    }
+    // One release stream per wake channel.
+    let mut owners: HashMap<&str, String> = HashMap::new();
+    for t in &plan.tasks {
+        if let Action::Wake { channel, .. } = &plan.action(t.action).action {
+            if let Some(prev) = owners.insert(channel, format!("task '{}'", t.name)) {
+                return Err(format!("wake channel '{channel}' is released by both {prev} and task '{}'; give each its own channel", t.name));
+            }
+        }
+    }
+    for e in &plan.events {
+        if e.action as usize >= plan.actions.len() {
+            return Err(format!(
+                "an event names action {} but the plan has {}",
+                e.action,
+                plan.actions.len()
+            ));
+        }
+    }
+    for (i, a) in plan.actions.iter().enumerate() {
+        if let Action::Wake { channel, .. } = &a.action {
+            check_channel(channel)?;
+            let used_by_events = plan.events.iter().any(|e| e.action as usize == i);
+            if used_by_events {
+                if let Some(prev) = owners.get(channel.as_str()) {
+                    if prev.starts_with("task") {
+                        return Err(format!("wake channel '{channel}' is released by {prev} and by events; give each its own channel"));
+                    }
+                }
+            }
+        }
+    }
+    for w in plan.events.windows(2) {
+        if w[1].at < w[0].at {
+            return Err("events are not sorted by time".into());
+        }
+    }
+    Ok(())
+}
+
+/// CPU lists in the kernel's form (`0-3,5`), without consulting the machine (the runner checks
+/// that the CPUs are online).
+fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',') {
+        let part = part.trim();
+        let bad = || format!("'{part}' is not a CPU number or range like 2-3");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
+                if a > b {
+                    return Err(format!("range '{part}' runs backwards; write {b}-{a}"));
+                }
+                if b >= 4096 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(
+                part.parse::<usize>()
+                    .ok()
+                    .filter(|&c| c < 4096)
+                    .ok_or_else(bad)?,
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err("empty CPU list".into());
+    }
+    Ok(out)
+}

@@ -1,0 +1,446 @@
+use crate::admission::{self, Config};
+use crate::*;
+use proptest::prelude::*;
+
+const GOOD: &str = r#"
+[plan]
+name = "av-pipeline"
+cpus = "1"
+shield = false
+spin_margin = "auto"
+
+[[action]]
+name = "ping"
+kind = "udp"
+to = "127.0.0.1:9000"
+bytes = 64
+
+[[task]]
+name = "video"
+period = "16667us"
+offset = "0us"
+wcet = "2ms"
+action = { kind = "exec", argv = ["/usr/bin/true"] }
+
+[[task]]
+name = "audio"
+period = "1ms"
+offset = "auto"
+miss = "catch_up"
+action = { kind = "wake" }
+
+[[event]]
+at = "1500us"
+action = { kind = "udp", to = "127.0.0.1:9000", bytes = 64 }
+
+[[event]]
+at = "500us"
+use = "ping"
+data = [1, 2, 3]
+"#;
+
+fn err(text: &str) -> String {
+    parse_str(text, "p.toml", None).unwrap_err().to_string()
+}
+
+#[test]
+fn parses_the_spec_example() {
+    let p = parse_str(GOOD, "p.toml", None).unwrap();
+    assert_eq!(p.name, "av-pipeline");
+    assert_eq!(p.cpus, Some(vec![1]));
+    assert_eq!(p.tasks.len(), 2);
+    assert_eq!(p.tasks[0].period, 16_667_000);
+    assert_eq!(p.tasks[0].wcet, Some(2_000_000));
+    assert_eq!(p.tasks[1].offset, Offset::Auto);
+    assert_eq!(p.tasks[1].miss, MissPolicy::CatchUp);
+    // The wake channel defaults to the task's name.
+    assert_eq!(
+        p.action(p.tasks[1].action).action,
+        Action::Wake {
+            channel: "audio".into(),
+            spawn: None
+        }
+    );
+    // Events sorted by time; the inline udp action is a table entry of its own.
+    assert_eq!(
+        p.events.iter().map(|e| e.at).collect::<Vec<_>>(),
+        vec![500_000, 1_500_000]
+    );
+    assert_eq!(p.action(p.events[0].action).name, "ping");
+    assert_eq!(p.events[0].data(), &[1, 2, 3]);
+    assert_eq!(p.action(p.events[1].action).name, "udp 127.0.0.1:9000");
+}
+
+#[test]
+fn errors_name_line_and_column() {
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"0ms\"\naction = { kind = \"mark\" }\n");
+    assert!(e.starts_with("p.toml:3:10:"), "{e}");
+    assert!(e.contains("period must be more than zero"), "{e}");
+
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"-1ms\"\naction = { kind = \"mark\" }\n");
+    assert!(
+        e.starts_with("p.toml:3:10:") && e.contains("negative"),
+        "{e}"
+    );
+
+    let e = err("[[task]]\nname = \"a\"\nperiod = 10\naction = { kind = \"mark\" }\n");
+    assert!(
+        e.contains("p.toml:3:10") && e.contains("has no unit") && e.contains("\"10us\""),
+        "{e}"
+    );
+
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\noffset = \"1ms\"\naction = { kind = \"mark\" }\n");
+    assert!(
+        e.starts_with("p.toml:4:10:") && e.contains("not less than the period"),
+        "{e}"
+    );
+
+    let e = err(
+        "[[task]]\nname = \"a\"\nperiod = \"1ms\"\nwcet = \"2ms\"\naction = { kind = \"mark\" }\n",
+    );
+    assert!(
+        e.starts_with("p.toml:4:8:") && e.contains("above the period"),
+        "{e}"
+    );
+
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"teleport\" }\n");
+    assert!(
+        e.starts_with("p.toml:4:19:")
+            && e.contains("unknown action kind 'teleport'")
+            && e.contains("mark, exec"),
+        "{e}"
+    );
+
+    let e = err("[[event]]\nat = \"1ms\"\naction = { kind = \"plugin\", path = \"libx.so\" }\n");
+    assert!(
+        e.contains("p.toml:3:") && e.contains("explicit path"),
+        "{e}"
+    );
+
+    let e = err("[[event]]\nat = \"1ms\"\naction = { kind = \"udp\", to = \"localhost:9\" }\n");
+    assert!(e.contains("not IP:PORT"), "{e}");
+
+    let e = err("[[event]]\nat = \"1ms\"\naction = { kind = \"mark\", argv = [\"x\"] }\n");
+    assert!(e.contains("'argv' does not apply to a mark action"), "{e}");
+
+    // Syntax errors and unknown fields come from the TOML reader, located too.
+    let e = err("[plan]\nname = \"x\"\nspeed = 3\n[[event]]\nat=\"1ms\"\naction={kind=\"mark\"}\n");
+    assert!(e.starts_with("p.toml:3:1:") && e.contains("speed"), "{e}");
+    let e = err("[plan\n");
+    assert!(e.starts_with("p.toml:1:"), "{e}");
+
+    let e = err("[plan]\nname = \"x\"\n");
+    assert!(e.contains("nothing to run"), "{e}");
+
+    let e = err("[[event]]\nat = \"1ms\"\nuse = \"nope\"\n");
+    assert!(e.contains("no [[action]] named 'nope'"), "{e}");
+
+    let e = err("[[event]]\nat = \"1ms\"\naction = { kind = \"mark\" }\ndata = [1,2,3,4,5,6,7,8,9,10,11,12,13]\n");
+    assert!(e.contains("at most 12"), "{e}");
+
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n");
+    assert!(
+        e.starts_with("p.toml:6:8:") && e.contains("second task named 'a'"),
+        "{e}"
+    );
+
+    let e = err("[[task]]\nname = \"a b\"\nperiod = \"1ms\"\naction = { kind = \"wake\" }\n");
+    assert!(e.contains("wake channel 'a b'"), "{e}");
+}
+
+#[test]
+fn relative_paths_are_taken_from_the_plan_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(
+        &path,
+        "[[event]]\nat = \"1ms\"\naction = { kind = \"plugin\", path = \"./libp.so\" }\n",
+    )
+    .unwrap();
+    let p = parse_file(&path).unwrap();
+    match &p.actions[0].action {
+        Action::Plugin { path: pp, symbol } => {
+            assert_eq!(pp, &dir.path().join("./libp.so"));
+            assert_eq!(symbol, "punctual_event");
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = parse_file(&dir.path().join("missing.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.toml"), "{e}");
+}
+
+#[test]
+fn toml_round_trips_through_the_canonical_form() {
+    let p = parse_str(GOOD, "p.toml", None).unwrap();
+    let again = parse_str(&emit::to_toml(&p), "p.toml", None).unwrap();
+    assert_eq!(again.tasks, p.tasks);
+    assert_eq!(again.events, p.events);
+    assert_eq!(again.actions, p.actions);
+}
+
+#[test]
+fn compiled_form_round_trips_and_is_24_bytes_per_event() {
+    let mut p = parse_str(GOOD, "p.toml", None).unwrap();
+    p.events = (0..10_000u64)
+        .map(|i| {
+            Event::new(
+                i * 10_000,
+                (i % 2) as u16,
+                &[i as u8; 12][..(i % 13) as usize],
+            )
+        })
+        .collect();
+    let bytes = compiled::to_bytes(&p);
+    let header = crate::emit::header_toml(&p).len();
+    assert_eq!(
+        bytes.len(),
+        compiled::FIXED_HEADER + header + 24 * p.events.len()
+    );
+    let back = compiled::read(&bytes[..], "x.pplan").unwrap();
+    assert_eq!(back.events, p.events);
+    assert_eq!(back.tasks, p.tasks);
+    assert_eq!(back.actions, p.actions);
+}
+
+#[test]
+fn damaged_compiled_plans_are_refused() {
+    let p = parse_str(GOOD, "p.toml", None).unwrap();
+    let bytes = compiled::to_bytes(&p);
+    let e = compiled::read(&bytes[..bytes.len() - 5], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("truncated"), "{e}");
+    let mut b = bytes.clone();
+    b[8] = 9;
+    assert!(compiled::read(&b[..], "x")
+        .unwrap_err()
+        .to_string()
+        .contains("version 9"));
+    let mut b = bytes.clone();
+    let n = b.len();
+    b[n - 24 + 8] = 200; // action index of the last event
+    assert!(compiled::read(&b[..], "x")
+        .unwrap_err()
+        .to_string()
+        .contains("names action 200"));
+    assert!(
+        compiled::read(&b"hello world, not a plan at all.."[..], "x")
+            .unwrap_err()
+            .to_string()
+            .contains("magic")
+    );
+}
+
+#[test]
+fn csv_events_resolve_action_names() {
+    let p = parse_str(GOOD, "p.toml", None).unwrap();
+    let csv = "at_ns,action,data_hex\n2000,ping,0a0b\n1000,udp 127.0.0.1:9000,\n";
+    let ev = compiled::events_from_csv(&p, csv.as_bytes(), "e.csv").unwrap();
+    assert_eq!(
+        ev.iter().map(|e| e.at).collect::<Vec<_>>(),
+        vec![1000, 2000]
+    );
+    assert_eq!(ev[1].data(), &[10, 11]);
+    let e = compiled::events_from_csv(&p, "at_ns,action,data_hex\n5,nope,\n".as_bytes(), "e.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("e.csv:2:1:") && e.contains("nope"), "{e}");
+    let e = compiled::events_from_csv(&p, "time,action\n".as_bytes(), "e.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("header"), "{e}");
+}
+
+fn tasks_plan(tasks: &[(&str, &str, &str, Option<&str>)]) -> Plan {
+    let mut s = String::new();
+    for (name, period, offset, wcet) in tasks {
+        s.push_str(&format!(
+            "[[task]]\nname = \"{name}\"\nperiod = \"{period}\"\noffset = \"{offset}\"\n"
+        ));
+        if let Some(w) = wcet {
+            s.push_str(&format!("wcet = \"{w}\"\n"));
+        }
+        s.push_str("action = { kind = \"mark\" }\n");
+    }
+    parse_str(&s, "t.toml", None).unwrap()
+}
+
+#[test]
+fn admission_sums_utilisation_and_refuses_above_the_bound() {
+    let p = tasks_plan(&[
+        ("a", "10ms", "0us", Some("5ms")),
+        ("b", "20ms", "6ms", Some("9ms")),
+    ]);
+    let r = admission::check(
+        &p,
+        &[1],
+        &Config {
+            bound: 0.9,
+            margin: 50_000,
+        },
+    );
+    assert!((r.cpus[0].utilisation - 0.95).abs() < 1e-9);
+    assert!(!r.feasible());
+    assert!(r.reasons()[0].contains("95.0 %"), "{:?}", r.reasons());
+    let r = admission::check(
+        &p,
+        &[1],
+        &Config {
+            bound: 1.0,
+            margin: 50_000,
+        },
+    );
+    assert!(r.cpus[0].utilisation <= 1.0);
+}
+
+#[test]
+fn admission_finds_collisions_within_the_hyperperiod() {
+    let p = tasks_plan(&[
+        ("a", "4ms", "0us", Some("3ms")),
+        ("b", "10ms", "5ms", Some("1ms")),
+    ]);
+    let r = admission::check(&p, &[0], &Config::default());
+    assert_eq!(r.horizon, 20_000_000);
+    assert!(r.complete);
+    // b at 5ms falls in a's window [4ms, 7ms); b at 15ms just misses [12ms, 15ms).
+    assert_eq!(r.collision_count, 1, "{:?}", r.collisions);
+    assert_eq!(
+        (r.collisions[0].at, r.collisions[0].overlap),
+        (5_000_000, 2_000_000)
+    );
+    assert!(r.reasons().iter().any(|m| m.contains("collision")));
+}
+
+#[test]
+fn simultaneous_releases_collide_even_without_wcet() {
+    let p = tasks_plan(&[("a", "1ms", "0us", None), ("b", "1ms", "0us", None)]);
+    let r = admission::check(&p, &[0], &Config::default());
+    assert_eq!(r.collision_count, 1);
+    let p = tasks_plan(&[("a", "1ms", "0us", None), ("b", "1ms", "500us", None)]);
+    assert!(admission::check(&p, &[0], &Config::default()).feasible());
+}
+
+#[test]
+fn busy_share_is_the_union_of_spin_windows() {
+    // 1 kHz with a 50 us margin: 5 % of the CPU spinning.
+    let p = tasks_plan(&[("a", "1ms", "0us", None)]);
+    let r = admission::check(
+        &p,
+        &[0],
+        &Config {
+            bound: 0.9,
+            margin: 50_000,
+        },
+    );
+    assert!((r.cpus[0].busy - 0.05).abs() < 1e-9, "{}", r.cpus[0].busy);
+    // Dense events overlap their windows: the CPU is busy all the time, not 500 %.
+    let mut p = tasks_plan(&[("a", "1s", "0us", None)]);
+    p.tasks.clear();
+    p.events = (0..1000u64)
+        .map(|i| Event::new(i * 10_000, 0, &[]))
+        .collect();
+    let r = admission::check(
+        &p,
+        &[0],
+        &Config {
+            bound: 0.9,
+            margin: 50_000,
+        },
+    );
+    assert!(
+        r.cpus[0].busy > 0.99 && r.cpus[0].busy <= 1.0,
+        "{}",
+        r.cpus[0].busy
+    );
+    assert_eq!(r.collision_count, 0);
+}
+
+#[test]
+fn auto_offsets_spread_equal_periods_evenly() {
+    let names: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
+    let spec: Vec<(&str, &str, &str, Option<&str>)> = names
+        .iter()
+        .map(|n| (n.as_str(), "10ms", "auto", None))
+        .collect();
+    let mut p = tasks_plan(&spec);
+    let given = admission::phase(&mut p, &[1]);
+    assert_eq!(given.len(), 30);
+    let mut offs: Vec<u64> = p.tasks.iter().map(|t| t.offset.ns()).collect();
+    offs.sort_unstable();
+    for w in offs.windows(2) {
+        assert!(w[1] - w[0] >= 333_000, "{offs:?}");
+    }
+    assert!(admission::check(&p, &[1], &Config::default()).feasible());
+}
+
+#[test]
+fn auto_offsets_avoid_fixed_tasks() {
+    let mut p = tasks_plan(&[
+        ("a", "1ms", "0us", None),
+        ("b", "2ms", "auto", None),
+        ("c", "2ms", "auto", None),
+    ]);
+    let before = admission::check(&p, &[0], &Config::default());
+    assert!(before.collision_count > 0);
+    admission::phase(&mut p, &[0]);
+    let r = admission::check(&p, &[0], &Config::default());
+    assert_eq!(r.collision_count, 0, "{:?}", p.tasks);
+    for t in &p.tasks[1..] {
+        assert_ne!(t.offset.ns() % 1_000_000, 0, "{t:?} lands on a's releases");
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_text_gives_a_plan_or_a_located_error(text in "[\\[\\]a-z=\" 0-9\\n{},.]{0,200}") {
+        match parse_str(&text, "f.toml", None) {
+            Ok(_) => {}
+            Err(PlanError::At { line, column, .. }) => {
+                prop_assert!(line >= 1 && column >= 1);
+                prop_assert!(line <= text.lines().count().max(1) + 1);
+            }
+            Err(PlanError::Invalid { .. }) => {}
+            Err(e) => prop_assert!(false, "unexpected error kind {e}"),
+        }
+    }
+
+    #[test]
+    fn generated_plans_round_trip(
+        tasks in proptest::collection::vec((1u64..1_000_000, 0u64..100, proptest::option::of(1u64..100), 0usize..3, any::<bool>()), 1..8),
+        events in proptest::collection::vec((0u64..10_000_000_000, proptest::collection::vec(any::<u8>(), 0..12)), 0..50),
+    ) {
+        let mut s = String::from("[plan]\nname = \"gen\"\nspin_margin = \"20us\"\n");
+        for (i, (period_us, off_pct, wcet_pct, kind, catch)) in tasks.iter().enumerate() {
+            let period = period_us * 1000;
+            let offset = period * off_pct / 100;
+            s.push_str(&format!("[[task]]\nname = \"t{i}\"\nperiod = \"{period}ns\"\noffset = \"{offset}ns\"\n"));
+            if let Some(w) = wcet_pct {
+                s.push_str(&format!("wcet = \"{}ns\"\n", (period * w / 100).max(1)));
+            }
+            if *catch {
+                s.push_str("miss = \"catch_up\"\n");
+            }
+            s.push_str(match kind {
+                0 => "action = { kind = \"mark\" }\n",
+                1 => "action = { kind = \"udp\", to = \"127.0.0.1:9\", bytes = 32 }\n",
+                _ => "action = { kind = \"wake\" }\n",
+            });
+        }
+        for (at, data) in &events {
+            let d: Vec<String> = data.iter().map(|b| b.to_string()).collect();
+            s.push_str(&format!("[[event]]\nat = \"{at}ns\"\naction = {{ kind = \"mark\" }}\ndata = [{}]\n", d.join(",")));
+        }
+        let p = parse_str(&s, "g.toml", None).unwrap();
+        prop_assert_eq!(p.tasks.len(), tasks.len());
+        prop_assert_eq!(p.events.len(), events.len());
+        let back = compiled::read(&compiled::to_bytes(&p)[..], "g.pplan").unwrap();
+        prop_assert_eq!(&back.tasks, &p.tasks);
+        prop_assert_eq!(&back.events, &p.events);
+        prop_assert_eq!(&back.actions, &p.actions);
+        let again = parse_str(&emit::to_toml(&p), "g2.toml", None).unwrap();
+        prop_assert_eq!(&again.tasks, &p.tasks);
+        prop_assert_eq!(&again.events, &p.events);
+    }
+}

@@ -1,0 +1,37 @@
+//! `punctual __periodic`: one periodic process of the kurt-periodic experiment (hidden).
+
+use clap::Args;
+use punctual_dispatch::kurt::{body as run_body, Mode};
+
+#[derive(Args, Debug)]
+pub struct PeriodicBodyArgs {
+    #[arg(long)]
+    pub mode: Mode,
+    #[arg(long)]
+    pub period_ns: u64,
+    #[arg(long, default_value_t = 0)]
+    pub first_ns: u64,
+    #[arg(long, default_value_t = 0)]
+    pub until_ns: u64,
+    #[arg(long)]
+    pub channel: Option<String>,
+}
+
+pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<i32> {
+    match run_body(
+        a.mode,
+        a.period_ns,
+        a.first_ns,
+        a.until_ns,
+        a.channel.as_deref(),
+    ) {
+        Ok(line) => {
+            println!("{line}");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("punctual __periodic: {e}");
+            Ok(3)
+        }
+    }
+}

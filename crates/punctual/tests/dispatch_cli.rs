@@ -1,0 +1,523 @@
+//! End-to-end tests of `punctual run`, `plan`, `shield`, `install-lib` and the watchdog: the real
+//! binary in temporary directories. Real-time runs last a second or two.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+
+fn punctual() -> Command {
+    let mut c = Command::cargo_bin("punctual").unwrap();
+    c.env(
+        "PUNCTUAL_DATA_DIR",
+        std::env::temp_dir().join("punctual-test-data"),
+    );
+    c
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn gcc() -> bool {
+    Std::new("gcc").arg("--version").output().is_ok()
+}
+
+fn last_cpu() -> usize {
+    punctual_last_cpu()
+}
+
+fn punctual_last_cpu() -> usize {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    s.trim().rsplit([',', '-']).next().unwrap().parse().unwrap()
+}
+
+fn is_root() -> bool {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn malformed_plans_exit_2_naming_file_line_and_column() {
+    let t = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[[task]]\nname = \"a\"\nperiod = \"0ms\"\naction = { kind = \"mark\" }\n", ":3:10:", "period must be more than zero"),
+        ("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"beam\" }\n", ":4:19:", "unknown action kind"),
+        ("[[task]]\nname = \"a\"\nperiod = \"1ms\"\noffset = \"2ms\"\naction = { kind = \"mark\" }\n", ":4:10:", "not less than the period"),
+        ("[[task]]\nname = \"a\"\nperiod = \"1ms\"\nwcet = \"3ms\"\naction = { kind = \"mark\" }\n", ":4:8:", "above the period"),
+        ("[plan\n", ":1:", ""),
+    ];
+    for (i, (text, at, msg)) in cases.iter().enumerate() {
+        let p = write(t.path(), &format!("p{i}.toml"), text);
+        let json = t.path().join(format!("out{i}.json"));
+        let o = punctual()
+            .arg("run")
+            .arg(&p)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "case {i}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!("p{i}.toml{at}")) && e.contains(msg),
+            "case {i}: {e}"
+        );
+        assert!(!json.exists(), "nothing is written for bad input");
+    }
+}
+
+#[test]
+fn bad_inputs_found_while_preparing_exit_2() {
+    let t = tempfile::tempdir().unwrap();
+    let missing = write(
+        t.path(),
+        "m.toml",
+        "[[event]]\nat = \"1ms\"\naction = { kind = \"plugin\", path = \"./nope.so\" }\n",
+    );
+    let o = punctual().arg("run").arg(&missing).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+
+    let noprog = write(
+        t.path(),
+        "x.toml",
+        "[[event]]\nat = \"1ms\"\naction = { kind = \"exec\", argv = [\"no-such-program-xyz\"] }\n",
+    );
+    let o = punctual().arg("run").arg(&noprog).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not in PATH"), "{}", stderr(&o));
+
+    let ok = write(
+        t.path(),
+        "ok.toml",
+        "[[event]]\nat = \"1ms\"\naction = { kind = \"mark\" }\n",
+    );
+    let o = punctual()
+        .arg("run")
+        .arg(&ok)
+        .args(["-a", "1000"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not online"), "{}", stderr(&o));
+
+    let o = punctual()
+        .arg("run")
+        .arg(t.path().join("absent.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+
+    // Two tasks released at the same instant collide: refused unless --force.
+    let clash = write(
+        t.path(),
+        "c.toml",
+        "[plan]\nduration = \"50ms\"\n[[task]]\nname = \"a\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n[[task]]\nname = \"b\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n",
+    );
+    let o = punctual().arg("run").arg(&clash).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("collision") && stderr(&o).contains("--force"),
+        "{}",
+        stderr(&o)
+    );
+    let o = punctual()
+        .args(["plan", "check"])
+        .arg(&clash)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("verdict: refused"));
+}
+
+#[test]
+fn shielding_every_cpu_is_refused_and_dry_run_changes_nothing() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let o = punctual()
+        .args(["shield", "--cpus", online.trim()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("every online CPU"), "{}", stderr(&o));
+    let o = punctual()
+        .args(["shield", "--cpus", "4000"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    if last_cpu() > 0 {
+        let o = punctual()
+            .args(["shield", "--dry-run", "--cpus"])
+            .arg(last_cpu().to_string())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("would move"),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+#[test]
+fn compile_and_decode_round_trip_with_csv_events() {
+    let t = tempfile::tempdir().unwrap();
+    let p = write(t.path(), "p.toml", "[plan]\nname = \"c\"\n[[action]]\nname = \"m\"\nkind = \"mark\"\n[[event]]\nat = \"1ms\"\nuse = \"m\"\n");
+    let csv = write(
+        t.path(),
+        "e.csv",
+        "at_ns,action,data_hex\n3000000,m,0102\n2000000,m,\n",
+    );
+    let bin = t.path().join("p.pplan");
+    let o = punctual()
+        .args(["plan", "compile"])
+        .arg(&p)
+        .arg("--events")
+        .arg(&csv)
+        .arg("-o")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = punctual()
+        .args(["plan", "decode"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(text.matches("[[event]]").count(), 3, "{text}");
+    assert!(
+        text.contains("at = \"3ms\"") && text.contains("data = [1, 2]"),
+        "{text}"
+    );
+    let mut bad = std::fs::read(&bin).unwrap();
+    bad.truncate(bad.len() - 3);
+    std::fs::write(&bin, bad).unwrap();
+    let o = punctual()
+        .args(["plan", "decode"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("truncated"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_short_run_of_mark_exec_and_udp_writes_per_task_series() {
+    let t = tempfile::tempdir().unwrap();
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let to = rx.local_addr().unwrap();
+    let marker = t.path().join("ran");
+    let p = write(
+        t.path(),
+        "p.toml",
+        &format!(
+            "[plan]\nduration = \"1s\"\n[[task]]\nname = \"tick\"\nperiod = \"2ms\"\noffset = \"auto\"\naction = {{ kind = \"mark\" }}\n\
+             [[task]]\nname = \"spawn\"\nperiod = \"250ms\"\noffset = \"auto\"\naction = {{ kind = \"exec\", argv = [\"/bin/sh\", \"-c\", \"echo >> {}\"] }}\n\
+             [[event]]\nat = \"300100us\"\naction = {{ kind = \"udp\", to = \"{to}\", bytes = 40 }}\ndata = [7]\n",
+            marker.display()
+        ),
+    );
+    let json = t.path().join("r.json");
+    let o = punctual()
+        .arg("run")
+        .arg(&p)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let series = doc["series"].as_array().unwrap();
+    let by = |n: &str| {
+        series
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap_or_else(|| panic!("no series {n}"))
+    };
+    // Every release ran or was counted missed (a hypervisor stall can skip a few).
+    assert_eq!(by("tick")["count"], by("tick")["releases"]);
+    assert_eq!(
+        by("tick")["missed_periods"].as_u64().unwrap() + by("tick")["releases"].as_u64().unwrap(),
+        500
+    );
+    assert_eq!(by("spawn")["releases"], 4);
+    assert_eq!(by("spawn (exec start)")["count"], 4);
+    let udp = series.iter().find(|s| s["action"] == "udp").unwrap();
+    assert_eq!(udp["releases"], 1);
+    let mut b = [0u8; 64];
+    let n = rx.recv(&mut b).unwrap();
+    assert_eq!(n, 40);
+    assert_eq!(b[16], 7);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().lines().count(), 4);
+    // The document follows the schema.
+    let schema: serde_json::Value = serde_json::from_str(punctual_result_schema()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errs: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errs.is_empty(), "{errs:?}");
+}
+
+fn punctual_result_schema() -> &'static str {
+    include_str!("../../result/schema/punctual.result-1.schema.json")
+}
+
+fn build_plugin(dir: &Path, body: &str) -> PathBuf {
+    let src = write(
+        dir,
+        "plugin.c",
+        &format!("#include <stdint.h>\n#include <stddef.h>\n{body}\n"),
+    );
+    let so = dir.join("libplugin.so");
+    let st = Std::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    so
+}
+
+#[test]
+fn plugin_events_receive_their_data_and_a_missing_symbol_is_refused() {
+    if !gcc() {
+        eprintln!("SKIPPED plugin_events: gcc missing");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("sum");
+    let so = build_plugin(
+        t.path(),
+        &format!(
+            "#include <stdio.h>\nstatic unsigned long total;\nint punctual_event(const uint8_t *d, size_t n, uint64_t at) {{ for (size_t i = 0; i < n; i++) total += d[i]; \
+             FILE *f = fopen(\"{}\", \"w\"); if (f) {{ fprintf(f, \"%lu\", total); fclose(f); }} return 0; }}",
+            out.display()
+        ),
+    );
+    let p = write(
+        t.path(),
+        "p.toml",
+        &format!(
+            "[[action]]\nname = \"plug\"\nkind = \"plugin\"\npath = \"{}\"\n[[event]]\nat = \"10ms\"\nuse = \"plug\"\ndata = [1, 2]\n[[event]]\nat = \"20ms\"\nuse = \"plug\"\ndata = [40]\n",
+            so.display()
+        ),
+    );
+    let o = punctual().arg("run").arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "43");
+
+    let p = write(t.path(), "q.toml", &format!("[[event]]\nat = \"1ms\"\naction = {{ kind = \"plugin\", path = \"{}\", symbol = \"other\" }}\n", so.display()));
+    let o = punctual().arg("run").arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("has no symbol 'other'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_watchdog_demotes_a_plugin_spinning_forever_under_fifo_and_exits_3() {
+    if !gcc() || !is_root() {
+        eprintln!("SKIPPED the_watchdog_demotes_a_plugin: needs gcc and root for SCHED_FIFO");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let so = build_plugin(t.path(), "int punctual_event(const uint8_t *d, size_t n, uint64_t at) { for (;;) { __asm__ volatile(\"\"); } return 0; }");
+    let p = write(t.path(), "p.toml", &format!("[[event]]\nat = \"10ms\"\naction = {{ kind = \"plugin\", name = \"forever\", path = \"{}\" }}\n", so.display()));
+    let json = t.path().join("r.json");
+    let start = std::time::Instant::now();
+    let o = punctual()
+        .arg("run")
+        .arg(&p)
+        .args(["--watchdog", "300ms", "--json"])
+        .arg(&json)
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("watchdog") && e.contains("'forever'") && e.contains("Demoted"),
+        "{e}"
+    );
+    assert!(start.elapsed().as_secs() < 10);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(doc["watchdog"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("forever"));
+    assert!(doc["watchdog"]["demoted_threads"].as_u64().unwrap() >= 1);
+}
+
+fn lib_built() -> bool {
+    let exe = assert_cmd::cargo::cargo_bin("punctual");
+    let dir = exe.parent().unwrap().to_path_buf();
+    dir.join("libpunctual.so").exists() || dir.join("deps/libpunctual.so").exists()
+}
+
+#[test]
+fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
+    if !gcc() {
+        eprintln!("SKIPPED install_lib: gcc missing");
+        return;
+    }
+    if !lib_built() {
+        eprintln!(
+            "SKIPPED install_lib: libpunctual.so is not built (run the whole workspace's tests)"
+        );
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let prefix = t.path().join("prefix");
+    let o = punctual()
+        .args(["install-lib", "--prefix"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        prefix.join("include/punctual.h").exists() && prefix.join("lib/libpunctual.so").exists()
+    );
+    let bin = t.path().join("periodic");
+    let st = Std::new("gcc")
+        .arg("-O2")
+        .arg(format!("-I{}", prefix.join("include").display()))
+        .arg(repo().join("examples/c/periodic.c"))
+        .arg(format!("-L{}", prefix.join("lib").display()))
+        .arg("-lpunctual")
+        .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = t.path().join("client.txt");
+    let wrapper = write(
+        t.path(),
+        "client.sh",
+        &format!(
+            "#!/bin/sh\nexec {} --attach \"$PUNCTUAL_WAKE_CHANNEL\" --loops 1000000 > {}\n",
+            bin.display(),
+            out.display()
+        ),
+    );
+    Std::new("chmod").arg("+x").arg(&wrapper).status().unwrap();
+    let shm = tempfile::tempdir().unwrap();
+    let p = write(
+        t.path(),
+        "w.toml",
+        &format!("[plan]\nduration = \"600ms\"\n[[task]]\nname = \"client\"\nperiod = \"5ms\"\naction = {{ kind = \"wake\", spawn = [\"{}\"] }}\n", wrapper.display()),
+    );
+    let json = t.path().join("r.json");
+    let o = punctual()
+        .arg("run")
+        .arg(&p)
+        .arg("--json")
+        .arg(&json)
+        .env("PUNCTUAL_SHM_DIR", shm.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "client")
+        .unwrap()
+        .clone();
+    assert_eq!(s["releases"], 120);
+    assert_eq!(s["measured_by"], "wake client");
+    // Every release was either measured by the client or counted as missed.
+    assert_eq!(
+        s["count"].as_u64().unwrap() + s["missed_periods"].as_u64().unwrap(),
+        120,
+        "{s}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let first = text.lines().next().unwrap_or_default().to_string();
+    assert!(first.starts_with("releases "), "{text}");
+    let n: u64 = first.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(
+        n + s["missed_periods"].as_u64().unwrap() >= 119 && n <= 120,
+        "client saw {n}: {text}"
+    );
+    let cs: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(cs["mode"], "wake client");
+}
+
+#[test]
+fn shield_is_restored_after_kill_9() {
+    if !is_root() || last_cpu() == 0 {
+        eprintln!("SKIPPED shield_is_restored_after_kill_9: needs root and two CPUs");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let mut sleeper = Std::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id();
+    let affinity = |pid: u32| {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    let before = affinity(pid);
+    let exe = assert_cmd::cargo::cargo_bin("punctual");
+    let mut shield = Std::new(&exe)
+        .args(["shield", "--cpus", &last_cpu().to_string(), "-D", "20s"])
+        .env("PUNCTUAL_STATE_DIR", state.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the shield to be up (the journal file appears, the sleeper moves).
+    let t0 = std::time::Instant::now();
+    while affinity(pid) == before && t0.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let during = affinity(pid);
+    // SAFETY: killing the process we started, by pid.
+    unsafe { libc::kill(shield.id() as i32, libc::SIGKILL) };
+    let _ = shield.wait();
+    assert_ne!(during, before, "the shield did not move the sleeper");
+    assert!(
+        std::fs::read_dir(state.path()).unwrap().count() > 0,
+        "no journal left after kill -9"
+    );
+    let o = punctual()
+        .args(["shield", "--restore"])
+        .env("PUNCTUAL_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        affinity(pid),
+        before,
+        "restore did not put the sleeper back"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
