@@ -367,6 +367,43 @@ fn billing_of(r: &RunResult, names: &[&str]) -> (f64, f64, f64, Option<Recorder>
     )
 }
 
+/// The simulator's Table 3 and Table 4 figures for one of Etsion's applications (`Emacs`, `Xine`,
+/// `Quake`, `X Server`, `CPU-bound`, `CPU+Quake`) at `hz` under the Linux 2.4 policy, over `secs`
+/// simulated seconds: (billing ratio, quanta never billed in %, quanta per second). `None` for a name
+/// the paper does not have. Used here and beside the traced half of `etsion-billing`.
+pub fn simulated_billing(
+    app: &str,
+    hz: u32,
+    secs: u64,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Option<(f64, f64, f64)>, Failure> {
+    let app = if app == "X Server" {
+        "X Server (w/ Xine)"
+    } else {
+        app
+    };
+    if !TABLE3.iter().any(|row| row.0 == app) {
+        return Ok(None);
+    }
+    let (tasks, names) = billing_workload(app);
+    let cfg = RunConfig {
+        hz,
+        policy: Policy::Linux24,
+        duration: secs * NS_PER_S,
+        tasks,
+        ..RunConfig::default()
+    };
+    let r = simulate(
+        &cfg,
+        &Control {
+            stop,
+            progress: None,
+        },
+    )?;
+    let (ratio, missed, qps, _) = billing_of(&r, &names);
+    Ok(Some((ratio, missed, qps)))
+}
+
 impl Experiment for EtsionBilling {
     fn name(&self) -> &'static str {
         "etsion-billing"
