@@ -161,32 +161,44 @@ impl Session {
         }
     }
 
-    /// Close the document: end time, status from the interrupt flag and the limit.
+    /// Close the document: end time, status from the interrupt flag and the limit (which applies to
+    /// every series' maximum).
     pub fn close(&self, doc: &mut ResultDoc, fail_above: Option<u64>) -> i32 {
         doc.ended_at = punctual_result::now_rfc3339();
-        let over = fail_above.is_some_and(|limit| doc.series.iter().any(|s| s.summary.max > limit));
-        doc.status = if self.interrupted() {
-            Status::Interrupted
-        } else if over {
-            Status::LimitExceeded
-        } else {
-            Status::Ok
-        };
-        if over {
-            if let Some(limit) = fail_above {
-                let worst = doc.series.iter().map(|s| s.summary.max).max().unwrap_or(0);
-                eprintln!(
-                    "punctual: limit exceeded: worst sample {} is above --fail-above {}",
-                    punctual_time::format_ns(worst),
-                    punctual_time::format_ns(limit)
-                );
-            }
-        }
-        match doc.status {
-            Status::Interrupted => punctual_rt::signals::EXIT_INTERRUPTED,
-            Status::LimitExceeded => 1,
-            Status::Ok => 0,
-        }
+        let worst = doc.series.iter().map(|s| s.summary.max).max();
+        close_status(doc, self.interrupted(), fail_above, worst, "sample")
+    }
+}
+
+/// Set a finished document's status and return the exit code (SPEC section 2): an interruption
+/// (130) outranks a crossed `--fail-above` (1), which outranks ok (0). `worst` is the largest value
+/// the limit applies to, `what` names it in the message.
+pub fn close_status(
+    doc: &mut ResultDoc,
+    interrupted: bool,
+    fail_above: Option<u64>,
+    worst: Option<u64>,
+    what: &str,
+) -> i32 {
+    let over = fail_above.zip(worst).filter(|(limit, w)| w > limit);
+    doc.status = if interrupted {
+        Status::Interrupted
+    } else if over.is_some() {
+        Status::LimitExceeded
+    } else {
+        Status::Ok
+    };
+    if let Some((limit, w)) = over {
+        eprintln!(
+            "punctual: limit exceeded: worst {what} {} is above --fail-above {}",
+            punctual_time::format_ns(w),
+            punctual_time::format_ns(limit)
+        );
+    }
+    match doc.status {
+        Status::Interrupted => punctual_rt::signals::EXIT_INTERRUPTED,
+        Status::LimitExceeded => 1,
+        Status::Ok => 0,
     }
 }
 
@@ -239,60 +251,72 @@ pub fn show(exports: &Exports, text: &str) {
     }
 }
 
-/// A live line on stderr (only when stderr is a terminal, at most 4 redraws a second).
+/// A live line on stderr while something runs: drawn only when stderr is a terminal, at most 4 times
+/// a second. Every command uses it; what differs is only where the figures come from: `poll` returns
+/// (work done so far, message), in the unit of `total` (none: a spinner without a bar).
 pub struct Live {
-    bar: indicatif::ProgressBar,
+    bar: Option<indicatif::ProgressBar>,
     done: Arc<AtomicBool>,
     ticker: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Live {
-    /// `total_ns`: the expected length of the run; `progress`: the threads' live figures.
-    pub fn start(total_ns: u64, progress: Arc<[Progress]>) -> Live {
+    pub fn start(
+        prefix: impl Into<String>,
+        total: Option<u64>,
+        poll: impl Fn() -> (u64, String) + Send + 'static,
+    ) -> Live {
+        use std::io::IsTerminal;
+        let done = Arc::new(AtomicBool::new(false));
+        if !std::io::stderr().is_terminal() {
+            return Live {
+                bar: None,
+                done,
+                ticker: None,
+            };
+        }
         let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total_ns / 1_000_000),
+            total,
             indicatif::ProgressDrawTarget::stderr_with_hz(4),
         );
+        let template = if total.is_some() {
+            "{prefix} [{bar:30}] {elapsed}/{duration} {msg}"
+        } else {
+            "{prefix} {elapsed} {msg}"
+        };
         bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {elapsed}/{duration} {msg}",
-            )
-            .expect("static template")
-            .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(template)
+                .expect("static template")
+                .progress_chars("=> "),
         );
-        let done = Arc::new(AtomicBool::new(false));
+        bar.set_prefix(prefix.into());
         let ticker = {
             let (bar, done) = (bar.clone(), done.clone());
             std::thread::spawn(move || {
-                let t0 = std::time::Instant::now();
                 while !done.load(Ordering::Relaxed) {
-                    let samples: u64 = progress
-                        .iter()
-                        .map(|p| p.samples.load(Ordering::Relaxed))
-                        .sum();
-                    let max = progress
-                        .iter()
-                        .map(|p| p.max_ns.load(Ordering::Relaxed))
-                        .max()
-                        .unwrap_or(0);
-                    bar.set_position(t0.elapsed().as_millis() as u64);
-                    bar.set_message(format!(
-                        "{samples} samples, max {}",
-                        punctual_time::format_ns(max)
-                    ));
+                    let (at, msg) = poll();
+                    bar.set_position(at);
+                    bar.set_message(msg);
                     std::thread::sleep(std::time::Duration::from_millis(250));
                 }
             })
         };
         Live {
-            bar,
+            bar: Some(bar),
             done,
             ticker: Some(ticker),
         }
     }
 
+    /// Milliseconds since `t0`, for runs whose `total` is a wall-clock duration in ms.
+    pub fn elapsed_ms(t0: std::time::Instant) -> u64 {
+        t0.elapsed().as_millis() as u64
+    }
+
     pub fn set_prefix(&self, p: impl Into<String>) {
-        self.bar.set_prefix(p.into());
+        if let Some(b) = &self.bar {
+            b.set_prefix(p.into());
+        }
     }
 
     pub fn finish(mut self) {
@@ -304,12 +328,34 @@ impl Live {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
-        self.bar.finish_and_clear();
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Live figures of measuring threads: samples so far and the worst so far.
+pub fn samples_poll(progress: Arc<[Progress]>) -> impl Fn() -> (u64, String) + Send + 'static {
+    let t0 = std::time::Instant::now();
+    move || {
+        let samples: u64 = progress
+            .iter()
+            .map(|p| p.samples.load(Ordering::Relaxed))
+            .sum();
+        let max = progress
+            .iter()
+            .map(|p| p.max_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        (
+            Live::elapsed_ms(t0),
+            format!("{samples} samples, max {}", punctual_time::format_ns(max)),
+        )
     }
 }

@@ -1,7 +1,7 @@
 //! `punctual check`: the main job.
 
 use crate::cli::CheckArgs;
-use crate::session::{show, validate_rt, Exports, Live, Session};
+use crate::session::{samples_poll, show, validate_rt, Exports, Live, Session};
 use punctual_latency::check::{default_load, run_check, CheckConfig, PHASES};
 use punctual_latency::Progress;
 use punctual_result::export::{Csv, Json};
@@ -63,7 +63,11 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
         cfg.load
     );
     let progress: Arc<[Progress]> = Arc::new([Progress::default()]);
-    let live = Live::start(a.duration, progress.clone());
+    let live = Live::start(
+        "check",
+        Some(a.duration / 1_000_000),
+        samples_poll(progress.clone()),
+    );
     let slot: &[Progress; 1] = (&*progress).try_into().expect("one slot");
     let outcome = run_check(
         &cfg,

@@ -1,7 +1,7 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency.
 
 use crate::cli::LatencyArgs;
-use crate::session::{show, validate_rt, Exports, Live, Session};
+use crate::session::{samples_poll, show, validate_rt, Exports, Live, Session};
 use punctual_latency::{Config, Mode, Progress, Stop, MAX_THREADS};
 use punctual_result::export::{Csv, CyclictestHistogram, Json};
 use punctual_result::{doc::kind, Failure, Output, Series, Table};
@@ -148,8 +148,11 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         Stop::Duration(d) => d,
         Stop::Loops(l) => l.saturating_mul(cfg.interval),
     };
-    let live = Live::start(expected, progress.clone());
-    live.set_prefix(format!("latency {}", cfg.mode.name()));
+    let live = Live::start(
+        format!("latency {}", cfg.mode.name()),
+        Some(expected / 1_000_000),
+        samples_poll(progress.clone()),
+    );
     let result = punctual_latency::run(&cfg, &session.stop, samples_sink, Some(&progress));
     live.finish();
     let load_reports = loads.stop();

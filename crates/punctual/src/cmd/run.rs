@@ -1,9 +1,8 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
 use crate::cli::{duration, OutputArgs, RtArgs};
-use crate::session::{show, validate_rt, Exports, Session};
+use crate::session::{show, validate_rt, Exports, Live, Session};
 use clap::{Args, Subcommand};
-use punctual_dispatch::engine::SlotProgress;
 use punctual_dispatch::{Outcome, RunConfig};
 use punctual_plan::admission::{self, Config as AdmitConfig, Report};
 use punctual_plan::{Plan, PlanError};
@@ -12,7 +11,6 @@ use punctual_result::{doc::kind, Failure, Output, ResultDoc, Series, Table};
 use punctual_time::{format_ns, MarginPolicy};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -385,7 +383,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let load = a.load.clone().unwrap_or_default();
     let loads = punctual_load::Loads::start(&load, &super::own_exe()?)
         .map_err(|e| Failure::system(e.to_string()))?;
-    let live = live(duration.unwrap_or(0), names, progress.clone());
+    let live = {
+        let (progress, t0) = (progress.clone(), std::time::Instant::now());
+        Live::start("run", duration.map(|d| d / 1_000_000), move || {
+            let parts: Vec<String> = names
+                .iter()
+                .zip(progress.iter())
+                .take(6)
+                .map(|(n, p)| {
+                    format!(
+                        "{n}: {} rel, max {}, missed {}",
+                        p.releases.load(Ordering::Relaxed),
+                        format_ns(p.max_ns.load(Ordering::Relaxed)),
+                        p.missed.load(Ordering::Relaxed)
+                    )
+                })
+                .collect();
+            (Live::elapsed_ms(t0), parts.join(" | "))
+        })
+    };
     let outcome = punctual_dispatch::execute(prepared, &cfg, session.stop.clone(), progress);
     drop(live);
     let load_reports = loads.stop();
@@ -614,61 +630,4 @@ fn render(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
     t.note("lateness: from the release instant to the action starting (wake: to the client running, as it measured).");
     t.note("(dispatcher) rows: how late the dispatcher acted for wake releases; (exec start): release instant to the child running.");
     t
-}
-
-/// Live per-task figures on stderr (only when it is a terminal), at most 4 times a second.
-struct LiveLine {
-    done: Arc<std::sync::atomic::AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-fn live(total_ns: u64, names: Vec<String>, progress: Arc<[SlotProgress]>) -> LiveLine {
-    use std::io::IsTerminal;
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    if !std::io::stderr().is_terminal() {
-        return LiveLine { done, handle: None };
-    }
-    let d = done.clone();
-    let handle = std::thread::spawn(move || {
-        let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total_ns.max(1) / 1_000_000),
-            indicatif::ProgressDrawTarget::stderr_with_hz(4),
-        );
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{elapsed} {msg}").expect("static template"),
-        );
-        let t0 = std::time::Instant::now();
-        while !d.load(Ordering::Relaxed) {
-            let parts: Vec<String> = names
-                .iter()
-                .zip(progress.iter())
-                .take(6)
-                .map(|(n, p)| {
-                    format!(
-                        "{n}: {} rel, max {}, missed {}",
-                        p.releases.load(Ordering::Relaxed),
-                        format_ns(p.max_ns.load(Ordering::Relaxed)),
-                        p.missed.load(Ordering::Relaxed)
-                    )
-                })
-                .collect();
-            bar.set_position(t0.elapsed().as_millis() as u64);
-            bar.set_message(parts.join(" | "));
-            std::thread::sleep(std::time::Duration::from_millis(250));
-        }
-        bar.finish_and_clear();
-    });
-    LiveLine {
-        done,
-        handle: Some(handle),
-    }
-}
-
-impl Drop for LiveLine {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
 }

@@ -2,15 +2,15 @@
 //! line, `frames` (Etsion Section 5), or `scenario FILE`; sweeps over `--hz` and `--quantum` lists.
 //! Pure computation: no real-time setup, but the same output conventions as every command.
 
-use crate::session::{show, Exports};
+use crate::session::{close_status, show, Exports, Live};
 use clap::{Args, Subcommand};
 use punctual_result::export::{Csv, Json};
-use punctual_result::{Failure, Output, ResultDoc, Status};
+use punctual_result::{Failure, Output, ResultDoc};
 use punctual_sim::frames::{FramesConfig, FramesResult};
 use punctual_sim::{report, Control, Costs, Mechanism, Policy, Poll, Quantum, RunConfig};
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Args, Debug)]
@@ -293,52 +293,6 @@ fn prepare(out: &SimOutput) -> Result<Prepared, Failure> {
     })
 }
 
-/// A progress line on stderr while a long simulation runs (only on a terminal, 4 Hz at most).
-struct Progress {
-    done: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Progress {
-    fn start(total_ns: u64, at: Arc<AtomicU64>) -> Progress {
-        let done = Arc::new(AtomicBool::new(false));
-        let handle = {
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let bar = indicatif::ProgressBar::with_draw_target(
-                    Some(total_ns / 1_000_000),
-                    indicatif::ProgressDrawTarget::stderr_with_hz(4),
-                );
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template("simulate [{bar:30}] {msg}")
-                        .expect("static template")
-                        .progress_chars("=> "),
-                );
-                while !done.load(Ordering::Relaxed) {
-                    let ns = at.load(Ordering::Relaxed);
-                    bar.set_position(ns / 1_000_000);
-                    bar.set_message(format!("{} simulated", punctual_time::format_ns(ns)));
-                    std::thread::sleep(std::time::Duration::from_millis(250));
-                }
-                bar.finish_and_clear();
-            })
-        };
-        Progress {
-            done,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 pub fn run(a: SimulateArgs) -> anyhow::Result<i32> {
     match a.sub {
         Some(SimulateCmd::Frames(f)) => run_frames(f),
@@ -391,26 +345,13 @@ fn close(doc: &mut ResultDoc, interrupted: bool, fail_above: Option<u64>) -> i32
         .filter(|s| s.kind == report::kind::ALARM_LATENCY)
         .map(|s| s.summary.max)
         .max();
-    let over = fail_above.zip(worst).filter(|(limit, w)| w > limit);
-    doc.status = if interrupted {
-        Status::Interrupted
-    } else if over.is_some() {
-        Status::LimitExceeded
-    } else {
-        Status::Ok
-    };
-    if let Some((limit, w)) = over {
-        eprintln!(
-            "punctual: limit exceeded: worst simulated alarm latency {} is above --fail-above {}",
-            punctual_time::format_ns(w),
-            punctual_time::format_ns(limit)
-        );
-    }
-    match doc.status {
-        Status::Interrupted => 130,
-        Status::LimitExceeded => 1,
-        Status::Ok => 0,
-    }
+    close_status(
+        doc,
+        interrupted,
+        fail_above,
+        worst,
+        "simulated alarm latency",
+    )
 }
 
 fn run_sweep(
@@ -429,8 +370,16 @@ fn run_sweep(
     let at = Arc::new(AtomicU64::new(0));
     let total: u64 = cfgs.iter().map(|c| c.duration).sum();
     let runs = {
-        let _p =
-            (total >= 10_000_000_000 || cfgs.len() > 1).then(|| Progress::start(total, at.clone()));
+        let _p = (total >= 10_000_000_000 || cfgs.len() > 1).then(|| {
+            let at = at.clone();
+            Live::start("simulate", Some(total / 1_000_000), move || {
+                let ns = at.load(Ordering::Relaxed);
+                (
+                    ns / 1_000_000,
+                    format!("{} simulated", punctual_time::format_ns(ns)),
+                )
+            })
+        });
         let control = Control {
             stop: Some(&stop),
             progress: if knobs.jobs == 1 { Some(&at) } else { None },

@@ -2,7 +2,7 @@
 //! (klogger's successor), and the seeds' answers from them.
 
 use crate::cli::{duration, DmaLatency, RtArgs};
-use crate::session::{show, Exports, Session};
+use crate::session::{show, Exports, Live, Session};
 use clap::{Args, Subcommand};
 use punctual_result::export::{Csv, Json};
 use punctual_result::{Failure, Output, Table};
@@ -137,7 +137,18 @@ fn record_cmd(a: RecordArgs) -> anyhow::Result<i32> {
     cfg.argv = std::env::args().collect();
     cfg.host = Some(session.host.clone());
     let progress = Arc::new(RecordProgress::default());
-    let live = live_progress(progress.clone());
+    let live = {
+        let p = progress.clone();
+        Live::start("recording", None, move || {
+            let msg = format!(
+                "{} events, {:.1} MiB, {} lost",
+                p.events.load(Ordering::Relaxed),
+                p.bytes.load(Ordering::Relaxed) as f64 / 1048576.0,
+                p.lost.load(Ordering::Relaxed)
+            );
+            (0, msg)
+        })
+    };
     let result = record(&cfg, &session.stop, &progress);
     drop(live);
     let s = result.map_err(Failure::from)?;
@@ -207,55 +218,6 @@ fn record_cmd(a: RecordArgs) -> anyhow::Result<i32> {
     } else {
         0
     })
-}
-
-/// A progress line on stderr (terminals only, 4 Hz).
-fn live_progress(p: Arc<RecordProgress>) -> Option<LiveGuard> {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        None,
-        indicatif::ProgressDrawTarget::stderr_with_hz(4),
-    );
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("recording {elapsed} {msg}")
-            .expect("static template"),
-    );
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (b, d) = (bar.clone(), done.clone());
-    let handle = std::thread::spawn(move || {
-        while !d.load(Ordering::Relaxed) {
-            b.set_message(format!(
-                "{} events, {:.1} MiB, {} lost",
-                p.events.load(Ordering::Relaxed),
-                p.bytes.load(Ordering::Relaxed) as f64 / 1048576.0,
-                p.lost.load(Ordering::Relaxed)
-            ));
-            b.tick();
-            std::thread::sleep(std::time::Duration::from_millis(250));
-        }
-        b.finish_and_clear();
-    });
-    Some(LiveGuard {
-        done,
-        handle: Some(handle),
-    })
-}
-
-struct LiveGuard {
-    done: Arc<std::sync::atomic::AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for LiveGuard {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 fn analyze_cmd(a: AnalyzeArgs) -> anyhow::Result<i32> {
