@@ -73,7 +73,7 @@ mod tests {
         let a = ticks();
         let b = ticks();
         assert!(b >= a);
-        assert_eq!(c.to_ns(c.from_ns(1_000_000)).abs_diff(1_000_000) < 10, true);
+        assert!(c.to_ns(c.from_ns(1_000_000)).abs_diff(1_000_000) < 10);
         let fixed = Calibration::between((0, 0), (1_000, 3_000));
         assert!((fixed.ns_per_tick - 1.0 / 3.0).abs() < 1e-12);
         assert!((fixed.hz() - 3e9).abs() < 1.0);

@@ -214,7 +214,7 @@ pub fn exact_duration(ns: u64) -> String {
         return "0us".into();
     }
     for (scale, unit) in UNITS {
-        if ns % scale == 0 {
+        if ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }

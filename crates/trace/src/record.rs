@@ -126,8 +126,8 @@ impl<W: Write> Sink<W> {
             }
         }
         if let Some((irq, name)) = l.irq_name {
-            if !self.irq_names.contains_key(&irq) {
-                self.irq_names.insert(irq, name.to_vec());
+            if let std::collections::hash_map::Entry::Vacant(e) = self.irq_names.entry(irq) {
+                e.insert(name.to_vec());
                 self.writer.irq_name(cpu, ts, irq, name);
             }
         }

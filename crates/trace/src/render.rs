@@ -315,7 +315,7 @@ pub fn timeline_table(entries: &[TimelineEntry], trace: &TraceData, rows: usize)
         *by.entry(e.next.as_str()).or_default() += 1;
     }
     let mut top: Vec<_> = by.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1));
+    top.sort_by_key(|b| std::cmp::Reverse(b.1));
     let top: Vec<String> = top
         .iter()
         .take(5)

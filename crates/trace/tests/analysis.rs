@@ -301,7 +301,7 @@ fn report_tables_snapshot() {
 #[test]
 fn a_switch_in_from_idle_the_kernel_did_not_record_is_placed_at_the_wakeup() {
     let mut s = Synth::new(1, 0, 10 * MS).task(30, 30, "sleeper");
-    s.switch(1 * MS, 0, 30, SLEEPING, 0) // sleeper goes to sleep, idle runs
+    s.switch(MS, 0, 30, SLEEPING, 0) // sleeper goes to sleep, idle runs
         .waking(2 * MS, 0, 30)
         .event(
             2 * MS + 1_000,

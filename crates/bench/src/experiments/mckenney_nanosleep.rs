@@ -111,6 +111,8 @@ fn u1(ns: u64) -> String {
 }
 
 impl McKenneyNanosleep {
+    /// One row of the ladder: every knob the paper turns is an argument.
+    #[allow(clippy::too_many_arguments)]
     fn measure(
         &self,
         ctx: &Context,

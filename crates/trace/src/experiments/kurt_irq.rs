@@ -238,7 +238,7 @@ fn phase(a: &Analysis, c: Category) -> Phase {
         .values()
         .filter(|s| s.source.context() != "hrtimer")
         .collect();
-    seen.sort_by(|x, y| y.durations.count().cmp(&x.durations.count()));
+    seen.sort_by_key(|x| std::cmp::Reverse(x.durations.count()));
     p.sources = seen
         .iter()
         .take(5)

@@ -4,6 +4,8 @@ use super::format::{EventFormat, Field, FormatError};
 use crate::event::{EventKind, Vector};
 use std::collections::HashMap;
 
+/// One per event format (a handful per trace), so the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 enum Decoding {
     Switch {

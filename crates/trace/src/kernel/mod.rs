@@ -180,6 +180,24 @@ pub fn parse_size_kb(s: &str) -> Result<u64, TraceError> {
     Ok(kb)
 }
 
+/// Read a tracefs file. Some tracefs files (`events/header_page`) answer a small first read with a
+/// short chunk and then end-of-file, so read in large chunks, as `cat` does, not with a size probe.
+pub fn read_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,22 +249,4 @@ mod tests {
         assert!(parse_size_kb("4T").is_err());
         assert!(parse_size_kb("lots").is_err());
     }
-}
-
-/// Read a tracefs file. Some tracefs files (`events/header_page`) answer a small first read with a
-/// short chunk and then end-of-file, so read in large chunks, as `cat` does, not with a size probe.
-pub fn read_file(path: &std::path::Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
