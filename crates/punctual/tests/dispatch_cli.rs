@@ -143,6 +143,47 @@ fn bad_inputs_found_while_preparing_exit_2() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("verdict: refused"));
 }
 
+/// An unreachable UDP target is refused before anything runs: in a network namespace of its own
+/// (which the test creates; its loopback is down) no address is routable.
+#[test]
+fn an_unreachable_udp_target_exits_2_before_running() {
+    let unshare_ok = Std::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !is_root() || !unshare_ok {
+        eprintln!("SKIPPED an_unreachable_udp_target: needs root and unshare -n for a private network namespace");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "u.toml",
+        "[[event]]\nat = \"1ms\"\naction = { kind = \"udp\", to = \"127.0.0.1:9\" }\n",
+    );
+    let json = t.path().join("out.json");
+    let o = Std::new("unshare")
+        .arg("-n")
+        .arg(assert_cmd::cargo::cargo_bin("punctual"))
+        .arg("run")
+        .arg(&plan)
+        .arg("--json")
+        .arg(&json)
+        .env(
+            "PUNCTUAL_DATA_DIR",
+            std::env::temp_dir().join("punctual-test-data"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("127.0.0.1:9 is unreachable"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!json.exists(), "nothing is written for bad input");
+}
+
 #[test]
 fn shielding_every_cpu_is_refused_and_dry_run_changes_nothing() {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
