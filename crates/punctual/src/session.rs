@@ -50,6 +50,8 @@ pub struct Session {
     pub started_at: String,
     pub host: HostFacts,
     pub plan: RtPlan,
+    /// Steal time per CPU when the run began (`host::steal_ns`), and when that was.
+    steal_at_start: Option<(std::time::Instant, Vec<(usize, u64)>)>,
     _mlock: Option<MlockGuard>,
     _dma: Option<DmaLatencyGuard>,
 }
@@ -113,6 +115,7 @@ impl Session {
             started_at: punctual_result::now_rfc3339(),
             host: HostFacts::detect(),
             plan,
+            steal_at_start: punctual_rt::host::steal_ns().map(|v| (std::time::Instant::now(), v)),
             _mlock: mlock,
             _dma: dma,
         })
@@ -165,8 +168,62 @@ impl Session {
     /// every series' maximum).
     pub fn close(&self, doc: &mut ResultDoc, fail_above: Option<u64>) -> i32 {
         doc.ended_at = punctual_result::now_rfc3339();
+        self.record_steal(doc);
         let worst = doc.series.iter().map(|s| s.summary.max).max();
         close_status(doc, self.interrupted(), fail_above, worst, "sample")
+    }
+}
+
+impl Session {
+    /// Record how much CPU time the hypervisor took from each CPU during the run
+    /// (`settings.steal_ns`, ns per CPU) and say so when it took any: releases that fall in stolen
+    /// time are late by the rest of it, and no setting inside the guest can prevent that.
+    fn record_steal(&self, doc: &mut ResultDoc) {
+        let Some((t0, before)) = &self.steal_at_start else {
+            return;
+        };
+        let Some(after) = punctual_rt::host::steal_ns() else {
+            return;
+        };
+        let run = t0.elapsed().as_nanos().max(1) as u64;
+        let mut per_cpu = serde_json::Map::new();
+        let mut taken = Vec::new();
+        for (cpu, ns) in after {
+            let b = before
+                .iter()
+                .find(|(c, _)| *c == cpu)
+                .map_or(ns, |(_, b)| *b);
+            let d = ns.saturating_sub(b);
+            per_cpu.insert(cpu.to_string(), d.into());
+            if d > 0 {
+                taken.push((cpu, d));
+            }
+        }
+        doc.settings
+            .extra
+            .insert("steal_ns".into(), serde_json::Value::Object(per_cpu));
+        if taken.is_empty() {
+            return;
+        }
+        taken.sort_by_key(|&(_, d)| std::cmp::Reverse(d));
+        let list: Vec<String> = taken
+            .iter()
+            .take(4)
+            .map(|&(cpu, d)| {
+                format!(
+                    "CPU {cpu} {} ({:.2} %)",
+                    punctual_time::format_ns(d),
+                    d as f64 * 100.0 / run as f64
+                )
+            })
+            .collect();
+        eprintln!(
+            "punctual: steal time (the hypervisor running something else) during this {} run: {}{}; \
+             releases that fall in it are late by the rest of it",
+            punctual_time::format_ns(run),
+            list.join(", "),
+            if taken.len() > 4 { ", ..." } else { "" }
+        );
     }
 }
 

@@ -25,6 +25,11 @@ fn every_mode_produces_the_asked_samples_and_a_valid_document() {
         let doc = valid_doc(&json);
         assert_eq!(doc["status"], "ok", "{mode}");
         assert_eq!(doc["settings"]["mode"], mode);
+        // Steal time during the run, one entry per CPU (zero on bare metal, never absent on Linux).
+        let steal = doc["settings"]["steal_ns"].as_object().unwrap();
+        let cpus = doc["host"]["cpus"].as_u64().unwrap() as usize;
+        assert_eq!(steal.len(), cpus, "{mode}: {steal:?}");
+        assert!(steal.values().all(|v| v.is_u64()), "{mode}: {steal:?}");
         let series = doc["series"].as_array().unwrap();
         assert_eq!(series.len(), 3, "{mode}: two threads and a total");
         for s in &series[..2] {

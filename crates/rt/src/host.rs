@@ -140,9 +140,49 @@ impl HostFacts {
     }
 }
 
+/// Steal time per CPU (`/proc/stat`): how long the hypervisor ran something else while the CPU had
+/// work, in ns since boot, as `(cpu, ns)`. Zero on bare metal; `None` when it cannot be read.
+/// A release that falls inside stolen time is late by the rest of it, whatever the waiting method.
+pub fn steal_ns() -> Option<Vec<(usize, u64)>> {
+    // SAFETY: plain sysconf query.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    parse_steal(
+        &std::fs::read_to_string("/proc/stat").ok()?,
+        hz.max(1) as u64,
+    )
+}
+
+/// `cpuN user nice system idle iowait irq softirq steal ...` in `user_hz` ticks.
+fn parse_steal(stat: &str, user_hz: u64) -> Option<Vec<(usize, u64)>> {
+    let v: Vec<(usize, u64)> = stat
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let ticks: u64 = f.nth(7)?.parse().ok()?;
+            Some((cpu, ticks.saturating_mul(1_000_000_000) / user_hz))
+        })
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_the_eighth_value_of_each_cpu_line() {
+        let stat = "cpu  1521805 0 247290 938352 16271 0 4647 44916 0 0\n\
+                    cpu0 732672 0 111275 518981 5822 0 283 21885 0 0\n\
+                    cpu1 789133 0 136014 419371 10449 0 4363 23030 0 0\n\
+                    intr 123 4 5\n";
+        assert_eq!(
+            parse_steal(stat, 100),
+            Some(vec![(0, 218_850_000_000), (1, 230_300_000_000)])
+        );
+        assert_eq!(parse_steal("cpu0 1 2 3\n", 100), None, "no steal column");
+        assert!(steal_ns().is_some_and(|v| v.len() == crate::online_cpus().len()));
+    }
 
     #[test]
     fn preempt_from_config_and_cmdline() {
