@@ -165,9 +165,42 @@ fn prepare_action(
                         .map_err(|e| at(format!("spawning the wake client {}: {e}", argv[0])))?,
                 );
             }
-            Box::new(actions::wake::Wake::new(server, period, cfg.margin))
+            Box::new(actions::wake::Wake::new(
+                server,
+                period,
+                cfg.margin,
+                wake_lead_cap(plan),
+            ))
         }
     })
+}
+
+/// Share of one CPU that all `wake` clients together may spend spinning towards their instants.
+pub const WAKE_SPIN_BUDGET: f64 = 0.5;
+
+/// The most an automatic `wake` lead may grow to: [`WAKE_SPIN_BUDGET`] of a CPU shared among every
+/// wake release of the plan (periodic tasks at their rates, one-shot events over their span). Each
+/// released client spins for its lead; without a bound, leads that grow with a late wake-up make
+/// many clients spin at once, they hold every CPU, the kernel's normal tasks starve and the fair
+/// server (or RT throttling) takes the CPUs away for tens of milliseconds, which makes the wake-ups
+/// later still. Never below 2 us; `u64::MAX` for a plan without wake releases.
+pub fn wake_lead_cap(plan: &Plan) -> u64 {
+    let is_wake = |a: u16| plan.action(a).action.kind() == "wake";
+    let mut per_second: f64 = plan
+        .tasks
+        .iter()
+        .filter(|t| is_wake(t.action))
+        .map(|t| 1e9 / t.period as f64)
+        .sum();
+    let events = plan.events.iter().filter(|e| is_wake(e.action)).count();
+    if events > 0 {
+        let span = plan.last_event().unwrap_or(0).max(1_000_000) as f64;
+        per_second += events as f64 * 1e9 / span;
+    }
+    if per_second == 0.0 {
+        return u64::MAX;
+    }
+    ((WAKE_SPIN_BUDGET * 1e9 / per_second) as u64).max(2_000)
 }
 
 /// Prepare a validated (and admitted) plan.
@@ -598,4 +631,36 @@ pub fn execute(
         trip,
         stuck,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Plan {
+        punctual_plan::parse_str(text, "t.toml", None).unwrap()
+    }
+
+    #[test]
+    fn the_wake_spin_budget_is_shared_among_every_wake_release() {
+        // 30 wake tasks at 10 ms: 3000 releases a second share half a CPU, 166 us each.
+        let mut text = String::new();
+        for i in 0..30 {
+            text += &format!(
+                "[[task]]\nname = \"t{i}\"\nperiod = \"10ms\"\noffset = \"{}us\"\naction = {{ kind = \"wake\" }}\n",
+                i * 300
+            );
+        }
+        // mark releases do not spin and do not count.
+        text += "[[task]]\nname = \"m\"\nperiod = \"100us\"\noffset = \"50us\"\naction = { kind = \"mark\" }\n";
+        assert_eq!(wake_lead_cap(&plan(&text)), 166_666);
+        let one = "[[task]]\nname = \"t\"\nperiod = \"10ms\"\naction = { kind = \"wake\" }\n";
+        assert_eq!(
+            wake_lead_cap(&plan(one)),
+            5_000_000,
+            "the period's own bound (2 ms) applies below this"
+        );
+        let none = "[[task]]\nname = \"t\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n";
+        assert_eq!(wake_lead_cap(&plan(none)), u64::MAX);
+    }
 }

@@ -67,8 +67,20 @@ impl AutoMargin {
         AutoMargin::new((interval / 4).min(200_000), 2_000, max)
     }
 
+    /// The same estimator, never above `cap` (but never below its minimum either).
+    pub fn capped(mut self, cap: u64) -> Self {
+        self.max = self.max.min(cap).max(self.min);
+        self.margin = self.margin.min(self.max);
+        self
+    }
+
     pub fn margin(&self) -> u64 {
         self.margin
+    }
+
+    /// The largest margin this estimator will use.
+    pub fn max(&self) -> u64 {
+        self.max
     }
 
     /// Record one kernel wake-up latency (ns): from the instant the sleep was asked to end to when
@@ -123,6 +135,18 @@ impl AutoMargin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cap_bounds_the_margin_however_late_the_wakes() {
+        let mut m = AutoMargin::for_interval(10_000_000).capped(150_000);
+        assert_eq!(m.margin(), 150_000, "the initial 200 us is cut to the cap");
+        for _ in 0..1000 {
+            m.observe(1_500_000);
+        }
+        assert_eq!(m.margin(), 150_000);
+        let m = AutoMargin::new(10_000, 2_000, 1_000_000).capped(500);
+        assert_eq!(m.margin(), 2_000, "never below the minimum");
+    }
 
     #[test]
     fn converges_to_the_tail_of_a_steady_distribution() {

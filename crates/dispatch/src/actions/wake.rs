@@ -17,10 +17,12 @@ pub struct Wake {
 }
 
 impl Wake {
-    pub fn new(server: Server, period: u64, margin: MarginPolicy) -> Wake {
+    /// `cap`: the most an automatic lead may grow to (see [`crate::wake_lead_cap`]); a fixed
+    /// margin is taken as given.
+    pub fn new(server: Server, period: u64, margin: MarginPolicy, cap: u64) -> Wake {
         let lead = match margin {
             MarginPolicy::Auto => {
-                AutoMargin::for_interval(if period == 0 { 1_000_000 } else { period })
+                AutoMargin::for_interval(if period == 0 { 1_000_000 } else { period }).capped(cap)
             }
             MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
         };
@@ -86,6 +88,7 @@ impl ActionImpl for Wake {
             extra: vec![
                 ("channel".into(), self.server.name().into()),
                 ("final_lead_ns".into(), self.lead.margin().into()),
+                ("lead_cap_ns".into(), self.lead.max().into()),
                 (
                     "client_pid".into(),
                     self.server
