@@ -50,8 +50,7 @@ pub struct Session {
     pub started_at: String,
     pub host: HostFacts,
     pub plan: RtPlan,
-    /// Steal time per CPU when the run began (`host::steal_ns`), and when that was.
-    steal_at_start: Option<(std::time::Instant, Vec<(usize, u64)>)>,
+    steal: Option<StealMeter>,
     _mlock: Option<MlockGuard>,
     _dma: Option<DmaLatencyGuard>,
 }
@@ -115,7 +114,7 @@ impl Session {
             started_at: punctual_result::now_rfc3339(),
             host: HostFacts::detect(),
             plan,
-            steal_at_start: punctual_rt::host::steal_ns().map(|v| (std::time::Instant::now(), v)),
+            steal: StealMeter::start(),
             _mlock: mlock,
             _dma: dma,
         })
@@ -168,20 +167,34 @@ impl Session {
     /// every series' maximum).
     pub fn close(&self, doc: &mut ResultDoc, fail_above: Option<u64>) -> i32 {
         doc.ended_at = punctual_result::now_rfc3339();
-        self.record_steal(doc);
+        if let Some(m) = &self.steal {
+            m.record(doc);
+        }
         let worst = doc.series.iter().map(|s| s.summary.max).max();
         close_status(doc, self.interrupted(), fail_above, worst, "sample")
     }
 }
 
-impl Session {
-    /// Record how much CPU time the hypervisor took from each CPU during the run
+/// Steal time per CPU (`host::steal_ns`) since a run began.
+pub struct StealMeter {
+    t0: std::time::Instant,
+    before: Vec<(usize, u64)>,
+}
+
+impl StealMeter {
+    /// `None` when the kernel does not report steal time.
+    pub fn start() -> Option<StealMeter> {
+        punctual_rt::host::steal_ns().map(|before| StealMeter {
+            t0: std::time::Instant::now(),
+            before,
+        })
+    }
+
+    /// Record how much CPU time the hypervisor took from each CPU since `start`
     /// (`settings.steal_ns`, ns per CPU) and say so when it took any: releases that fall in stolen
     /// time are late by the rest of it, and no setting inside the guest can prevent that.
-    fn record_steal(&self, doc: &mut ResultDoc) {
-        let Some((t0, before)) = &self.steal_at_start else {
-            return;
-        };
+    pub fn record(&self, doc: &mut ResultDoc) {
+        let (t0, before) = (&self.t0, &self.before);
         let Some(after) = punctual_rt::host::steal_ns() else {
             return;
         };

@@ -358,6 +358,9 @@ fn zeadally_dispatch_quick_runs_through_the_binary() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["schema"], "punctual.result/1");
     assert_eq!(doc["series"].as_array().unwrap().len(), 4);
+    // A measured experiment records the hypervisor's share of every CPU during it.
+    let steal = doc["settings"]["steal_ns"].as_object().unwrap();
+    assert_eq!(steal.len() as u64, doc["host"]["cpus"].as_u64().unwrap());
 }
 
 #[test]

@@ -87,7 +87,15 @@ fn run_one(a: ExperimentRunArgs) -> anyhow::Result<i32> {
         stop: interrupts.stop_flag(),
         command: std::env::args().collect(),
     };
-    let report = exp.run(&ctx)?;
+    let steal = if a.sim {
+        None
+    } else {
+        crate::session::StealMeter::start()
+    };
+    let mut report = exp.run(&ctx)?;
+    if let Some(m) = &steal {
+        m.record(&mut report.doc);
+    }
     let mut text = String::new();
     for t in &report.tables {
         text.push_str(&t.render());
