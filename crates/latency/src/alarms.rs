@@ -484,6 +484,8 @@ struct Shared<'a> {
     stop: &'a AtomicBool,
     /// Alarm-setting processes still taking alarms; computing neighbours stop when it reaches 0.
     remaining: AtomicUsize,
+    /// Alarms taken so far by all processes (for a live progress line).
+    taken: &'a AtomicU64,
     error: Mutex<Option<LatencyError>>,
 }
 
@@ -556,6 +558,7 @@ fn signal_process(
         let Some(ran) = ran else { break };
         rec.record(ran.saturating_sub(due));
         taken += 1;
+        sh.taken.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -584,11 +587,21 @@ fn nanosleep_process(sh: &Shared, kind: AlarmKind, rng: &mut Rng, rec: &mut Reco
         let obs = w.wait(due).expect("the absolute waiter always returns");
         rec.record(obs.done.saturating_sub(due));
         taken += 1;
+        sh.taken.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// Run the workload until every alarm-setting process has taken its alarms (or `stop` is set).
 pub fn run_alarms(cfg: &AlarmConfig, stop: &AtomicBool) -> Result<AlarmOutcome, LatencyError> {
+    run_alarms_counted(cfg, stop, &AtomicU64::new(0))
+}
+
+/// [`run_alarms`], counting every alarm taken in `taken` as it happens.
+pub fn run_alarms_counted(
+    cfg: &AlarmConfig,
+    stop: &AtomicBool,
+    taken: &AtomicU64,
+) -> Result<AlarmOutcome, LatencyError> {
     assert!(
         cfg.delay_min > 0 && cfg.delay_min <= cfg.delay_max,
         "validated by the caller"
@@ -604,6 +617,7 @@ pub fn run_alarms(cfg: &AlarmConfig, stop: &AtomicBool) -> Result<AlarmOutcome, 
         cfg,
         stop,
         remaining: AtomicUsize::new(kinds.iter().filter(|k| k.sets_alarms()).count()),
+        taken,
         error: Mutex::new(None),
     };
     let slots: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
@@ -784,11 +798,18 @@ mod tests {
     #[test]
     fn every_alarm_process_takes_every_alarm_with_both_mechanisms() {
         for m in [Mechanism::Signal, Mechanism::Nanosleep] {
-            let out = run_alarms(
+            let taken = AtomicU64::new(0);
+            let out = run_alarms_counted(
                 &tiny("blk:1,pct20:1,cont:1,cpu:1", m),
                 &AtomicBool::new(false),
+                &taken,
             )
             .unwrap();
+            assert_eq!(
+                taken.load(Ordering::Relaxed),
+                60,
+                "the live count saw every alarm"
+            );
             assert_eq!(out.processes.len(), 4);
             for p in &out.processes {
                 let want = if p.kind.sets_alarms() { 20 } else { 0 };

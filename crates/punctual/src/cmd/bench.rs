@@ -3,10 +3,10 @@
 //! session and the loads, and renders.
 
 use crate::cli::{duration, DmaLatency, OutputArgs, RtArgs};
-use crate::session::{show, validate_rt, Exports, Session};
+use crate::session::{show, validate_rt, Exports, Live, Session};
 use clap::{Args, Subcommand};
 use punctual_bench::{ctxsw, dispatch, gaps, kind, memcpy, trap, tsc};
-use punctual_latency::alarms::{run_alarms, AlarmConfig, AlarmWorkload, Mechanism};
+use punctual_latency::alarms::{run_alarms_counted, AlarmConfig, AlarmWorkload, Mechanism};
 use punctual_load::{LoadSpec, Loads};
 use punctual_result::export::{Csv, Json};
 use punctual_result::{Failure, ResultDoc, Series, Table};
@@ -714,7 +714,18 @@ fn run_alarm(a: AlarmArgs) -> anyhow::Result<i32> {
         delay_max: a.max_delay,
         ..AlarmConfig::paper(a.workload.clone(), a.mechanism)
     };
-    let out = run_alarms(&cfg, &session.stop);
+    // A live line: alarms taken of all asked (Etsion's 500 per process take minutes).
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let total = a.alarms.saturating_mul(a.workload.alarm_processes() as u64);
+    let live = Live::start("alarms", Some(total), {
+        let taken = taken.clone();
+        move || {
+            let n = taken.load(std::sync::atomic::Ordering::Relaxed);
+            (n, format!("{n} of {total} alarms taken"))
+        }
+    });
+    let out = run_alarms_counted(&cfg, &session.stop, &taken);
+    live.finish();
     drop(guard);
     let mut doc = session.new_doc();
     record_loads(&mut doc, &spec, loads)?;
