@@ -121,6 +121,7 @@ fn prepare_action(
     period: u64,
     cfg: &RunConfig,
     dir: &std::path::Path,
+    wake_cap: u64,
     clients: &mut Vec<Child>,
 ) -> Result<Box<dyn ActionImpl>, DispatchError> {
     let named = plan.action(index);
@@ -166,10 +167,7 @@ fn prepare_action(
                 );
             }
             Box::new(actions::wake::Wake::new(
-                server,
-                period,
-                cfg.margin,
-                wake_lead_cap(plan),
+                server, period, cfg.margin, wake_cap,
             ))
         }
     })
@@ -212,6 +210,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         }
     }
     let dir = punctual_periodic::channel::shm_dir();
+    let wake_cap = wake_lead_cap(&plan);
     let mut clients = Vec::new();
     let mut slots = Vec::new();
     let mut preps = Vec::new();
@@ -288,7 +287,15 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 }
                 wake_cpu[a as usize] = Some(cpu);
             }
-            items[a as usize] = Some(prepare_action(&plan, a, period, cfg, &dir, &mut clients)?);
+            items[a as usize] = Some(prepare_action(
+                &plan,
+                a,
+                period,
+                cfg,
+                &dir,
+                wake_cap,
+                &mut clients,
+            )?);
         }
         let interval = specs
             .iter()

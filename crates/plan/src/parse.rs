@@ -442,18 +442,12 @@ fn default_event_name(a: &Action) -> String {
 /// Read and validate a TOML plan from a file. Relative paths in `exec`, `spawn` and `plugin` are
 /// taken relative to the plan's directory.
 pub fn parse_file(path: &Path) -> Result<Plan, PlanError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
-        path: path.to_path_buf(),
-        source,
+    let plan = parse_file_without_events(path)?;
+    validate_plan(&plan).map_err(|m| PlanError::Invalid {
+        file: path.display().to_string(),
+        message: m,
     })?;
-    let base = path.parent().map(|p| {
-        if p.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            p
-        }
-    });
-    parse_str(&text, &path.display().to_string(), base)
+    Ok(plan)
 }
 
 /// Parse and validate a TOML plan held in memory. `file` names it in errors; `base` resolves

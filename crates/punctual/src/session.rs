@@ -175,6 +175,27 @@ impl Session {
     }
 }
 
+/// Record a run's background load in its document: the spec (`settings.load`) and what each
+/// instance reported (`settings.load_reports`); nothing when no load ran.
+pub fn record_load_reports(
+    doc: &mut ResultDoc,
+    spec: &punctual_load::LoadSpec,
+    reports: &[(
+        punctual_load::LoadKind,
+        Option<usize>,
+        Option<punctual_load::LoadReport>,
+    )],
+) -> anyhow::Result<()> {
+    if spec.is_empty() {
+        return Ok(());
+    }
+    let s = &mut doc.settings.extra;
+    s.insert("load".into(), spec.to_string().into());
+    let reports: Vec<_> = reports.iter().filter_map(|r| r.2.as_ref()).collect();
+    s.insert("load_reports".into(), serde_json::to_value(reports)?);
+    Ok(())
+}
+
 /// Steal time per CPU (`host::steal_ns`) since a run began.
 pub struct StealMeter {
     t0: std::time::Instant,

@@ -230,21 +230,7 @@ fn start_loads(c: &Common) -> anyhow::Result<(LoadSpec, Loads)> {
 
 /// Put the loads and their work into the document.
 fn record_loads(doc: &mut ResultDoc, spec: &LoadSpec, loads: Loads) -> anyhow::Result<()> {
-    let reports = loads.stop();
-    if !spec.is_empty() {
-        let s = &mut doc.settings.extra;
-        s.insert("load".into(), spec.to_string().into());
-        s.insert(
-            "load_reports".into(),
-            serde_json::to_value(
-                reports
-                    .iter()
-                    .filter_map(|r| r.2.as_ref())
-                    .collect::<Vec<_>>(),
-            )?,
-        );
-    }
-    Ok(())
+    crate::session::record_load_reports(doc, spec, &loads.stop())
 }
 
 /// Close, export, show. Returns the exit code.

@@ -90,17 +90,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
     s.insert("cpu".into(), cpu.into());
     s.insert("interval_ns".into(), cfg.interval.into());
     s.insert("duration_ns".into(), cfg.duration.into());
-    s.insert("load".into(), cfg.load.to_string().into());
-    s.insert(
-        "load_reports".into(),
-        serde_json::to_value(
-            outcome
-                .loads
-                .iter()
-                .filter_map(|r| r.2.as_ref())
-                .collect::<Vec<_>>(),
-        )?,
-    );
+    crate::session::record_load_reports(&mut doc, &cfg.load, &outcome.loads)?;
     doc.series = outcome.series();
     doc.extra.insert("verdict".into(), outcome.verdict_json());
     let code = session.close(&mut doc, a.out.fail_above);

@@ -179,18 +179,6 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         };
         s.insert("spin_margin".into(), m);
     }
-    if !load.is_empty() {
-        s.insert("load".into(), load.to_string().into());
-        s.insert(
-            "load_reports".into(),
-            serde_json::to_value(
-                load_reports
-                    .iter()
-                    .filter_map(|r| r.2.as_ref())
-                    .collect::<Vec<_>>(),
-            )?,
-        );
-    }
     let dropped: u64 = outcome.threads.iter().map(|t| t.dropped_samples).sum();
     if a.samples.is_some() {
         s.insert("samples_written".into(), outcome.samples_written.into());
@@ -199,6 +187,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             eprintln!("punctual: {dropped} samples could not be written in time and are missing from --samples (the statistics include them)");
         }
     }
+    crate::session::record_load_reports(&mut doc, &load, &load_reports)?;
     for t in &outcome.threads {
         let mut series = Series::from_recorder(
             format!("thread {}", t.index),

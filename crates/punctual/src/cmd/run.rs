@@ -435,20 +435,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .unwrap_or(serde_json::Value::Null),
     );
     s.insert("shield".into(), shield_plan.is_some().into());
-    if !load.is_empty() {
-        s.insert("load".into(), load.to_string().into());
-        s.insert(
-            "load_reports".into(),
-            serde_json::to_value(
-                load_reports
-                    .iter()
-                    .filter_map(|r| r.2.as_ref())
-                    .collect::<Vec<_>>(),
-            )?,
-        );
-    }
     s.insert("admission".into(), serde_json::json!({"feasible": report.feasible(), "reasons": report.reasons(), "collisions": report.collision_count,
         "phased": report.phased.iter().map(|(n, o)| serde_json::json!({"task": n, "offset_ns": o})).collect::<Vec<_>>()}));
+    crate::session::record_load_reports(&mut doc, &load, &load_reports)?;
     fill_doc(&mut doc, &outcome);
     if let Some(hwm) = peak_rss() {
         doc.extra.insert("peak_rss_bytes".into(), hwm.into());
