@@ -96,6 +96,8 @@ pub struct LoopConfig<'a> {
     pub margin: MarginPolicy,
     /// The shortest period on this CPU (sizes the auto margin), or 1 ms.
     pub interval: u64,
+    /// The most the auto margin may grow to (`u64::MAX`: only the interval's own bound).
+    pub margin_cap: u64,
     /// Force a short sleep when the loop has not blocked for this long (`None`: never).
     pub breather_every: Option<u64>,
     pub events: &'a [Event],
@@ -129,7 +131,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     heartbeat: &Heartbeat,
 ) -> LoopEnd {
     let mut margin = match cfg.margin {
-        MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval),
+        MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval).capped(cfg.margin_cap),
         MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
     };
     // Per task: release index of the next release, and the instant through which missed releases
@@ -454,6 +456,29 @@ mod tests {
         end: u64,
         margin: MarginPolicy,
     ) -> Run {
+        run_capped(
+            clock,
+            slots,
+            fake,
+            events,
+            event_slot,
+            end,
+            margin,
+            u64::MAX,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_capped(
+        clock: &ManualClock,
+        slots: &[SlotSpec],
+        fake: &mut Fake,
+        events: &[Event],
+        event_slot: &[Option<usize>],
+        end: u64,
+        margin: MarginPolicy,
+        margin_cap: u64,
+    ) -> Run {
         let mut stats: Vec<SlotStats> = slots
             .iter()
             .map(|_| SlotStats::new(fake.delegated))
@@ -464,6 +489,7 @@ mod tests {
             end,
             margin,
             interval: 1_000_000,
+            margin_cap,
             breather_every: None,
             events,
             event_slot,
@@ -681,6 +707,30 @@ mod tests {
     }
 
     #[test]
+    fn a_margin_cap_holds_even_when_the_kernel_wakes_later() {
+        // Wake-ups 30 us late against a cap of 20 us: the loop keeps its 20 us (and its CPU budget)
+        // and every release is counted as woken late, about 10 us after the instant.
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        let r = run_capped(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 100_000_000,
+            MarginPolicy::Auto,
+            20_000,
+        );
+        assert_eq!(r.stats[0].releases, 100);
+        assert_eq!(r.end.margin_ns, 20_000);
+        assert_eq!(r.end.woke_late, 100);
+        let late = &r.stats[0].lateness;
+        assert!((10_000..11_000).contains(&late.min().unwrap()), "{:?}", late.min());
+    }
+
+    #[test]
     fn a_plan_with_only_events_ends_after_the_last_one() {
         let clock = ManualClock::new(0, 10);
         let slots = vec![SlotSpec {
@@ -730,6 +780,7 @@ mod tests {
             end: u64::MAX,
             margin: MarginPolicy::Fixed(50_000),
             interval: 1_000_000,
+            margin_cap: u64::MAX,
             breather_every: Some(100_000_000),
             events: &events,
             event_slot: &[Some(0)],
@@ -761,6 +812,7 @@ mod tests {
             end: u64::MAX,
             margin: MarginPolicy::Auto,
             interval: 1_000_000,
+            margin_cap: u64::MAX,
             breather_every: None,
             events: &[],
             event_slot: &[None],

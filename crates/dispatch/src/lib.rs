@@ -15,7 +15,7 @@ pub mod watchdog;
 
 use actions::{ActionImpl, ActionReport, RealActions};
 use engine::{Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats};
-use punctual_plan::{Action, Plan};
+use punctual_plan::{Action, Event, Plan, Task};
 use punctual_rt::{setup_current_thread, Fallback, Policy, ThreadRequest};
 use punctual_time::clock::{read_clock, thread_cpu_time};
 use punctual_time::{MarginPolicy, SystemClock};
@@ -59,6 +59,9 @@ pub struct RunConfig {
     pub attach_timeout: u64,
     /// From every thread being ready to the plan's start (offset 0).
     pub lead_in: u64,
+    /// The dispatcher CPUs are shielded (no normal tasks to starve): the margin is not capped by
+    /// [`DISPATCH_SPIN_BUDGET`].
+    pub shielded: bool,
 }
 
 impl Default for RunConfig {
@@ -73,6 +76,7 @@ impl Default for RunConfig {
             watchdog: Some(2_000_000_000),
             attach_timeout: 10_000_000_000,
             lead_in: 50_000_000,
+            shielded: false,
         }
     }
 }
@@ -98,6 +102,8 @@ struct CpuPrep {
     event_slot: Vec<Option<usize>>,
     actions: RealActions,
     interval: u64,
+    /// The most the auto margin may grow to ([`dispatch_margin_cap`]).
+    margin_cap: u64,
 }
 
 /// A plan ready to run: everything that can fail before the first release has been done.
@@ -176,29 +182,67 @@ fn prepare_action(
 /// Share of one CPU that all `wake` clients together may spend spinning towards their instants.
 pub const WAKE_SPIN_BUDGET: f64 = 0.5;
 
-/// The most an automatic `wake` lead may grow to: [`WAKE_SPIN_BUDGET`] of a CPU shared among every
-/// wake release of the plan (periodic tasks at their rates, one-shot events over their span). Each
-/// released client spins for its lead; without a bound, leads that grow with a late wake-up make
-/// many clients spin at once, they hold every CPU, the kernel's normal tasks starve and the fair
-/// server (or RT throttling) takes the CPUs away for tens of milliseconds, which makes the wake-ups
-/// later still. Never below 2 us; `u64::MAX` for a plan without wake releases.
-pub fn wake_lead_cap(plan: &Plan) -> u64 {
-    let is_wake = |a: u16| plan.action(a).action.kind() == "wake";
+/// Share of its CPU a dispatcher thread may spend spinning when the CPU is not shielded.
+pub const DISPATCH_SPIN_BUDGET: f64 = 0.5;
+
+/// Releases a second of the plan's tasks and events that `task` and `event` select (periodic tasks
+/// at their rates, one-shot events over their span, at least 1 ms).
+pub fn releases_per_second(
+    plan: &Plan,
+    task: impl Fn(&Task) -> bool,
+    event: impl Fn(&Event) -> bool,
+) -> f64 {
     let mut per_second: f64 = plan
         .tasks
         .iter()
-        .filter(|t| is_wake(t.action))
+        .filter(|t| task(t))
         .map(|t| 1e9 / t.period as f64)
         .sum();
-    let events = plan.events.iter().filter(|e| is_wake(e.action)).count();
+    let events = plan.events.iter().filter(|e| event(e)).count();
     if events > 0 {
         let span = plan.last_event().unwrap_or(0).max(1_000_000) as f64;
         per_second += events as f64 * 1e9 / span;
     }
-    if per_second == 0.0 {
+    per_second
+}
+
+/// The longest spin per release that keeps `per_second` releases within `budget` of a CPU: never
+/// below 2 us; `u64::MAX` without releases.
+pub fn spin_cap(per_second: f64, budget: f64) -> u64 {
+    if per_second <= 0.0 {
         return u64::MAX;
     }
-    ((WAKE_SPIN_BUDGET * 1e9 / per_second) as u64).max(2_000)
+    ((budget * 1e9 / per_second) as u64).max(2_000)
+}
+
+/// The most an automatic `wake` lead may grow to: [`WAKE_SPIN_BUDGET`] of a CPU shared among every
+/// wake release of the plan. Each released client spins for its lead; without a bound, leads that
+/// grow with a late wake-up make many clients spin at once, they hold every CPU, the kernel's normal
+/// tasks starve and the fair server (or RT throttling) takes the CPUs away for tens of milliseconds,
+/// which makes the wake-ups later still.
+pub fn wake_lead_cap(plan: &Plan) -> u64 {
+    let is_wake = |a: u16| plan.action(a).action.kind() == "wake";
+    spin_cap(
+        releases_per_second(plan, |t| is_wake(t.action), |e| is_wake(e.action)),
+        WAKE_SPIN_BUDGET,
+    )
+}
+
+/// The most the dispatcher's automatic margin may grow to on `cpu`: [`DISPATCH_SPIN_BUDGET`] of the
+/// mean time between the releases it dispatches there (for a single task, half its period). Many
+/// tasks on one CPU bring releases closer than the margin a bursty host teaches the loop, which then
+/// never sleeps; the CPU's normal tasks starve and the fair server stops everything for 50 ms once a
+/// second. A shielded CPU (`shielded`) has no normal tasks left to starve: no cap.
+pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, shielded: bool) -> u64 {
+    if shielded {
+        return u64::MAX;
+    }
+    let per_second = releases_per_second(
+        plan,
+        |t| Plan::cpu_of(t.cpu, run_cpus) == cpu,
+        |e| Plan::cpu_of(plan.action(e.action).cpu, run_cpus) == cpu,
+    );
+    spin_cap(per_second, DISPATCH_SPIN_BUDGET)
 }
 
 /// Prepare a validated (and admitted) plan.
@@ -310,6 +354,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 event_slot,
                 actions: RealActions { items },
                 interval,
+                margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, cfg.shielded),
             });
         }
     }
@@ -364,6 +409,8 @@ fn wait_for_clients(p: &mut Prepared, timeout: u64) -> Result<(), DispatchError>
 pub struct CpuResult {
     pub cpu: usize,
     pub margin_ns: u64,
+    /// The most the auto margin could grow to (`u64::MAX`: only the period's own bound).
+    pub margin_cap_ns: u64,
     pub breathers: u64,
     pub woke_late: u64,
     pub cpu_ns: u64,
@@ -481,6 +528,7 @@ pub fn execute(
                     end,
                     margin,
                     interval: prep.interval,
+                    margin_cap: prep.margin_cap,
                     breather_every,
                     events: &plan.events,
                     event_slot: &prep.event_slot,
@@ -503,6 +551,7 @@ pub fn execute(
                 let result = CpuResult {
                     cpu: prep.cpu,
                     margin_ns: le.margin_ns,
+                    margin_cap_ns: prep.margin_cap,
                     breathers: le.breathers,
                     woke_late: le.woke_late,
                     cpu_ns,
@@ -669,5 +718,30 @@ mod tests {
         );
         let none = "[[task]]\nname = \"t\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n";
         assert_eq!(wake_lead_cap(&plan(none)), u64::MAX);
+    }
+
+    #[test]
+    fn the_dispatcher_may_spin_half_of_its_cpu_unless_the_cpu_is_shielded() {
+        // 30 tasks at 10 ms on CPU 1, one at 1 ms on CPU 0, 1000 events over 1 s on CPU 0.
+        let mut text = String::new();
+        for i in 0..30 {
+            text += &format!(
+                "[[task]]\nname = \"t{i}\"\nperiod = \"10ms\"\noffset = \"{}us\"\ncpu = 1\naction = {{ kind = \"wake\" }}\n",
+                i * 300
+            );
+        }
+        text += "[[task]]\nname = \"m\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n";
+        for i in 1..=1000 {
+            text += &format!("[[event]]\nat = \"{i}ms\"\naction = {{ kind = \"mark\" }}\n");
+        }
+        let p = plan(&text);
+        assert_eq!(dispatch_margin_cap(&p, &[0], 1, false), 166_666);
+        assert_eq!(
+            dispatch_margin_cap(&p, &[0], 0, false),
+            250_000,
+            "1000 task releases and 1000 events a second"
+        );
+        assert_eq!(dispatch_margin_cap(&p, &[0], 1, true), u64::MAX);
+        assert_eq!(dispatch_margin_cap(&p, &[0], 2, false), u64::MAX, "nothing on CPU 2");
     }
 }

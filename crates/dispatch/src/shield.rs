@@ -101,6 +101,17 @@ impl std::fmt::Display for Move {
     }
 }
 
+/// Set by `punctual shield --cpus LIST -- COMMAND` for the command: the CPU list it shields.
+pub const SHIELDED_ENV: &str = "PUNCTUAL_SHIELDED_CPUS";
+
+/// Whether every CPU of `cpus` is shielded by an enclosing `punctual shield` ([`SHIELDED_ENV`]).
+pub fn shielded_by_parent(cpus: &[usize]) -> bool {
+    std::env::var(SHIELDED_ENV)
+        .ok()
+        .and_then(|s| punctual_rt::parse_cpu_list(&s).ok())
+        .is_some_and(|held| !cpus.is_empty() && cpus.iter().all(|c| held.contains(c)))
+}
+
 /// What shielding would do.
 #[derive(Clone, Debug, Default)]
 pub struct ShieldPlan {

@@ -562,3 +562,57 @@ fn shield_is_restored_after_kill_9() {
     let _ = sleeper.kill();
     let _ = sleeper.wait();
 }
+
+#[test]
+fn the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded() {
+    if !is_root() || last_cpu() == 0 {
+        eprintln!("SKIPPED the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded: needs root and two CPUs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // Ten tasks at 5 ms on one CPU: a release every 500 us on average, so the margin may reach 250 us.
+    let mut text = "[plan]\nname = \"capped\"\nduration = \"300ms\"\n".to_string();
+    for i in 0..10 {
+        text += &format!(
+            "[[task]]\nname = \"t{i}\"\nperiod = \"5ms\"\noffset = \"auto\"\naction = {{ kind = \"mark\" }}\n"
+        );
+    }
+    let plan = write(dir.path(), "p.toml", &text);
+    let cpu = last_cpu().to_string();
+    let exe = assert_cmd::cargo::cargo_bin("punctual");
+    let cap_of = |json: &Path| {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        doc["dispatchers"][0]["spin_margin_cap_ns"].clone()
+    };
+    let plain = dir.path().join("plain.json");
+    let o = punctual()
+        .args(["run", plan.to_str().unwrap(), "-a", &cpu, "--json"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(cap_of(&plain), 250_000);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("(cap 250 us)"), "{table}");
+
+    let shielded = dir.path().join("shielded.json");
+    let o = Std::new(&exe)
+        .args(["shield", "--cpus", &cpu, "--"])
+        .arg(&exe)
+        .args(["run", plan.to_str().unwrap(), "-a", &cpu, "--json"])
+        .arg(&shielded)
+        .env("PUNCTUAL_STATE_DIR", state.path())
+        .env(
+            "PUNCTUAL_DATA_DIR",
+            std::env::temp_dir().join("punctual-test-data"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        cap_of(&shielded).is_null(),
+        "inside `punctual shield` the CPU holds no normal task to starve"
+    );
+}

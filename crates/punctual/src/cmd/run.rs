@@ -360,6 +360,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         watchdog: a.watchdog.0,
         attach_timeout: a.attach_timeout,
         lead_in: 50_000_000,
+        shielded: plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus),
     };
     let _shield = match &shield_plan {
         Some(sp) => {
@@ -535,7 +536,8 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
             o.cpus
                 .iter()
                 .map(|c| {
-                    serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns, "breathers": c.breathers, "woke_late": c.woke_late,
+                    serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
+                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "woke_late": c.woke_late,
                     "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
                 })
                 .collect(),
@@ -608,8 +610,13 @@ fn render(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
         } else {
             0.0
         };
+        let cap = if c.margin_cap_ns == u64::MAX {
+            String::new()
+        } else {
+            format!(" (cap {})", format_ns(c.margin_cap_ns))
+        };
         t.note(format!(
-            "dispatcher CPU {}: spin margin {}, CPU use {use_:.1} %, breathers {}, kernel woke late {}",
+            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}",
             c.cpu,
             format_ns(c.margin_ns),
             c.breathers,
