@@ -38,6 +38,11 @@ pub struct CpuGaps {
     /// Smallest step between two reads, ns (the loop's own cost).
     pub min_step_ns: u64,
     pub wall_ns: u64,
+    /// When the loop began and ended, CLOCK_MONOTONIC ns.
+    pub began_ns: u64,
+    pub ended_ns: u64,
+    /// Gaps as (start, duration), ns on CLOCK_MONOTONIC (the first 262,144).
+    pub starts: Vec<(u64, u64)>,
     /// Time inside gaps, ns.
     pub lost_ns: u64,
     /// Interrupts taken on this CPU during the run, by source (/proc/interrupts label).
@@ -333,6 +338,7 @@ pub fn run(cfg: &GapsConfig, stop: &AtomicBool) -> Result<GapsOutcome, BenchErro
             })
             .collect();
         let tick = hz.and_then(|hz| tick_estimate(&starts, hz, wall_ns));
+        let (began_ns, ended_ns) = (raw.t0.0, raw.t1.0);
         cpus.push(CpuGaps {
             cpu,
             gaps: raw.gaps,
@@ -343,6 +349,9 @@ pub fn run(cfg: &GapsConfig, stop: &AtomicBool) -> Result<GapsOutcome, BenchErro
                 cal.to_ns(raw.min_step)
             },
             wall_ns,
+            began_ns,
+            ended_ns,
+            starts,
             lost_ns: raw.lost,
             interrupts,
             tick,

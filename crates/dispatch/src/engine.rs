@@ -727,7 +727,11 @@ mod tests {
         assert_eq!(r.end.margin_ns, 20_000);
         assert_eq!(r.end.woke_late, 100);
         let late = &r.stats[0].lateness;
-        assert!((10_000..11_000).contains(&late.min().unwrap()), "{:?}", late.min());
+        assert!(
+            (10_000..11_000).contains(&late.min().unwrap()),
+            "{:?}",
+            late.min()
+        );
     }
 
     #[test]

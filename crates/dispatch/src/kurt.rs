@@ -197,6 +197,9 @@ pub struct Cell {
     pub interval: Recorder,
     pub lateness: Recorder,
     pub failures: usize,
+    /// (c) only: share of the time the watch before the run lost, and share of the releases that
+    /// fell in a gap then at the offsets chosen.
+    pub interference: Option<(f64, f64)>,
 }
 
 fn spawn_children(
@@ -275,6 +278,7 @@ pub fn measure(
         interval: Recorder::new(),
         lateness: Recorder::new(),
         failures: 0,
+        interference: None,
     };
     let loads = if loaded {
         let spec: punctual_load::LoadSpec =
@@ -329,11 +333,21 @@ pub fn measure(
                     events: vec![],
                     source: "kurt-periodic".into(),
                 };
-                punctual_plan::admission::phase(&mut plan, &[cpu]);
+                // punctual's phasing, away from the interference it sees (--avoid-interference).
+                let defaults = RunConfig::default();
+                let sched = punctual_rt::SchedParams {
+                    policy: defaults.policy,
+                    priority: defaults.priority,
+                };
+                let avoided = crate::phase_around_interference(&mut plan, &[cpu], sched)?;
+                if let Some(av) = &avoided {
+                    cell.interference = Some((av.interference.lost_share(), av.hit_share));
+                }
                 let cfg = RunConfig {
                     cpus: vec![cpu],
                     duration: Some(dur),
-                    ..RunConfig::default()
+                    start_grid: avoided.map(|av| av.grid),
+                    ..defaults
                 };
                 // The channels must exist before the clients attach: prepare creates them and waits.
                 let children = spawn_children(ctx, mode, n, 0, 0, &channels)?;
@@ -397,6 +411,15 @@ impl Experiment for KurtPeriodic {
             10_000_000_000
         };
         let cpu = *punctual_rt::online_cpus().last().expect("a CPU is online");
+        // Every mode runs with idle CPUs kept out of halt, as `punctual run` and cyclictest do by
+        // default: in a VM a halted vCPU wakes through the host's scheduler, hundreds of
+        // microseconds when the host is busy.
+        let dma = punctual_rt::dma::DmaLatencyGuard::request(0);
+        if let Err(e) = &dma {
+            eprintln!(
+                "punctual: cpu_dma_latency not held ({e}); idle CPUs may halt between releases"
+            );
+        }
         let started_at = punctual_result::now_rfc3339();
         let mut cells = Vec::new();
         'outer: for loaded in [false, true] {
@@ -458,7 +481,8 @@ impl Experiment for KurtPeriodic {
                 t.rule();
             }
             t.note("this machine: every process's iterations merged; the metric is |time since the previous iteration - 10 ms| (KURT's).");
-            t.note("All modes share phases spread evenly over the period, FIFO 80 and locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU.");
+            t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
+            t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference).");
             tables.push(t);
         }
         // The target: punctual at 30 processes, idle.
@@ -497,6 +521,7 @@ impl Experiment for KurtPeriodic {
         );
         doc.ended_at = punctual_result::now_rfc3339();
         doc.settings.policy = Some("fifo".into());
+        doc.settings.dma_latency_us = dma.as_ref().ok().map(|_| 0);
         doc.settings.priority = Some(CHILD_PRIORITY as u32);
         doc.settings.extra.insert("period_ns".into(), PERIOD.into());
         doc.settings
@@ -522,6 +547,12 @@ impl Experiment for KurtPeriodic {
                 .with("processes", c.n)
                 .with("failures", c.failures),
             );
+            if let (Some((lost, hit)), Some(last)) = (c.interference, doc.series.last_mut()) {
+                last.extra
+                    .insert("interference_lost_share".into(), lost.into());
+                last.extra
+                    .insert("interference_hit_share".into(), hit.into());
+            }
             doc.series.push(
                 Series::from_recorder(
                     format!("{name} lateness"),

@@ -282,11 +282,97 @@ pub fn check(plan: &Plan, run_cpus: &[usize], cfg: &Config) -> Report {
     report
 }
 
+/// When the CPUs were measured to be taken away (the timer tick, interrupts, the hypervisor): gap
+/// windows `[start, end)` on CLOCK_MONOTONIC, seen by a busy loop over `[from, to)`. Much of it is
+/// periodic (the tick at HZ, a host's own timers), so a release instant that fell in a window during
+/// the measurement, counted along its own period, tends to fall in one again.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Interference {
+    pub from: u64,
+    pub to: u64,
+    /// Sorted, merged.
+    windows: Vec<(u64, u64)>,
+}
+
+impl Interference {
+    /// Windows as (start, duration), in any order; overlapping ones are merged.
+    pub fn new(from: u64, to: u64, gaps: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        let mut w: Vec<(u64, u64)> = gaps
+            .into_iter()
+            .map(|(s, d)| (s, s.saturating_add(d)))
+            .collect();
+        w.sort_unstable();
+        let mut windows: Vec<(u64, u64)> = Vec::with_capacity(w.len());
+        for (s, e) in w {
+            match windows.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => windows.push((s, e)),
+            }
+        }
+        Interference { from, to, windows }
+    }
+
+    pub fn windows(&self) -> &[(u64, u64)] {
+        &self.windows
+    }
+
+    /// Share of the measured time inside a window.
+    pub fn lost_share(&self) -> f64 {
+        let span = self.to.saturating_sub(self.from);
+        if span == 0 {
+            return 0.0;
+        }
+        self.windows.iter().map(|(s, e)| e - s).sum::<u64>() as f64 / span as f64
+    }
+
+    fn covers(&self, t: u64) -> bool {
+        let i = self.windows.partition_point(|w| w.1 <= t);
+        self.windows.get(i).is_some_and(|w| w.0 <= t)
+    }
+
+    /// Share of the instants `phase + k * period` (any integer k) inside the measured span that fell
+    /// in a window. 0 when the span holds none of them.
+    pub fn hit_share(&self, phase: u64, period: u64) -> f64 {
+        if period == 0 || self.to <= self.from {
+            return 0.0;
+        }
+        let mut t = if phase >= self.from {
+            phase - (phase - self.from) / period * period
+        } else {
+            phase + (self.from - phase).div_ceil(period) * period
+        };
+        let (mut n, mut hit) = (0u64, 0u64);
+        while t < self.to {
+            n += 1;
+            hit += self.covers(t) as u64;
+            t += period;
+        }
+        if n == 0 {
+            0.0
+        } else {
+            hit as f64 / n as f64
+        }
+    }
+}
+
 /// Give every `offset = "auto"` task an offset that keeps its releases away from all others on its
 /// CPU. Tasks sharing one period with nothing else on the CPU are spread evenly; otherwise each is
 /// placed greedily (shortest period first) at the grid offset whose nearest neighbour is farthest.
 /// Returns the offsets given.
 pub fn phase(plan: &mut Plan, run_cpus: &[usize]) -> Vec<(String, u64)> {
+    phase_avoiding(plan, run_cpus, None)
+}
+
+/// [`phase`], and with `avoid = Some((interference, start))` also away from measured interference,
+/// for a plan that will start at `start` or a whole number of hyperperiods after it: evenly spread
+/// tasks are shifted together to the position whose releases fell in the fewest windows, and a
+/// greedily placed task takes, among the grid offsets that fell in the fewest windows, the one
+/// farthest from its neighbours.
+pub fn phase_avoiding(
+    plan: &mut Plan,
+    run_cpus: &[usize],
+    avoid: Option<(&Interference, u64)>,
+) -> Vec<(String, u64)> {
     let mut given = Vec::new();
     let mut cpus: Vec<usize> = plan
         .tasks
@@ -319,8 +405,23 @@ pub fn phase(plan: &mut Plan, run_cpus: &[usize]) -> Vec<(String, u64)> {
         let p0 = plan.tasks[auto[0]].period;
         if fixed.is_empty() && !has_events && auto.iter().all(|&i| plan.tasks[i].period == p0) {
             let n = auto.len() as u64;
-            for (k, &i) in auto.iter().enumerate() {
-                let o = p0 * k as u64 / n;
+            let comb = |shift: u64| (0..n).map(move |k| shift + p0 * k / n);
+            let shift = match avoid {
+                Some((inf, start)) => {
+                    // Shifts over one spacing, 1 us apart at most; the first of the cheapest wins.
+                    let steps = (p0 / n).clamp(1, 1000);
+                    (0..steps)
+                        .map(|s| s * (p0 / n) / steps)
+                        .map(|sh| {
+                            let hits: f64 = comb(sh).map(|o| inf.hit_share(start + o, p0)).sum();
+                            (sh, hits)
+                        })
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .map_or(0, |(sh, _)| sh)
+                }
+                None => 0,
+            };
+            for (&i, o) in auto.iter().zip(comb(shift)) {
                 plan.tasks[i].offset = Offset::Fixed(o);
                 given.push((plan.tasks[i].name.clone(), o));
             }
@@ -345,9 +446,18 @@ pub fn phase(plan: &mut Plan, run_cpus: &[usize]) -> Vec<(String, u64)> {
         for &i in &auto {
             let p = plan.tasks[i].period;
             let steps = 256u64.min(p);
+            // Windows hit (in parts per thousand), then distance: the fewest hits first.
+            let hits = |o: u64| match avoid {
+                Some((inf, start)) => (inf.hit_share(start + o, p) * 1000.0).round() as u64,
+                None => 0,
+            };
+            let fewest = (0..steps).map(|s| hits(p * s / steps)).min().unwrap_or(0);
             let mut best = (0u64, 0u64); // (score, offset)
             for s in 0..steps {
                 let o = p * s / steps;
+                if hits(o) > fewest {
+                    continue;
+                }
                 let score = if occupied.is_empty() {
                     u64::MAX - o // nothing placed yet: the earliest offset wins
                 } else {

@@ -392,6 +392,113 @@ fn auto_offsets_avoid_fixed_tasks() {
     }
 }
 
+/// A tick-like interference over 1 s from t0: 60 us every 4 ms, plus a host's 50 us every 10 ms
+/// at 750 us.
+fn tick_and_host(t0: u64) -> admission::Interference {
+    let ticks = (0..250).map(|k| (t0 + k * 4_000_000, 60_000));
+    let host = (0..100).map(|k| (t0 + 750_000 + k * 10_000_000, 50_000));
+    admission::Interference::new(t0, t0 + 1_000_000_000, ticks.chain(host))
+}
+
+#[test]
+fn interference_counts_the_releases_that_fall_in_a_window() {
+    let t0 = 5_000_000_000;
+    let inf = tick_and_host(t0);
+    assert_eq!(inf.windows().len(), 350);
+    assert!(
+        (inf.lost_share() - 0.02).abs() < 1e-9,
+        "{}",
+        inf.lost_share()
+    );
+    // A 10 ms task at a tick: every other release (10 ms is two and a half ticks).
+    assert_eq!(inf.hit_share(t0 + 10_000, 10_000_000), 0.5);
+    // The same phase given a few periods earlier or later: the same progression.
+    assert_eq!(inf.hit_share(t0 + 10_000 - 30_000_000, 10_000_000), 0.5);
+    assert_eq!(inf.hit_share(t0 + 10_000 + 70_000_000, 10_000_000), 0.5);
+    assert_eq!(
+        inf.hit_share(t0 + 760_000, 10_000_000),
+        1.0,
+        "the host's window, each time"
+    );
+    assert_eq!(inf.hit_share(t0 + 1_000_000, 10_000_000), 0.0);
+    // Windows are [start, end): the end itself is free.
+    assert_eq!(inf.hit_share(t0 + 60_000, 4_000_000), 0.0);
+    // Overlapping windows merge.
+    let m = admission::Interference::new(0, 100, [(10, 20), (5, 10), (40, 5)]);
+    assert_eq!(m.windows(), &[(5, 30), (40, 45)]);
+}
+
+#[test]
+fn auto_offsets_keep_evenly_spread_releases_out_of_measured_interference() {
+    let names: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
+    let spec: Vec<(&str, &str, &str, Option<&str>)> = names
+        .iter()
+        .map(|n| (n.as_str(), "10ms", "auto", None))
+        .collect();
+    let t0 = 5_000_000_000;
+    let inf = tick_and_host(t0);
+    let hits = |p: &Plan| -> f64 {
+        p.tasks
+            .iter()
+            .map(|t| inf.hit_share(t0 + t.offset.ns(), t.period))
+            .sum()
+    };
+    let mut plain = tasks_plan(&spec);
+    admission::phase(&mut plain, &[1]);
+    assert!(hits(&plain) >= 0.5, "the plain spread puts p0 on the tick");
+    let mut p = tasks_plan(&spec);
+    admission::phase_avoiding(&mut p, &[1], Some((&inf, t0)));
+    assert_eq!(
+        hits(&p),
+        0.0,
+        "{:?}",
+        p.tasks.iter().map(|t| t.offset.ns()).collect::<Vec<_>>()
+    );
+    let mut offs: Vec<u64> = p.tasks.iter().map(|t| t.offset.ns()).collect();
+    offs.sort_unstable();
+    for w in offs.windows(2) {
+        assert!(w[1] - w[0] >= 333_000, "still evenly spread: {offs:?}");
+    }
+    // Without interference the spread starts at 0, as before.
+    let mut q = tasks_plan(&spec);
+    admission::phase_avoiding(
+        &mut q,
+        &[1],
+        Some((&admission::Interference::default(), t0)),
+    );
+    assert_eq!(q.tasks[0].offset.ns(), 0);
+}
+
+#[test]
+fn greedily_placed_offsets_also_avoid_measured_interference() {
+    let spec = [
+        ("a", "1ms", "0us", None),
+        ("b", "2ms", "auto", None),
+        ("c", "20ms", "auto", None),
+    ];
+    let t0 = 1_000_000_000;
+    // A window 100 us wide every 2 ms at 0.5 ms: exactly where b's greedy choice (farthest from a's
+    // releases at whole milliseconds) would put it.
+    let inf = admission::Interference::new(
+        t0,
+        t0 + 1_000_000_000,
+        (0..500).map(|k| (t0 + 450_000 + k * 2_000_000, 100_000)),
+    );
+    let mut plain = tasks_plan(&spec);
+    admission::phase(&mut plain, &[0]);
+    assert_eq!(
+        inf.hit_share(t0 + plain.tasks[1].offset.ns(), 2_000_000),
+        1.0
+    );
+    let mut p = tasks_plan(&spec);
+    admission::phase_avoiding(&mut p, &[0], Some((&inf, t0)));
+    for t in &p.tasks[1..] {
+        assert_eq!(inf.hit_share(t0 + t.offset.ns(), t.period), 0.0, "{t:?}");
+    }
+    let r = admission::check(&p, &[0], &Config::default());
+    assert_eq!(r.collision_count, 0, "{:?}", p.tasks);
+}
+
 proptest! {
     #[test]
     fn any_text_gives_a_plan_or_a_located_error(text in "[\\[\\]a-z=\" 0-9\\n{},.]{0,200}") {

@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, io).
     #[arg(long, value_name = "SPEC")]
     pub load: Option<punctual_load::LoadSpec>,
+    /// Watch the CPUs for 0.5 s first and give automatic offsets that keep releases out of the
+    /// interruptions seen (the timer tick and other periodic ones); the plan starts on their grid.
+    #[arg(long)]
+    pub avoid_interference: bool,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -311,22 +315,43 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .into());
         }
     }
-    let report = admit(
-        &mut plan,
-        &cpus,
-        a.bound,
-        if let MarginPolicy::Fixed(m) = margin {
-            m
-        } else {
-            50_000
-        },
-    );
+    let unphased = a.avoid_interference.then(|| plan.clone());
+    let assumed_margin = if let MarginPolicy::Fixed(m) = margin {
+        m
+    } else {
+        50_000
+    };
+    let mut report = admit(&mut plan, &cpus, a.bound, assumed_margin);
     if !report.feasible() {
         let reasons = report.reasons().join("; ");
         if !a.force {
             return Err(Failure::usage(format!("plan refused by admission control: {reasons}. See `punctual plan check`, or pass --force to run it anyway")).into());
         }
         eprintln!("punctual: running despite admission control (--force): {reasons}");
+    }
+    // Admitted with plain phasing; now the offsets that also avoid measured interference, kept if
+    // admission control still agrees.
+    let mut avoidance = None;
+    if let Some(mut p) = unphased {
+        let sched = punctual_rt::SchedParams {
+            policy: a.rt.policy,
+            priority: a.rt.priority().min(98),
+        };
+        match punctual_dispatch::phase_around_interference(&mut p, &cpus, sched)? {
+            Some(av) => {
+                let mut r = admit(&mut p, &cpus, a.bound, assumed_margin);
+                if r.feasible() || !report.feasible() {
+                    eprintln!("punctual: {}", av.summary());
+                    r.phased = av.given.clone();
+                    plan = p;
+                    report = r;
+                    avoidance = Some(av);
+                } else {
+                    eprintln!("punctual: --avoid-interference: the offsets it found fail admission control; plain phasing");
+                }
+            }
+            None => eprintln!("punctual: --avoid-interference: no task has an automatic offset, or the hyperperiod is over 1 s; plain phasing"),
+        }
     }
     let shield_plan = if plan.shield {
         Some(punctual_dispatch::shield::plan(
@@ -361,6 +386,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         attach_timeout: a.attach_timeout,
         lead_in: 50_000_000,
         shielded: plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus),
+        start_grid: avoidance.as_ref().map(|av| av.grid),
     };
     let _shield = match &shield_plan {
         Some(sp) => {
@@ -436,6 +462,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .unwrap_or(serde_json::Value::Null),
     );
     s.insert("shield".into(), shield_plan.is_some().into());
+    if let Some(av) = &avoidance {
+        s.insert("interference".into(), av.to_json());
+    }
     s.insert("admission".into(), serde_json::json!({"feasible": report.feasible(), "reasons": report.reasons(), "collisions": report.collision_count,
         "phased": report.phased.iter().map(|(n, o)| serde_json::json!({"task": n, "offset_ns": o})).collect::<Vec<_>>()}));
     crate::session::record_load_reports(&mut doc, &load, &load_reports)?;

@@ -104,7 +104,10 @@ pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
         let mut cmd = std::process::Command::new(&a.command[0]);
         cmd.args(&a.command[1..]);
         // Tells a `punctual run` inside that its CPUs hold no normal tasks (no spin budget needed).
-        cmd.env(punctual_dispatch::shield::SHIELDED_ENV, format_cpu_list(&cpus));
+        cmd.env(
+            punctual_dispatch::shield::SHIELDED_ENV,
+            format_cpu_list(&cpus),
+        );
         // SAFETY: sched_setaffinity is async-signal-safe; the set is built before the fork.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         for &c in &pin {
