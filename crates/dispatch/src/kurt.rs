@@ -200,6 +200,8 @@ pub struct Cell {
     /// (c) only: share of the time the watch before the run lost, and share of the releases that
     /// fell in a gap then at the offsets chosen.
     pub interference: Option<(f64, f64)>,
+    /// Share of the CPUs' time the hypervisor stole while this configuration ran (mean over CPUs).
+    pub steal: Option<f64>,
 }
 
 fn spawn_children(
@@ -279,7 +281,9 @@ pub fn measure(
         lateness: Recorder::new(),
         failures: 0,
         interference: None,
+        steal: None,
     };
+    let steal0 = (punctual_rt::host::steal_ns(), now());
     let loads = if loaded {
         let spec: punctual_load::LoadSpec =
             "io:1".parse().map_err(|e: String| Failure::system(e))?;
@@ -371,6 +375,19 @@ pub fn measure(
         }
         Ok(())
     })();
+    if let (Some(before), Some(after)) = (steal0.0, punctual_rt::host::steal_ns()) {
+        let wall = now().saturating_sub(steal0.1).max(1) as f64;
+        let stolen: u64 = after
+            .iter()
+            .filter_map(|(c, a)| {
+                before
+                    .iter()
+                    .find(|(b, _)| b == c)
+                    .map(|(_, b)| a.saturating_sub(*b))
+            })
+            .sum();
+        cell.steal = Some(stolen as f64 / wall / after.len().max(1) as f64);
+    }
     if let Some(l) = loads {
         l.stop();
     }
@@ -512,6 +529,16 @@ impl Experiment for KurtPeriodic {
                 "",
                 &format!("{:.2} %", w.lateness.fraction_at_or_below(10_000) * 100.0),
             ]);
+            let steal = |c: &Cell| {
+                c.steal
+                    .map(|s| format!("{:.2} %", s * 100.0))
+                    .unwrap_or_else(|| "-".into())
+            };
+            t.row([
+                "host steal during the (a) / (b) / (c) rows",
+                "",
+                &format!("{} / {} / {}", steal(a), steal(b), steal(w)),
+            ]);
             tables.push(t);
         }
         let mut doc = ResultDoc::new(
@@ -547,6 +574,9 @@ impl Experiment for KurtPeriodic {
                 .with("processes", c.n)
                 .with("failures", c.failures),
             );
+            if let (Some(st), Some(last)) = (c.steal, doc.series.last_mut()) {
+                last.extra.insert("steal_share".into(), st.into());
+            }
             if let (Some((lost, hit)), Some(last)) = (c.interference, doc.series.last_mut()) {
                 last.extra
                     .insert("interference_lost_share".into(), lost.into());
