@@ -209,7 +209,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run.
         if let Some(every) = cfg.breather_every {
             if now.saturating_sub(last_block) > every && act_at.saturating_sub(now) < m {
-                clock.sleep_until(now + BREATHER_NS);
+                clock.pause(BREATHER_NS);
                 end.breathers += 1;
                 last_block = clock.now();
             }

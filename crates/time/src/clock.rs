@@ -47,6 +47,11 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> u64;
     /// Block until `t` (absolute, ns) has passed on this clock. May return late, never early.
     fn sleep_until(&self, t: u64);
+    /// Give the CPU away for at least `ns`: a real block in the kernel, which resets RLIMIT_RTTIME's
+    /// count and lets the CPU's other work run.
+    fn pause(&self, ns: u64) {
+        self.sleep_until(self.now() + ns);
+    }
 }
 
 /// The kernel's clocks.
@@ -76,6 +81,30 @@ impl Clock for SystemClock {
     fn sleep_until(&self, t: u64) {
         sleep_abs(self.id.as_raw(), t)
     }
+
+    /// A short sleep does not always block: when arming the timer takes longer than the sleep (a
+    /// VM exit can take tens of microseconds), the timer has fired before the thread would give
+    /// up the CPU and the call returns without a context switch. So sleep, check the thread's
+    /// voluntary context switches, and sleep twice as long until it did block (at most 1 ms).
+    fn pause(&self, ns: u64) {
+        let mut d = ns.max(1);
+        loop {
+            let before = voluntary_switches();
+            sleep_abs(self.id.as_raw(), self.now() + d);
+            if voluntary_switches() > before || d >= 1_000_000 {
+                return;
+            }
+            d = (d * 2).min(1_000_000);
+        }
+    }
+}
+
+/// Voluntary context switches of the calling thread so far.
+pub fn voluntary_switches() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
+    r.ru_nvcsw as u64
 }
 
 /// Read a kernel clock in nanoseconds. glibc routes CLOCK_MONOTONIC and CLOCK_REALTIME through the
@@ -198,6 +227,23 @@ mod tests {
         c.sleep_until(target);
         let b = c.now();
         assert!(b >= target, "woke at {b}, before target {target}");
+    }
+
+    #[test]
+    fn a_pause_always_blocks_even_when_it_is_shorter_than_arming_a_timer() {
+        let c = SystemClock::monotonic();
+        // 1 ns is always shorter than arming the timer: the first sleep returns at once, and
+        // pause must keep going until the thread has really given the CPU away, every time.
+        for _ in 0..20 {
+            let before = voluntary_switches();
+            let t0 = c.now();
+            c.pause(1);
+            assert!(
+                voluntary_switches() > before,
+                "pause returned without blocking"
+            );
+            assert!(c.now() - t0 < 50_000_000);
+        }
     }
 
     #[test]
