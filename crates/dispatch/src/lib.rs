@@ -286,12 +286,13 @@ impl Avoidance {
     /// One line for stderr.
     pub fn summary(&self) -> String {
         format!(
-            "interference: watched CPU {} for {}: {:.2} % of the time taken away ({} gaps over 5 us); \
+            "interference: watched CPU {} for {}: {:.2} % of the time taken away ({} gaps over {}); \
              automatic offsets put {:.2} % of their releases in a gap (plain phasing: {:.2} %); the plan starts on a {} grid",
             punctual_rt::format_cpu_list(&self.cpus),
             punctual_time::format_ns(self.interference.to.saturating_sub(self.interference.from)),
             self.interference.lost_share() * 100.0,
             self.interference.windows().len(),
+            punctual_time::format_ns(INTERFERENCE_THRESHOLD_NS),
             self.hit_share * 100.0,
             self.plain_hit_share * 100.0,
             punctual_time::format_ns(self.grid.1),
