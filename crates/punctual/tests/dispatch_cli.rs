@@ -298,8 +298,10 @@ fn a_short_run_of_mark_exec_and_udp_writes_per_task_series() {
         by("tick")["missed_periods"].as_u64().unwrap() + by("tick")["releases"].as_u64().unwrap(),
         500
     );
-    assert_eq!(by("spawn")["releases"], 4);
-    assert_eq!(by("spawn (exec start)")["count"], 4);
+    let spawned = by("spawn")["releases"].as_u64().unwrap();
+    assert_eq!(spawned + by("spawn")["missed_periods"].as_u64().unwrap(), 4);
+    assert!(spawned >= 3, "a stall skipped more than one 250 ms release");
+    assert_eq!(by("spawn (exec start)")["count"], spawned);
     let udp = series.iter().find(|s| s["action"] == "udp").unwrap();
     assert_eq!(udp["releases"], 1);
     let mut b = [0u8; 64];
@@ -307,7 +309,10 @@ fn a_short_run_of_mark_exec_and_udp_writes_per_task_series() {
     assert_eq!(n, 40);
     assert_eq!(b[16], 7);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(std::fs::read_to_string(&marker).unwrap().lines().count(), 4);
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().lines().count() as u64,
+        spawned
+    );
     // The document follows the schema.
     let schema: serde_json::Value = serde_json::from_str(punctual_result_schema()).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
@@ -487,7 +492,9 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
         .find(|s| s["name"] == "client")
         .unwrap()
         .clone();
-    assert_eq!(s["releases"], 120);
+    // A hypervisor stall of more than a period makes the dispatcher skip (and count) a release.
+    let released = s["releases"].as_u64().unwrap();
+    assert!((115..=120).contains(&released), "{s}");
     assert_eq!(s["measured_by"], "wake client");
     // Every release was either measured by the client or counted as missed.
     assert_eq!(
