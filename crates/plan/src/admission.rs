@@ -16,6 +16,9 @@ use std::collections::BinaryHeap;
 pub const MIN_SEPARATION: u64 = 1_000;
 /// The most releases per CPU the check walks; beyond, it reports on the part it covered.
 pub const MAX_RELEASES: u64 = 5_000_000;
+/// When avoiding interference, releases also keep this far from a measured window if they can: the
+/// first position clear of every window sits right at one's end, where a slightly longer tick hits it.
+pub const AVOID_GUARD: u64 = 25_000;
 /// The longest hyperperiod walked in full.
 pub const MAX_HORIZON: u64 = 60_000_000_000;
 
@@ -325,14 +328,20 @@ impl Interference {
         self.windows.iter().map(|(s, e)| e - s).sum::<u64>() as f64 / span as f64
     }
 
-    fn covers(&self, t: u64) -> bool {
-        let i = self.windows.partition_point(|w| w.1 <= t);
-        self.windows.get(i).is_some_and(|w| w.0 <= t)
+    /// Whether a window comes within `guard` of `t`.
+    fn covers(&self, t: u64, guard: u64) -> bool {
+        let i = self.windows.partition_point(|w| w.1 + guard <= t);
+        self.windows.get(i).is_some_and(|w| w.0 <= t + guard)
     }
 
     /// Share of the instants `phase + k * period` (any integer k) inside the measured span that fell
     /// in a window. 0 when the span holds none of them.
     pub fn hit_share(&self, phase: u64, period: u64) -> f64 {
+        self.near_share(phase, period, 0)
+    }
+
+    /// [`Interference::hit_share`], counting a window that comes within `guard` of an instant.
+    pub fn near_share(&self, phase: u64, period: u64, guard: u64) -> f64 {
         if period == 0 || self.to <= self.from {
             return 0.0;
         }
@@ -344,7 +353,7 @@ impl Interference {
         let (mut n, mut hit) = (0u64, 0u64);
         while t < self.to {
             n += 1;
-            hit += self.covers(t) as u64;
+            hit += self.covers(t, guard) as u64;
             t += period;
         }
         if n == 0 {
@@ -408,15 +417,21 @@ pub fn phase_avoiding(
             let comb = |shift: u64| (0..n).map(move |k| shift + p0 * k / n);
             let shift = match avoid {
                 Some((inf, start)) => {
-                    // Shifts over one spacing, 1 us apart at most; the first of the cheapest wins.
+                    // Shifts over one spacing, 1 us apart at most; the first of the cheapest wins
+                    // (fewest releases in a window, then fewest near one).
                     let steps = (p0 / n).clamp(1, 1000);
                     (0..steps)
                         .map(|s| s * (p0 / n) / steps)
                         .map(|sh| {
-                            let hits: f64 = comb(sh).map(|o| inf.hit_share(start + o, p0)).sum();
-                            (sh, hits)
+                            let cost = comb(sh).fold((0.0, 0.0), |(hit, near), o| {
+                                (
+                                    hit + inf.hit_share(start + o, p0),
+                                    near + inf.near_share(start + o, p0, AVOID_GUARD),
+                                )
+                            });
+                            (sh, cost)
                         })
-                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(a.1 .1.total_cmp(&b.1 .1)))
                         .map_or(0, |(sh, _)| sh)
                 }
                 None => 0,
@@ -446,12 +461,18 @@ pub fn phase_avoiding(
         for &i in &auto {
             let p = plan.tasks[i].period;
             let steps = 256u64.min(p);
-            // Windows hit (in parts per thousand), then distance: the fewest hits first.
+            // Windows hit, then windows near (in parts per thousand), then distance.
             let hits = |o: u64| match avoid {
-                Some((inf, start)) => (inf.hit_share(start + o, p) * 1000.0).round() as u64,
-                None => 0,
+                Some((inf, start)) => (
+                    (inf.hit_share(start + o, p) * 1000.0).round() as u64,
+                    (inf.near_share(start + o, p, AVOID_GUARD) * 1000.0).round() as u64,
+                ),
+                None => (0, 0),
             };
-            let fewest = (0..steps).map(|s| hits(p * s / steps)).min().unwrap_or(0);
+            let fewest = (0..steps)
+                .map(|s| hits(p * s / steps))
+                .min()
+                .unwrap_or((0, 0));
             let mut best = (0u64, 0u64); // (score, offset)
             for s in 0..steps {
                 let o = p * s / steps;

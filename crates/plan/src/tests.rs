@@ -423,6 +423,12 @@ fn interference_counts_the_releases_that_fall_in_a_window() {
     assert_eq!(inf.hit_share(t0 + 1_000_000, 10_000_000), 0.0);
     // Windows are [start, end): the end itself is free.
     assert_eq!(inf.hit_share(t0 + 60_000, 4_000_000), 0.0);
+    // Near a window: within the guard before its start or after its end.
+    assert_eq!(inf.near_share(t0 + 60_000, 4_000_000, 0), 0.0);
+    assert_eq!(inf.near_share(t0 + 60_000 + 24_000, 4_000_000, 25_000), 1.0);
+    assert_eq!(inf.near_share(t0 + 60_000 + 25_000, 4_000_000, 25_000), 0.0);
+    assert_eq!(inf.near_share(t0 + 725_000, 10_000_000, 25_000), 1.0);
+    assert_eq!(inf.near_share(t0 + 724_000, 10_000_000, 25_000), 0.0);
     // Overlapping windows merge.
     let m = admission::Interference::new(0, 100, [(10, 20), (5, 10), (40, 5)]);
     assert_eq!(m.windows(), &[(5, 30), (40, 45)]);
@@ -454,6 +460,16 @@ fn auto_offsets_keep_evenly_spread_releases_out_of_measured_interference() {
         "{:?}",
         p.tasks.iter().map(|t| t.offset.ns()).collect::<Vec<_>>()
     );
+    // Not at the edge of a window either: every release keeps the guard's distance from all of them.
+    for t in &p.tasks {
+        assert_eq!(
+            inf.near_share(t0 + t.offset.ns(), t.period, admission::AVOID_GUARD),
+            0.0,
+            "{} at {} ns",
+            t.name,
+            t.offset.ns()
+        );
+    }
     let mut offs: Vec<u64> = p.tasks.iter().map(|t| t.offset.ns()).collect();
     offs.sort_unstable();
     for w in offs.windows(2) {
