@@ -329,6 +329,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
         eprintln!("punctual: running despite admission control (--force): {reasons}");
     }
+    let shield_plan = if plan.shield {
+        Some(punctual_dispatch::shield::plan(
+            &cpus,
+            &[std::process::id() as i32],
+        )?)
+    } else {
+        None
+    };
+    let mut exports = Exports::default();
+    exports.add("json", a.out.json.as_ref(), Json)?;
+    exports.add("csv", a.out.csv.as_ref(), Csv)?;
     // Admitted with plain phasing; now the offsets that also avoid measured interference, kept if
     // admission control still agrees.
     let mut avoidance = None;
@@ -353,17 +364,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             None => eprintln!("punctual: --avoid-interference: no task has an automatic offset, or the hyperperiod is over 1 s; plain phasing"),
         }
     }
-    let shield_plan = if plan.shield {
-        Some(punctual_dispatch::shield::plan(
-            &cpus,
-            &[std::process::id() as i32],
-        )?)
-    } else {
-        None
-    };
-    let mut exports = Exports::default();
-    exports.add("json", a.out.json.as_ref(), Json)?;
-    exports.add("csv", a.out.csv.as_ref(), Csv)?;
     let duration = a.duration.or(plan.duration);
     if duration.is_none() && !plan.tasks.is_empty() {
         eprintln!("punctual: the plan has periodic tasks and no duration: running until Ctrl-C (or pass -D)");
