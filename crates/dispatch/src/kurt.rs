@@ -283,7 +283,7 @@ pub fn measure(
         interference: None,
         steal: None,
     };
-    let steal0 = (punctual_rt::host::steal_ns(), now());
+    let steal = punctual_rt::host::StealMeter::start();
     let loads = if loaded {
         let spec: punctual_load::LoadSpec =
             "io:1".parse().map_err(|e: String| Failure::system(e))?;
@@ -375,19 +375,7 @@ pub fn measure(
         }
         Ok(())
     })();
-    if let (Some(before), Some(after)) = (steal0.0, punctual_rt::host::steal_ns()) {
-        let wall = now().saturating_sub(steal0.1).max(1) as f64;
-        let stolen: u64 = after
-            .iter()
-            .filter_map(|(c, a)| {
-                before
-                    .iter()
-                    .find(|(b, _)| b == c)
-                    .map(|(_, b)| a.saturating_sub(*b))
-            })
-            .sum();
-        cell.steal = Some(stolen as f64 / wall / after.len().max(1) as f64);
-    }
+    cell.steal = steal.and_then(|m| m.share());
     if let Some(l) = loads {
         l.stop();
     }

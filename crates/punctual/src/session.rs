@@ -197,37 +197,24 @@ pub fn record_load_reports(
 }
 
 /// Steal time per CPU (`host::steal_ns`) since a run began.
-pub struct StealMeter {
-    t0: std::time::Instant,
-    before: Vec<(usize, u64)>,
-}
+pub struct StealMeter(punctual_rt::host::StealMeter);
 
 impl StealMeter {
     /// `None` when the kernel does not report steal time.
     pub fn start() -> Option<StealMeter> {
-        punctual_rt::host::steal_ns().map(|before| StealMeter {
-            t0: std::time::Instant::now(),
-            before,
-        })
+        punctual_rt::host::StealMeter::start().map(StealMeter)
     }
 
     /// Record how much CPU time the hypervisor took from each CPU since `start`
     /// (`settings.steal_ns`, ns per CPU) and say so when it took any: releases that fall in stolen
     /// time are late by the rest of it, and no setting inside the guest can prevent that.
     pub fn record(&self, doc: &mut ResultDoc) {
-        let (t0, before) = (&self.t0, &self.before);
-        let Some(after) = punctual_rt::host::steal_ns() else {
+        let Some((stolen, run)) = self.0.taken() else {
             return;
         };
-        let run = t0.elapsed().as_nanos().max(1) as u64;
         let mut per_cpu = serde_json::Map::new();
         let mut taken = Vec::new();
-        for (cpu, ns) in after {
-            let b = before
-                .iter()
-                .find(|(c, _)| *c == cpu)
-                .map_or(ns, |(_, b)| *b);
-            let d = ns.saturating_sub(b);
+        for (cpu, d) in stolen {
             per_cpu.insert(cpu.to_string(), d.into());
             if d > 0 {
                 taken.push((cpu, d));

@@ -2,41 +2,23 @@
 //! the run's priority for half a second, which would starve the real-time runs of other tests if it
 //! ran beside them (cargo runs test binaries one after another).
 
-use assert_cmd::Command;
-use std::path::Path;
-
-fn punctual() -> Command {
-    let mut c = Command::cargo_bin("punctual").unwrap();
-    c.env(
-        "PUNCTUAL_DATA_DIR",
-        std::env::temp_dir().join("punctual-test-data"),
-    );
-    c
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{punctual, valid_doc};
 
 #[test]
 fn avoid_interference_watches_the_cpus_and_records_what_it_chose() {
     let dir = tempfile::tempdir().unwrap();
     // Three 5 ms tasks and one 10 ms task: hyperperiod 10 ms.
-    let plan = write(
-        dir.path(),
-        "p.toml",
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
         "[plan]\nname = \"avoid\"\nduration = \"200ms\"\n\
          [[task]]\nname = \"a\"\nperiod = \"5ms\"\noffset = \"auto\"\naction = { kind = \"mark\" }\n\
          [[task]]\nname = \"b\"\nperiod = \"5ms\"\noffset = \"auto\"\naction = { kind = \"mark\" }\n\
          [[task]]\nname = \"c\"\nperiod = \"10ms\"\noffset = \"auto\"\naction = { kind = \"mark\" }\n\
          [[task]]\nname = \"fixed\"\nperiod = \"5ms\"\noffset = \"1ms\"\naction = { kind = \"mark\" }\n",
-    );
+    )
+    .unwrap();
     let json = dir.path().join("o.json");
     let o = punctual()
         .args([
@@ -48,11 +30,10 @@ fn avoid_interference_watches_the_cpus_and_records_what_it_chose() {
         .arg(&json)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let err = stderr(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("interference: watched CPU"), "{err}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = valid_doc(&json);
     let inf = &doc["settings"]["interference"];
     let watched = inf["watched_ns"].as_u64().unwrap();
     assert!((400_000_000..700_000_000).contains(&watched), "{inf}");

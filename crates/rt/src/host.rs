@@ -152,6 +152,46 @@ pub fn steal_ns() -> Option<Vec<(usize, u64)>> {
     )
 }
 
+/// Steal time over an interval: [`steal_ns`] when it starts, the difference per CPU when asked.
+pub struct StealMeter {
+    t0: std::time::Instant,
+    before: Vec<(usize, u64)>,
+}
+
+impl StealMeter {
+    /// `None` when the kernel does not report steal time.
+    pub fn start() -> Option<StealMeter> {
+        steal_ns().map(|before| StealMeter {
+            t0: std::time::Instant::now(),
+            before,
+        })
+    }
+
+    /// Per CPU, the ns the hypervisor took since `start`, and the ns elapsed.
+    pub fn taken(&self) -> Option<(Vec<(usize, u64)>, u64)> {
+        let after = steal_ns()?;
+        let per_cpu = after
+            .into_iter()
+            .map(|(cpu, ns)| {
+                let b = self
+                    .before
+                    .iter()
+                    .find(|(c, _)| *c == cpu)
+                    .map_or(ns, |(_, b)| *b);
+                (cpu, ns.saturating_sub(b))
+            })
+            .collect();
+        Some((per_cpu, self.t0.elapsed().as_nanos().max(1) as u64))
+    }
+
+    /// The share of the CPUs' time taken since `start` (mean over the CPUs).
+    pub fn share(&self) -> Option<f64> {
+        let (per_cpu, elapsed) = self.taken()?;
+        let total: u64 = per_cpu.iter().map(|(_, d)| d).sum();
+        Some(total as f64 / elapsed as f64 / per_cpu.len().max(1) as f64)
+    }
+}
+
 /// `cpuN user nice system idle iowait irq softirq steal ...` in `user_hz` ticks.
 fn parse_steal(stat: &str, user_hz: u64) -> Option<Vec<(usize, u64)>> {
     let v: Vec<(usize, u64)> = stat
@@ -169,6 +209,22 @@ fn parse_steal(stat: &str, user_hz: u64) -> Option<Vec<(usize, u64)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_steal_meter_reports_every_cpu_over_the_time_it_ran() {
+        let Some(m) = StealMeter::start() else {
+            eprintln!(
+                "SKIPPED a_steal_meter_reports_every_cpu_over_the_time_it_ran: no /proc/stat steal"
+            );
+            return;
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (per_cpu, elapsed) = m.taken().unwrap();
+        assert_eq!(per_cpu.len(), steal_ns().unwrap().len());
+        assert!(elapsed >= 20_000_000, "{elapsed}");
+        let share = m.share().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{share}");
+    }
 
     #[test]
     fn steal_is_the_eighth_value_of_each_cpu_line() {

@@ -5,7 +5,7 @@ use crate::session::{show, validate_rt, Exports, Live, Session};
 use clap::{Args, Subcommand};
 use punctual_dispatch::{Outcome, RunConfig};
 use punctual_plan::admission::{self, Config as AdmitConfig, Report};
-use punctual_plan::{Plan, PlanError};
+use punctual_plan::{Offset, Plan, PlanError};
 use punctual_result::export::{Csv, Json};
 use punctual_result::{doc::kind, Failure, Output, ResultDoc, Series, Table};
 use punctual_time::{format_ns, MarginPolicy};
@@ -315,7 +315,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .into());
         }
     }
-    let unphased = a.avoid_interference.then(|| plan.clone());
+    // Tasks whose offsets admission control chooses (again, avoiding, with --avoid-interference).
+    let auto_tasks: Vec<usize> = (0..plan.tasks.len())
+        .filter(|&i| a.avoid_interference && plan.tasks[i].offset == Offset::Auto)
+        .collect();
     let assumed_margin = if let MarginPolicy::Fixed(m) = margin {
         m
     } else {
@@ -343,21 +346,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // Admitted with plain phasing; now the offsets that also avoid measured interference, kept if
     // admission control still agrees.
     let mut avoidance = None;
-    if let Some(mut p) = unphased {
+    if a.avoid_interference {
         let sched = punctual_rt::SchedParams {
             policy: a.rt.policy,
             priority: a.rt.priority().min(98),
         };
-        match punctual_dispatch::phase_around_interference(&mut p, &cpus, sched)? {
+        let plain: Vec<Offset> = auto_tasks.iter().map(|&i| plan.tasks[i].offset).collect();
+        for &i in &auto_tasks {
+            plan.tasks[i].offset = Offset::Auto;
+        }
+        match punctual_dispatch::phase_around_interference(&mut plan, &cpus, sched)? {
             Some(av) => {
-                let mut r = admit(&mut p, &cpus, a.bound, assumed_margin);
+                let mut r = admit(&mut plan, &cpus, a.bound, assumed_margin);
                 if r.feasible() || !report.feasible() {
                     eprintln!("punctual: {}", av.summary());
                     r.phased = av.given.clone();
-                    plan = p;
                     report = r;
                     avoidance = Some(av);
                 } else {
+                    for (&i, o) in auto_tasks.iter().zip(plain) {
+                        plan.tasks[i].offset = o;
+                    }
                     eprintln!("punctual: --avoid-interference: the offsets it found fail admission control; plain phasing");
                 }
             }
