@@ -8,7 +8,8 @@
 
 use crate::shared::{on_thread, Child, ChildSetup, Pipe, SharedBox};
 use crate::BenchError;
-use punctual_rt::{Fallback, SchedParams};
+use punctual_result::Fallback;
+use punctual_rt::SchedParams;
 use punctual_stats::Recorder;
 use punctual_time::clock::{read_clock, sleep_abs};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};

@@ -7,7 +7,8 @@
 
 use crate::tsc::{self, Calibration};
 use crate::BenchError;
-use punctual_rt::{setup_current_thread, Fallback, SchedParams, ThreadRequest};
+use punctual_result::Fallback;
+use punctual_rt::{setup_current_thread, SchedParams, ThreadRequest};
 use punctual_stats::Recorder;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

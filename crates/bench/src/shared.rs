@@ -202,7 +202,7 @@ pub(crate) fn on_thread<R: Send>(
     cpu: Option<usize>,
     sched: punctual_rt::SchedParams,
     f: impl FnOnce() -> R + Send,
-) -> Result<(R, Option<punctual_rt::Fallback>), BenchError> {
+) -> Result<(R, Option<punctual_result::Fallback>), BenchError> {
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("punctual-bench".into())

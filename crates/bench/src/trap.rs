@@ -3,7 +3,8 @@
 
 use crate::shared::on_thread;
 use crate::BenchError;
-use punctual_rt::{Fallback, SchedParams};
+use punctual_result::Fallback;
+use punctual_rt::SchedParams;
 use punctual_stats::Recorder;
 use punctual_time::clock::read_clock;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -529,11 +529,7 @@ impl Experiment for KurtPeriodic {
             ]);
             tables.push(t);
         }
-        let mut doc = ResultDoc::new(
-            ctx.command.clone(),
-            punctual_rt::HostFacts::detect(),
-            started_at,
-        );
+        let mut doc = ResultDoc::new(ctx.command.clone(), punctual_rt::host::detect(), started_at);
         doc.ended_at = punctual_result::now_rfc3339();
         doc.settings.policy = Some("fifo".into());
         doc.settings.dma_latency_us = dma.as_ref().ok().map(|_| 0);

@@ -17,7 +17,8 @@
 
 use crate::modes::{AbsWaiter, Waiter};
 use crate::LatencyError;
-use punctual_rt::{setup_current_thread, Fallback, Policy, ThreadRequest};
+use punctual_result::Fallback;
+use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
 use punctual_stats::Recorder;
 use punctual_time::clock::{read_clock, thread_cpu_time, timespec};
 use std::io;

@@ -3,7 +3,8 @@
 use crate::modes::{AbsWaiter, HybridWaiter, Mode, RelWaiter, SignalWaiter, TimerfdWaiter, Waiter};
 use crate::samples::{self, Sample};
 use crate::LatencyError;
-use punctual_rt::{setup_current_thread, Fallback, Policy, ThreadRequest};
+use punctual_result::Fallback;
+use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
 use punctual_stats::Recorder;
 use punctual_time::clock::{read_clock, sleep_abs, thread_cpu_time};
 use punctual_time::{ClockId, MarginPolicy};

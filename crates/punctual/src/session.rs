@@ -7,9 +7,10 @@ use crate::cli::{DmaLatency, RtArgs};
 use punctual_latency::Progress;
 use punctual_result::export::Exporter;
 use punctual_result::{Failure, Output, ResultDoc, Status};
+use punctual_result::{Fallback, HostFacts};
 use punctual_rt::dma::DmaLatencyGuard;
 use punctual_rt::memlock::MlockGuard;
-use punctual_rt::{Fallback, HostFacts, Interrupts, RtPlan, RtWant, SchedParams};
+use punctual_rt::{Interrupts, RtPlan, RtWant, SchedParams};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -112,7 +113,7 @@ impl Session {
             stop: interrupts.stop_flag(),
             interrupts,
             started_at: punctual_result::now_rfc3339(),
-            host: HostFacts::detect(),
+            host: punctual_rt::host::detect(),
             plan,
             steal: StealMeter::start(),
             _mlock: mlock,

@@ -1,6 +1,6 @@
 //! The result document, `punctual.result/1` (SPEC section 3). Every time value is integer ns.
 
-use punctual_rt::{Fallback, HostFacts};
+use crate::{Fallback, HostFacts};
 use punctual_stats::{
     decode_histogram, encode_histogram, HistogramError, Recorder, Summary, HISTOGRAM_ENCODING,
 };
@@ -30,6 +30,8 @@ pub enum Status {
     Ok,
     LimitExceeded,
     Interrupted,
+    /// The watchdog stopped a run that starved a CPU or overran (exit 3); the figures are partial.
+    Watchdog,
 }
 
 /// How the run was set up. The real-time fields are absent for runs that have none (the simulator);

@@ -50,15 +50,6 @@ impl Failure {
     }
 }
 
-impl From<punctual_rt::RtError> for Failure {
-    fn from(e: punctual_rt::RtError) -> Self {
-        match e {
-            punctual_rt::RtError::Invalid(_) => Failure::usage(e.to_string()),
-            _ => Failure::system(e.to_string()),
-        }
-    }
-}
-
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
         Failure::system(e.to_string())

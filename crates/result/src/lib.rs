@@ -10,12 +10,14 @@ pub mod doc;
 pub mod experiment;
 pub mod export;
 pub mod failure;
+pub mod host;
 pub mod output;
 pub mod store;
 pub mod table;
 
 pub use doc::{now_rfc3339, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID};
 pub use failure::{Class, Failure};
+pub use host::{Fallback, HostFacts};
 pub use output::Output;
 pub use table::Table;
 

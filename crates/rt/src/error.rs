@@ -46,3 +46,12 @@ impl RtError {
         matches!(self, RtError::Refused { .. })
     }
 }
+
+impl From<RtError> for punctual_result::Failure {
+    fn from(e: RtError) -> Self {
+        match e {
+            RtError::Invalid(_) => punctual_result::Failure::usage(e.to_string()),
+            _ => punctual_result::Failure::system(e.to_string()),
+        }
+    }
+}

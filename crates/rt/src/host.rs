@@ -1,26 +1,7 @@
 //! Facts about the machine a result was measured on (SPEC section 3, `host`).
 
-use serde::{Deserialize, Serialize};
+use punctual_result::HostFacts;
 use std::io::Read;
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostFacts {
-    pub kernel: String,
-    /// Preemption model: `none`, `voluntary`, `full`, `lazy` or `rt`, prefixed `dynamic: ` on
-    /// PREEMPT_DYNAMIC kernels, suffixed with where it was read when not from the running kernel.
-    pub preempt: String,
-    /// `/sys/kernel/realtime` (PREEMPT_RT kernels).
-    pub realtime: bool,
-    pub cpus: usize,
-    pub clocksource: String,
-    pub virtualized: bool,
-    /// CONFIG_HZ, from the kernel configuration, when it can be read.
-    pub hz: Option<u32>,
-    #[serde(default)]
-    pub hostname: String,
-    #[serde(default)]
-    pub cpu_model: String,
-}
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
@@ -92,51 +73,50 @@ fn preempt_model(config: Option<&str>, version: &str, realtime: bool, cmdline: &
     }
 }
 
-impl HostFacts {
-    pub fn detect() -> Self {
-        let uts = nix::sys::utsname::uname().ok();
-        let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-            uts.as_ref()
-                .map(|u| f(u).to_string_lossy().to_string())
-                .unwrap_or_default()
-        };
-        let kernel = field(|u| u.release());
-        let version = field(|u| u.version());
-        let hostname = field(|u| u.nodename());
-        let config = kernel_config();
-        let realtime = read("/sys/kernel/realtime").as_deref() == Some("1");
-        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
-        let virtualized = cpuinfo
-            .lines()
-            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
-            || std::path::Path::new("/sys/hypervisor/type").exists();
-        let cpu_model = cpuinfo
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-            .unwrap_or_default();
-        HostFacts {
-            preempt: preempt_model(
-                config.as_deref(),
-                &version,
-                realtime,
-                &read("/proc/cmdline").unwrap_or_default(),
-            ),
-            kernel,
+/// The facts of the machine this process runs on.
+pub fn detect() -> HostFacts {
+    let uts = nix::sys::utsname::uname().ok();
+    let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
+        uts.as_ref()
+            .map(|u| f(u).to_string_lossy().to_string())
+            .unwrap_or_default()
+    };
+    let kernel = field(|u| u.release());
+    let version = field(|u| u.version());
+    let hostname = field(|u| u.nodename());
+    let config = kernel_config();
+    let realtime = read("/sys/kernel/realtime").as_deref() == Some("1");
+    let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+    let virtualized = cpuinfo
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+        || std::path::Path::new("/sys/hypervisor/type").exists();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_default();
+    HostFacts {
+        preempt: preempt_model(
+            config.as_deref(),
+            &version,
             realtime,
-            cpus: crate::online_cpus().len(),
-            clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-                .unwrap_or_else(|| "unknown".into()),
-            virtualized,
-            hz: config
-                .as_deref()
-                .and_then(|c| config_value(c, "CONFIG_HZ"))
-                .and_then(|v| v.parse().ok()),
-            hostname,
-            cpu_model,
-        }
+            &read("/proc/cmdline").unwrap_or_default(),
+        ),
+        kernel,
+        realtime,
+        cpus: crate::online_cpus().len(),
+        clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_else(|| "unknown".into()),
+        virtualized,
+        hz: config
+            .as_deref()
+            .and_then(|c| config_value(c, "CONFIG_HZ"))
+            .and_then(|v| v.parse().ok()),
+        hostname,
+        cpu_model,
     }
 }
 
@@ -276,7 +256,7 @@ mod tests {
 
     #[test]
     fn detects_something_plausible() {
-        let h = HostFacts::detect();
+        let h = detect();
         assert!(!h.kernel.is_empty());
         assert!(h.cpus >= 1);
         assert!(!h.clocksource.is_empty());

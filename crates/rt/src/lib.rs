@@ -21,8 +21,7 @@ pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
 pub use error::RtError;
-pub use host::HostFacts;
-pub use privilege::{Fallback, Privileges, RtPlan, RtWant};
+pub use privilege::{Privileges, RtPlan, RtWant};
 pub use sched::{Policy, SchedGuard, SchedParams};
 pub use signals::Interrupts;
 pub use thread::{setup_current_thread, ThreadGuards, ThreadRequest};

@@ -2,7 +2,7 @@
 //! the real-time settings asked for, or the documented fallback with the reason and the fix.
 
 use crate::sched::Policy;
-use serde::{Deserialize, Serialize};
+use punctual_result::Fallback;
 
 const CAP_IPC_LOCK: u32 = 14;
 const CAP_SYS_NICE: u32 = 23;
@@ -69,26 +69,6 @@ pub struct RtWant {
     pub mlock: bool,
     /// `None` = leave /dev/cpu_dma_latency alone.
     pub dma_latency_us: Option<u32>,
-}
-
-/// A setting that could not be had, why, and how to get it. Recorded in the result document.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fallback {
-    pub setting: String,
-    pub wanted: String,
-    pub got: String,
-    pub why: String,
-    pub fix: String,
-}
-
-impl std::fmt::Display for Fallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: wanted {}, running with {} ({}). Fix: {}",
-            self.setting, self.wanted, self.got, self.why, self.fix
-        )
-    }
 }
 
 /// What will actually be applied.

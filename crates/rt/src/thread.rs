@@ -1,10 +1,11 @@
 //! One call to ready a measuring or dispatching thread: pin, set the class, set timer slack.
 
 use crate::affinity::AffinityGuard;
-use crate::privilege::{policy_fallback, Fallback};
+use crate::privilege::policy_fallback;
 use crate::sched::{Policy, SchedGuard, SchedParams};
 use crate::slack::TimerSlackGuard;
 use crate::RtError;
+use punctual_result::Fallback;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadRequest {

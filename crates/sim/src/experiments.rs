@@ -18,7 +18,7 @@ const MS: u64 = 1_000_000;
 fn new_doc(ctx: &Context) -> ResultDoc {
     let mut doc = ResultDoc::new(
         ctx.command.clone(),
-        punctual_rt::HostFacts::detect(),
+        punctual_rt::host::detect(),
         punctual_result::now_rfc3339(),
     );
     doc.settings

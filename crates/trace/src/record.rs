@@ -37,7 +37,7 @@ pub struct RecordConfig {
     pub drain_interval: Duration,
     /// The command line, for the header.
     pub argv: Vec<String>,
-    pub host: Option<punctual_rt::HostFacts>,
+    pub host: Option<punctual_result::HostFacts>,
 }
 
 pub const DEFAULT_BUFFER_KB: u64 = 4096;

@@ -111,7 +111,7 @@ impl Experiment for EtsionOverhead {
             ));
         }
         let cpu = last_cpu();
-        let host = punctual_rt::HostFacts::detect();
+        let host = punctual_rt::host::detect();
         let mut doc = new_doc(ctx, self.name(), punctual_result::now_rfc3339());
         doc.settings.extra.insert("cpu".into(), cpu.into());
         let cal = tsc::Calibration::measure(50_000_000);

@@ -130,7 +130,7 @@ impl McKenneyNanosleep {
                 Err(e) => {
                     add_fallback(
                         doc,
-                        Some(&punctual_rt::Fallback {
+                        Some(&punctual_result::Fallback {
                             setting: "memory locking".into(),
                             wanted: "mlockall".into(),
                             got: "unlocked memory".into(),

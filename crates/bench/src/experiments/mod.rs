@@ -30,11 +30,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 
 /// A result document for an experiment run.
 pub(crate) fn new_doc(ctx: &Context, experiment: &str, started_at: String) -> ResultDoc {
-    let mut doc = ResultDoc::new(
-        ctx.command.clone(),
-        punctual_rt::HostFacts::detect(),
-        started_at,
-    );
+    let mut doc = ResultDoc::new(ctx.command.clone(), punctual_rt::host::detect(), started_at);
     doc.extra.insert("experiment".into(), experiment.into());
     doc.settings.extra.insert("quick".into(), ctx.quick.into());
     doc
@@ -49,7 +45,7 @@ pub(crate) fn close_doc(ctx: &Context, doc: &mut ResultDoc) {
 }
 
 /// Record a fallback once.
-pub(crate) fn add_fallback(doc: &mut ResultDoc, f: Option<&punctual_rt::Fallback>) {
+pub(crate) fn add_fallback(doc: &mut ResultDoc, f: Option<&punctual_result::Fallback>) {
     if let Some(f) = f {
         if !doc.settings.fallbacks.contains(f) {
             doc.settings.fallbacks.push(f.clone());

@@ -260,7 +260,7 @@ fn new_doc(simulated_ns: u64) -> ResultDoc {
     };
     let mut doc = ResultDoc::new(
         std::env::args().collect(),
-        punctual_rt::HostFacts::detect(),
+        punctual_rt::host::detect(),
         fmt(0),
     );
     doc.ended_at = fmt(simulated_ns as i128);

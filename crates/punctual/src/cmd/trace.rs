@@ -289,7 +289,7 @@ fn analyze_cmd(a: AnalyzeArgs) -> anyhow::Result<i32> {
         .header
         .host
         .clone()
-        .unwrap_or_else(punctual_rt::HostFacts::detect);
+        .unwrap_or_else(punctual_rt::host::detect);
     let mut doc = punctual_result::ResultDoc::new(
         std::env::args().collect(),
         host,

@@ -30,7 +30,7 @@ pub(crate) fn trace_for(
     cfg.groups = groups;
     cfg.duration = Some(duration_ns);
     cfg.argv = ctx.command.clone();
-    cfg.host = Some(punctual_rt::HostFacts::detect());
+    cfg.host = Some(punctual_rt::host::detect());
     let progress = RecordProgress::default();
     let summary = record(&cfg, &ctx.stop, &progress)?;
     if ctx.stop.load(Ordering::Relaxed) && summary.interrupted {
@@ -45,7 +45,7 @@ pub(crate) fn trace_for(
 pub(crate) fn new_doc(ctx: &Context) -> punctual_result::ResultDoc {
     punctual_result::ResultDoc::new(
         ctx.command.clone(),
-        punctual_rt::HostFacts::detect(),
+        punctual_rt::host::detect(),
         punctual_result::now_rfc3339(),
     )
 }

@@ -38,7 +38,7 @@ pub struct Header {
     /// Trace-clock time when tracing was switched on.
     pub start_ns: u64,
     #[serde(default)]
-    pub host: Option<punctual_rt::HostFacts>,
+    pub host: Option<punctual_result::HostFacts>,
     pub cpus: Vec<u32>,
     /// Kernel events enabled, as `system/event`.
     pub events: Vec<String>,
