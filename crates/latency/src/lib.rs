@@ -5,7 +5,9 @@
 pub mod alarms;
 pub mod check;
 mod engine;
+pub mod measure;
 mod modes;
+pub mod report;
 mod samples;
 
 pub use engine::{run, Config, Outcome, Progress, Stop, ThreadResult, MAX_THREADS};

@@ -2,7 +2,8 @@
 //! live in [`RtArgs`] and [`OutputArgs`], flattened into each command.
 
 use clap::{Args, Parser, Subcommand};
-use punctual_result::Output;
+use punctual_result::{Failure, Output};
+use punctual_session::Outputs;
 use punctual_rt::Policy;
 
 #[derive(Parser, Debug)]
@@ -54,6 +55,13 @@ pub enum Command {
     Load(LoadBodyArgs),
 }
 
+impl Command {
+    /// Processes punctual starts itself (load bodies, periodic processes).
+    pub fn is_child(&self) -> bool {
+        matches!(self, Command::Load(_) | Command::PeriodicBody(_))
+    }
+}
+
 /// Parse a duration that must carry a unit.
 pub fn duration(s: &str) -> Result<u64, String> {
     punctual_time::parse_duration_ns(s).map_err(|e| e.to_string())
@@ -101,6 +109,47 @@ pub struct RtArgs {
 }
 
 impl RtArgs {
+    /// What the session should hold, as plain data.
+    pub fn want(&self) -> punctual_rt::RtWant {
+        punctual_rt::RtWant {
+            policy: self.policy,
+            priority: self.priority(),
+            mlock: !self.no_mlock,
+            dma_latency_us: match self.dma_latency {
+                DmaLatency::Off => None,
+                DmaLatency::Us(us) => Some(us),
+            },
+        }
+    }
+
+    /// Check the real-time request itself (before anything changes on the system).
+    pub fn validate(&self) -> Result<(), Failure> {
+        punctual_rt::SchedParams {
+            policy: self.policy,
+            priority: self.priority(),
+        }
+        .validate()
+        .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
+        if let Some(cpus) = self.cpus().map_err(Failure::usage)? {
+            punctual_rt::affinity::check_online(&cpus)
+                .map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The one CPU of `-a` (default: the last online CPU, since CPU 0 usually takes most device
+    /// interrupts), for measurements that run on one CPU.
+    pub fn one_cpu(&self) -> Result<usize, Failure> {
+        match self.cpus().map_err(Failure::usage)? {
+            Some(c) if c.len() == 1 => Ok(c[0]),
+            Some(c) => Err(Failure::usage(format!(
+                "-a/--affinity: this measurement runs on one CPU; give one, not {}",
+                punctual_rt::format_cpu_list(&c)
+            ))),
+            None => Ok(punctual_rt::affinity::last_online_cpu()),
+        }
+    }
+
     pub fn priority(&self) -> u32 {
         self.priority
             .unwrap_or(if self.policy.is_realtime() { 99 } else { 0 })
@@ -111,6 +160,15 @@ impl RtArgs {
             .as_deref()
             .map(|a| punctual_rt::parse_cpu_list(a).map_err(|e| format!("-a/--affinity: {e}")))
             .transpose()
+    }
+}
+
+impl OutputArgs {
+    /// `--json`, `--csv` and `--fail-above`, paths checked.
+    pub fn outputs(&self) -> Result<Outputs, Failure> {
+        Ok(Outputs::new()
+            .json_csv(self.json.as_ref(), self.csv.as_ref())?
+            .fail_above(self.fail_above))
     }
 }
 

@@ -1,4 +1,5 @@
-//! The `punctual` command: parses, wires and renders. The work is in the library crates.
+//! The `punctual` command: parses, validates into the libraries' configurations, and hands them to
+//! the lifecycle (`punctual_session::drive`). The work and the rendering are in the library crates.
 
 mod cli;
 mod cmd;
@@ -6,36 +7,38 @@ mod session;
 
 use clap::Parser;
 use punctual_result::Failure;
+use punctual_session::{Env, Exit};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    // Load bodies are punctual's own children: the parent has already done this.
-    if !matches!(cli.command, cli::Command::Load(_)) {
-        session::restore_leftovers();
+    let env = Env::real();
+    // Load bodies and periodic processes are punctual's own children: the parent has already done this.
+    if !cli.command.is_child() {
+        punctual_session::restore_leftovers(&env);
     }
-    let code = match cmd::dispatch(cli) {
-        Ok(code) => code,
+    let exit = match cmd::dispatch(cli, &env) {
+        Ok(exit) => exit,
         Err(e) => {
             eprintln!("punctual: error: {e:#}");
-            exit_code(&e)
+            exit_of(&e)
         }
     };
-    ExitCode::from(code as u8)
+    ExitCode::from(exit.code())
 }
 
 /// SPEC section 2: 2 bad input, 3 the system refused, 130 interrupted.
-fn exit_code(e: &anyhow::Error) -> i32 {
+fn exit_of(e: &anyhow::Error) -> Exit {
     for cause in e.chain() {
         if let Some(f) = cause.downcast_ref::<Failure>() {
-            return f.class.exit_code();
+            return Exit::of(f);
         }
         if let Some(r) = cause.downcast_ref::<punctual_rt::RtError>() {
             return match r {
-                punctual_rt::RtError::Invalid(_) => 2,
-                _ => 3,
+                punctual_rt::RtError::Invalid(_) => Exit::Usage,
+                _ => Exit::System,
             };
         }
     }
-    3
+    Exit::System
 }

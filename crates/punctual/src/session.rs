@@ -276,6 +276,7 @@ pub fn close_status(
     }
     match doc.status {
         Status::Interrupted => punctual_rt::signals::EXIT_INTERRUPTED,
+        Status::Watchdog => 3,
         Status::LimitExceeded => 1,
         Status::Ok => 0,
     }

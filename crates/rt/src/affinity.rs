@@ -87,6 +87,12 @@ pub fn online_cpus() -> Vec<usize> {
         })
 }
 
+/// The default CPU of measurements that run on one: the last online one, since CPU 0 usually
+/// takes most device interrupts.
+pub fn last_online_cpu() -> usize {
+    *online_cpus().last().expect("a CPU is online")
+}
+
 /// Refuse CPUs that are not online, naming them and the ones that are.
 pub fn check_online(cpus: &[usize]) -> Result<(), RtError> {
     let online = online_cpus();

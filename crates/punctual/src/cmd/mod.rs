@@ -13,22 +13,32 @@ pub mod simulate;
 pub mod trace;
 
 use crate::cli::{Cli, Command};
+use punctual_session::{Env, Exit};
 
-/// Run the command; the returned value is the exit code.
-pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+/// Run the command.
+pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
+    let code = |r: anyhow::Result<i32>| -> anyhow::Result<Exit> {
+        Ok(match r? {
+            0 => Exit::Ok,
+            1 => Exit::LimitExceeded,
+            2 => Exit::Usage,
+            130 => Exit::Interrupted,
+            _ => Exit::System,
+        })
+    };
     match cli.command {
-        Command::Check(a) => check::run(a),
-        Command::Latency(a) => latency::run(a),
-        Command::Experiment(a) => experiment::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Load(a) => load_body::run(a),
-        Command::Trace(a) => trace::run(a),
-        Command::Simulate(a) => simulate::run(*a),
-        Command::Run(a) => run::run(a),
-        Command::Plan(a) => run::plan_cmd(a),
-        Command::Shield(a) => shield::run(a),
-        Command::InstallLib(a) => install_lib::run(a),
-        Command::PeriodicBody(a) => kurt::body(a),
+        Command::Check(a) => check::run(a, env),
+        Command::Latency(a) => latency::run(a, env),
+        Command::Experiment(a) => code(experiment::run(a)),
+        Command::Bench(a) => code(bench::run(a)),
+        Command::Load(a) => code(load_body::run(a)),
+        Command::Trace(a) => code(trace::run(a)),
+        Command::Simulate(a) => code(simulate::run(*a)),
+        Command::Run(a) => code(run::run(a)),
+        Command::Plan(a) => code(run::plan_cmd(a)),
+        Command::Shield(a) => code(shield::run(a)),
+        Command::InstallLib(a) => code(install_lib::run(a)),
+        Command::PeriodicBody(a) => code(kurt::body(a)),
     }
 }
 

@@ -1,0 +1,214 @@
+//! `punctual latency` and `punctual check` as measurements of the lifecycle
+//! ([`punctual_session::drive`]): what they hold, run and report.
+
+use crate::check::{run_check, CheckConfig, CheckOutcome, PHASES};
+use crate::{report, run, Config, Outcome, Progress, Stop};
+use punctual_load::LoadSpec;
+use punctual_result::{Failure, Output, ResultDoc};
+use punctual_rt::RtWant;
+use punctual_session::{Ctx, LiveSpec, Measurement, Report};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Live figures of measuring threads: samples so far and the worst so far.
+pub fn samples_live(expected_ns: u64, progress: Arc<[Progress]>) -> LiveSpec {
+    LiveSpec::timed(expected_ns, move || {
+        let samples: u64 = progress
+            .iter()
+            .map(|p| p.samples.load(Ordering::Relaxed))
+            .sum();
+        let max = progress
+            .iter()
+            .map(|p| p.max_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        format!("{samples} samples, max {}", punctual_time::format_ns(max))
+    })
+}
+
+/// cyclictest-class wake-up latency.
+pub struct Latency {
+    /// Policy, priority and slack are replaced by what the session holds.
+    pub cfg: Config,
+    pub want: RtWant,
+    pub load: LoadSpec,
+    /// `--samples`: every sample as CSV (its path was checked before the run).
+    pub samples: Option<Output>,
+    progress: Arc<[Progress]>,
+}
+
+impl Latency {
+    pub fn new(cfg: Config, want: RtWant, load: LoadSpec, samples: Option<Output>) -> Latency {
+        let progress = (0..cfg.threads.len())
+            .map(|_| Progress::default())
+            .collect();
+        Latency {
+            cfg,
+            want,
+            load,
+            samples,
+            progress,
+        }
+    }
+}
+
+/// Where `--samples` goes while the run lasts: a temporary file renamed into place at the end (an
+/// interrupted run still gets its samples, a failed one leaves nothing), or stdout.
+pub struct SamplesOut(Option<(tempfile::NamedTempFile, std::path::PathBuf)>);
+
+impl Measurement for Latency {
+    type Outcome = (Outcome, SamplesOut);
+
+    fn label(&self) -> String {
+        format!("latency {}", self.cfg.mode.name())
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let expected = match self.cfg.stop {
+            Stop::Duration(d) => d,
+            Stop::Loops(l) => l.saturating_mul(self.cfg.interval),
+        };
+        Some(samples_live(expected, self.progress.clone()))
+    }
+
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
+        self.cfg.policy = ctx.rt.policy;
+        self.cfg.priority = ctx.rt.priority;
+        self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
+        let (sink, out): (Option<Box<dyn std::io::Write + Send>>, _) = match &self.samples {
+            Some(Output::File(p)) => {
+                let dir = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(std::path::Path::new("."));
+                let tmp = tempfile::Builder::new()
+                    .prefix(".punctual-samples-")
+                    .tempfile_in(dir)
+                    .map_err(|e| Failure::system(format!("--samples {}: {e}", p.display())))?;
+                let f = tmp.as_file().try_clone()?;
+                (Some(Box::new(f)), SamplesOut(Some((tmp, p.clone()))))
+            }
+            Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), SamplesOut(None)),
+            None => (None, SamplesOut(None)),
+        };
+        let outcome = run(&self.cfg, ctx.stop(), sink, Some(&self.progress))?;
+        Ok((outcome, out))
+    }
+
+    fn report(
+        &self,
+        (outcome, samples): Self::Outcome,
+        ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(
+            doc,
+            outcome.threads.iter().filter_map(|t| t.fallback.as_ref()),
+        );
+        let dropped = report::fill_latency_doc(doc, &self.cfg, &outcome, self.samples.is_some());
+        if dropped > 0 {
+            ctx.note(format!("{dropped} samples could not be written in time and are missing from --samples (the statistics include them)"));
+        }
+        if let SamplesOut(Some((tmp, path))) = samples {
+            tmp.persist(&path).map_err(|e| {
+                Failure::system(format!("writing --samples {}: {e}", path.display()))
+            })?;
+        }
+        Ok(Report::tables(vec![report::latency_table(
+            doc, &self.cfg, &outcome,
+        )]))
+    }
+}
+
+/// The 30-second machine check.
+pub struct Check {
+    pub cfg: CheckConfig,
+    pub want: RtWant,
+    progress: Arc<[Progress]>,
+}
+
+impl Check {
+    pub fn new(cfg: CheckConfig, want: RtWant) -> Check {
+        Check {
+            cfg,
+            want,
+            progress: Arc::new([Progress::default()]),
+        }
+    }
+}
+
+impl Measurement for Check {
+    type Outcome = CheckOutcome;
+
+    fn label(&self) -> String {
+        "check".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        Some(samples_live(self.cfg.duration, self.progress.clone()))
+    }
+
+    fn run(&mut self, ctx: &Ctx) -> Result<CheckOutcome, Failure> {
+        self.cfg.policy = ctx.rt.policy;
+        self.cfg.priority = ctx.rt.priority;
+        self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
+        self.cfg.exe = ctx.exe().to_path_buf();
+        ctx.note(format!(
+            "check: CPU {}, {} in four phases (plain sleep and hybrid, idle then with load {})",
+            self.cfg.cpu,
+            punctual_time::format_ns(self.cfg.duration),
+            self.cfg.load
+        ));
+        let slot: &[Progress; 1] = (&*self.progress).try_into().expect("one slot");
+        Ok(run_check(
+            &self.cfg,
+            ctx.stop(),
+            |i, p| ctx.step(format!("{}/{} {}", i + 1, PHASES.len(), p.label())),
+            slot,
+        )?)
+    }
+
+    fn report(
+        &self,
+        outcome: CheckOutcome,
+        ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(
+            doc,
+            outcome
+                .phases
+                .iter()
+                .filter_map(|p| p.thread.fallback.as_ref()),
+        );
+        let s = &mut doc.settings.extra;
+        s.insert("cpu".into(), self.cfg.cpu.into());
+        s.insert("interval_ns".into(), self.cfg.interval.into());
+        s.insert("duration_ns".into(), self.cfg.duration.into());
+        punctual_session::record_load_reports(doc, &self.cfg.load, &outcome.loads);
+        doc.series = outcome.series();
+        doc.extra.insert("verdict".into(), outcome.verdict_json());
+        let mut text = String::new();
+        if doc.host.virtualized {
+            text.push_str(
+                "\nThis machine is virtualised: the hypervisor can stop a virtual CPU for milliseconds, \
+                 and no user-space code can remove those tails.\n",
+            );
+        }
+        if !doc.settings.fallbacks.is_empty() {
+            text.push_str("\nRan with fallbacks (see above): figures are worse than this machine can do when privileged.\n");
+        }
+        Ok(Report {
+            tables: vec![outcome.results_table(), outcome.verdict_table()],
+            text,
+            figures: Vec::new(),
+        })
+    }
+}

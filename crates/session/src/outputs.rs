@@ -1,0 +1,163 @@
+//! Where a run's results go: exports (`--json`, `--csv`, `--hist`), figures, the results store,
+//! the limit, and the tables. Every path is checked when the [`Outputs`] is built, before anything
+//! runs, so a bad path never costs a measurement; every file is written atomically at the end, so an
+//! interrupted run never leaves half a file.
+
+use crate::{Env, Report};
+use punctual_result::export::Exporter;
+use punctual_result::{Failure, Output, ResultDoc};
+use std::path::PathBuf;
+
+/// A named SVG figure.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    /// File stem, e.g. `etsion-latency-fig7`.
+    pub name: String,
+    pub svg: String,
+}
+
+/// Where figures go.
+#[derive(Clone, Debug)]
+pub enum FigureTarget {
+    /// `NAME.svg` for each figure in this directory.
+    Dir(PathBuf),
+    /// The first figure, to this file or stdout (`--plot FILE`).
+    File { flag: &'static str, out: Output },
+}
+
+#[derive(Default)]
+pub struct Outputs {
+    exports: Vec<(&'static str, Output, Box<dyn Exporter>)>,
+    figures: Option<FigureTarget>,
+    store: bool,
+    /// `--fail-above`: exit 1 when the measurement's worst value is above.
+    pub fail_above: Option<u64>,
+}
+
+impl Outputs {
+    pub fn new() -> Outputs {
+        Outputs::default()
+    }
+
+    fn stdout_count(&self) -> usize {
+        let figure = matches!(&self.figures, Some(FigureTarget::File { out, .. }) if out.is_stdout());
+        self.exports.iter().filter(|(_, o, _)| o.is_stdout()).count() + usize::from(figure)
+    }
+
+    fn check(&self, flag: &str, out: &Output) -> Result<(), Failure> {
+        out.check_writable()
+            .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+        if out.is_stdout() && self.stdout_count() > 0 {
+            return Err(Failure::usage(format!(
+                "{flag} -: only one export can go to stdout"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Export the document with `exporter` to `out` (given as `flag`, e.g. `--json`).
+    pub fn export(
+        mut self,
+        flag: &'static str,
+        out: Option<&Output>,
+        exporter: impl Exporter + 'static,
+    ) -> Result<Outputs, Failure> {
+        if let Some(o) = out {
+            self.check(flag, o)?;
+            self.exports.push((flag, o.clone(), Box::new(exporter)));
+        }
+        Ok(self)
+    }
+
+    /// `--json FILE` and `--csv FILE`, the exports every measuring command takes.
+    pub fn json_csv(self, json: Option<&Output>, csv: Option<&Output>) -> Result<Outputs, Failure> {
+        self.export("--json", json, punctual_result::export::Json)?
+            .export("--csv", csv, punctual_result::export::Csv)
+    }
+
+    /// Write the figures to `dir` (created when missing), e.g. `--figures DIR`.
+    pub fn figures_dir(mut self, flag: &str, dir: PathBuf) -> Result<Outputs, Failure> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Failure::usage(format!("{flag} {}: {e}", dir.display())))?;
+        Output::File(dir.join("figure.svg"))
+            .check_writable()
+            .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+        self.figures = Some(FigureTarget::Dir(dir));
+        Ok(self)
+    }
+
+    /// Write the first figure to `out` (`--plot FILE`).
+    pub fn figure_file(mut self, flag: &'static str, out: Option<&Output>) -> Result<Outputs, Failure> {
+        if let Some(o) = out {
+            self.check(flag, o)?;
+            self.figures = Some(FigureTarget::File {
+                flag,
+                out: o.clone(),
+            });
+        }
+        Ok(self)
+    }
+
+    /// Keep the document in the results store (checked writable now: exit 3 before measuring).
+    pub fn store(mut self) -> Result<Outputs, Failure> {
+        punctual_result::store::check_writable().map_err(Failure::system)?;
+        self.store = true;
+        Ok(self)
+    }
+
+    pub fn fail_above(mut self, limit: Option<u64>) -> Outputs {
+        self.fail_above = limit;
+        self
+    }
+
+    /// Whether the tables may use stdout (they move to stderr when an export goes there).
+    pub fn stdout_free(&self) -> bool {
+        self.stdout_count() == 0
+    }
+
+    /// Write everything at the end of a run: exports, figures, the store, then the tables (with
+    /// where the figures and the stored result went).
+    pub fn write(&self, doc: &ResultDoc, report: &Report, env: &Env) -> Result<(), Failure> {
+        let mut text = report.render();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        // Where the files went, after a blank line.
+        let mut wrote = String::new();
+        match &self.figures {
+            Some(FigureTarget::Dir(dir)) => {
+                for f in &report.figures {
+                    let path = dir.join(format!("{}.svg", f.name));
+                    punctual_result::output::write_atomic(&path, f.svg.as_bytes()).map_err(
+                        |e| Failure::system(format!("writing {}: {e}", path.display())),
+                    )?;
+                    wrote.push_str(&format!("Figure: {}\n", path.display()));
+                }
+            }
+            Some(FigureTarget::File { flag, out }) => {
+                if let Some(f) = report.figures.first() {
+                    out.write(f.svg.as_bytes())
+                        .map_err(|e| Failure::system(format!("writing {flag} {out}: {e}")))?;
+                }
+            }
+            None => {}
+        }
+        if self.store {
+            let stored = punctual_result::store::save(doc)
+                .map_err(|e| Failure::system(format!("saving the result: {e}")))?;
+            wrote.push_str(&format!("Result saved: {}\n", stored.display()));
+        }
+        for (flag, out, exporter) in &self.exports {
+            out.write(&exporter.export(doc))
+                .map_err(|e| Failure::system(format!("writing {flag} {out}: {e}")))?;
+        }
+        if !wrote.is_empty() {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&wrote);
+        }
+        env.show(&text, !self.stdout_free());
+        Ok(())
+    }
+}
