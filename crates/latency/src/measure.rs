@@ -54,6 +54,7 @@ impl Latency {
 
 /// Where `--samples` goes while the run lasts: a temporary file renamed into place at the end (an
 /// interrupted run still gets its samples, a failed one leaves nothing), or stdout.
+#[derive(Default)]
 pub struct SamplesOut(Option<(tempfile::NamedTempFile, std::path::PathBuf)>);
 
 impl Measurement for Latency {
