@@ -53,6 +53,19 @@ pub fn default_sizes(cpu: usize) -> Vec<CopySize> {
     ]
 }
 
+/// Where a copy of `bytes` runs on `cpu`: the smallest cache whose half holds source and
+/// destination (the rule of [`default_sizes`]), else memory.
+pub fn level_of(bytes: usize, cpu: usize) -> String {
+    for level in 1..=3u32 {
+        if let Some(cache) = punctual_load::cache_bytes(cpu, level) {
+            if bytes.saturating_mul(4) <= cache {
+                return format!("L{level}");
+            }
+        }
+    }
+    "memory".into()
+}
+
 /// Memory the kernel says is available now (MemAvailable), in bytes.
 pub fn mem_available() -> Option<usize> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -6,7 +6,12 @@ use punctual_result::{doc::kind, ResultDoc, Series, Table};
 use punctual_time::{format_ns, MarginPolicy};
 
 /// Settings and series of a latency run; returns how many samples `--samples` lost.
-pub fn fill_latency_doc(doc: &mut ResultDoc, cfg: &Config, outcome: &Outcome, samples: bool) -> u64 {
+pub fn fill_latency_doc(
+    doc: &mut ResultDoc,
+    cfg: &Config,
+    outcome: &Outcome,
+    samples: bool,
+) -> u64 {
     let s = &mut doc.settings.extra;
     s.insert("mode".into(), cfg.mode.name().into());
     s.insert("clock".into(), cfg.clock.name().into());

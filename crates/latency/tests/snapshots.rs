@@ -110,13 +110,23 @@ fn latency_hybrid_over_the_limit_under_load() {
     let (exit, stdout, stderr, doc) = pipeline(
         m,
         (outcome, SamplesOut::default()),
-        &["punctual", "latency", "--mode", "hybrid", "--fail-above", "50us"],
+        &[
+            "punctual",
+            "latency",
+            "--mode",
+            "hybrid",
+            "--fail-above",
+            "50us",
+        ],
         Some(50_000),
     );
     assert_eq!(exit, Exit::LimitExceeded);
     assert!(stderr.contains("limit exceeded: worst sample"), "{stderr}");
     assert!(doc.contains("\"status\": \"limit_exceeded\""));
-    assert!(doc.contains("\"load\": \"cpu:1@0\""), "the load is recorded");
+    assert!(
+        doc.contains("\"load\": \"cpu:1@0\""),
+        "the load is recorded"
+    );
     insta::assert_snapshot!("latency_hybrid_table", stdout);
 }
 

@@ -3,8 +3,8 @@
 
 use clap::{Args, Parser, Subcommand};
 use punctual_result::{Failure, Output};
-use punctual_session::Outputs;
 use punctual_rt::Policy;
+use punctual_session::Outputs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -122,14 +122,19 @@ impl RtArgs {
         }
     }
 
-    /// Check the real-time request itself (before anything changes on the system).
-    pub fn validate(&self) -> Result<(), Failure> {
+    /// The scheduling class asked for (the session may fall back from it).
+    pub fn sched(&self) -> punctual_rt::SchedParams {
         punctual_rt::SchedParams {
             policy: self.policy,
             priority: self.priority(),
         }
-        .validate()
-        .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
+    }
+
+    /// Check the real-time request itself (before anything changes on the system).
+    pub fn validate(&self) -> Result<(), Failure> {
+        self.sched()
+            .validate()
+            .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
         if let Some(cpus) = self.cpus().map_err(Failure::usage)? {
             punctual_rt::affinity::check_online(&cpus)
                 .map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?;

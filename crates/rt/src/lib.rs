@@ -14,6 +14,7 @@ pub mod host;
 pub mod journal;
 pub mod memlock;
 pub mod privilege;
+pub mod rr;
 pub mod sched;
 pub mod signals;
 pub mod slack;

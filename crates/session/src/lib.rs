@@ -34,7 +34,7 @@ pub use restore::restore_leftovers;
 pub use steal::record_steal;
 
 use punctual_load::LoadSpec;
-use punctual_result::{Fallback, Failure, ResultDoc, Status, Table};
+use punctual_result::{Failure, Fallback, ResultDoc, Status, Table};
 use punctual_rt::{RtPlan, RtWant, SchedParams};
 use std::any::Any;
 use std::path::Path;
@@ -53,6 +53,12 @@ pub trait Measurement {
     /// analysis): no privileges checked, nothing locked, no steal time recorded.
     fn wants(&self) -> Option<RtWant> {
         None
+    }
+
+    /// Whether the hypervisor's steal time bears on the figures (timeliness does; the cost of a
+    /// system call or a context switch does not).
+    fn records_steal(&self) -> bool {
+        true
     }
 
     /// Background load held while `run` runs (measurements that switch loads between phases
@@ -197,7 +203,9 @@ pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit
         Some(w) => Held::take(env, &w),
         None => Held::none(),
     };
-    let steal = held.is_real_time().then(|| env.system.steal()).flatten();
+    let steal = (held.is_real_time() && m.records_steal())
+        .then(|| env.system.steal())
+        .flatten();
     let guard = {
         let idle = Live::idle();
         m.apply(&Ctx {
@@ -281,9 +289,7 @@ pub fn close(
     worst: Option<(u64, &str)>,
     env: &Env,
 ) -> Exit {
-    let over = fail_above
-        .zip(worst)
-        .filter(|(limit, (w, _))| w > limit);
+    let over = fail_above.zip(worst).filter(|(limit, (w, _))| w > limit);
     doc.status = if interrupted {
         Status::Interrupted
     } else if doc.status == Status::Watchdog {
@@ -334,6 +340,9 @@ impl<M: Measurement> Measurement for Canned<M> {
     fn wants(&self) -> Option<RtWant> {
         self.inner.wants()
     }
+    fn records_steal(&self) -> bool {
+        self.inner.records_steal()
+    }
     fn load(&self) -> LoadSpec {
         self.inner.load()
     }
@@ -345,7 +354,12 @@ impl<M: Measurement> Measurement for Canned<M> {
             .take()
             .ok_or_else(|| Failure::system("a canned measurement runs once"))
     }
-    fn report(&self, outcome: M::Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+    fn report(
+        &self,
+        outcome: M::Outcome,
+        ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
         self.inner.report(outcome, ctx, doc)
     }
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {

@@ -36,10 +36,7 @@ impl LiveSpec {
     }
 
     /// A bar of `position()` out of `total` units (alarms taken, nanoseconds simulated).
-    pub fn counted(
-        total: u64,
-        poll: impl Fn() -> (u64, String) + Send + 'static,
-    ) -> LiveSpec {
+    pub fn counted(total: u64, poll: impl Fn() -> (u64, String) + Send + 'static) -> LiveSpec {
         LiveSpec {
             total: Some(total),
             poll: Box::new(poll),

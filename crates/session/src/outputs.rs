@@ -40,8 +40,13 @@ impl Outputs {
     }
 
     fn stdout_count(&self) -> usize {
-        let figure = matches!(&self.figures, Some(FigureTarget::File { out, .. }) if out.is_stdout());
-        self.exports.iter().filter(|(_, o, _)| o.is_stdout()).count() + usize::from(figure)
+        let figure =
+            matches!(&self.figures, Some(FigureTarget::File { out, .. }) if out.is_stdout());
+        self.exports
+            .iter()
+            .filter(|(_, o, _)| o.is_stdout())
+            .count()
+            + usize::from(figure)
     }
 
     fn check(&self, flag: &str, out: &Output) -> Result<(), Failure> {
@@ -87,7 +92,11 @@ impl Outputs {
     }
 
     /// Write the first figure to `out` (`--plot FILE`).
-    pub fn figure_file(mut self, flag: &'static str, out: Option<&Output>) -> Result<Outputs, Failure> {
+    pub fn figure_file(
+        mut self,
+        flag: &'static str,
+        out: Option<&Output>,
+    ) -> Result<Outputs, Failure> {
         if let Some(o) = out {
             self.check(flag, o)?;
             self.figures = Some(FigureTarget::File {
@@ -128,9 +137,8 @@ impl Outputs {
             Some(FigureTarget::Dir(dir)) => {
                 for f in &report.figures {
                     let path = dir.join(format!("{}.svg", f.name));
-                    punctual_result::output::write_atomic(&path, f.svg.as_bytes()).map_err(
-                        |e| Failure::system(format!("writing {}: {e}", path.display())),
-                    )?;
+                    punctual_result::output::write_atomic(&path, f.svg.as_bytes())
+                        .map_err(|e| Failure::system(format!("writing {}: {e}", path.display())))?;
                     wrote.push_str(&format!("Figure: {}\n", path.display()));
                 }
             }

@@ -120,15 +120,15 @@ impl Experiment for EtsionLatency {
         st.insert("alarms_per_process".into(), s.alarms.into());
         st.insert("delay_min_ns".into(), s.delay_min.into());
         st.insert("delay_max_ns".into(), s.delay_max.into());
-        let default_ms = super::read_rr_timeslice_ms();
+        let default_ms = punctual_rt::rr::read_ms();
         let mut quantum_ns = [0u64; 2];
         let mut measured: Vec<Measured> = Vec::new();
         'quanta: for (qi, setting) in [s.long_ms, Some(s.short_ms)].into_iter().enumerate() {
             let guard = match setting {
-                Some(ms) => Some(super::set_rr_timeslice(ms)?),
+                Some(ms) => Some(punctual_rt::rr::set_ms(ms)?),
                 None => None,
             };
-            let effective = super::effective_rr_timeslice_ns();
+            let effective = punctual_rt::rr::effective_ns();
             quantum_ns[qi] = effective.unwrap_or(0);
             doc.settings.extra.insert(
                 format!("rr_timeslice_{}", QUANTA[qi]),

@@ -215,8 +215,8 @@ impl Experiment for EtsionOverhead {
         let mut sort_json: Vec<serde_json::Value> = Vec::new();
         let sort_len = punctual_load::sort_array_len(Some(cpu));
         'slices: for &ms in &s.timeslices_ms {
-            let guard = super::set_rr_timeslice(ms)?;
-            let effective_ns = super::effective_rr_timeslice_ns();
+            let guard = punctual_rt::rr::set_ms(ms)?;
+            let effective_ns = punctual_rt::rr::effective_ns();
             for &n in &s.copies {
                 if ctx.stop.load(Ordering::Relaxed) {
                     drop(guard);

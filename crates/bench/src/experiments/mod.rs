@@ -7,10 +7,8 @@ pub mod mckenney_nanosleep;
 pub mod published;
 pub mod zeadally_dispatch;
 
-use crate::BenchError;
 use punctual_result::experiment::{Context, Experiment, Figure};
 use punctual_result::{Failure, ResultDoc};
-use punctual_rt::journal::ChangeGuard;
 use std::sync::atomic::Ordering;
 
 pub use etsion_latency::EtsionLatency;
@@ -85,63 +83,6 @@ pub fn group(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// Where the modern quantum knob lives: the SCHED_RR timeslice.
-pub const RR_TIMESLICE: &str = "/proc/sys/kernel/sched_rr_timeslice_ms";
-
-/// The RR timeslice setting, in ms.
-pub fn read_rr_timeslice_ms() -> Option<u64> {
-    std::fs::read_to_string(RR_TIMESLICE)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// Set the RR timeslice through the journal (undone when the guard drops, by a second Ctrl-C, or by
-/// the next run if this one dies). A refusal is a system error (exit 3) with the fix.
-pub fn set_rr_timeslice(ms: u64) -> Result<ChangeGuard, BenchError> {
-    if ms == 0 {
-        return Err(BenchError::Invalid(
-            "the RR timeslice must be at least 1ms (0 means the kernel default)".into(),
-        ));
-    }
-    punctual_rt::journal::global().write_file(RR_TIMESLICE, &ms.to_string()).map_err(|source| {
-        let what = match source.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => {
-                "setting the RR timeslice (/proc/sys/kernel/sched_rr_timeslice_ms) needs root; run as root or leave the timeslice alone"
-            }
-            Some(libc::EINVAL) => "the kernel refused that RR timeslice (/proc/sys/kernel/sched_rr_timeslice_ms takes 1 to 2147483647 ms)",
-            Some(libc::ENOENT) => "this kernel has no /proc/sys/kernel/sched_rr_timeslice_ms",
-            _ => "setting the RR timeslice",
-        };
-        BenchError::Os { what, source }
-    })
-}
-
-/// The timeslice a SCHED_RR task actually gets (the setting rounded up to whole ticks), measured with
-/// `sched_rr_get_interval` on a helper thread; `None` when real-time scheduling is not allowed.
-pub fn effective_rr_timeslice_ns() -> Option<u64> {
-    std::thread::spawn(|| {
-        let _g = punctual_rt::SchedGuard::set(punctual_rt::SchedParams {
-            policy: punctual_rt::Policy::Rr,
-            priority: 1,
-        })
-        .ok()?;
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: valid out-pointer; 0 = this thread.
-        if unsafe { libc::sched_rr_get_interval(0, &mut ts) } != 0 {
-            return None;
-        }
-        Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-    })
-    .join()
-    .ok()
-    .flatten()
 }
 
 /// The last online CPU (CPU 0 usually takes most device interrupts).

@@ -30,7 +30,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Check(a) => check::run(a, env),
         Command::Latency(a) => latency::run(a, env),
         Command::Experiment(a) => code(experiment::run(a)),
-        Command::Bench(a) => code(bench::run(a)),
+        Command::Bench(a) => bench::run(a, env),
         Command::Load(a) => code(load_body::run(a)),
         Command::Trace(a) => code(trace::run(a)),
         Command::Simulate(a) => code(simulate::run(*a)),

@@ -1,0 +1,283 @@
+//! `punctual bench <ctxsw|trap|memcpy|dispatch|gaps|alarm>` as measurements of the lifecycle
+//! ([`punctual_session::drive`]): each holds the session's real-time class, runs one
+//! micro-measurement and reports its series and table ([`crate::report`]).
+
+use crate::{ctxsw, dispatch, gaps, memcpy, report, trap, tsc};
+use punctual_latency::alarms::{run_alarms_counted, AlarmConfig, AlarmOutcome};
+use punctual_load::LoadSpec;
+use punctual_result::{Failure, ResultDoc};
+use punctual_rt::{Policy, RtWant, SchedParams};
+use punctual_session::{Ctx, LiveSpec, Measurement, Report};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A micro-measurement's configuration with what the session holds for it and its load. The
+/// configuration's scheduling class is replaced by the one the session got.
+pub struct Bench<C> {
+    pub cfg: C,
+    pub want: RtWant,
+    pub load: LoadSpec,
+}
+
+/// The figures `run` produced, with the cycle-counter calibration taken beside them.
+pub struct Measured<O> {
+    pub out: O,
+    pub cal: tsc::Calibration,
+}
+
+fn calibrate() -> tsc::Calibration {
+    tsc::Calibration::measure(20_000_000)
+}
+
+impl Measurement for Bench<ctxsw::CtxswConfig> {
+    type Outcome = Measured<ctxsw::CtxswOutcome>;
+    fn label(&self) -> String {
+        "bench ctxsw".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn records_steal(&self) -> bool {
+        false
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
+        self.cfg.sched = ctx.sched();
+        let cal = calibrate();
+        let out = ctxsw::run(&self.cfg, ctx.stop())?;
+        Ok(Measured { out, cal })
+    }
+    fn report(&self, m: Self::Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, m.out.fallback.iter());
+        Ok(Report::tables(vec![report::ctxsw(
+            doc, &self.cfg, &m.out, &m.cal,
+        )]))
+    }
+}
+
+impl Measurement for Bench<trap::TrapConfig> {
+    type Outcome = Measured<trap::TrapOutcome>;
+    fn label(&self) -> String {
+        "bench trap".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn records_steal(&self) -> bool {
+        false
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
+        self.cfg.sched = ctx.sched();
+        let cal = calibrate();
+        let out = trap::run(&self.cfg, ctx.stop())?;
+        Ok(Measured { out, cal })
+    }
+    fn report(&self, m: Self::Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, m.out.fallback.iter());
+        Ok(Report::tables(vec![report::trap(
+            doc, &self.cfg, &m.out, &m.cal,
+        )]))
+    }
+}
+
+impl Measurement for Bench<memcpy::MemcpyConfig> {
+    type Outcome = memcpy::MemcpyOutcome;
+    fn label(&self) -> String {
+        "bench memcpy".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let runs = (self.cfg.sizes.len() * self.cfg.methods.len()) as u64;
+        Some(LiveSpec::timed(
+            self.cfg.per_size_ns.saturating_mul(runs),
+            String::new,
+        ))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
+        self.cfg.sched = ctx.sched();
+        Ok(memcpy::run(&self.cfg, ctx.stop())?)
+    }
+    fn report(
+        &self,
+        out: Self::Outcome,
+        ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, out.fallback.iter());
+        Ok(Report::tables(vec![report::memcpy(doc, &self.cfg, &out)]))
+    }
+}
+
+impl Measurement for Bench<dispatch::DispatchConfig> {
+    type Outcome = dispatch::DispatchOutcome;
+    fn label(&self) -> String {
+        "bench dispatch".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
+        self.cfg.waiter = ctx.sched();
+        // The raiser must not wait behind the waiter's class: one step below the top.
+        self.cfg.raiser = if ctx.rt.policy.is_realtime() {
+            SchedParams {
+                policy: Policy::Fifo,
+                priority: 98,
+            }
+        } else {
+            ctx.sched()
+        };
+        Ok(dispatch::run(&self.cfg, ctx.stop())?)
+    }
+    fn report(
+        &self,
+        out: Self::Outcome,
+        ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, out.raiser_fallback.iter());
+        Ok(Report::tables(vec![report::dispatch(doc, &self.cfg, &out)]))
+    }
+}
+
+impl Measurement for Bench<gaps::GapsConfig> {
+    type Outcome = gaps::GapsOutcome;
+    fn label(&self) -> String {
+        "bench gaps".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
+        self.cfg.sched = ctx.sched();
+        self.cfg.hz = ctx.env.host().hz;
+        Ok(gaps::run(&self.cfg, ctx.stop())?)
+    }
+    fn report(
+        &self,
+        out: Self::Outcome,
+        ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, out.cpus.iter().filter_map(|c| c.fallback.as_ref()));
+        Ok(Report::tables(report::gaps(doc, &self.cfg, &out)))
+    }
+}
+
+/// Etsion's alarm workloads (`bench alarm`), optionally at another RR timeslice.
+pub struct AlarmBench {
+    pub cfg: AlarmConfig,
+    pub want: RtWant,
+    pub load: LoadSpec,
+    /// Set the SCHED_RR timeslice to this many ms for the run (journalled, restored after).
+    pub rr_timeslice_ms: Option<u64>,
+    taken: Arc<AtomicU64>,
+}
+
+impl AlarmBench {
+    pub fn new(
+        cfg: AlarmConfig,
+        want: RtWant,
+        load: LoadSpec,
+        rr_timeslice_ms: Option<u64>,
+    ) -> Self {
+        AlarmBench {
+            cfg,
+            want,
+            load,
+            rr_timeslice_ms,
+            taken: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// What an alarm run measured, with the RR timeslice it ran under.
+pub struct AlarmMeasured {
+    pub out: AlarmOutcome,
+    /// What `sched_rr_get_interval` said during the run.
+    pub effective_rr_ns: Option<u64>,
+}
+
+impl Measurement for AlarmBench {
+    type Outcome = AlarmMeasured;
+    fn label(&self) -> String {
+        "bench alarm".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn apply(&mut self, _ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+        Ok(match self.rr_timeslice_ms {
+            Some(ms) => Some(Box::new(punctual_rt::rr::set_ms(ms)?)),
+            None => None,
+        })
+    }
+    /// Alarms taken of all asked (Etsion's 500 per process take minutes).
+    fn live(&self) -> Option<LiveSpec> {
+        let total = self
+            .cfg
+            .alarms
+            .saturating_mul(self.cfg.workload.alarm_processes() as u64);
+        let taken = self.taken.clone();
+        Some(LiveSpec::counted(total, move || {
+            let n = taken.load(Ordering::Relaxed);
+            (n, format!("{n} of {total} alarms taken"))
+        }))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<AlarmMeasured, Failure> {
+        self.cfg.policy = ctx.rt.policy;
+        self.cfg.priority = ctx.rt.priority;
+        let effective_rr_ns = punctual_rt::rr::effective_ns();
+        let out = run_alarms_counted(&self.cfg, ctx.stop(), &self.taken)?;
+        Ok(AlarmMeasured {
+            out,
+            effective_rr_ns,
+        })
+    }
+    fn report(&self, m: AlarmMeasured, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(
+            doc,
+            m.out.processes.iter().filter_map(|p| p.fallback.as_ref()),
+        );
+        let rr_ms = self.rr_timeslice_ms.or_else(punctual_rt::rr::read_ms);
+        Ok(Report::tables(vec![report::alarm(
+            doc,
+            &self.cfg,
+            &m.out,
+            rr_ms,
+            m.effective_rr_ns,
+        )]))
+    }
+}
