@@ -159,6 +159,17 @@ impl ResultDoc {
     }
 }
 
+/// An instant `unix_ns` after the Unix epoch, as RFC 3339 in UTC (the epoch when out of range).
+pub fn rfc3339_at(unix_ns: i128) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(unix_ns)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
+}
+
 /// Now, as RFC 3339 in UTC.
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()

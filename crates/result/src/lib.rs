@@ -15,7 +15,7 @@ pub mod output;
 pub mod store;
 pub mod table;
 
-pub use doc::{now_rfc3339, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID};
+pub use doc::{now_rfc3339, rfc3339_at, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID};
 pub use failure::{Class, Failure};
 pub use host::{Fallback, HostFacts};
 pub use output::Output;

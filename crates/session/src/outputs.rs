@@ -143,10 +143,11 @@ impl Outputs {
                 }
             }
             Some(FigureTarget::File { flag, out }) => {
-                if let Some(f) = report.figures.first() {
-                    out.write(f.svg.as_bytes())
-                        .map_err(|e| Failure::system(format!("writing {flag} {out}: {e}")))?;
-                }
+                let f = report.figures.first().ok_or_else(|| {
+                    Failure::system(format!("{flag}: this run has nothing to draw"))
+                })?;
+                out.write(f.svg.as_bytes())
+                    .map_err(|e| Failure::system(format!("writing {flag} {out}: {e}")))?;
             }
             None => {}
         }

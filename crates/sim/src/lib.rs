@@ -18,6 +18,7 @@ pub mod config;
 pub mod engine;
 pub mod experiments;
 pub mod frames;
+pub mod measure;
 pub mod report;
 pub mod rng;
 pub mod scenario;

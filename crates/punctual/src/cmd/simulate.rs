@@ -1,17 +1,14 @@
 //! `punctual simulate`: the tick-scheduler simulator (SPEC section 6). A workload on the command
 //! line, `frames` (Etsion Section 5), or `scenario FILE`; sweeps over `--hz` and `--quantum` lists.
-//! Pure computation: no real-time setup, but the same output conventions as every command.
+//! The measurements are `punctual_sim::measure`; this file checks the flags.
 
-use crate::session::{close_status, show, Exports, Live};
 use clap::{Args, Subcommand};
-use punctual_result::export::{Csv, Json};
-use punctual_result::{Failure, Output, ResultDoc};
-use punctual_sim::frames::{FramesConfig, FramesResult};
-use punctual_sim::{report, Control, Costs, Mechanism, Policy, Poll, Quantum, RunConfig};
-use serde_json::json;
+use punctual_result::{Failure, Output};
+use punctual_session::{drive, Env, Exit, Outputs};
+use punctual_sim::frames::FramesConfig;
+use punctual_sim::measure::{Frames, Sweep};
+use punctual_sim::{Mechanism, Policy, Poll, Quantum, RunConfig};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -242,60 +239,17 @@ fn sweep_configs(base: &RunConfig, hz: &[u32], quanta: &[Quantum]) -> Vec<RunCon
     out
 }
 
-/// A simulation document: the run's clock is the simulated one, so the timestamps are too (the
-/// Unix epoch plus simulated time, or SOURCE_DATE_EPOCH when set): the same seed gives the same bytes.
-fn new_doc(simulated_ns: u64) -> ResultDoc {
-    let base: i64 = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    let fmt = |ns: i128| {
-        time::OffsetDateTime::from_unix_timestamp_nanos(base as i128 * 1_000_000_000 + ns)
-            .ok()
-            .and_then(|t| {
-                t.format(&time::format_description::well_known::Rfc3339)
-                    .ok()
-            })
-            .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
-    };
-    let mut doc = ResultDoc::new(
-        std::env::args().collect(),
-        punctual_rt::host::detect(),
-        fmt(0),
-    );
-    doc.ended_at = fmt(simulated_ns as i128);
-    doc.settings
-        .extra
-        .insert("clock".into(), "simulated".into());
-    doc
+/// `--json`, `--csv`, `--plot` and `--fail-above`, paths checked.
+fn outputs(out: &SimOutput) -> Result<Outputs, Failure> {
+    Ok(Outputs::new()
+        .json_csv(out.json.as_ref(), out.csv.as_ref())?
+        .figure_file("--plot", out.plot.as_ref())?
+        .fail_above(dur("--fail-above", &out.fail_above)?))
 }
 
-struct Prepared {
-    exports: Exports,
-    plot: Option<Output>,
-    fail_above: Option<u64>,
-}
-
-fn prepare(out: &SimOutput) -> Result<Prepared, Failure> {
-    let mut exports = Exports::default();
-    exports.add("json", out.json.as_ref(), Json)?;
-    exports.add("csv", out.csv.as_ref(), Csv)?;
-    if let Some(p) = &out.plot {
-        p.check_writable().map_err(|e| usage("--plot", e))?;
-        if p.is_stdout() && !exports.stdout_free() {
-            return Err(usage("--plot -", "only one output can go to stdout"));
-        }
-    }
-    Ok(Prepared {
-        exports,
-        plot: out.plot.clone(),
-        fail_above: dur("--fail-above", &out.fail_above)?,
-    })
-}
-
-pub fn run(a: SimulateArgs) -> anyhow::Result<i32> {
+pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
     match a.sub {
-        Some(SimulateCmd::Frames(f)) => run_frames(f),
+        Some(SimulateCmd::Frames(f)) => run_frames(f, env),
         Some(SimulateCmd::Scenario(s)) => {
             let sc = punctual_sim::scenario::load(&s.file).map_err(|e| match e {
                 punctual_sim::SimError::Io(m) => Failure::usage(m),
@@ -313,6 +267,7 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<i32> {
                 &s.knobs,
                 &s.out,
                 Some(label),
+                env,
             )
         }
         None => {
@@ -333,25 +288,10 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<i32> {
                 &a.knobs,
                 &a.out,
                 Some(w.clone()),
+                env,
             )
         }
     }
-}
-
-fn close(doc: &mut ResultDoc, interrupted: bool, fail_above: Option<u64>) -> i32 {
-    let worst = doc
-        .series
-        .iter()
-        .filter(|s| s.kind == report::kind::ALARM_LATENCY)
-        .map(|s| s.summary.max)
-        .max();
-    close_status(
-        doc,
-        interrupted,
-        fail_above,
-        worst,
-        "simulated alarm latency",
-    )
 }
 
 fn run_sweep(
@@ -359,119 +299,15 @@ fn run_sweep(
     knobs: &Knobs,
     out: &SimOutput,
     workload: Option<String>,
-) -> anyhow::Result<i32> {
+    env: &Env,
+) -> anyhow::Result<Exit> {
     // Everything is checked before anything runs.
-    for c in &cfgs {
-        c.validate().map_err(Failure::from)?;
-    }
-    let prep = prepare(out)?;
-    let interrupts = punctual_rt::Interrupts::install();
-    let stop = interrupts.stop_flag();
-    let at = Arc::new(AtomicU64::new(0));
-    let total: u64 = cfgs.iter().map(|c| c.duration).sum();
-    let runs = {
-        let _p = (total >= 10_000_000_000 || cfgs.len() > 1).then(|| {
-            let at = at.clone();
-            Live::start("simulate", Some(total / 1_000_000), move || {
-                let ns = at.load(Ordering::Relaxed);
-                (
-                    ns / 1_000_000,
-                    format!("{} simulated", punctual_time::format_ns(ns)),
-                )
-            })
-        });
-        let control = Control {
-            stop: Some(&stop),
-            progress: if knobs.jobs == 1 { Some(&at) } else { None },
-        };
-        punctual_sim::sweep(&cfgs, knobs.jobs, &control).map_err(Failure::from)?
-    };
-    let interrupted = runs.iter().any(|r| r.interrupted) || runs.len() < cfgs.len();
-    let events: u64 = runs.iter().map(|r| r.events).sum();
-    let simulated: u64 = runs.iter().map(|r| r.simulated_ns).sum();
-    let mut doc = new_doc(simulated);
-    settings(&mut doc, &cfgs, workload);
-    doc.series = report::series(&runs);
-    doc.extra.insert("events".into(), events.into());
-    doc.extra.insert("simulated_ns".into(), simulated.into());
-    doc.extra
-        .insert("runs".into(), report::run_summaries(&runs));
-    let code = close(&mut doc, interrupted, prep.fail_above);
-    let mut text = report::table(&runs).render();
-    text.push('\n');
-    text.push_str(&report::overhead_table(&runs).render());
-    text.push_str(&format!(
-        "\n{events} events, {} simulated in {} run(s)\n",
-        punctual_time::format_ns(simulated),
-        runs.len()
-    ));
-    finish(&prep, &doc, &text, || report::plot(&runs))?;
-    if interrupted {
-        eprintln!("punctual: interrupted; partial results written");
-    }
-    Ok(code)
+    let mut m = Sweep::new(cfgs, knobs.jobs, workload)?;
+    let outputs = outputs(out)?;
+    Ok(drive(&mut m, &outputs, env)?)
 }
 
-fn finish(
-    prep: &Prepared,
-    doc: &ResultDoc,
-    text: &str,
-    plot: impl FnOnce() -> Result<String, punctual_plot::PlotError>,
-) -> anyhow::Result<()> {
-    prep.exports.write(doc)?;
-    if let Some(p) = &prep.plot {
-        let svg = plot().map_err(|e| Failure::system(e.to_string()))?;
-        p.write(svg.as_bytes())
-            .map_err(|e| Failure::system(format!("writing --plot {p}: {e}")))?;
-    }
-    let stdout_free =
-        prep.exports.stdout_free() && !prep.plot.as_ref().is_some_and(Output::is_stdout);
-    if stdout_free {
-        show(&prep.exports, text);
-    } else {
-        eprint!("{text}");
-    }
-    Ok(())
-}
-
-fn settings(doc: &mut ResultDoc, cfgs: &[RunConfig], workload: Option<String>) {
-    let c = &cfgs[0];
-    let s = &mut doc.settings.extra;
-    let mut hz: Vec<u32> = cfgs.iter().map(|c| c.hz).collect();
-    hz.dedup();
-    let mut q: Vec<String> = cfgs.iter().map(|c| c.quantum.label()).collect();
-    q.sort();
-    q.dedup();
-    s.insert("hz".into(), json!(hz));
-    s.insert("quantum".into(), json!(q));
-    s.insert("scheduler".into(), c.policy.name().into());
-    s.insert("timer".into(), c.timer.name().into());
-    s.insert("cpus".into(), c.cpus.into());
-    s.insert("duration_ns".into(), c.duration.into());
-    s.insert("seed".into(), c.seed.into());
-    s.insert("irq_direct_ns".into(), c.costs.irq_direct.into());
-    s.insert("irq_indirect_ns".into(), c.costs.irq_indirect.into());
-    s.insert("switch_ns".into(), c.costs.switch.into());
-    if matches!(c.timer, Mechanism::Soft | Mechanism::Firm) {
-        s.insert("entry_interval_ns".into(), c.entry_interval.into());
-    }
-    if c.timer == Mechanism::Firm {
-        s.insert("overshoot_ns".into(), c.overshoot.into());
-    }
-    if let Some(w) = workload {
-        s.insert("workload".into(), w.into());
-    }
-    s.insert(
-        "tasks".into(),
-        json!(c
-            .tasks
-            .iter()
-            .map(|t| format!("{} ({})", t.name, t.behaviour.kind()))
-            .collect::<Vec<_>>()),
-    );
-}
-
-fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
+fn run_frames(f: FramesArgs, env: &Env) -> anyhow::Result<Exit> {
     let mut base = RunConfig::default();
     let (mut hz, mut quanta) = (vec![100u32], vec![base.quantum]);
     apply(&f.knobs, &mut base, &mut hz, &mut quanta)?;
@@ -501,82 +337,20 @@ fn run_frames(f: FramesArgs) -> anyhow::Result<i32> {
         Some(w) => punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?,
         None => Vec::new(),
     };
-    let mut studies = Vec::new();
-    for &h in &hz {
-        for &fm in &fps {
-            let cfg = FramesConfig {
-                fps_milli: fm,
-                hz: h,
-                frames: f.frames,
-                shifts: f.shifts,
-                poll,
-                timer: base.timer,
-                policy: base.policy,
-                quantum: quanta[0],
-                costs: Costs { ..base.costs },
-                background: background.clone(),
-                seed: base.seed,
-                max_events: base.max_events,
-                ..FramesConfig::default()
-            };
-            cfg.validate().map_err(Failure::from)?;
-            studies.push(cfg);
-        }
-    }
-    let prep = prepare(&f.out)?;
-    let interrupts = punctual_rt::Interrupts::install();
-    let stop = interrupts.stop_flag();
-    let control = Control {
-        stop: Some(&stop),
-        progress: None,
+    let base = FramesConfig {
+        frames: f.frames,
+        shifts: f.shifts,
+        poll,
+        timer: base.timer,
+        policy: base.policy,
+        quantum: quanta[0],
+        costs: base.costs,
+        background,
+        seed: base.seed,
+        max_events: base.max_events,
+        ..FramesConfig::default()
     };
-    let mut results: Vec<FramesResult> = Vec::new();
-    for cfg in &studies {
-        let r = punctual_sim::frames::study(cfg, &control).map_err(Failure::from)?;
-        let stop_now = r.interrupted;
-        results.push(r);
-        if stop_now {
-            break;
-        }
-    }
-    let interrupted = results.iter().any(|r| r.interrupted) || results.len() < studies.len();
-    let events: u64 = results.iter().map(FramesResult::events).sum();
-    let simulated: u64 = results.iter().map(FramesResult::simulated_ns).sum();
-    let mut doc = new_doc(simulated);
-    let s = &mut doc.settings.extra;
-    s.insert(
-        "fps".into(),
-        json!(fps.iter().map(|f| *f as f64 / 1000.0).collect::<Vec<_>>()),
-    );
-    s.insert("hz".into(), json!(hz));
-    s.insert("frames".into(), f.frames.into());
-    s.insert("shifts".into(), f.shifts.into());
-    s.insert(
-        "poll".into(),
-        match poll {
-            Poll::Every(p) => json!(p),
-            Poll::PerFrame => json!("frame"),
-        },
-    );
-    s.insert("timer".into(), base.timer.name().into());
-    s.insert("scheduler".into(), base.policy.name().into());
-    s.insert("seed".into(), base.seed.into());
-    doc.series = report::frames_series(&results);
-    doc.extra.insert("events".into(), events.into());
-    doc.extra.insert("simulated_ns".into(), simulated.into());
-    let code = close(&mut doc, interrupted, prep.fail_above);
-    let mut text = String::new();
-    for t in report::frames_tables(&results) {
-        text.push_str(&t.render());
-        text.push('\n');
-    }
-    text.push_str(&format!(
-        "{events} events, {} simulated\n",
-        punctual_time::format_ns(simulated)
-    ));
-    finish(&prep, &doc, &text, || report::frames_plot(&results))?;
-    if interrupted {
-        eprintln!("punctual: interrupted; partial results written");
-    }
-    Ok(code)
+    let mut m = Frames::new(&base, &hz, &fps)?;
+    let outputs = outputs(&f.out)?;
+    Ok(drive(&mut m, &outputs, env)?)
 }
