@@ -279,8 +279,8 @@ pub fn record_load_reports(
     );
 }
 
-/// Set a finished document's status and return the exit (SPEC section 2): an interruption (130)
-/// outranks the watchdog (3, set by the measurement's report), which outranks a crossed
+/// Set a finished document's status and return the exit (SPEC section 2): an interruption (130;
+/// a signal, or the measurement's report saying it was cut short) outranks the watchdog (3, set by the measurement's report), which outranks a crossed
 /// `--fail-above` (1), which outranks ok (0).
 pub fn close(
     doc: &mut ResultDoc,
@@ -290,7 +290,7 @@ pub fn close(
     env: &Env,
 ) -> Exit {
     let over = fail_above.zip(worst).filter(|(limit, (w, _))| w > limit);
-    doc.status = if interrupted {
+    doc.status = if interrupted || doc.status == Status::Interrupted {
         Status::Interrupted
     } else if doc.status == Status::Watchdog {
         Status::Watchdog

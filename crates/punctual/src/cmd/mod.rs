@@ -32,7 +32,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Experiment(a) => code(experiment::run(a)),
         Command::Bench(a) => bench::run(a, env),
         Command::Load(a) => code(load_body::run(a)),
-        Command::Trace(a) => code(trace::run(a)),
+        Command::Trace(a) => trace::run(a, env),
         Command::Simulate(a) => simulate::run(*a, env),
         Command::Run(a) => code(run::run(a)),
         Command::Plan(a) => code(run::plan_cmd(a)),

@@ -478,6 +478,15 @@ pub enum GroupBy {
     Process,
 }
 
+impl GroupBy {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Thread => "thread",
+            GroupBy::Process => "process",
+        }
+    }
+}
+
 /// A set of threads reported as one row (a process, a thread, or an experiment's application).
 #[derive(Clone, Debug)]
 pub struct Group {
