@@ -10,6 +10,8 @@
 pub mod actions;
 pub mod engine;
 pub mod kurt;
+pub mod measure;
+pub mod report;
 pub mod shield;
 pub mod watchdog;
 
@@ -53,7 +55,8 @@ pub struct RunConfig {
     pub priority: u32,
     pub timer_slack_ns: Option<u64>,
     pub margin: MarginPolicy,
-    /// How long to run (`None`: until the plan's last event, or until stopped).
+    /// How long to run, resolved once by the caller (the flag, else the plan's `duration`);
+    /// `None`: until the plan's last event, or until stopped.
     pub duration: Option<u64>,
     /// Watchdog threshold (`None`: no watchdog, no breathers, no RLIMIT_RTTIME).
     pub watchdog: Option<u64>,
@@ -608,7 +611,7 @@ pub fn execute(
     let barrier = Arc::new(Barrier::new(n + 1));
     let start = Arc::new(AtomicU64::new(0));
     let setup_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-    let duration = cfg.duration.or(plan.duration);
+    let duration = cfg.duration;
     let breather_every = cfg.watchdog.map(|w| w / 4);
     let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
     let mut handles = Vec::new();

@@ -1,16 +1,16 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
 use crate::cli::{duration, OutputArgs, RtArgs};
-use crate::session::{show, validate_rt, Exports, Live, Session};
 use clap::{Args, Subcommand};
-use punctual_dispatch::{Outcome, RunConfig};
-use punctual_plan::admission::{self, Config as AdmitConfig, Report};
-use punctual_plan::{Offset, Plan, PlanError};
-use punctual_result::export::{Csv, Json};
-use punctual_result::{doc::kind, Failure, Output, ResultDoc, Series, Table};
+use punctual_dispatch::measure::RunPlan;
+use punctual_dispatch::measure::assumed_margin;
+use punctual_dispatch::report::{admission_table, admit};
+use punctual_dispatch::RunConfig;
+use punctual_plan::{Plan, PlanError};
+use punctual_result::{Failure, Output};
+use punctual_session::{drive, Env, Exit};
 use punctual_time::{format_ns, MarginPolicy};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -142,7 +142,7 @@ fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
         None => plan
             .cpus
             .clone()
-            .unwrap_or_else(|| vec![*punctual_rt::online_cpus().last().expect("a CPU is online")]),
+            .unwrap_or_else(|| vec![punctual_rt::affinity::last_online_cpu()]),
     };
     let mut all = cpus.clone();
     all.extend(plan.named_cpus());
@@ -151,88 +151,17 @@ fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
     Ok(cpus)
 }
 
-fn admit(plan: &mut Plan, cpus: &[usize], bound: f64, margin: u64) -> Report {
-    let phased = admission::phase(plan, cpus);
-    let mut r = admission::check(plan, cpus, &AdmitConfig { bound, margin });
-    r.phased = phased;
-    r
-}
-
-fn admission_table(plan: &Plan, r: &Report) -> Table {
-    let mut t = Table::new(&[
-        "cpu",
-        "tasks",
-        "events",
-        "utilisation",
-        "bound",
-        "spin+work",
-        "releases walked",
-    ])
-    .titled(format!(
-        "Admission control for plan '{}' ({})",
-        plan.name, plan.source
-    ));
-    for c in &r.cpus {
-        t.row([
-            c.cpu.to_string(),
-            c.tasks.len().to_string(),
-            c.events.to_string(),
-            format!("{:.1} %", c.utilisation * 100.0),
-            format!("{:.1} %", r.bound * 100.0),
-            format!("{:.1} %", c.busy * 100.0),
-            c.releases.to_string(),
-        ]);
-    }
-    t.note(format!(
-        "horizon {}{}; collisions: {}",
-        format_ns(r.horizon),
-        if r.complete {
-            " (the whole hyperperiod and every event)"
-        } else {
-            " (bounded: hyperperiod too long or too many releases)"
-        },
-        r.collision_count
-    ));
-    for c in r.collisions.iter().take(5) {
-        t.note(format!(
-            "  CPU {} at {}: '{}' is due {} before '{}' can finish",
-            c.cpu,
-            format_ns(c.at),
-            c.second,
-            format_ns(c.overlap),
-            c.first
-        ));
-    }
-    for (name, o) in &r.phased {
-        t.note(format!(
-            "offset of '{name}' set to {}",
-            punctual_plan::exact_duration(*o)
-        ));
-    }
-    t.note("utilisation: sum of wcet / period; spin+work: share of the CPU the dispatcher spends spinning (margin before each release) or executing.");
-    let reasons = r.reasons();
-    if reasons.is_empty() {
-        t.note("verdict: admitted");
-    } else {
-        for m in reasons {
-            t.note(format!("verdict: refused: {m}"));
-        }
-    }
-    t
-}
-
-pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<i32> {
+pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
             let mut plan = load(&a.plan)?;
             let cpus = run_cpus(a.affinity.as_deref(), &plan)?;
-            let margin = a.spin_margin.unwrap_or(match plan.spin_margin {
-                MarginPolicy::Fixed(m) => m,
-                MarginPolicy::Auto => 50_000,
-            });
+            let margin = a
+                .spin_margin
+                .unwrap_or_else(|| assumed_margin(plan.spin_margin));
             let r = admit(&mut plan, &cpus, a.bound, margin);
             print!("{}", admission_table(&plan, &r).render());
-            Ok(if r.feasible() { 0 } else { 1 })
+            Ok(Exit::limit_if(!r.feasible()))
         }
         PlanCmd::Compile(a) => {
             a.output
@@ -278,7 +207,7 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<i32> {
                 a.output,
                 bytes.len()
             );
-            Ok(0)
+            Ok(Exit::Ok)
         }
         PlanCmd::Decode(a) => {
             let out = a.output.unwrap_or(Output::Stdout);
@@ -288,14 +217,14 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<i32> {
             let text = punctual_plan::emit::to_toml(&plan);
             out.write(text.as_bytes())
                 .map_err(|e| Failure::system(format!("writing {out}: {e}")))?;
-            Ok(0)
+            Ok(Exit::Ok)
         }
     }
 }
 
-pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     // Validate everything before touching the system.
-    validate_rt(&a.rt)?;
+    a.rt.validate()?;
     let mut plan = load(&a.plan)?;
     let cpus = run_cpus(a.rt.affinity.as_deref(), &plan)?;
     let margin = a.spin_margin.unwrap_or(plan.spin_margin);
@@ -315,353 +244,37 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .into());
         }
     }
-    // Tasks whose offsets admission control chooses (again, avoiding, with --avoid-interference).
-    let auto_tasks: Vec<usize> = (0..plan.tasks.len())
-        .filter(|&i| a.avoid_interference && plan.tasks[i].offset == Offset::Auto)
-        .collect();
-    let assumed_margin = if let MarginPolicy::Fixed(m) = margin {
-        m
-    } else {
-        50_000
+    let shield = plan.shield;
+    let cfg = RunConfig {
+        cpus: cpus.clone(),
+        margin,
+        duration: a.duration.or(plan.duration),
+        watchdog: a.watchdog.0,
+        attach_timeout: a.attach_timeout,
+        shielded: plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus),
+        ..RunConfig::default()
     };
-    let mut report = admit(&mut plan, &cpus, a.bound, assumed_margin);
-    if !report.feasible() {
-        let reasons = report.reasons().join("; ");
+    let load = a.load.clone().unwrap_or_default();
+    let mut m = RunPlan::new(plan, cfg, a.rt.want(), load, a.bound);
+    if !m.admission().feasible() {
+        let reasons = m.admission().reasons().join("; ");
         if !a.force {
             return Err(Failure::usage(format!("plan refused by admission control: {reasons}. See `punctual plan check`, or pass --force to run it anyway")).into());
         }
-        eprintln!("punctual: running despite admission control (--force): {reasons}");
-    }
-    let shield_plan = if plan.shield {
-        Some(punctual_dispatch::shield::plan(
-            &cpus,
-            &[std::process::id() as i32],
-        )?)
-    } else {
-        None
-    };
-    let mut exports = Exports::default();
-    exports.add("json", a.out.json.as_ref(), Json)?;
-    exports.add("csv", a.out.csv.as_ref(), Csv)?;
-    // Admitted with plain phasing; now the offsets that also avoid measured interference, kept if
-    // admission control still agrees.
-    let mut avoidance = None;
-    if a.avoid_interference {
-        let sched = punctual_rt::SchedParams {
-            policy: a.rt.policy,
-            priority: a.rt.priority().min(98),
-        };
-        let plain: Vec<Offset> = auto_tasks.iter().map(|&i| plan.tasks[i].offset).collect();
-        for &i in &auto_tasks {
-            plan.tasks[i].offset = Offset::Auto;
-        }
-        match punctual_dispatch::phase_around_interference(&mut plan, &cpus, sched)? {
-            Some(av) => {
-                let mut r = admit(&mut plan, &cpus, a.bound, assumed_margin);
-                if r.feasible() || !report.feasible() {
-                    eprintln!("punctual: {}", av.summary());
-                    r.phased = av.given.clone();
-                    report = r;
-                    avoidance = Some(av);
-                } else {
-                    for (&i, o) in auto_tasks.iter().zip(plain) {
-                        plan.tasks[i].offset = o;
-                    }
-                    eprintln!("punctual: --avoid-interference: the offsets it found fail admission control; plain phasing");
-                }
-            }
-            None => eprintln!("punctual: --avoid-interference: no task has an automatic offset, or the hyperperiod is over 1 s; plain phasing"),
-        }
-    }
-    let duration = a.duration.or(plan.duration);
-    if duration.is_none() && !plan.tasks.is_empty() {
-        eprintln!("punctual: the plan has periodic tasks and no duration: running until Ctrl-C (or pass -D)");
-    }
-
-    let session = Session::begin(&a.rt)?;
-    let priority = if a.watchdog.0.is_some() && session.plan.policy.is_realtime() {
-        session.plan.priority.min(98)
-    } else {
-        session.plan.priority
-    };
-    let cfg = RunConfig {
-        cpus: cpus.clone(),
-        policy: session.plan.policy,
-        priority,
-        timer_slack_ns: session.plan.timer_slack_ns,
-        margin,
-        duration,
-        watchdog: a.watchdog.0,
-        attach_timeout: a.attach_timeout,
-        lead_in: 50_000_000,
-        shielded: plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus),
-        start_grid: avoidance.as_ref().map(|av| av.grid),
-    };
-    let _shield = match &shield_plan {
-        Some(sp) => {
-            let s = punctual_dispatch::shield::Shield::apply(sp).map_err(Failure::from)?;
-            eprintln!(
-                "punctual: real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
-                punctual_rt::format_cpu_list(&cpus),
-                s.applied,
-                s.refused.len(),
-                sp.skipped.len()
-            );
-            Some(s)
-        }
-        None => None,
-    };
-    let plan_name = plan.name.clone();
-    let source = plan.source.clone();
-    let prepared = punctual_dispatch::prepare(plan, &cfg).map_err(Failure::from)?;
-    let progress = punctual_dispatch::progress_for(&prepared);
-    let names: Vec<String> = prepared.slots.iter().map(|s| s.name.clone()).collect();
-    let load = a.load.clone().unwrap_or_default();
-    let loads = punctual_load::Loads::start(&load, &super::own_exe()?)
-        .map_err(|e| Failure::system(e.to_string()))?;
-    let live = {
-        let (progress, t0) = (progress.clone(), std::time::Instant::now());
-        Live::start("run", duration.map(|d| d / 1_000_000), move || {
-            let parts: Vec<String> = names
-                .iter()
-                .zip(progress.iter())
-                .take(6)
-                .map(|(n, p)| {
-                    format!(
-                        "{n}: {} rel, max {}, missed {}",
-                        p.releases.load(Ordering::Relaxed),
-                        format_ns(p.max_ns.load(Ordering::Relaxed)),
-                        p.missed.load(Ordering::Relaxed)
-                    )
-                })
-                .collect();
-            (Live::elapsed_ms(t0), parts.join(" | "))
-        })
-    };
-    let outcome = punctual_dispatch::execute(prepared, &cfg, session.stop.clone(), progress);
-    drop(live);
-    let load_reports = loads.stop();
-    let outcome = outcome.map_err(Failure::from)?;
-
-    let mut doc = session.new_doc();
-    session.add_runtime_fallbacks(
-        &mut doc,
-        outcome.cpus.iter().filter_map(|c| c.fallback.as_ref()),
-    );
-    doc.settings.priority = Some(outcome.cpus.first().map(|c| c.priority).unwrap_or(priority));
-    let s = &mut doc.settings.extra;
-    s.insert("plan".into(), plan_name.clone().into());
-    s.insert("plan_file".into(), source.into());
-    s.insert("cpus".into(), punctual_rt::format_cpu_list(&cpus).into());
-    s.insert(
-        "spin_margin".into(),
-        match margin {
-            MarginPolicy::Auto => "auto".into(),
-            MarginPolicy::Fixed(m) => m.into(),
-        },
-    );
-    if let Some(d) = duration {
-        s.insert("duration_ns".into(), d.into());
-    }
-    s.insert(
-        "watchdog_ns".into(),
-        a.watchdog
-            .0
-            .map(serde_json::Value::from)
-            .unwrap_or(serde_json::Value::Null),
-    );
-    s.insert("shield".into(), shield_plan.is_some().into());
-    if let Some(av) = &avoidance {
-        s.insert("interference".into(), av.to_json());
-    }
-    s.insert("admission".into(), serde_json::json!({"feasible": report.feasible(), "reasons": report.reasons(), "collisions": report.collision_count,
-        "phased": report.phased.iter().map(|(n, o)| serde_json::json!({"task": n, "offset_ns": o})).collect::<Vec<_>>()}));
-    crate::session::record_load_reports(&mut doc, &load, &load_reports)?;
-    fill_doc(&mut doc, &outcome);
-    if let Some(hwm) = peak_rss() {
-        doc.extra.insert("peak_rss_bytes".into(), hwm.into());
-    }
-    let code = session.close(&mut doc, a.out.fail_above);
-    exports.write(&doc)?;
-    show(&exports, &render(&doc, &outcome, &plan_name).render());
-    if let Some(t) = &outcome.trip {
-        eprintln!(
-            "punctual: watchdog: {}. Demoted {} real-time thread(s) of punctual and {} of its children to SCHED_OTHER and stopped the run.",
-            t.reason, t.demoted_threads, t.demoted_children
-        );
-        if !outcome.stuck.is_empty() {
-            eprintln!(
-                "punctual: the dispatcher on CPU {} never returned; its figures are missing",
-                punctual_rt::format_cpu_list(&outcome.stuck)
-            );
-        }
-        // The stuck thread cannot be joined; leave now (guards restore on the way out where they can,
-        // the journal covers the rest at the next start).
-        drop(_shield);
-        return Ok(3);
-    }
-    if session.interrupted() {
-        eprintln!("punctual: interrupted; partial results written");
-    }
-    Ok(code)
-}
-
-/// The process's peak resident memory (VmHWM), in bytes.
-fn peak_rss() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = s
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
-/// Series per slot, plus the action's own measurements.
-pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
-    for sl in &o.slots {
-        let i = &sl.info;
-        let st = &sl.stats;
-        let mut s =
-            Series::from_recorder(i.name.clone(), kind::LATENESS, Some(i.cpu), &st.lateness)
-                .with("action", i.action_kind)
-                .with("action_name", i.action_name.clone())
-                .with("releases", st.releases)
-                .with("overruns", st.overruns)
-                .with("errors", st.errors);
-        if let Some(p) = i.period {
-            s = s.with("period_ns", p);
-        } else {
-            s = s.with("events", true);
-        }
-        if i.delegated {
-            s = s.with("measured_by", "wake client");
-        }
-        if let Some(r) = &sl.report {
-            for (k, v) in &r.extra {
-                s = s.with(k, v.clone());
-            }
-        }
-        doc.series.push(s);
-        if let Some(d) = &st.dispatch {
-            doc.series.push(
-                Series::from_recorder(
-                    format!("{} (dispatcher)", i.name),
-                    kind::DISPATCH,
-                    Some(i.cpu),
-                    d,
-                )
-                .with("action", i.action_kind),
-            );
-        }
-        if let Some(Some(r)) = sl.report.as_ref().map(|r| r.start_latency.as_ref()) {
-            doc.series.push(
-                Series::from_recorder(
-                    format!("{} (exec start)", i.name),
-                    "exec_start",
-                    Some(i.cpu),
-                    r,
-                )
-                .with("action", "exec"),
-            );
-        }
-    }
-    doc.extra.insert(
-        "dispatchers".into(),
-        serde_json::Value::Array(
-            o.cpus
-                .iter()
-                .map(|c| {
-                    serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
-                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "woke_late": c.woke_late,
-                    "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
-                })
-                .collect(),
-        ),
-    );
-    if let Some(t) = &o.trip {
-        doc.extra.insert(
-            "watchdog".into(),
-            serde_json::to_value(t).unwrap_or_default(),
-        );
-    }
-}
-
-fn render(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
-    let mut t = Table::new(&[
-        "task",
-        "cpu",
-        "action",
-        "releases",
-        "p50",
-        "p99",
-        "p99.9",
-        "max",
-        "<=10us",
-        "missed",
-        "overruns",
-        "errors",
-        "woke late",
-    ])
-    .titled(format!(
-        "Plan '{plan}': lateness of each release ({} {}, mlock {})",
-        doc.settings.policy.clone().unwrap_or_default(),
-        doc.settings.priority.unwrap_or(0),
-        if doc.settings.mlock == Some(true) {
-            "on"
-        } else {
-            "off"
-        }
-    ));
-    for s in &doc.series {
-        let m = &s.summary;
-        let get = |k: &str| s.extra.get(k).map(|v| v.to_string()).unwrap_or_default();
-        t.row([
-            s.name.clone(),
-            s.cpu.map(|c| c.to_string()).unwrap_or_default(),
-            s.extra
-                .get("action")
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string(),
-            if s.kind == kind::LATENESS {
-                get("releases")
-            } else {
-                m.count.to_string()
-            },
-            format_ns(m.percentiles.p50),
-            format_ns(m.percentiles.p99),
-            format_ns(m.percentiles.p99_9),
-            format_ns(m.max),
-            format!("{:.2} %", m.within.us10 * 100.0),
-            m.missed_periods.to_string(),
-            get("overruns"),
-            get("errors"),
-            m.woke_late.to_string(),
-        ]);
-    }
-    for c in &o.cpus {
-        let use_ = if c.wall_ns > 0 {
-            c.cpu_ns as f64 * 100.0 / c.wall_ns as f64
-        } else {
-            0.0
-        };
-        let cap = if c.margin_cap_ns == u64::MAX {
-            String::new()
-        } else {
-            format!(" (cap {})", format_ns(c.margin_cap_ns))
-        };
-        t.note(format!(
-            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}",
-            c.cpu,
-            format_ns(c.margin_ns),
-            c.breathers,
-            c.woke_late
+        env.note(&format!(
+            "running despite admission control (--force): {reasons}"
         ));
     }
-    t.note("lateness: from the release instant to the action starting (wake: to the client running, as it measured).");
-    t.note("(dispatcher) rows: how late the dispatcher acted for wake releases; (exec start): release instant to the child running.");
-    t
+    if shield {
+        m.shield = Some(punctual_dispatch::shield::plan(
+            &cpus,
+            &[std::process::id() as i32],
+        )?);
+    }
+    let outputs = a.out.outputs()?;
+    if m.cfg.duration.is_none() && m.plan().is_some_and(|p| !p.tasks.is_empty()) {
+        env.note("the plan has periodic tasks and no duration: running until Ctrl-C (or pass -D)");
+    }
+    m.avoid_interference = a.avoid_interference;
+    Ok(drive(&mut m, &outputs, env)?)
 }

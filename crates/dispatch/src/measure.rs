@@ -1,0 +1,277 @@
+//! `punctual run PLAN` as a measurement of the lifecycle ([`punctual_session::drive`]), and
+//! [`run_plan`], the one way a plan is run (`punctual run` and the `kurt-periodic` experiment).
+
+use crate::engine::SlotProgress;
+use crate::shield::{Shield, ShieldPlan};
+use crate::{execute, prepare, report, Avoidance, DispatchError, Outcome, RunConfig};
+use punctual_load::LoadSpec;
+use punctual_plan::admission::Report as Admission;
+use punctual_plan::{Offset, Plan};
+use punctual_result::{Failure, ResultDoc, Status};
+use punctual_rt::RtWant;
+use punctual_session::{Ctx, LiveSpec, Measurement, Report};
+use punctual_time::{format_ns, MarginPolicy};
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Slot names and their live figures, known once the plan is prepared.
+pub type LiveSlots = Arc<OnceLock<(Vec<String>, Arc<[SlotProgress]>)>>;
+
+/// Prepare the plan (actions, exec children, wake channels and their clients) and run it with
+/// `cfg`, whose `duration` is the one that counts (resolved once by the caller). `slots`, when
+/// given, receives the slot names and live figures as soon as they exist.
+pub fn run_plan(
+    plan: Plan,
+    cfg: &RunConfig,
+    stop: Arc<AtomicBool>,
+    slots: Option<&LiveSlots>,
+) -> Result<Outcome, DispatchError> {
+    let prepared = prepare(plan, cfg)?;
+    let progress = crate::progress_for(&prepared);
+    if let Some(s) = slots {
+        let names = prepared.slots.iter().map(|s| s.name.clone()).collect();
+        let _ = s.set((names, progress.clone()));
+    }
+    execute(prepared, cfg, stop, progress)
+}
+
+/// The margin admission control assumes: the fixed one, or 50 us for `auto`.
+pub fn assumed_margin(margin: MarginPolicy) -> u64 {
+    match margin {
+        MarginPolicy::Fixed(m) => m,
+        MarginPolicy::Auto => 50_000,
+    }
+}
+
+/// A plan, admitted, with how to run it.
+pub struct RunPlan {
+    /// Taken when it runs (a compiled plan can hold millions of events: never copied).
+    plan: Option<Plan>,
+    name: String,
+    source: String,
+    /// Policy, priority and slack are replaced by what the session holds.
+    pub cfg: RunConfig,
+    pub want: RtWant,
+    pub load: LoadSpec,
+    /// `shield = true`: real-time mode on the dispatcher CPUs while the plan runs.
+    pub shield: Option<ShieldPlan>,
+    /// Admission control's verdict (with `--force`, possibly a refusal).
+    admission: Admission,
+    /// `--avoid-interference`: watch the CPUs first and re-phase the automatic offsets.
+    pub avoid_interference: bool,
+    /// Largest work utilisation per CPU, for the re-check after re-phasing.
+    bound: f64,
+    /// Tasks whose offsets admission control chose (again, avoiding, with `--avoid-interference`).
+    auto_tasks: Vec<usize>,
+    avoidance: Option<Avoidance>,
+    slots: LiveSlots,
+}
+
+impl RunPlan {
+    /// Phase the automatic offsets and check the plan against `bound` (admission control); the
+    /// caller looks at [`RunPlan::admission`] before driving it.
+    pub fn new(
+        mut plan: Plan,
+        cfg: RunConfig,
+        want: RtWant,
+        load: LoadSpec,
+        bound: f64,
+    ) -> RunPlan {
+        let auto_tasks = (0..plan.tasks.len())
+            .filter(|&i| plan.tasks[i].offset == Offset::Auto)
+            .collect();
+        let admission = report::admit(&mut plan, &cfg.cpus, bound, assumed_margin(cfg.margin));
+        RunPlan {
+            name: plan.name.clone(),
+            source: plan.source.clone(),
+            plan: Some(plan),
+            cfg,
+            want,
+            load,
+            shield: None,
+            admission,
+            avoid_interference: false,
+            bound,
+            auto_tasks,
+            avoidance: None,
+            slots: LiveSlots::default(),
+        }
+    }
+
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// The plan, as admission control phased it (until it runs).
+    pub fn plan(&self) -> Option<&Plan> {
+        self.plan.as_ref()
+    }
+
+    /// Watch the CPUs and give the automatic offsets that miss the interruptions seen, kept only
+    /// if admission control still agrees (or already refused, under `--force`).
+    fn avoid(&mut self, plan: &mut Plan, ctx: &Ctx) -> Result<(), Failure> {
+        let plain: Vec<Offset> = self
+            .auto_tasks
+            .iter()
+            .map(|&i| plan.tasks[i].offset)
+            .collect();
+        for &i in &self.auto_tasks {
+            plan.tasks[i].offset = Offset::Auto;
+        }
+        let sched = punctual_rt::SchedParams {
+            policy: ctx.rt.policy,
+            priority: ctx.rt.priority.min(98),
+        };
+        match crate::phase_around_interference(plan, &self.cfg.cpus, sched)? {
+            Some(av) => {
+                let mut r = report::admit(
+                    plan,
+                    &self.cfg.cpus,
+                    self.bound,
+                    assumed_margin(self.cfg.margin),
+                );
+                if r.feasible() || !self.admission.feasible() {
+                    ctx.note(av.summary());
+                    r.phased = av.given.clone();
+                    self.admission = r;
+                    self.cfg.start_grid = Some(av.grid);
+                    self.avoidance = Some(av);
+                } else {
+                    for (&i, o) in self.auto_tasks.iter().zip(plain) {
+                        plan.tasks[i].offset = o;
+                    }
+                    ctx.note("--avoid-interference: the offsets it found fail admission control; plain phasing");
+                }
+            }
+            None => {
+                for (&i, o) in self.auto_tasks.iter().zip(plain) {
+                    plan.tasks[i].offset = o;
+                }
+                ctx.note("--avoid-interference: no task has an automatic offset, or the hyperperiod is over 1 s; plain phasing")
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Measurement for RunPlan {
+    type Outcome = Outcome;
+
+    fn label(&self) -> String {
+        "run".into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+        let Some(sp) = &self.shield else {
+            return Ok(None);
+        };
+        let s = Shield::apply(sp)?;
+        ctx.note(format!(
+            "real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
+            punctual_rt::format_cpu_list(&self.cfg.cpus),
+            s.applied,
+            s.refused.len(),
+            sp.skipped.len()
+        ));
+        Ok(Some(Box::new(s)))
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let slots = self.slots.clone();
+        let figures = move || {
+            let Some((names, progress)) = slots.get() else {
+                return "preparing".to_string();
+            };
+            let parts: Vec<String> = names
+                .iter()
+                .zip(progress.iter())
+                .take(6)
+                .map(|(n, p)| {
+                    format!(
+                        "{n}: {} rel, max {}, missed {}",
+                        p.releases.load(Ordering::Relaxed),
+                        format_ns(p.max_ns.load(Ordering::Relaxed)),
+                        p.missed.load(Ordering::Relaxed)
+                    )
+                })
+                .collect();
+            parts.join(" | ")
+        };
+        Some(match self.cfg.duration {
+            Some(d) => LiveSpec::timed(d, figures),
+            None => LiveSpec::open(figures),
+        })
+    }
+
+    fn run(&mut self, ctx: &Ctx) -> Result<Outcome, Failure> {
+        let mut plan = self
+            .plan
+            .take()
+            .ok_or_else(|| Failure::system("a plan runs once"))?;
+        if self.avoid_interference {
+            self.avoid(&mut plan, ctx)?;
+        }
+        self.cfg.policy = ctx.rt.policy;
+        // With the watchdog on, it takes the top priority and the dispatcher the one below.
+        self.cfg.priority = if self.cfg.watchdog.is_some() && ctx.rt.policy.is_realtime() {
+            ctx.rt.priority.min(98)
+        } else {
+            ctx.rt.priority
+        };
+        self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
+        Ok(run_plan(plan, &self.cfg, ctx.stop().clone(), Some(&self.slots))?)
+    }
+
+    fn report(&self, o: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, o.cpus.iter().filter_map(|c| c.fallback.as_ref()));
+        doc.settings.priority = Some(o.cpus.first().map(|c| c.priority).unwrap_or(self.cfg.priority));
+        let a = &self.admission;
+        let s = &mut doc.settings.extra;
+        s.insert("plan".into(), self.name.clone().into());
+        s.insert("plan_file".into(), self.source.clone().into());
+        s.insert(
+            "cpus".into(),
+            punctual_rt::format_cpu_list(&self.cfg.cpus).into(),
+        );
+        s.insert(
+            "spin_margin".into(),
+            match self.cfg.margin {
+                MarginPolicy::Auto => "auto".into(),
+                MarginPolicy::Fixed(m) => m.into(),
+            },
+        );
+        if let Some(d) = self.cfg.duration {
+            s.insert("duration_ns".into(), d.into());
+        }
+        s.insert("watchdog_ns".into(), self.cfg.watchdog.into());
+        s.insert("shield".into(), self.shield.is_some().into());
+        if let Some(av) = &self.avoidance {
+            s.insert("interference".into(), av.to_json());
+        }
+        s.insert("admission".into(), serde_json::json!({"feasible": a.feasible(), "reasons": a.reasons(), "collisions": a.collision_count,
+            "phased": a.phased.iter().map(|(n, o)| serde_json::json!({"task": n, "offset_ns": o})).collect::<Vec<_>>()}));
+        report::fill_doc(doc, &o);
+        if let Some(hwm) = report::peak_rss() {
+            doc.extra.insert("peak_rss_bytes".into(), hwm.into());
+        }
+        if let Some(t) = &o.trip {
+            doc.status = Status::Watchdog;
+            ctx.note(format!(
+                "watchdog: {}. Demoted {} real-time thread(s) of punctual and {} of its children to SCHED_OTHER and stopped the run.",
+                t.reason, t.demoted_threads, t.demoted_children
+            ));
+            if !o.stuck.is_empty() {
+                ctx.note(format!(
+                    "the dispatcher on CPU {} never returned; its figures are missing",
+                    punctual_rt::format_cpu_list(&o.stuck)
+                ));
+            }
+        }
+        Ok(Report::tables(vec![report::table(doc, &o, &self.name)]))
+    }
+}

@@ -1,0 +1,242 @@
+//! What `punctual run` and `punctual plan check` show and put in their documents: admission
+//! control's table, one lateness series per task (KURT's rtstats), the dispatchers' own figures.
+
+use crate::Outcome;
+use punctual_plan::admission::{self, Config as AdmitConfig, Report as Admission};
+use punctual_plan::Plan;
+use punctual_result::{doc::kind, ResultDoc, Series, Table};
+use punctual_time::format_ns;
+
+/// Phase the automatic offsets on `cpus`, then check the plan against the bound, assuming `margin`
+/// of spinning before each release.
+pub fn admit(plan: &mut Plan, cpus: &[usize], bound: f64, margin: u64) -> Admission {
+    let phased = admission::phase(plan, cpus);
+    let mut r = admission::check(plan, cpus, &AdmitConfig { bound, margin });
+    r.phased = phased;
+    r
+}
+
+/// Admission control's verdict, per CPU, with the collisions and offsets it chose.
+pub fn admission_table(plan: &Plan, r: &Admission) -> Table {
+    let mut t = Table::new(&[
+        "cpu",
+        "tasks",
+        "events",
+        "utilisation",
+        "bound",
+        "spin+work",
+        "releases walked",
+    ])
+    .titled(format!(
+        "Admission control for plan '{}' ({})",
+        plan.name, plan.source
+    ));
+    for c in &r.cpus {
+        t.row([
+            c.cpu.to_string(),
+            c.tasks.len().to_string(),
+            c.events.to_string(),
+            format!("{:.1} %", c.utilisation * 100.0),
+            format!("{:.1} %", r.bound * 100.0),
+            format!("{:.1} %", c.busy * 100.0),
+            c.releases.to_string(),
+        ]);
+    }
+    t.note(format!(
+        "horizon {}{}; collisions: {}",
+        format_ns(r.horizon),
+        if r.complete {
+            " (the whole hyperperiod and every event)"
+        } else {
+            " (bounded: hyperperiod too long or too many releases)"
+        },
+        r.collision_count
+    ));
+    for c in r.collisions.iter().take(5) {
+        t.note(format!(
+            "  CPU {} at {}: '{}' is due {} before '{}' can finish",
+            c.cpu,
+            format_ns(c.at),
+            c.second,
+            format_ns(c.overlap),
+            c.first
+        ));
+    }
+    for (name, o) in &r.phased {
+        t.note(format!(
+            "offset of '{name}' set to {}",
+            punctual_plan::exact_duration(*o)
+        ));
+    }
+    t.note("utilisation: sum of wcet / period; spin+work: share of the CPU the dispatcher spends spinning (margin before each release) or executing.");
+    let reasons = r.reasons();
+    if reasons.is_empty() {
+        t.note("verdict: admitted");
+    } else {
+        for m in reasons {
+            t.note(format!("verdict: refused: {m}"));
+        }
+    }
+    t
+}
+
+/// The process's peak resident memory (VmHWM), in bytes.
+pub fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Series per slot, plus the action's own measurements.
+pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
+    for sl in &o.slots {
+        let i = &sl.info;
+        let st = &sl.stats;
+        let mut s =
+            Series::from_recorder(i.name.clone(), kind::LATENESS, Some(i.cpu), &st.lateness)
+                .with("action", i.action_kind)
+                .with("action_name", i.action_name.clone())
+                .with("releases", st.releases)
+                .with("overruns", st.overruns)
+                .with("errors", st.errors);
+        if let Some(p) = i.period {
+            s = s.with("period_ns", p);
+        } else {
+            s = s.with("events", true);
+        }
+        if i.delegated {
+            s = s.with("measured_by", "wake client");
+        }
+        if let Some(r) = &sl.report {
+            for (k, v) in &r.extra {
+                s = s.with(k, v.clone());
+            }
+        }
+        doc.series.push(s);
+        if let Some(d) = &st.dispatch {
+            doc.series.push(
+                Series::from_recorder(
+                    format!("{} (dispatcher)", i.name),
+                    kind::DISPATCH,
+                    Some(i.cpu),
+                    d,
+                )
+                .with("action", i.action_kind),
+            );
+        }
+        if let Some(Some(r)) = sl.report.as_ref().map(|r| r.start_latency.as_ref()) {
+            doc.series.push(
+                Series::from_recorder(
+                    format!("{} (exec start)", i.name),
+                    "exec_start",
+                    Some(i.cpu),
+                    r,
+                )
+                .with("action", "exec"),
+            );
+        }
+    }
+    doc.extra.insert(
+        "dispatchers".into(),
+        serde_json::Value::Array(
+            o.cpus
+                .iter()
+                .map(|c| {
+                    serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
+                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "woke_late": c.woke_late,
+                    "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
+                })
+                .collect(),
+        ),
+    );
+    if let Some(t) = &o.trip {
+        doc.extra.insert(
+            "watchdog".into(),
+            serde_json::to_value(t).unwrap_or_default(),
+        );
+    }
+}
+
+/// The table: one row per task (and per dispatcher row of wake tasks), notes per dispatcher CPU.
+pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
+    let mut t = Table::new(&[
+        "task",
+        "cpu",
+        "action",
+        "releases",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "<=10us",
+        "missed",
+        "overruns",
+        "errors",
+        "woke late",
+    ])
+    .titled(format!(
+        "Plan '{plan}': lateness of each release ({} {}, mlock {})",
+        doc.settings.policy.clone().unwrap_or_default(),
+        doc.settings.priority.unwrap_or(0),
+        if doc.settings.mlock == Some(true) {
+            "on"
+        } else {
+            "off"
+        }
+    ));
+    for s in &doc.series {
+        let m = &s.summary;
+        let get = |k: &str| s.extra.get(k).map(|v| v.to_string()).unwrap_or_default();
+        t.row([
+            s.name.clone(),
+            s.cpu.map(|c| c.to_string()).unwrap_or_default(),
+            s.extra
+                .get("action")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string(),
+            if s.kind == kind::LATENESS {
+                get("releases")
+            } else {
+                m.count.to_string()
+            },
+            format_ns(m.percentiles.p50),
+            format_ns(m.percentiles.p99),
+            format_ns(m.percentiles.p99_9),
+            format_ns(m.max),
+            format!("{:.2} %", m.within.us10 * 100.0),
+            m.missed_periods.to_string(),
+            get("overruns"),
+            get("errors"),
+            m.woke_late.to_string(),
+        ]);
+    }
+    for c in &o.cpus {
+        let use_ = if c.wall_ns > 0 {
+            c.cpu_ns as f64 * 100.0 / c.wall_ns as f64
+        } else {
+            0.0
+        };
+        let cap = if c.margin_cap_ns == u64::MAX {
+            String::new()
+        } else {
+            format!(" (cap {})", format_ns(c.margin_cap_ns))
+        };
+        t.note(format!(
+            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}",
+            c.cpu,
+            format_ns(c.margin_ns),
+            c.breathers,
+            c.woke_late
+        ));
+    }
+    t.note("lateness: from the release instant to the action starting (wake: to the client running, as it measured).");
+    t.note("(dispatcher) rows: how late the dispatcher acted for wake releases; (exec start): release instant to the child running.");
+    t
+}
