@@ -224,12 +224,22 @@ impl Measurement for RunPlan {
             ctx.rt.priority
         };
         self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
-        Ok(run_plan(plan, &self.cfg, ctx.stop().clone(), Some(&self.slots))?)
+        Ok(run_plan(
+            plan,
+            &self.cfg,
+            ctx.stop().clone(),
+            Some(&self.slots),
+        )?)
     }
 
     fn report(&self, o: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(doc, o.cpus.iter().filter_map(|c| c.fallback.as_ref()));
-        doc.settings.priority = Some(o.cpus.first().map(|c| c.priority).unwrap_or(self.cfg.priority));
+        doc.settings.priority = Some(
+            o.cpus
+                .first()
+                .map(|c| c.priority)
+                .unwrap_or(self.cfg.priority),
+        );
         let a = &self.admission;
         let s = &mut doc.settings.extra;
         s.insert("plan".into(), self.name.clone().into());
@@ -273,5 +283,122 @@ impl Measurement for RunPlan {
             }
         }
         Ok(Report::tables(vec![report::table(doc, &o, &self.name)]))
+    }
+}
+
+/// `punctual shield`: real-time mode held for a duration, until Ctrl-C, or around a command run on
+/// the shielded CPUs (whose exit status becomes punctual's).
+pub struct HoldShield {
+    pub plan: ShieldPlan,
+    pub cpus: Vec<usize>,
+    pub duration: Option<u64>,
+    /// Run this on the shielded CPUs while the shield holds (argv, never a shell).
+    pub command: Vec<String>,
+}
+
+/// How a shield ended: the command's exit status, if one ran to its end.
+pub struct ShieldEnd {
+    pub status: Option<i32>,
+}
+
+impl HoldShield {
+    fn expired(&self, t0: std::time::Instant) -> bool {
+        self.duration
+            .is_some_and(|d| t0.elapsed().as_nanos() as u64 >= d)
+    }
+
+    fn run_command(&self, ctx: &Ctx) -> Result<Option<i32>, Failure> {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(&self.command[0]);
+        cmd.args(&self.command[1..]);
+        // Tells a `punctual run` inside that its CPUs hold no normal tasks (no spin budget needed).
+        cmd.env(
+            crate::shield::SHIELDED_ENV,
+            punctual_rt::format_cpu_list(&self.cpus),
+        );
+        // SAFETY: a zeroed cpu_set_t is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in &self.cpus {
+            // SAFETY: c is below CPU_SETSIZE (checked online).
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        // SAFETY: sched_setaffinity is async-signal-safe; the set is built before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Failure::usage(format!("starting {}: {e}", self.command[0])))?;
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(st) = child.try_wait()? {
+                return Ok(Some(st.code().unwrap_or(1)));
+            }
+            if ctx.stop().load(Ordering::Relaxed) || self.expired(t0) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Measurement for HoldShield {
+    type Outcome = ShieldEnd;
+
+    fn label(&self) -> String {
+        format!("shield CPU {}", punctual_rt::format_cpu_list(&self.cpus))
+    }
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+        let held = Shield::apply(&self.plan)?;
+        let count = |task: bool| {
+            self.plan
+                .moves
+                .iter()
+                .filter(|m| matches!(m, crate::shield::Move::Task { .. }) == task)
+                .count()
+        };
+        ctx.note(format!(
+            "shielded CPU {}: {} change(s) applied ({} task(s), {} other change(s) planned), {} refused, {} task(s) cannot move; Ctrl-C restores",
+            punctual_rt::format_cpu_list(&self.cpus),
+            held.applied,
+            count(true),
+            count(false),
+            held.refused.len(),
+            self.plan.skipped.len()
+        ));
+        Ok(Some(Box::new(held)))
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let figures = String::new;
+        Some(match self.duration {
+            Some(d) => LiveSpec::timed(d, figures),
+            None => LiveSpec::open(figures),
+        })
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<ShieldEnd, Failure> {
+        let status = if self.command.is_empty() {
+            let t0 = std::time::Instant::now();
+            while !ctx.stop().load(Ordering::Relaxed) && !self.expired(t0) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            None
+        } else {
+            self.run_command(ctx)?
+        };
+        Ok(ShieldEnd { status })
+    }
+    fn report(&self, end: ShieldEnd, ctx: &Ctx, _doc: &mut ResultDoc) -> Result<Report, Failure> {
+        ctx.note("shield lifted, every change restored");
+        Ok(Report {
+            exit: end
+                .status
+                .map(|c| punctual_session::Exit::Child(c.clamp(0, 255) as u8)),
+            ..Report::default()
+        })
     }
 }

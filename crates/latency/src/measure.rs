@@ -210,6 +210,7 @@ impl Measurement for Check {
             tables: vec![outcome.results_table(), outcome.verdict_table()],
             text,
             figures: Vec::new(),
+            ..Report::default()
         })
     }
 }

@@ -14,6 +14,8 @@ pub enum Exit {
     System,
     /// Interrupted: partial results written, the system restored.
     Interrupted,
+    /// The exit status of a command punctual ran for the user (`shield -- COMMAND`).
+    Child(u8),
 }
 
 impl Exit {
@@ -24,6 +26,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::System => 3,
             Exit::Interrupted => 130,
+            Exit::Child(c) => c,
         }
     }
 

@@ -110,6 +110,9 @@ pub struct Report {
     /// Free text after the tables (verdict explanations, totals).
     pub text: String,
     pub figures: Vec<Figure>,
+    /// The exit when the run itself went well, for measurements whose answer is an exit status
+    /// (a wrapped command's). `None`: ok, or limit exceeded.
+    pub exit: Option<Exit>,
 }
 
 impl Report {
@@ -248,7 +251,10 @@ pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit
         record_steal(meter, &mut doc, env);
     }
     let worst = m.worst(&doc);
-    let exit = close(&mut doc, env.interrupted(), out.fail_above, worst, env);
+    let exit = match close(&mut doc, env.interrupted(), out.fail_above, worst, env) {
+        Exit::Ok => report.exit.unwrap_or(Exit::Ok),
+        other => other,
+    };
     out.write(&doc, &report, env)?;
     if doc.status == Status::Interrupted {
         env.note("interrupted; partial results written");

@@ -46,7 +46,11 @@ pub struct Sweep {
 
 impl Sweep {
     /// Every configuration is validated now, before anything runs.
-    pub fn new(cfgs: Vec<RunConfig>, jobs: usize, workload: Option<String>) -> Result<Sweep, Failure> {
+    pub fn new(
+        cfgs: Vec<RunConfig>,
+        jobs: usize,
+        workload: Option<String>,
+    ) -> Result<Sweep, Failure> {
         for c in &cfgs {
             c.validate()?;
         }
@@ -86,7 +90,12 @@ impl Measurement for Sweep {
         };
         Ok(crate::sweep(&self.cfgs, self.jobs, &control)?)
     }
-    fn report(&self, runs: Vec<RunResult>, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+    fn report(
+        &self,
+        runs: Vec<RunResult>,
+        _ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
         let events: u64 = runs.iter().map(|r| r.events).sum();
         let simulated: u64 = runs.iter().map(|r| r.simulated_ns).sum();
         simulated_clock(doc, simulated);
@@ -111,6 +120,7 @@ impl Measurement for Sweep {
                 runs.len()
             ),
             figures,
+            ..Report::default()
         })
     }
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
@@ -210,7 +220,12 @@ impl Measurement for Frames {
         }
         Ok(results)
     }
-    fn report(&self, results: Vec<FramesResult>, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+    fn report(
+        &self,
+        results: Vec<FramesResult>,
+        _ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
         let events: u64 = results.iter().map(FramesResult::events).sum();
         let simulated: u64 = results.iter().map(FramesResult::simulated_ns).sum();
         simulated_clock(doc, simulated);
@@ -254,6 +269,7 @@ impl Measurement for Frames {
                 punctual_time::format_ns(simulated)
             ),
             figures,
+            ..Report::default()
         })
     }
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {

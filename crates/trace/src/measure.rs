@@ -203,6 +203,7 @@ impl Measurement for Analyze {
                 .into_iter()
                 .map(|(name, svg)| Figure { name, svg })
                 .collect(),
+            ..Report::default()
         })
     }
 }

@@ -36,7 +36,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Simulate(a) => simulate::run(*a, env),
         Command::Run(a) => run::run(a, env),
         Command::Plan(a) => run::plan_cmd(a),
-        Command::Shield(a) => code(shield::run(a)),
+        Command::Shield(a) => shield::run(a, env),
         Command::InstallLib(a) => code(install_lib::run(a)),
         Command::PeriodicBody(a) => code(kurt::body(a)),
     }

@@ -2,8 +2,8 @@
 
 use crate::cli::{duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
-use punctual_dispatch::measure::RunPlan;
 use punctual_dispatch::measure::assumed_margin;
+use punctual_dispatch::measure::RunPlan;
 use punctual_dispatch::report::{admission_table, admit};
 use punctual_dispatch::RunConfig;
 use punctual_plan::{Plan, PlanError};

@@ -2,10 +2,11 @@
 
 use crate::cli::duration;
 use clap::Args;
-use punctual_dispatch::shield::{self, Move, Shield};
+use punctual_dispatch::measure::HoldShield;
+use punctual_dispatch::shield::{self, Move};
 use punctual_result::Failure;
 use punctual_rt::format_cpu_list;
-use std::sync::atomic::Ordering;
+use punctual_session::{drive, Env, Exit, Outputs};
 
 #[derive(Args, Debug)]
 pub struct ShieldArgs {
@@ -26,7 +27,7 @@ pub struct ShieldArgs {
     pub command: Vec<String>,
 }
 
-pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
+pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
     if a.restore {
         let reports = punctual_rt::journal::restore_stale();
         let mut failed = 0;
@@ -48,7 +49,7 @@ pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
                 punctual_rt::journal::state_dir().display()
             );
         }
-        return Ok(if failed > 0 { 3 } else { 0 });
+        return Ok(if failed > 0 { Exit::System } else { Exit::Ok });
     }
     let list = a.cpus.as_deref().expect("required unless --restore");
     let cpus =
@@ -77,77 +78,13 @@ pub fn run(a: ShieldArgs) -> anyhow::Result<i32> {
             format_cpu_list(&plan.others),
             plan.skipped.len()
         );
-        return Ok(0);
+        return Ok(Exit::Ok);
     }
-    let interrupts = punctual_rt::Interrupts::install();
-    for r in punctual_rt::journal::restore_stale() {
-        eprintln!(
-            "punctual: restored {} setting(s) left by an earlier run (pid {})",
-            r.restored.len(),
-            r.owner_pid
-        );
-    }
-    let held = Shield::apply(&plan).map_err(Failure::from)?;
-    eprintln!(
-        "punctual: shielded CPU {}: {} change(s) applied ({tasks} task(s), {irqs} IRQ(s) planned), {} refused, {} task(s) cannot move; Ctrl-C restores",
-        format_cpu_list(&cpus),
-        held.applied,
-        held.refused.len(),
-        plan.skipped.len()
-    );
-    let stop = interrupts.stop_flag();
-    let t0 = std::time::Instant::now();
-    let mut code = 0;
-    if !a.command.is_empty() {
-        use std::os::unix::process::CommandExt;
-        let pin = cpus.clone();
-        let mut cmd = std::process::Command::new(&a.command[0]);
-        cmd.args(&a.command[1..]);
-        // Tells a `punctual run` inside that its CPUs hold no normal tasks (no spin budget needed).
-        cmd.env(
-            punctual_dispatch::shield::SHIELDED_ENV,
-            format_cpu_list(&cpus),
-        );
-        // SAFETY: sched_setaffinity is async-signal-safe; the set is built before the fork.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &c in &pin {
-            // SAFETY: c is below CPU_SETSIZE (checked online).
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                Ok(())
-            });
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Failure::usage(format!("starting {}: {e}", a.command[0])))?;
-        loop {
-            if let Some(st) = child.try_wait()? {
-                code = st.code().unwrap_or(1);
-                break;
-            }
-            if stop.load(Ordering::Relaxed)
-                || a.duration
-                    .is_some_and(|d| t0.elapsed().as_nanos() as u64 >= d)
-            {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    } else {
-        let expired = || {
-            a.duration
-                .is_some_and(|d| t0.elapsed().as_nanos() as u64 >= d)
-        };
-        while !stop.load(Ordering::Relaxed) && !expired() {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-    held.restore();
-    eprintln!("punctual: shield lifted, every change restored");
-    Ok(if interrupts.requested() { 130 } else { code })
+    let mut m = HoldShield {
+        plan,
+        cpus,
+        duration: a.duration,
+        command: a.command.clone(),
+    };
+    Ok(drive(&mut m, &Outputs::new(), env)?)
 }
