@@ -197,6 +197,13 @@ impl Env {
         }
     }
 
+    /// Keep what would be printed for the caller to read ([`Env::captured`]) instead of printing
+    /// it (tests of real measurements).
+    pub fn capture(mut self) -> Env {
+        self.terminal = Terminal::Captured(Mutex::new(Default::default()));
+        self
+    }
+
     /// The stop flag loops poll; the first call starts catching SIGINT/SIGTERM.
     pub fn stop(&self) -> &Arc<AtomicBool> {
         self.stop.get_or_init(|| {

@@ -195,11 +195,34 @@ impl Ctx<'_> {
     }
 }
 
-/// Run a measurement through every step of the lifecycle and return how it ended. Inputs were
-/// validated and output paths checked (`Outputs`) before this is called: a failure before `run`
-/// leaves nothing changed and nothing written. Every system setting is restored before the
-/// document is written, on every path (guards), and after SIGKILL by the next start (journal).
+/// Run a measurement through every step of the lifecycle and write its results where `out`
+/// says. Inputs were validated and output paths checked (`Outputs`) before this is called: a
+/// failure before `run` leaves nothing changed and nothing written. Every system setting is
+/// restored before the document is written, on every path (guards), and after SIGKILL by the next
+/// start (journal).
 pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit, Failure> {
+    let done = execute(m, out.fail_above, env)?;
+    out.write(&done.doc, &done.report, env)?;
+    if done.doc.status == Status::Interrupted {
+        env.note("interrupted; partial results written");
+    }
+    Ok(done.exit)
+}
+
+/// How a measurement ended, before anything was written.
+pub struct Finished {
+    pub exit: Exit,
+    pub doc: ResultDoc,
+    pub report: Report,
+}
+
+/// Every step of [`drive`] but the outputs: for callers that look at the document themselves
+/// (tests, experiments built of other measurements).
+pub fn execute<M: Measurement>(
+    m: &mut M,
+    fail_above: Option<u64>,
+    env: &Env,
+) -> Result<Finished, Failure> {
     env.stop();
     let started_at = env.now();
     let held = match m.wants() {
@@ -251,15 +274,11 @@ pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit
         record_steal(meter, &mut doc, env);
     }
     let worst = m.worst(&doc);
-    let exit = match close(&mut doc, env.interrupted(), out.fail_above, worst, env) {
+    let exit = match close(&mut doc, env.interrupted(), fail_above, worst, env) {
         Exit::Ok => report.exit.unwrap_or(Exit::Ok),
         other => other,
     };
-    out.write(&doc, &report, env)?;
-    if doc.status == Status::Interrupted {
-        env.note("interrupted; partial results written");
-    }
-    Ok(exit)
+    Ok(Finished { exit, doc, report })
 }
 
 /// A run's background load in its document: the spec (`settings.load`) and what each instance
