@@ -9,7 +9,6 @@
 
 pub mod actions;
 pub mod engine;
-pub mod kurt;
 pub mod measure;
 pub mod report;
 pub mod shield;

@@ -10,7 +10,6 @@ use punctual_result::{Failure, Table};
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
-        Box::new(punctual_dispatch::kurt::KurtPeriodic),
         Box::new(punctual_sim::experiments::EtsionFrames),
         Box::new(punctual_trace::experiments::EtsionBilling),
         Box::new(punctual_trace::experiments::KurtIrq),
@@ -29,10 +28,16 @@ pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
-pub fn run(cmd: ExperimentCmd) -> anyhow::Result<i32> {
+pub fn run(
+    cmd: ExperimentCmd,
+    env: &punctual_session::Env,
+) -> anyhow::Result<punctual_session::Exit> {
     match cmd {
         ExperimentCmd::List => {
             let mut t = Table::new(&["experiment", "reproduces", "duration"]);
+            for e in punctual_experiments::registry() {
+                t.row([e.name(), e.reproduces(), e.duration()]);
+            }
             for e in registry() {
                 t.row([e.name(), e.reproduces(), e.duration()]);
             }
@@ -44,9 +49,32 @@ pub fn run(cmd: ExperimentCmd) -> anyhow::Result<i32> {
                 ]);
             }
             print!("{}", t.render());
-            Ok(0)
+            Ok(punctual_session::Exit::Ok)
         }
-        ExperimentCmd::Run(a) => run_one(a),
+        ExperimentCmd::Run(a) => {
+            let reg = if a.sim {
+                punctual_experiments::sim_registry()
+            } else {
+                punctual_experiments::registry()
+            };
+            if let Some(e) = reg.iter().find(|e| e.name() == a.name) {
+                let mut out = punctual_session::Outputs::new()
+                    .export("--json", a.json.as_ref(), Json)?
+                    .figures_dir(
+                        "--figures",
+                        a.figures
+                            .clone()
+                            .unwrap_or_else(punctual_result::store::results_dir),
+                    )?;
+                out = out.store()?;
+                return Ok(e.run(punctual_experiments::Options { quick: a.quick }, &out, env)?);
+            }
+            Ok(match run_one(a)? {
+                0 => punctual_session::Exit::Ok,
+                130 => punctual_session::Exit::Interrupted,
+                _ => punctual_session::Exit::System,
+            })
+        }
     }
 }
 

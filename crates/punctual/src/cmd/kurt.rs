@@ -1,7 +1,7 @@
 //! `punctual __periodic`: one periodic process of the kurt-periodic experiment (hidden).
 
 use clap::Args;
-use punctual_dispatch::kurt::{body as run_body, Mode};
+use punctual_experiments::kurt_periodic::{body as run_body, Mode};
 
 #[derive(Args, Debug)]
 pub struct PeriodicBodyArgs {
@@ -17,7 +17,7 @@ pub struct PeriodicBodyArgs {
     pub channel: Option<String>,
 }
 
-pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<i32> {
+pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<punctual_session::Exit> {
     match run_body(
         a.mode,
         a.period_ns,
@@ -27,11 +27,11 @@ pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<i32> {
     ) {
         Ok(line) => {
             println!("{line}");
-            Ok(0)
+            Ok(punctual_session::Exit::Ok)
         }
         Err(e) => {
             eprintln!("punctual __periodic: {e}");
-            Ok(3)
+            Ok(punctual_session::Exit::System)
         }
     }
 }

@@ -29,7 +29,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Check(a) => check::run(a, env),
         Command::Latency(a) => latency::run(a, env),
-        Command::Experiment(a) => code(experiment::run(a)),
+        Command::Experiment(a) => experiment::run(a, env),
         Command::Bench(a) => bench::run(a, env),
         Command::Load(a) => code(load_body::run(a)),
         Command::Trace(a) => trace::run(a, env),
@@ -38,7 +38,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Plan(a) => run::plan_cmd(a),
         Command::Shield(a) => shield::run(a, env),
         Command::InstallLib(a) => code(install_lib::run(a)),
-        Command::PeriodicBody(a) => code(kurt::body(a)),
+        Command::PeriodicBody(a) => kurt::body(a),
     }
 }
 

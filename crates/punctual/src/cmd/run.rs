@@ -225,7 +225,7 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
 pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     // Validate everything before touching the system.
     a.rt.validate()?;
-    let mut plan = load(&a.plan)?;
+    let plan = load(&a.plan)?;
     let cpus = run_cpus(a.rt.affinity.as_deref(), &plan)?;
     let margin = a.spin_margin.unwrap_or(plan.spin_margin);
     if let MarginPolicy::Fixed(m) = margin {

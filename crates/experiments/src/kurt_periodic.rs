@@ -1,4 +1,4 @@
-//! The `kurt-periodic` experiment: KURT's Tables 4.1 and 4.2 (Srinivasan 1998, section 4.4.1).
+//! `kurt-periodic`: KURT's Tables 4.1 and 4.2 (Srinivasan 1998, section 4.4.1).
 //!
 //! 1, 10, 20 and 30 concurrent processes each try to run once every 10 ms; the share of iterations
 //! whose time since the previous one is within 10/50/100/500/1000 us of 10 ms is tabulated (the
@@ -7,13 +7,19 @@
 //! (c) processes released by punctual's dispatcher through `wake` actions (KURT's periodic mode),
 //! idle and with background disk activity. All three get the same phases (spread evenly over the
 //! period, as punctual's automatic phasing does), the same priority (FIFO 80) and locked memory.
+//!
+//! measure: [`measure`] one configuration (a [`Cell`]), [`KurtPeriodic::run`] all of them;
+//! model: [`Model`]; tables: [`tables`]; figures: [`figures`].
 
-use crate::{execute, prepare, progress_for, RunConfig};
+use crate::published::kurt::*;
+use punctual_dispatch::measure::run_plan;
+use punctual_dispatch::RunConfig;
 use punctual_periodic::{Periodic, FLAG_REALTIME};
 use punctual_plan::{Action, MissPolicy, NamedAction, Offset, Plan, Task};
 use punctual_result::doc::kind;
-use punctual_result::experiment::{Context, Experiment, Figure, Report};
 use punctual_result::{Failure, ResultDoc, Series, Table};
+use punctual_rt::{Policy, RtWant};
+use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_stats::Recorder;
 use punctual_time::clock::{read_clock, sleep_abs, sleep_rel};
 use punctual_time::MarginPolicy;
@@ -21,9 +27,12 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 
+pub const NAME: &str = "kurt-periodic";
 pub const PERIOD: u64 = 10_000_000;
 pub const COUNTS: [usize; 4] = [1, 10, 20, 30];
 const CHILD_PRIORITY: i32 = 80;
+/// The modes in table order.
+const MODES: [Mode; 3] = [Mode::Rel, Mode::Abs, Mode::Wake];
 
 /// How a process waits for its next period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,38 +166,6 @@ pub fn body(
     Ok(v.to_string())
 }
 
-/// The thesis' numbers (percent within 10/50/100/500/1000 us), rows for 1, 10, 20, 30 processes.
-pub const THESIS_FIFO_IDLE: [[f64; 5]; 4] = [
-    [62.22, 99.59, 99.80, 100.0, 100.0],
-    [3.36, 15.12, 30.25, 99.34, 99.72],
-    [1.44, 7.45, 14.76, 66.48, 99.78],
-    [1.21, 6.10, 11.03, 46.61, 73.11],
-];
-pub const THESIS_KURT_ALL_IDLE: [[f64; 5]; 4] = [
-    [99.80, 100.0, 100.0, 100.0, 100.0],
-    [96.66, 99.47, 99.67, 100.0, 100.0],
-    [99.34, 99.67, 99.91, 100.0, 100.0],
-    [97.33, 99.54, 99.80, 99.99, 100.0],
-];
-pub const THESIS_KURT_PROCS_IDLE: [[f64; 5]; 4] = [
-    [99.80, 99.80, 100.0, 100.0, 100.0],
-    [96.61, 99.72, 99.87, 100.0, 100.0],
-    [99.23, 99.40, 99.61, 99.80, 100.0],
-    [99.52, 99.75, 99.89, 100.0, 100.0],
-];
-pub const THESIS_FIFO_DISK: [[f64; 5]; 4] = [
-    [50.20, 81.33, 83.74, 98.99, 99.59],
-    [5.50, 17.19, 30.70, 84.40, 92.25],
-    [2.00, 7.07, 13.21, 55.50, 84.20],
-    [1.09, 4.71, 8.65, 36.47, 64.32],
-];
-pub const THESIS_KURT_ALL_DISK: [[f64; 5]; 4] = [
-    [40.16, 60.04, 73.89, 97.60, 99.60],
-    [68.43, 81.68, 88.61, 97.17, 99.17],
-    [87.94, 95.17, 97.37, 99.52, 99.66],
-    [56.26, 60.74, 65.27, 82.01, 95.72],
-];
-
 /// One measured configuration.
 pub struct Cell {
     pub mode: Mode,
@@ -205,7 +182,7 @@ pub struct Cell {
 }
 
 fn spawn_children(
-    ctx: &Context,
+    exe: &std::path::Path,
     mode: Mode,
     n: usize,
     first: u64,
@@ -214,7 +191,7 @@ fn spawn_children(
 ) -> Result<Vec<std::process::Child>, Failure> {
     (0..n)
         .map(|i| {
-            let mut c = Command::new(&ctx.exe);
+            let mut c = Command::new(exe);
             c.arg("__periodic")
                 .arg("--mode")
                 .arg(mode.name())
@@ -264,9 +241,9 @@ fn collect(children: Vec<std::process::Child>, cell: &mut Cell) {
     }
 }
 
-/// Measure one configuration for `secs` ns on dispatcher CPU `cpu`.
+/// Measure one configuration for `dur` ns on dispatcher CPU `cpu`.
 pub fn measure(
-    ctx: &Context,
+    ctx: &Ctx,
     mode: Mode,
     n: usize,
     loaded: bool,
@@ -288,7 +265,7 @@ pub fn measure(
         let spec: punctual_load::LoadSpec =
             "io:1".parse().map_err(|e: String| Failure::system(e))?;
         Some(
-            punctual_load::Loads::start(&spec, &ctx.exe)
+            punctual_load::Loads::start(&spec, ctx.exe())
                 .map_err(|e| Failure::system(e.to_string()))?,
         )
     } else {
@@ -299,7 +276,7 @@ pub fn measure(
             Mode::Rel | Mode::Abs => {
                 // Aligned to the period, far enough ahead for every child to start.
                 let first = (now() + 300_000_000).div_ceil(PERIOD) * PERIOD;
-                let children = spawn_children(ctx, mode, n, first, first + dur, &[])?;
+                let children = spawn_children(ctx.exe(), mode, n, first, first + dur, &[])?;
                 collect(children, &mut cell);
             }
             Mode::Wake => {
@@ -343,7 +320,8 @@ pub fn measure(
                     policy: defaults.policy,
                     priority: defaults.priority,
                 };
-                let avoided = crate::phase_around_interference(&mut plan, &[cpu], sched)?;
+                let avoided =
+                    punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched)?;
                 if let Some(av) = &avoided {
                     cell.interference = Some((av.interference.lost_share(), av.hit_share));
                 }
@@ -353,10 +331,10 @@ pub fn measure(
                     start_grid: avoided.map(|av| av.grid),
                     ..defaults
                 };
-                // The channels must exist before the clients attach: prepare creates them and waits.
-                let children = spawn_children(ctx, mode, n, 0, 0, &channels)?;
-                let prepared = match prepare(plan, &cfg) {
-                    Ok(p) => p,
+                // The clients attach to channels the plan's preparation creates (it waits for them).
+                let children = spawn_children(ctx.exe(), mode, n, 0, 0, &channels)?;
+                let out = match run_plan(plan, &cfg, ctx.stop().clone(), None) {
+                    Ok(out) => out,
                     Err(e) => {
                         for mut c in children {
                             let _ = c.kill();
@@ -365,8 +343,6 @@ pub fn measure(
                         return Err(e.into());
                     }
                 };
-                let progress = progress_for(&prepared);
-                let out = execute(prepared, &cfg, ctx.stop.clone(), progress)?;
                 if let Some(t) = out.trip {
                     return Err(Failure::system(format!("watchdog: {}", t.reason)));
                 }
@@ -382,7 +358,107 @@ pub fn measure(
     result.map(|_| cell)
 }
 
-pub struct KurtPeriodic;
+/// The experiment: every configuration, idle then under disk load.
+pub struct KurtPeriodic {
+    pub quick: bool,
+    /// How long each configuration runs.
+    pub per: u64,
+    /// The dispatcher's CPU.
+    pub cpu: usize,
+}
+
+impl KurtPeriodic {
+    pub fn new(opts: crate::Options) -> KurtPeriodic {
+        KurtPeriodic {
+            quick: opts.quick,
+            per: if opts.quick {
+                1_200_000_000
+            } else {
+                10_000_000_000
+            },
+            cpu: punctual_rt::affinity::last_online_cpu(),
+        }
+    }
+
+    fn configurations() -> impl Iterator<Item = (bool, Mode, usize)> {
+        [false, true].into_iter().flat_map(|loaded| {
+            MODES
+                .into_iter()
+                .flat_map(move |mode| COUNTS.into_iter().map(move |n| (loaded, mode, n)))
+        })
+    }
+}
+
+impl Measurement for KurtPeriodic {
+    type Outcome = Vec<Cell>;
+
+    fn label(&self) -> String {
+        NAME.into()
+    }
+    /// Every mode runs with idle CPUs kept out of halt, as `punctual run` and cyclictest do by
+    /// default: in a VM a halted vCPU wakes through the host's scheduler, hundreds of
+    /// microseconds when the host is busy.
+    fn wants(&self) -> Option<RtWant> {
+        Some(RtWant {
+            policy: Policy::Fifo,
+            priority: CHILD_PRIORITY as u32,
+            mlock: true,
+            dma_latency_us: Some(0),
+        })
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let n = Self::configurations().count() as u64;
+        Some(LiveSpec::timed(self.per.saturating_mul(n), String::new))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Vec<Cell>, Failure> {
+        let mut cells = Vec::new();
+        for (loaded, mode, n) in Self::configurations() {
+            if ctx.stop().load(Ordering::Relaxed) {
+                break;
+            }
+            ctx.step(format!(
+                "{} {n} {}",
+                mode.label(),
+                if loaded { "(disk)" } else { "(idle)" }
+            ));
+            cells.push(measure(ctx, mode, n, loaded, self.per, self.cpu)?);
+        }
+        Ok(cells)
+    }
+    fn report(&self, cells: Vec<Cell>, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        crate::mark(doc, NAME, self.quick);
+        let s = &mut doc.settings.extra;
+        s.insert("period_ns".into(), PERIOD.into());
+        s.insert("per_configuration_ns".into(), self.per.into());
+        s.insert("dispatcher_cpu".into(), self.cpu.into());
+        series(doc, &cells);
+        let model = Model::of(&cells);
+        Ok(Report {
+            tables: tables(&model),
+            figures: figures(&cells)?,
+            ..Report::default()
+        })
+    }
+}
+
+/// The numbers of the tables: per configuration, the share within each of KURT's bins.
+pub struct Model {
+    /// (loaded, mode, processes, % within 10/50/100/500/1000 us).
+    pub rows: Vec<(bool, Mode, usize, [f64; 5])>,
+    pub target: Option<Target>,
+}
+
+/// The target at 30 processes, idle.
+pub struct Target {
+    /// Share of (c)'s iterations within 10 us.
+    pub within_10us: f64,
+    /// How many times fewer iterations outside 10 us (c) has than the better baseline.
+    pub ratio: f64,
+    /// Share of (c)'s releases whose lateness is within 10 us.
+    pub lateness_10us: f64,
+    /// Steal during (a), (b), (c).
+    pub steal: [Option<f64>; 3],
+}
 
 fn pct(rec: &Recorder) -> [f64; 5] {
     let mut v = [0.0; 5];
@@ -392,234 +468,204 @@ fn pct(rec: &Recorder) -> [f64; 5] {
     v
 }
 
+impl Model {
+    pub fn of(cells: &[Cell]) -> Model {
+        let rows = cells
+            .iter()
+            .map(|c| (c.loaded, c.mode, c.n, pct(&c.interval)))
+            .collect();
+        let find = |m: Mode| cells.iter().find(|c| c.mode == m && !c.loaded && c.n == 30);
+        let target = match (find(Mode::Wake), find(Mode::Rel), find(Mode::Abs)) {
+            (Some(w), Some(a), Some(b)) => {
+                let out = |r: &Recorder| 1.0 - r.fraction_at_or_below(10_000);
+                let best = out(&a.interval).min(out(&b.interval));
+                Some(Target {
+                    within_10us: 1.0 - out(&w.interval),
+                    ratio: if out(&w.interval) > 0.0 {
+                        best / out(&w.interval)
+                    } else {
+                        f64::INFINITY
+                    },
+                    lateness_10us: w.lateness.fraction_at_or_below(10_000),
+                    steal: [a.steal, b.steal, w.steal],
+                })
+            }
+            _ => None,
+        };
+        Model { rows, target }
+    }
+}
+
 fn row(t: &mut Table, n: usize, source: &str, v: &[f64; 5]) {
     let mut r = vec![n.to_string(), source.to_string()];
     r.extend(v.iter().map(|p| format!("{p:.2} %")));
     t.row(r);
 }
 
-impl Experiment for KurtPeriodic {
-    fn name(&self) -> &'static str {
-        "kurt-periodic"
-    }
-    fn reproduces(&self) -> &'static str {
-        "KURT Tables 4.1 and 4.2: 1-30 periodic 10 ms processes, FIFO sleep vs punctual wake, idle and disk load"
-    }
-    fn duration(&self) -> &'static str {
-        "about 5 minutes; --quick under a minute"
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report, Failure> {
-        let per = if ctx.quick {
-            1_200_000_000
-        } else {
-            10_000_000_000
-        };
-        let cpu = *punctual_rt::online_cpus().last().expect("a CPU is online");
-        // Every mode runs with idle CPUs kept out of halt, as `punctual run` and cyclictest do by
-        // default: in a VM a halted vCPU wakes through the host's scheduler, hundreds of
-        // microseconds when the host is busy.
-        let dma = punctual_rt::dma::DmaLatencyGuard::request(0);
-        if let Err(e) = &dma {
-            eprintln!(
-                "punctual: cpu_dma_latency not held ({e}); idle CPUs may halt between releases"
-            );
-        }
-        let started_at = punctual_result::now_rfc3339();
-        let mut cells = Vec::new();
-        'outer: for loaded in [false, true] {
-            for mode in [Mode::Rel, Mode::Abs, Mode::Wake] {
-                for n in COUNTS {
-                    if ctx.stop.load(Ordering::Relaxed) {
-                        break 'outer;
-                    }
-                    cells.push(measure(ctx, mode, n, loaded, per, cpu)?);
+/// Tables 4.1 and 4.2 with the thesis' rows, and the target.
+pub fn tables(m: &Model) -> Vec<Table> {
+    let mut tables = Vec::new();
+    for (loaded, title) in [
+        (false, "Table 4.1"),
+        (true, "Table 4.2 (background disk activity)"),
+    ] {
+        let mut t = Table::new(&["processes", "source", "10 us", "50 us", "100 us", "500 us", "1000 us"])
+            .titled(format!("{title}: % of iterations whose time since the previous one is within x of the 10 ms period"));
+        for mode in MODES {
+            t.row([mode.label().to_string()]);
+            for (k, n) in COUNTS.iter().enumerate() {
+                if let Some((.., v)) = m
+                    .rows
+                    .iter()
+                    .find(|(l, md, c, _)| *md == mode && *l == loaded && c == n)
+                {
+                    row(&mut t, *n, "this machine", v);
                 }
-            }
-        }
-        let mut tables = Vec::new();
-        for (loaded, title) in [
-            (false, "Table 4.1"),
-            (true, "Table 4.2 (background disk activity)"),
-        ] {
-            let mut t = Table::new(&["processes", "source", "10 us", "50 us", "100 us", "500 us", "1000 us"])
-                .titled(format!("{title}: % of iterations whose time since the previous one is within x of the 10 ms period"));
-            for mode in [Mode::Rel, Mode::Abs, Mode::Wake] {
-                t.row([mode.label().to_string()]);
-                for (k, n) in COUNTS.iter().enumerate() {
-                    if let Some(c) = cells
-                        .iter()
-                        .find(|c| c.mode == mode && c.loaded == loaded && c.n == *n)
-                    {
-                        row(&mut t, *n, "this machine", &pct(&c.interval));
+                match (mode, loaded) {
+                    (Mode::Rel, false) => {
+                        row(&mut t, *n, "thesis SCHED_FIFO", &THESIS_FIFO_IDLE[k])
                     }
-                    match (mode, loaded) {
-                        (Mode::Rel, false) => {
-                            row(&mut t, *n, "thesis SCHED_FIFO", &THESIS_FIFO_IDLE[k])
-                        }
-                        (Mode::Rel, true) => {
-                            row(&mut t, *n, "thesis SCHED_FIFO", &THESIS_FIFO_DISK[k])
-                        }
-                        (Mode::Wake, false) => {
-                            row(
-                                &mut t,
-                                *n,
-                                "thesis KURT (ALL_PROCS)",
-                                &THESIS_KURT_ALL_IDLE[k],
-                            );
-                            row(
-                                &mut t,
-                                *n,
-                                "thesis KURT (KURT_PROCS)",
-                                &THESIS_KURT_PROCS_IDLE[k],
-                            );
-                        }
-                        (Mode::Wake, true) => row(
+                    (Mode::Rel, true) => row(&mut t, *n, "thesis SCHED_FIFO", &THESIS_FIFO_DISK[k]),
+                    (Mode::Wake, false) => {
+                        row(
                             &mut t,
                             *n,
                             "thesis KURT (ALL_PROCS)",
-                            &THESIS_KURT_ALL_DISK[k],
-                        ),
-                        _ => {}
+                            &THESIS_KURT_ALL_IDLE[k],
+                        );
+                        row(
+                            &mut t,
+                            *n,
+                            "thesis KURT (KURT_PROCS)",
+                            &THESIS_KURT_PROCS_IDLE[k],
+                        );
                     }
+                    (Mode::Wake, true) => row(
+                        &mut t,
+                        *n,
+                        "thesis KURT (ALL_PROCS)",
+                        &THESIS_KURT_ALL_DISK[k],
+                    ),
+                    _ => {}
                 }
-                t.rule();
             }
-            t.note("this machine: every process's iterations merged; the metric is |time since the previous iteration - 10 ms| (KURT's).");
-            t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
-            t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference).");
-            tables.push(t);
+            t.rule();
         }
-        // The target: punctual at 30 processes, idle.
-        let find = |m: Mode| cells.iter().find(|c| c.mode == m && !c.loaded && c.n == 30);
-        if let (Some(w), Some(a), Some(b)) = (find(Mode::Wake), find(Mode::Rel), find(Mode::Abs)) {
-            let out = |r: &Recorder| 1.0 - r.fraction_at_or_below(10_000);
-            let best = out(&a.interval).min(out(&b.interval));
-            let ratio = if out(&w.interval) > 0.0 {
-                best / out(&w.interval)
-            } else {
-                f64::INFINITY
-            };
-            let mut t = Table::new(&["target (30 processes, idle)", "wanted", "this machine"])
-                .titled("kurt-periodic target");
-            t.row([
-                "punctual within 10 us",
-                ">= 99 %",
-                &format!("{:.2} %", (1.0 - out(&w.interval)) * 100.0),
-            ]);
-            t.row([
-                "fewer outside 10 us than the better baseline",
-                ">= 10x",
-                &format!("{ratio:.1}x"),
-            ]);
-            t.row([
-                "punctual release lateness within 10 us",
-                "",
-                &format!("{:.2} %", w.lateness.fraction_at_or_below(10_000) * 100.0),
-            ]);
-            let steal = |c: &Cell| {
-                c.steal
-                    .map(|s| format!("{:.2} %", s * 100.0))
-                    .unwrap_or_else(|| "-".into())
-            };
-            t.row([
-                "host steal during the (a) / (b) / (c) rows",
-                "",
-                &format!("{} / {} / {}", steal(a), steal(b), steal(w)),
-            ]);
-            tables.push(t);
-        }
-        let mut doc = ResultDoc::new(ctx.command.clone(), punctual_rt::host::detect(), started_at);
-        doc.ended_at = punctual_result::now_rfc3339();
-        doc.settings.policy = Some("fifo".into());
-        doc.settings.dma_latency_us = dma.as_ref().ok().map(|_| 0);
-        doc.settings.priority = Some(CHILD_PRIORITY as u32);
-        doc.settings.extra.insert("period_ns".into(), PERIOD.into());
-        doc.settings
-            .extra
-            .insert("per_configuration_ns".into(), per.into());
-        doc.settings
-            .extra
-            .insert("dispatcher_cpu".into(), cpu.into());
-        for c in &cells {
-            let name = format!(
-                "{} {} {}",
-                c.mode.name(),
-                if c.loaded { "disk" } else { "idle" },
-                c.n
-            );
-            doc.series.push(
-                Series::from_recorder(
-                    format!("{name} interval"),
-                    "interval_deviation",
-                    None,
-                    &c.interval,
-                )
-                .with("processes", c.n)
-                .with("failures", c.failures),
-            );
-            if let (Some(st), Some(last)) = (c.steal, doc.series.last_mut()) {
-                last.extra.insert("steal_share".into(), st.into());
-            }
-            if let (Some((lost, hit)), Some(last)) = (c.interference, doc.series.last_mut()) {
-                last.extra
-                    .insert("interference_lost_share".into(), lost.into());
-                last.extra
-                    .insert("interference_hit_share".into(), hit.into());
-            }
-            doc.series.push(
-                Series::from_recorder(
-                    format!("{name} lateness"),
-                    kind::LATENESS,
-                    None,
-                    &c.lateness,
-                )
-                .with("processes", c.n),
-            );
-        }
-        let mut lines = Vec::new();
-        for c in cells.iter().filter(|c| c.n == 30) {
-            let points: Vec<(f64, f64)> = [
-                1_000u64, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
-                1_000_000, 2_000_000,
-            ]
-            .iter()
-            .map(|&x| {
-                (
-                    x as f64 / 1000.0,
-                    c.interval.fraction_at_or_below(x) * 100.0,
-                )
-            })
-            .collect();
-            lines.push(punctual_plot::Line {
-                label: format!(
-                    "{} {}",
-                    c.mode.label(),
-                    if c.loaded { "(disk)" } else { "(idle)" }
-                ),
-                points,
-            });
-        }
-        let mut figures = Vec::new();
-        if !lines.is_empty() {
-            let svg = punctual_plot::line_plot(
-                "KURT Fig. 4.5/4.6: 30 periodic 10 ms processes",
-                "deviation from 10 ms (us)",
-                "% of iterations within",
-                &lines,
-                true,
-                false,
-            )
-            .map_err(|e| Failure::system(format!("drawing the figure: {}", e.0)))?;
-            figures.push(Figure {
-                name: "kurt-periodic-30".into(),
-                svg,
-            });
-        }
-        Ok(Report {
-            tables,
-            doc,
-            figures,
-        })
+        t.note("this machine: every process's iterations merged; the metric is |time since the previous iteration - 10 ms| (KURT's).");
+        t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
+        t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference).");
+        tables.push(t);
     }
+    if let Some(tg) = &m.target {
+        let mut t = Table::new(&["target (30 processes, idle)", "wanted", "this machine"])
+            .titled("kurt-periodic target");
+        t.row([
+            "punctual within 10 us",
+            ">= 99 %",
+            &format!("{:.2} %", tg.within_10us * 100.0),
+        ]);
+        t.row([
+            "fewer outside 10 us than the better baseline",
+            ">= 10x",
+            &format!("{:.1}x", tg.ratio),
+        ]);
+        t.row([
+            "punctual release lateness within 10 us",
+            "",
+            &format!("{:.2} %", tg.lateness_10us * 100.0),
+        ]);
+        let steal = |s: Option<f64>| {
+            s.map(|s| format!("{:.2} %", s * 100.0))
+                .unwrap_or_else(|| "-".into())
+        };
+        t.row([
+            "host steal during the (a) / (b) / (c) rows",
+            "",
+            &format!(
+                "{} / {} / {}",
+                steal(tg.steal[0]),
+                steal(tg.steal[1]),
+                steal(tg.steal[2])
+            ),
+        ]);
+        tables.push(t);
+    }
+    tables
+}
+
+/// The interval and lateness series of every configuration.
+fn series(doc: &mut ResultDoc, cells: &[Cell]) {
+    for c in cells {
+        let name = format!(
+            "{} {} {}",
+            c.mode.name(),
+            if c.loaded { "disk" } else { "idle" },
+            c.n
+        );
+        let mut interval = Series::from_recorder(
+            format!("{name} interval"),
+            "interval_deviation",
+            None,
+            &c.interval,
+        )
+        .with("processes", c.n)
+        .with("failures", c.failures);
+        if let Some(st) = c.steal {
+            interval = interval.with("steal_share", st);
+        }
+        if let Some((lost, hit)) = c.interference {
+            interval = interval
+                .with("interference_lost_share", lost)
+                .with("interference_hit_share", hit);
+        }
+        doc.series.push(interval);
+        doc.series.push(
+            Series::from_recorder(
+                format!("{name} lateness"),
+                kind::LATENESS,
+                None,
+                &c.lateness,
+            )
+            .with("processes", c.n),
+        );
+    }
+}
+
+/// Figs. 4.5/4.6 at 30 processes: the share of iterations within each deviation.
+pub fn figures(cells: &[Cell]) -> Result<Vec<Figure>, Failure> {
+    let mut lines = Vec::new();
+    for c in cells.iter().filter(|c| c.n == 30) {
+        let points: Vec<(f64, f64)> = [
+            1_000u64, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000,
+            2_000_000,
+        ]
+        .iter()
+        .map(|&x| {
+            (
+                x as f64 / 1000.0,
+                c.interval.fraction_at_or_below(x) * 100.0,
+            )
+        })
+        .collect();
+        lines.push(punctual_plot::Line {
+            label: format!(
+                "{} {}",
+                c.mode.label(),
+                if c.loaded { "(disk)" } else { "(idle)" }
+            ),
+            points,
+        });
+    }
+    if lines.is_empty() {
+        return Ok(Vec::new());
+    }
+    let svg = punctual_plot::line_plot(
+        "KURT Fig. 4.5/4.6: 30 periodic 10 ms processes",
+        "deviation from 10 ms (us)",
+        "% of iterations within",
+        &lines,
+        true,
+        false,
+    );
+    Ok(vec![crate::figure("kurt-periodic-30", svg)?])
 }

@@ -1,0 +1,140 @@
+//! The seeds' experiments (SPEC section 5): each runs this machine (or the simulator) through a
+//! seed's experiment and prints the seed's table with the published numbers beside ours, with a
+//! result document and SVG figures.
+//!
+//! One file per seed experiment, each split the same way: **measure** (the runs, a
+//! [`punctual_session::Measurement`] driven by the lifecycle like every command), **model** (the
+//! numbers the seed reports, computed from what was measured), **tables** (the seed's layout, the
+//! published numbers from [`published`] beside ours) and **figures**. The registry is
+//! [`registry`] (measured on this machine) and [`sim_registry`] (simulated halves, `--sim`).
+
+pub mod kurt_periodic;
+pub mod published;
+
+use punctual_result::{Failure, ResultDoc};
+use punctual_session::{drive, Env, Exit, Figure, Measurement, Outputs};
+
+/// What an experiment takes from the command line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// The reduced version, under a minute.
+    pub quick: bool,
+}
+
+/// An experiment as `punctual experiment list|run` sees it.
+pub trait Experiment: Send + Sync {
+    /// The name on the command line (`etsion-latency`).
+    fn name(&self) -> &'static str;
+    /// Which seed, table or figure it reproduces, in one line.
+    fn reproduces(&self) -> &'static str;
+    /// How long the full and quick versions take, in one line.
+    fn duration(&self) -> &'static str;
+    /// Run it through the lifecycle, writing where `out` says.
+    fn run(&self, opts: Options, out: &Outputs, env: &Env) -> Result<Exit, Failure>;
+}
+
+/// An experiment from its metadata and the measurement that runs it.
+pub struct Entry<M> {
+    pub name: &'static str,
+    pub reproduces: &'static str,
+    pub duration: &'static str,
+    pub make: fn(Options) -> M,
+}
+
+impl<M: Measurement + 'static> Experiment for Entry<M> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn reproduces(&self) -> &'static str {
+        self.reproduces
+    }
+    fn duration(&self) -> &'static str {
+        self.duration
+    }
+    fn run(&self, opts: Options, out: &Outputs, env: &Env) -> Result<Exit, Failure> {
+        drive(&mut (self.make)(opts), out, env)
+    }
+}
+
+/// Every experiment measured on this machine.
+pub fn registry() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(Entry {
+        name: kurt_periodic::NAME,
+        reproduces: "KURT Tables 4.1 and 4.2: 1-30 periodic 10 ms processes, FIFO sleep vs punctual wake, idle and disk load",
+        duration: "about 5 minutes; --quick under a minute",
+        make: kurt_periodic::KurtPeriodic::new,
+    })]
+}
+
+/// Simulated halves of experiments (`--sim`), under the same names.
+pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
+    vec![]
+}
+
+/// Mark a document as an experiment's: its name and whether it was the quick version.
+pub fn mark(doc: &mut ResultDoc, name: &str, quick: bool) {
+    doc.extra.insert("experiment".into(), name.into());
+    doc.settings.extra.insert("quick".into(), quick.into());
+}
+
+/// A figure from a plot, or the reason it could not be drawn.
+pub fn figure(
+    name: &str,
+    svg: Result<String, punctual_plot::PlotError>,
+) -> Result<Figure, Failure> {
+    svg.map(|svg| Figure {
+        name: name.into(),
+        svg,
+    })
+    .map_err(|e| Failure::system(format!("drawing {name}: {e}")))
+}
+
+/// Microseconds as the seeds print them: whole, with thousands separators (`50,003`).
+pub fn us(ns: u64) -> String {
+    group((ns + 500) / 1000)
+}
+
+/// Microseconds with two decimals (`1.18`), for small costs.
+pub fn us2(ns: f64) -> String {
+    format!("{:.2}", ns / 1000.0)
+}
+
+/// `1234567` -> `1,234,567`.
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_printed_as_the_seeds_print_them() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1_000), "1,000");
+        assert_eq!(group(1_234_567), "1,234,567");
+        assert_eq!(us(50_003_400), "50,003");
+        assert_eq!(us(499), "0");
+        assert_eq!(us2(1_180.0), "1.18");
+    }
+
+    #[test]
+    fn names_are_unique_in_each_registry() {
+        for reg in [registry(), sim_registry()] {
+            let mut names: Vec<&str> = reg.iter().map(|e| e.name()).collect();
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The seeds' published numbers, transcribed exactly. Experiments print them beside this machine's;
+//! tests check that they appear unchanged.
+
+/// Etsion et al. 2003, Table 6: alarm latency (us) at percentiles 0.9, 0.95, 0.99 and the maximum,
+/// at 100 Hz with 60 ms quanta and at 20,000 Hz with 100 us quanta.
+pub struct Table6Row {
+    pub ty: &'static str,
+    pub number: &'static str,
+    /// This crate's workload for the row (the simulator's labels).
+    pub workload: &'static str,
+    pub hz100: [&'static str; 4],
+    pub hz20000: [&'static str; 4],
+}
+
+pub const TABLE6: [Table6Row; 10] = [
+    Table6Row {
+        ty: "BLK",
+        number: "2",
+        workload: "blk:2",
+        hz100: ["5", "8", "11", "40"],
+        hz20000: ["13", "14", "21", "23"],
+    },
+    Table6Row {
+        ty: "BLK",
+        number: "8",
+        workload: "blk:8",
+        hz100: ["5", "12", "22", "420"],
+        hz20000: ["7", "9", "13", "25"],
+    },
+    Table6Row {
+        ty: "CONT",
+        number: "2",
+        workload: "cont:2",
+        hz100: ["50,003", "60,003", "60,004", "160,006"],
+        hz20000: ["102", "103", "18,468", "60,448"],
+    },
+    Table6Row {
+        ty: "CONT",
+        number: "8",
+        workload: "cont:8",
+        hz100: ["370,014", "400,014", "420,015", "740,025"],
+        hz20000: ["656", "706", "15,096", "68,139"],
+    },
+    Table6Row {
+        ty: "2%",
+        number: "2",
+        workload: "pct2:2",
+        hz100: ["6", "9", "9,193", "19,153"],
+        hz20000: ["13", "15", "23", "837"],
+    },
+    Table6Row {
+        ty: "2%",
+        number: "8",
+        workload: "pct2:8",
+        hz100: ["2,910", "8,419", "17,940", "32,944"],
+        hz20000: ["12", "52", "53", "1,809"],
+    },
+    Table6Row {
+        ty: "8%",
+        number: "2",
+        workload: "pct8:2",
+        hz100: ["9", "12,431", "39,512", "60,003"],
+        hz20000: ["14", "19", "53", "3,797"],
+    },
+    Table6Row {
+        ty: "8%",
+        number: "8",
+        workload: "pct8:8",
+        hz100: ["40,003", "60,005", "130,006", "294,291"],
+        hz20000: ["53", "53", "54", "37,328"],
+    },
+    Table6Row {
+        ty: "4%",
+        number: "1+2CPU",
+        workload: "pct4:1,cpu:2",
+        hz100: ["50,003", "50,003", "50,004", "50,005"],
+        hz20000: ["55", "56", "200", "256"],
+    },
+    Table6Row {
+        ty: "4%",
+        number: "1+8CPU",
+        workload: "pct4:1,cpu:8",
+        hz100: ["50,003", "50,003", "170,014", "280,010"],
+        hz20000: ["56", "57", "59", "856"],
+    },
+];
+
+/// Etsion Table 1: clock interrupt processing (cycles ± sd, us), with the 8253 access and without.
+pub const TABLE1: [[&str; 5]; 7] = [
+    ["P-90", "814 ± 180", "9.02", "498 ± 466", "5.53"],
+    ["PP-200", "1654 ± 553", "8.31", "462 ± 762", "2.32"],
+    ["PII-350", "2342 ± 303", "6.71", "306 ± 311", "0.88"],
+    ["PIII-664", "3972 ± 462", "5.98", "327 ± 487", "0.49"],
+    ["PIII-1.133", "6377 ± 602", "5.64", "426 ± 914", "0.38"],
+    ["PIV-2.4", "14603 ± 436", "6.11", "445 ± 550", "0.19"],
+    ["A1.467", "10494 ± 396", "7.15", "202 ± 461", "0.14"],
+];
+
+/// Etsion Table 2: context switch (cycles ± sd, us), cache bandwidth (MB/s ± sd), trap (cycles ± sd, us).
+pub const TABLE2: [[&str; 6]; 7] = [
+    ["P-90", "1871 ± 656", "20.75", "28 ± 1", "153 ± 24", "1.70"],
+    [
+        "PP-200",
+        "1530 ± 389",
+        "7.69",
+        "705 ± 26",
+        "379 ± 75",
+        "1.91",
+    ],
+    [
+        "PII-350",
+        "1327 ± 331",
+        "3.80",
+        "1314 ± 29",
+        "343 ± 68",
+        "0.98",
+    ],
+    [
+        "PIII-664",
+        "1317 ± 424",
+        "1.98",
+        "2512 ± 32",
+        "348 ± 163",
+        "0.52",
+    ],
+    [
+        "PIII-1.133",
+        "1330 ± 441",
+        "1.18",
+        "4286 ± 82",
+        "364 ± 278",
+        "0.32",
+    ],
+    [
+        "PIV-2.4",
+        "3792 ± 857",
+        "1.59",
+        "3016 ± 47",
+        "1712 ± 32",
+        "0.72",
+    ],
+    [
+        "A1.467",
+        "1436 ± 477",
+        "0.98",
+        "3962 ± 63",
+        "274 ± 20",
+        "0.19",
+    ],
+];
+
+/// Etsion section 3: one sort of the array on a PIII-664, one process, 50 ms quanta.
+pub const SORT_MS_100HZ: &str = "12.675";
+pub const SORT_MS_10000HZ: &str = "13.397";
+/// Etsion Fig. 8 (8 processes): numbers sorted per second.
+pub const FIG8_PIII664_BASE: &str = "2,559,000";
+pub const FIG8_PIII1133_EXTREME: &str = "3,136,000";
+
+/// Zeadally: one row of Tables 1-4 (microseconds): minimum, median, maximum, mean, standard deviation.
+pub struct ZeadallyRow {
+    pub label: &'static str,
+    pub values: [&'static str; 5],
+}
+
+pub const ZEADALLY_T1: [ZeadallyRow; 4] = [
+    ZeadallyRow {
+        label: "Interrupt latency (SVR4.0)",
+        values: ["23", "27", "100", "26", "7.65"],
+    },
+    ZeadallyRow {
+        label: "Interrupt latency (SVR4.2)",
+        values: ["25", "29", "95", "28", "17.47"],
+    },
+    ZeadallyRow {
+        label: "Context switch time (SVR4.0)",
+        values: ["80", "84", "8500", "86", "158.95"],
+    },
+    ZeadallyRow {
+        label: "Context switch time (SVR4.2)",
+        values: ["72", "76", "2800", "77", "51.2"],
+    },
+];
+pub const ZEADALLY_T2: [ZeadallyRow; 4] = [
+    ZeadallyRow {
+        label: "Interrupt latency (SVR4.0)",
+        values: ["24", "27", "275", "27", "7.46"],
+    },
+    ZeadallyRow {
+        label: "Interrupt latency (SVR4.2)",
+        values: ["25", "29", "245", "29", "8.48"],
+    },
+    ZeadallyRow {
+        label: "Scheduling latency (SVR4.0)",
+        values: ["80", "80", "9600", "89", "191.23"],
+    },
+    ZeadallyRow {
+        label: "Scheduling latency (SVR4.2)",
+        values: ["68", "72", "9600", "92", "326.93"],
+    },
+];
+pub const ZEADALLY_T3: [ZeadallyRow; 2] = [
+    ZeadallyRow {
+        label: "Scheduling latency (SVR4.2)",
+        values: ["72", "76", "3272", "121", "184.45"],
+    },
+    ZeadallyRow {
+        label: "Scheduling latency (SVR4.0)",
+        values: ["80", "80", "5544", "149", "257.91"],
+    },
+];
+pub const ZEADALLY_T4: [ZeadallyRow; 2] = [
+    ZeadallyRow {
+        label: "Scheduling latency (SVR4.2, preemption points on)",
+        values: ["72", "76", "3272", "121", "184.45"],
+    },
+    ZeadallyRow {
+        label: "Scheduling latency (SVR4.2, preemption points off)",
+        values: ["72", "72", "7424", "123", "298.72"],
+    },
+];
+
+/// McKenney 2008 (OLS paper) and 2009 (RTLWS slides): the nanosleep validation loop.
+pub mod mckenney {
+    /// 4-CPU 2.2 GHz x86, -rt kernel, all precautions, 10,000,000 trials.
+    pub const RT_MAX_US: &str = "< 20";
+    pub const RT_P99999_US: &str = "< 13";
+    /// The same on a non-real-time kernel.
+    pub const NONRT_MAX: &str = "> 3,000";
+    /// The slides, 18 months later on a more recent kernel: 10M samples.
+    pub const RT2009_MAX_US: &str = "45";
+    pub const RT2009_P99999_US: &str = "< 27";
+    pub const TRIALS: &str = "10,000,000";
+    /// Fig. 8: calls per parallel task, and the growth of p99.999 and max from 1 to 12 tasks.
+    pub const CALLS_PER_TASK: &str = "100,000";
+    pub const FIG8_GROWTH: &str = "> 3x";
+    /// Beside a kernel build (and four downloads of the source tree).
+    pub const BUILD_P99999_US: &str = "59";
+    pub const BUILD_MAX_US: &str = "146";
+}
+
+/// KURT (Srinivasan 1998), Tables 4.1 and 4.2: % of iterations within 10/50/100/500/1000 us of the
+/// 10 ms period, rows for 1, 10, 20, 30 processes.
+pub mod kurt {
+    pub const THESIS_FIFO_IDLE: [[f64; 5]; 4] = [
+        [62.22, 99.59, 99.80, 100.0, 100.0],
+        [3.36, 15.12, 30.25, 99.34, 99.72],
+        [1.44, 7.45, 14.76, 66.48, 99.78],
+        [1.21, 6.10, 11.03, 46.61, 73.11],
+    ];
+    pub const THESIS_KURT_ALL_IDLE: [[f64; 5]; 4] = [
+        [99.80, 100.0, 100.0, 100.0, 100.0],
+        [96.66, 99.47, 99.67, 100.0, 100.0],
+        [99.34, 99.67, 99.91, 100.0, 100.0],
+        [97.33, 99.54, 99.80, 99.99, 100.0],
+    ];
+    pub const THESIS_KURT_PROCS_IDLE: [[f64; 5]; 4] = [
+        [99.80, 99.80, 100.0, 100.0, 100.0],
+        [96.61, 99.72, 99.87, 100.0, 100.0],
+        [99.23, 99.40, 99.61, 99.80, 100.0],
+        [99.52, 99.75, 99.89, 100.0, 100.0],
+    ];
+    pub const THESIS_FIFO_DISK: [[f64; 5]; 4] = [
+        [50.20, 81.33, 83.74, 98.99, 99.59],
+        [5.50, 17.19, 30.70, 84.40, 92.25],
+        [2.00, 7.07, 13.21, 55.50, 84.20],
+        [1.09, 4.71, 8.65, 36.47, 64.32],
+    ];
+    pub const THESIS_KURT_ALL_DISK: [[f64; 5]; 4] = [
+        [40.16, 60.04, 73.89, 97.60, 99.60],
+        [68.43, 81.68, 88.61, 97.17, 99.17],
+        [87.94, 95.17, 97.37, 99.52, 99.66],
+        [56.26, 60.74, 65.27, 82.01, 95.72],
+    ];
+}
