@@ -78,7 +78,9 @@ impl Child {
         body: impl FnOnce(),
     ) -> Result<Child, BenchError> {
         ready.store(0, Ordering::SeqCst);
-        let mut prep = punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGKILL);
+        // The mask stays: a body may wait for a signal the forking thread blocked for it.
+        let mut prep = punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGKILL)
+            .keep_signal_mask();
         if let Some(c) = setup.cpu {
             prep = prep.cpus(&[c]);
         }

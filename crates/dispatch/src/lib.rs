@@ -5,11 +5,13 @@
 //! channels created and their clients attached). [`execute`] runs one pinned real-time thread per
 //! dispatcher CPU through [`engine::dispatch`], with the [`watchdog`] beside them, and returns per-slot
 //! statistics (KURT's rtstats). [`shield`] is real-time mode: other tasks and IRQs moved off the
-//! dispatcher CPUs, through the journal so it is always undone.
+//! dispatcher CPUs, through the journal so it is always undone. [`preflight`] finds what `run`
+//! would refuse before anything on the system changes.
 
 pub mod actions;
 pub mod engine;
 pub mod kurt;
+pub mod preflight;
 pub mod shield;
 pub mod watchdog;
 

@@ -6,7 +6,7 @@
 //! [`ChildSetup::apply`] runs in the child and makes only async-signal-safe system calls, so it may
 //! follow a `fork` of a multi-threaded process (as `Command::pre_exec` does). In order:
 //!
-//! 1. every signal back to its default disposition and an empty signal mask: a child waiting before
+//! 1. every signal back to its default disposition and (unless kept) an empty signal mask: a child waiting before
 //!    its exec must not run punctual's SIGTERM handling (the parent-death signal would be caught
 //!    and ignored);
 //! 2. the parent-death signal (`PR_SET_PDEATHSIG`), then a check that the parent is still the
@@ -110,6 +110,7 @@ pub struct ChildSetup {
     parent: libc::pid_t,
     death_signal: libc::c_int,
     process_group: bool,
+    keep_signal_mask: bool,
     cpus: Option<libc::cpu_set_t>,
     sched: Option<(libc::c_int, libc::c_int)>,
     rttime: Option<libc::rlimit>,
@@ -124,6 +125,7 @@ impl std::fmt::Debug for ChildSetup {
             .field("parent", &self.parent)
             .field("death_signal", &self.death_signal)
             .field("process_group", &self.process_group)
+            .field("keep_signal_mask", &self.keep_signal_mask)
             .field("pinned", &self.cpus.is_some())
             .field("sched", &self.sched)
             .field("rttime", &self.rttime.map(|r| (r.rlim_cur, r.rlim_max)))
@@ -163,6 +165,7 @@ impl ChildSetup {
             parent: unsafe { libc::getpid() },
             death_signal: death_signal as libc::c_int,
             process_group: false,
+            keep_signal_mask: false,
             cpus: None,
             sched: None,
             rttime: None,
@@ -175,6 +178,13 @@ impl ChildSetup {
     /// Lead a process group of its own (so a group kill reaches whatever it starts).
     pub fn process_group(mut self) -> Self {
         self.process_group = true;
+        self
+    }
+
+    /// Keep the signal mask the forking thread has (a forked body that waits for a signal with
+    /// `sigwaitinfo` needs it blocked from the start). Dispositions are still reset.
+    pub fn keep_signal_mask(mut self) -> Self {
+        self.keep_signal_mask = true;
         self
     }
 
@@ -271,9 +281,11 @@ impl ChildSetup {
                 );
             }
         }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        if !self.keep_signal_mask {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        }
         // 2. Die with the parent.
         self.arm_death_signal()?;
         // 3. Place and class.
