@@ -277,6 +277,7 @@ pub fn close_status(
         Status::Interrupted => punctual_rt::signals::EXIT_INTERRUPTED,
         Status::LimitExceeded => 1,
         Status::Ok => 0,
+        Status::Watchdog => 3,
     }
 }
 

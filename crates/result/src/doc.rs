@@ -30,6 +30,21 @@ pub enum Status {
     Ok,
     LimitExceeded,
     Interrupted,
+    /// The watchdog stopped the run (a starved CPU, a stuck action, a real-time process past
+    /// RLIMIT_RTTIME): exit 3, partial figures.
+    Watchdog,
+}
+
+impl Status {
+    /// The exit code SPEC section 2 gives this status.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Status::Ok => 0,
+            Status::LimitExceeded => 1,
+            Status::Watchdog => 3,
+            Status::Interrupted => 130,
+        }
+    }
 }
 
 /// How the run was set up. The real-time fields are absent for runs that have none (the simulator);
@@ -245,5 +260,27 @@ pub(crate) mod tests {
             .remove("woke_late");
         bad["series"][1]["max"] = serde_json::json!(1.5);
         assert_eq!(v.iter_errors(&bad).count(), 2);
+    }
+
+    #[test]
+    fn a_watchdog_stopped_run_says_watchdog_and_exits_3() {
+        let schema: Value = serde_json::from_str(crate::SCHEMA_JSON).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let mut doc = sample_doc();
+        doc.status = Status::Watchdog;
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["status"], "watchdog");
+        assert_eq!(v.iter_errors(&json).count(), 0);
+        assert_eq!(
+            ResultDoc::from_json(&doc.to_json()).unwrap().status,
+            Status::Watchdog
+        );
+        assert_eq!(Status::Watchdog.exit_code(), 3);
+        assert_eq!(Status::Interrupted.exit_code(), 130);
+        assert_eq!(Status::LimitExceeded.exit_code(), 1);
+        assert_eq!(Status::Ok.exit_code(), 0);
+        let mut bad = json.clone();
+        bad["status"] = serde_json::json!("tripped");
+        assert_eq!(v.iter_errors(&bad).count(), 1);
     }
 }
