@@ -19,6 +19,7 @@ pub mod privilege;
 pub mod sched;
 pub mod signals;
 pub mod slack;
+pub mod stacked;
 pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
