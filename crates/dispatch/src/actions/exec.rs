@@ -339,7 +339,10 @@ impl Exec {
                 }
                 drop(gate_r);
             })
-            .map_err(|e| format!("exec: starting the preparer thread: {e}"))?;
+            .map_err(|e| {
+                shared.done.store(true, Ordering::Release); // lets the reaper end
+                format!("exec: starting the preparer thread: {e}")
+            })?;
         Ok(Exec {
             gate: Some(gate_w),
             gate_registered: Some(gate_registered),
