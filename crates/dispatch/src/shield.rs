@@ -127,6 +127,37 @@ pub struct ShieldPlan {
     pub moves: Vec<Move>,
     /// What cannot move, and why.
     pub skipped: Vec<(String, String)>,
+    /// Every CPU is already shielded by this process's ancestor (`punctual shield -- punctual run`
+    /// with `shield = true`): nothing to do, the enclosing shield holds.
+    pub nested_in: Option<i32>,
+}
+
+/// The pid of a live shield held by an ancestor of this process over all of `cpus`.
+fn enclosing(cpus: &[usize], live: &[Claim]) -> Option<i32> {
+    let mut ancestors = Vec::new();
+    let mut p = std::process::id() as i32;
+    for _ in 0..128 {
+        let Some(pp) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| {
+                s[s.rfind(')')? + 2..]
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<i32>()
+                    .ok()
+            })
+        else {
+            break;
+        };
+        if pp <= 0 {
+            break;
+        }
+        ancestors.push(pp);
+        p = pp;
+    }
+    live.iter()
+        .find(|c| ancestors.contains(&c.owner.pid) && cpus.iter().all(|x| c.cpus.contains(x)))
+        .map(|c| c.owner.pid)
 }
 
 fn stat_fields(pid: &str) -> Option<(String, u64)> {
@@ -146,7 +177,15 @@ fn cpu_list_of(path: &str) -> Option<Vec<usize>> {
 pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
     punctual_rt::affinity::check_online(cpus)
         .map_err(|e| ShieldError::Usage(format!("--cpus: {e}")))?;
-    let others = others_than(cpus, &Registry::system().live_claims())?;
+    let live = Registry::system().live_claims();
+    if let Some(pid) = enclosing(cpus, &live) {
+        return Ok(ShieldPlan {
+            cpus: cpus.to_vec(),
+            nested_in: Some(pid),
+            ..Default::default()
+        });
+    }
+    let others = others_than(cpus, &live)?;
     let mut p = ShieldPlan {
         cpus: cpus.to_vec(),
         others: others.clone(),
@@ -313,6 +352,8 @@ pub struct Shield {
     pub refused: Vec<(String, String)>,
     /// What shields of punctual processes that died had left, restored while taking the registry.
     pub recovered: Vec<Released>,
+    /// Held by an enclosing shield of this process's ancestor: this one changed nothing.
+    pub nested_in: Option<i32>,
 }
 
 fn sys(what: &str) -> impl Fn(std::io::Error) -> ShieldError + '_ {
@@ -326,6 +367,16 @@ impl Shield {
         let reg = Registry::system();
         let owner = Owner::current();
         let mut l = reg.lock().map_err(sys("the shield registry"))?;
+        if let Some(pid) = enclosing(&plan.cpus, l.claims()) {
+            return Ok(Shield {
+                owner,
+                journal: None,
+                applied: 0,
+                refused: Vec::new(),
+                recovered: std::mem::take(&mut l.pruned),
+                nested_in: Some(pid),
+            });
+        }
         let others = others_than(&plan.cpus, l.claims())?;
         l.claim(owner, &plan.cpus)
             .map_err(sys("the shield registry"))?;
@@ -346,6 +397,7 @@ impl Shield {
             applied: 0,
             refused: Vec::new(),
             recovered: std::mem::take(&mut l.pruned),
+            nested_in: None,
         };
         // What each move sets, from the values now (a task may have moved since the plan).
         let mut items: Vec<(Target, String)> = Vec::new();
@@ -435,6 +487,9 @@ impl Shield {
     }
 
     fn release(&mut self) -> Released {
+        if self.nested_in.is_some() {
+            return Released::default();
+        }
         let r = match Registry::system().lock() {
             Ok(mut l) => l.release(self.owner),
             Err(e) => Released {
@@ -518,6 +573,30 @@ mod tests {
         assert!(e.contains("every online CPU"), "{e}");
         let e = plan(&[4095], &[]).unwrap_err().to_string();
         assert!(e.contains("not online"), "{e}");
+    }
+
+    #[test]
+    fn a_shield_inside_an_ancestors_shield_over_the_same_cpus_is_nested() {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        let claim = |pid: i32, cpus: Vec<usize>| Claim {
+            owner: Owner { pid, start_time: 0 },
+            cpus,
+            since: 0,
+        };
+        assert_eq!(enclosing(&[1], &[claim(parent, vec![1])]), Some(parent));
+        assert_eq!(
+            enclosing(&[1, 2], &[claim(parent, vec![1])]),
+            None,
+            "CPU 2 is not held"
+        );
+        let stranger = i32::MAX - 11;
+        assert_eq!(enclosing(&[1], &[claim(stranger, vec![1])]), None);
+        // A stranger's shield over the same CPU is a conflict, not a nest.
+        let e = others_than(&[1], &[claim(stranger, vec![1])])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already shielded by punctual pid"), "{e}");
     }
 
     #[test]
