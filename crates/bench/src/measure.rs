@@ -7,8 +7,7 @@ use punctual_latency::alarms::{run_alarms_counted, AlarmConfig, AlarmOutcome};
 use punctual_load::LoadSpec;
 use punctual_result::{Failure, ResultDoc};
 use punctual_rt::{Policy, RtWant, SchedParams};
-use punctual_session::{Ctx, LiveSpec, Measurement, Report};
-use std::any::Any;
+use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -238,7 +237,7 @@ impl Measurement for AlarmBench {
     fn load(&self) -> LoadSpec {
         self.load.clone()
     }
-    fn apply(&mut self, _ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+    fn apply(&mut self, _ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
         Ok(match self.rr_timeslice_ms {
             Some(ms) => Some(Box::new(punctual_rt::rr::set_ms(ms)?)),
             None => None,

@@ -65,14 +65,6 @@ pub(crate) struct Child {
 /// Child setup results, written to the shared `ready` word: 1 ready, negative errno on failure.
 pub(crate) const READY: i64 = 1;
 
-fn raw_policy(p: punctual_rt::Policy) -> libc::c_int {
-    match p {
-        punctual_rt::Policy::Fifo => libc::SCHED_FIFO,
-        punctual_rt::Policy::Rr => libc::SCHED_RR,
-        punctual_rt::Policy::Other => libc::SCHED_OTHER,
-    }
-}
-
 impl Child {
     /// Fork a child that arms a parent-death signal, applies `setup`, stores [`READY`] (or a
     /// negative errno) into `ready`, then runs `body` forever (it is killed when dropped).
@@ -86,43 +78,26 @@ impl Child {
         body: impl FnOnce(),
     ) -> Result<Child, BenchError> {
         ready.store(0, Ordering::SeqCst);
-        let parent = libc::getpid();
+        // The mask stays: a body may wait for a signal the forking thread blocked for it.
+        let mut prep = punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGKILL)
+            .keep_signal_mask();
+        if let Some(c) = setup.cpu {
+            prep = prep.cpus(&[c]);
+        }
+        if let Some(p) = setup.sched {
+            prep = prep.sched(p);
+        }
         let pid = libc::fork();
         if pid < 0 {
             return Err(BenchError::os("fork"));
         }
         if pid == 0 {
-            let fail = |ready: &AtomicI64| {
-                ready.store(-(*libc::__errno_location()) as i64, Ordering::SeqCst);
+            if let Err(e) = prep.apply() {
+                ready.store(
+                    -(e.raw_os_error().unwrap_or(libc::EINVAL) as i64),
+                    Ordering::SeqCst,
+                );
                 libc::_exit(1);
-            };
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                fail(ready);
-            }
-            if libc::getppid() != parent {
-                libc::_exit(0);
-            }
-            if let Some(c) = setup.cpu {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(c, &mut set);
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    fail(ready);
-                }
-            }
-            if let Some(p) = setup.sched {
-                let param = libc::sched_param {
-                    sched_priority: p.priority as libc::c_int,
-                };
-                if libc::sched_setscheduler(0, raw_policy(p.policy), &param) != 0 {
-                    fail(ready);
-                }
             }
             ready.store(READY, Ordering::SeqCst);
             body();

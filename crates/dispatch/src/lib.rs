@@ -5,11 +5,13 @@
 //! channels created and their clients attached). [`execute`] runs one pinned real-time thread per
 //! dispatcher CPU through [`engine::dispatch`], with the [`watchdog`] beside them, and returns per-slot
 //! statistics (KURT's rtstats). [`shield`] is real-time mode: other tasks and IRQs moved off the
-//! dispatcher CPUs, through the journal so it is always undone.
+//! dispatcher CPUs, through the journal so it is always undone. [`preflight`] finds what `run`
+//! would refuse before anything on the system changes.
 
 pub mod actions;
 pub mod engine;
 pub mod measure;
+pub mod preflight;
 pub mod report;
 pub mod shield;
 pub mod watchdog;
@@ -120,6 +122,8 @@ pub struct Prepared {
     cpus: Vec<CpuPrep>,
     pub slots: Vec<SlotInfo>,
     clients: Vec<Child>,
+    /// Raised by exec children that die of RLIMIT_RTTIME; the watchdog trips on it.
+    alarm: watchdog::Alarm,
 }
 
 impl Prepared {
@@ -129,6 +133,7 @@ impl Prepared {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn prepare_action(
     plan: &Plan,
     index: u16,
@@ -137,6 +142,7 @@ fn prepare_action(
     dir: &std::path::Path,
     wake_cap: u64,
     clients: &mut Vec<Child>,
+    alarm: &watchdog::Alarm,
 ) -> Result<Box<dyn ActionImpl>, DispatchError> {
     let named = plan.action(index);
     let at = |m: String| DispatchError::Usage(format!("action '{}': {m}", named.name));
@@ -146,8 +152,26 @@ fn prepare_action(
         Action::Plugin { path, symbol } => {
             Box::new(actions::plugin::Plugin::prepare(path, symbol).map_err(at)?)
         }
-        Action::Exec { argv, priority } => {
-            Box::new(actions::exec::Exec::prepare(argv, *priority).map_err(at)?)
+        Action::Exec {
+            argv,
+            priority,
+            user,
+            drop_caps,
+        } => {
+            let credentials = user
+                .as_deref()
+                .map(punctual_rt::child::Credentials::lookup)
+                .transpose()
+                .map_err(at)?;
+            let opts = actions::exec::ExecOptions {
+                name: named.name.clone(),
+                priority: *priority,
+                credentials,
+                drop_caps: *drop_caps,
+                rttime: cfg.watchdog.map(watchdog::child_rttime),
+                alarm: alarm.clone(),
+            };
+            Box::new(actions::exec::Exec::prepare(argv, opts).map_err(at)?)
         }
         Action::Wake { channel, spawn } => {
             let server =
@@ -167,14 +191,9 @@ fn prepare_action(
                     .env("PUNCTUAL_WAKE_CHANNEL", channel)
                     .env("PUNCTUAL_SHM_DIR", dir)
                     .stdin(std::process::Stdio::null());
-                use std::os::unix::process::CommandExt;
-                // SAFETY: async-signal-safe prctl between fork and exec.
-                unsafe {
-                    cmd.pre_exec(|| {
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                        Ok(())
-                    });
-                }
+                // SIGTERM when punctual dies, so the client can detach cleanly.
+                punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM)
+                    .install(&mut cmd);
                 clients.push(
                     cmd.spawn()
                         .map_err(|e| at(format!("spawning the wake client {}: {e}", argv[0])))?,
@@ -397,6 +416,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
     }
     let dir = punctual_periodic::channel::shm_dir();
     let wake_cap = wake_lead_cap(&plan);
+    let alarm = watchdog::Alarm::default();
     let mut clients = Vec::new();
     let mut slots = Vec::new();
     let mut preps = Vec::new();
@@ -481,6 +501,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 &dir,
                 wake_cap,
                 &mut clients,
+                &alarm,
             )?);
         }
         let interval = specs
@@ -505,6 +526,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         cpus: preps,
         slots,
         clients,
+        alarm,
     };
     wait_for_clients(&mut prepared, cfg.attach_timeout)?;
     Ok(prepared)
@@ -604,6 +626,7 @@ pub fn execute(
         cpus,
         slots,
         mut clients,
+        alarm,
     } = p;
     let n = cpus.len();
     let heartbeats: Arc<[Heartbeat]> = (0..n).map(|_| Heartbeat::default()).collect();
@@ -733,6 +756,7 @@ pub fn execute(
                 stop.clone(),
                 cfg.policy.is_realtime(),
                 names,
+                alarm,
             ))
         }
         _ => None,

@@ -9,9 +9,8 @@ use punctual_plan::admission::Report as Admission;
 use punctual_plan::{Offset, Plan};
 use punctual_result::{Failure, ResultDoc, Status};
 use punctual_rt::RtWant;
-use punctual_session::{Ctx, LiveSpec, Measurement, Report};
+use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_time::{format_ns, MarginPolicy};
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -34,6 +33,21 @@ pub fn run_plan(
         let _ = s.set((names, progress.clone()));
     }
     execute(prepared, cfg, stop, progress)
+}
+
+impl Applied for Shield {
+    fn undo(self: Box<Self>) -> Vec<String> {
+        if let Some(pid) = self.nested_in {
+            return vec![format!(
+                "the shield of pid {pid} over these CPUs still holds; nothing of ours to restore"
+            )];
+        }
+        let released = self.restore();
+        vec![format!(
+            "shield lifted: {}",
+            crate::shield::describe_restore(&released)
+        )]
+    }
 }
 
 /// The margin admission control assumes: the fixed one, or 50 us for `auto`.
@@ -167,7 +181,7 @@ impl Measurement for RunPlan {
     fn load(&self) -> LoadSpec {
         self.load.clone()
     }
-    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
         let Some(sp) = &self.shield else {
             return Ok(None);
         };
@@ -308,27 +322,17 @@ impl HoldShield {
     }
 
     fn run_command(&self, ctx: &Ctx) -> Result<Option<i32>, Failure> {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = std::process::Command::new(&self.command[0]);
+        let program = crate::preflight::resolve_command(&self.command).map_err(Failure::usage)?;
+        let mut cmd = std::process::Command::new(program);
         cmd.args(&self.command[1..]);
         // Tells a `punctual run` inside that its CPUs hold no normal tasks (no spin budget needed).
         cmd.env(
             crate::shield::SHIELDED_ENV,
             punctual_rt::format_cpu_list(&self.cpus),
         );
-        // SAFETY: a zeroed cpu_set_t is a valid empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &c in &self.cpus {
-            // SAFETY: c is below CPU_SETSIZE (checked online).
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
-        // SAFETY: sched_setaffinity is async-signal-safe; the set is built before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                Ok(())
-            });
-        }
+        punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM)
+            .cpus(&self.cpus)
+            .install(&mut cmd);
         let mut child = cmd
             .spawn()
             .map_err(|e| Failure::usage(format!("starting {}: {e}", self.command[0])))?;
@@ -353,8 +357,21 @@ impl Measurement for HoldShield {
     fn label(&self) -> String {
         format!("shield CPU {}", punctual_rt::format_cpu_list(&self.cpus))
     }
-    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
         let held = Shield::apply(&self.plan)?;
+        if let Some(pid) = held.nested_in {
+            ctx.note(format!(
+                "CPU {} is already shielded by punctual (pid {pid}), an ancestor of this process: its shield holds",
+                punctual_rt::format_cpu_list(&self.cpus)
+            ));
+            return Ok(Some(Box::new(held)));
+        }
+        for r in &held.recovered {
+            ctx.note(format!(
+                "a shield left by a dead punctual run: {}",
+                crate::shield::describe_restore(r)
+            ));
+        }
         let count = |task: bool| {
             self.plan
                 .moves
@@ -392,8 +409,7 @@ impl Measurement for HoldShield {
         };
         Ok(ShieldEnd { status })
     }
-    fn report(&self, end: ShieldEnd, ctx: &Ctx, _doc: &mut ResultDoc) -> Result<Report, Failure> {
-        ctx.note("shield lifted, every change restored");
+    fn report(&self, end: ShieldEnd, _ctx: &Ctx, _doc: &mut ResultDoc) -> Result<Report, Failure> {
         Ok(Report {
             exit: end
                 .status

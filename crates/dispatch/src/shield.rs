@@ -4,13 +4,19 @@
 //! Affinity-based, so it works with cgroup v1 and v2 alike: each task's CPU mask loses the shielded
 //! CPUs (tasks pinned only to shielded CPUs, and per-CPU kernel threads, cannot move and are listed
 //! as skipped); each IRQ's `smp_affinity_list` and the default IRQ affinity are set to the other
-//! CPUs. Every change goes through the journal first, so it is undone when the [`Shield`] drops, on a
-//! second Ctrl-C, and by the next punctual start (or `punctual shield --restore`) after a crash.
+//! CPUs (those no live shield holds). Every change goes through the registry of stacked settings
+//! (`punctual_rt::stacked`), which every punctual process shares: a second shield over CPUs a live
+//! one holds is refused, shields over other CPUs stack, and each is undone in any order without
+//! writing back a value another shield (or anyone else) changed since. Tasks forked during the
+//! shield that inherited a reduced mask get their ancestor's mask back. The journal holds one entry
+//! per shield, so it is undone when the [`Shield`] drops, on a second Ctrl-C, and by the next
+//! punctual start (or `punctual shield --restore`) after a crash.
 //! Real-time mode also lifts the kernel's real-time throttling (`sched_rt_runtime_us = -1`), which
 //! otherwise takes the CPU from a dispatcher that spins through dense releases for 50 ms every
 //! second; the watchdog (canary, stuck actions, RLIMIT_RTTIME) is the safety net instead.
 
-use punctual_rt::journal::{self, ChangeGuard};
+use punctual_rt::journal::{self, Change, ChangeGuard};
+use punctual_rt::stacked::{Claim, Owner, Registry, Released, Target};
 use punctual_rt::{format_cpu_list, online_cpus};
 
 const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
@@ -121,6 +127,37 @@ pub struct ShieldPlan {
     pub moves: Vec<Move>,
     /// What cannot move, and why.
     pub skipped: Vec<(String, String)>,
+    /// Every CPU is already shielded by this process's ancestor (`punctual shield -- punctual run`
+    /// with `shield = true`): nothing to do, the enclosing shield holds.
+    pub nested_in: Option<i32>,
+}
+
+/// The pid of a live shield held by an ancestor of this process over all of `cpus`.
+fn enclosing(cpus: &[usize], live: &[Claim]) -> Option<i32> {
+    let mut ancestors = Vec::new();
+    let mut p = std::process::id() as i32;
+    for _ in 0..128 {
+        let Some(pp) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| {
+                s[s.rfind(')')? + 2..]
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<i32>()
+                    .ok()
+            })
+        else {
+            break;
+        };
+        if pp <= 0 {
+            break;
+        }
+        ancestors.push(pp);
+        p = pp;
+    }
+    live.iter()
+        .find(|c| ancestors.contains(&c.owner.pid) && cpus.iter().all(|x| c.cpus.contains(x)))
+        .map(|c| c.owner.pid)
 }
 
 fn stat_fields(pid: &str) -> Option<(String, u64)> {
@@ -138,21 +175,17 @@ fn cpu_list_of(path: &str) -> Option<Vec<usize>> {
 
 /// Work out the moves. `keep` lists processes left alone (punctual itself).
 pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
-    let online = online_cpus();
     punctual_rt::affinity::check_online(cpus)
         .map_err(|e| ShieldError::Usage(format!("--cpus: {e}")))?;
-    let others: Vec<usize> = online
-        .iter()
-        .copied()
-        .filter(|c| !cpus.contains(c))
-        .collect();
-    if others.is_empty() {
-        return Err(ShieldError::Usage(format!(
-            "--cpus {} would shield every online CPU ({}), leaving nowhere for the rest of the system; leave at least one out",
-            format_cpu_list(cpus),
-            format_cpu_list(&online)
-        )));
+    let live = Registry::system().live_claims();
+    if let Some(pid) = enclosing(cpus, &live) {
+        return Ok(ShieldPlan {
+            cpus: cpus.to_vec(),
+            nested_in: Some(pid),
+            ..Default::default()
+        });
     }
+    let others = others_than(cpus, &live)?;
     let mut p = ShieldPlan {
         cpus: cpus.to_vec(),
         others: others.clone(),
@@ -237,12 +270,62 @@ pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
             to: others.clone(),
         });
     }
+    // Also when another shield lifted it already: this shield then holds it too, so the first
+    // one's restore does not bring the throttling back under this one's dispatcher.
     if let Ok(from) = std::fs::read_to_string(RT_RUNTIME) {
-        if from.trim() != "-1" {
-            p.moves.push(Move::RtThrottle { from });
-        }
+        p.moves.push(Move::RtThrottle { from });
     }
     Ok(p)
+}
+
+/// The CPUs everything moves to: online, not shielded here, not held by a live shield. A live
+/// shield over any of `cpus` refuses this one.
+fn others_than(cpus: &[usize], live: &[Claim]) -> Result<Vec<usize>, ShieldError> {
+    for c in live {
+        let common: Vec<usize> = c
+            .cpus
+            .iter()
+            .copied()
+            .filter(|x| cpus.contains(x))
+            .collect();
+        if !common.is_empty() {
+            let whose = if c.owner.pid == std::process::id() as i32 {
+                "this punctual".to_string()
+            } else {
+                format!("punctual pid {}", c.owner.pid)
+            };
+            return Err(ShieldError::Usage(format!(
+                "CPU {} is already shielded by {whose} (CPUs {}); a second shield over the same CPUs is refused: \
+                 stop that one first (or `punctual shield --restore` if it is gone), or shield other CPUs",
+                format_cpu_list(&common),
+                format_cpu_list(&c.cpus)
+            )));
+        }
+    }
+    let online = online_cpus();
+    let held: Vec<usize> = live.iter().flat_map(|c| c.cpus.iter().copied()).collect();
+    let others: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|c| !cpus.contains(c) && !held.contains(c))
+        .collect();
+    if others.is_empty() {
+        return Err(ShieldError::Usage(if held.is_empty() {
+            format!(
+                "--cpus {} would shield every online CPU ({}), leaving nowhere for the rest of the system; leave at least one out",
+                format_cpu_list(cpus),
+                format_cpu_list(&online)
+            )
+        } else {
+            format!(
+                "--cpus {} with CPU {} already shielded would shield every online CPU ({}), leaving nowhere for the rest of the system",
+                format_cpu_list(cpus),
+                format_cpu_list(&held),
+                format_cpu_list(&online)
+            )
+        }));
+    }
+    Ok(others)
 }
 
 /// CPU list as the hex mask /proc/irq/default_smp_affinity takes.
@@ -262,48 +345,134 @@ fn hex_mask(cpus: &[usize]) -> String {
 
 /// An applied shield; dropping it restores everything it changed.
 pub struct Shield {
-    guards: Vec<ChangeGuard>,
+    owner: Owner,
+    journal: Option<ChangeGuard>,
     pub applied: usize,
     /// Moves the kernel refused (a task exited, a managed IRQ), with the reason.
     pub refused: Vec<(String, String)>,
+    /// What shields of punctual processes that died had left, restored while taking the registry.
+    pub recovered: Vec<Released>,
+    /// Held by an enclosing shield of this process's ancestor: this one changed nothing.
+    pub nested_in: Option<i32>,
+}
+
+fn sys(what: &str) -> impl Fn(std::io::Error) -> ShieldError + '_ {
+    move |e| ShieldError::System(format!("{what}: {e}"))
 }
 
 impl Shield {
+    /// Apply `plan`. Refused (usage) when a live shield holds any of its CPUs, or when with the
+    /// live shields it would leave no CPU for the rest of the system.
     pub fn apply(plan: &ShieldPlan) -> Result<Shield, ShieldError> {
-        let j = journal::global();
+        let reg = Registry::system();
+        let owner = Owner::current();
+        let mut l = reg.lock().map_err(sys("the shield registry"))?;
+        if let Some(pid) = enclosing(&plan.cpus, l.claims()) {
+            return Ok(Shield {
+                owner,
+                journal: None,
+                applied: 0,
+                refused: Vec::new(),
+                recovered: std::mem::take(&mut l.pruned),
+                nested_in: Some(pid),
+            });
+        }
+        let others = others_than(&plan.cpus, l.claims())?;
+        l.claim(owner, &plan.cpus)
+            .map_err(sys("the shield registry"))?;
+        // Journal before the first change: from here on a crash is undone by the next start.
+        let guard = match journal::global().record(Change::Stacked {
+            pid: owner.pid,
+            start_time: owner.start_time,
+        }) {
+            Ok(g) => g,
+            Err(e) => {
+                l.release(owner);
+                return Err(sys("writing the journal")(e));
+            }
+        };
         let mut s = Shield {
-            guards: Vec::new(),
+            owner,
+            journal: Some(guard),
             applied: 0,
             refused: Vec::new(),
+            recovered: std::mem::take(&mut l.pruned),
+            nested_in: None,
         };
+        // What each move sets, from the values now (a task may have moved since the plan).
+        let mut items: Vec<(Target, String)> = Vec::new();
+        let mut labels: Vec<String> = Vec::new();
         for m in &plan.moves {
-            let r = match m {
-                Move::Task { pid, to, .. } => {
-                    j.set_task_affinity(*pid, to).map_err(|e| e.to_string())
+            let item = match m {
+                Move::Task { pid, .. } => {
+                    let Some(start_time) = punctual_rt::journal::task_start_time(*pid) else {
+                        s.refused.push((m.to_string(), "the task exited".into()));
+                        continue;
+                    };
+                    let t = Target::Task {
+                        pid: *pid,
+                        start_time,
+                    };
+                    let now = match l
+                        .read(&t)
+                        .map_err(|e| e.to_string())
+                        .and_then(|c| punctual_rt::parse_cpu_list(c.trim()))
+                    {
+                        Ok(now) => now,
+                        Err(e) => {
+                            s.refused.push((m.to_string(), e));
+                            continue;
+                        }
+                    };
+                    let to: Vec<usize> = now
+                        .iter()
+                        .copied()
+                        .filter(|c| !plan.cpus.contains(c))
+                        .collect();
+                    if to.len() == now.len() {
+                        continue; // no longer on a shielded CPU
+                    }
+                    if to.is_empty() {
+                        s.refused.push((
+                            m.to_string(),
+                            format!("pinned to CPU {} only", format_cpu_list(&now)),
+                        ));
+                        continue;
+                    }
+                    (t, format_cpu_list(&to))
                 }
-                Move::Irq { irq, to, .. } => j
-                    .write_file(
-                        format!("/proc/irq/{irq}/smp_affinity_list"),
-                        &format_cpu_list(to),
-                    )
-                    .map_err(|e| e.to_string()),
-                Move::DefaultIrq { to, .. } => j
-                    .write_file("/proc/irq/default_smp_affinity", &hex_mask(to))
-                    .map_err(|e| e.to_string()),
-                Move::RtThrottle { .. } => {
-                    j.write_file(RT_RUNTIME, "-1").map_err(|e| e.to_string())
-                }
+                Move::Irq { irq, .. } => (
+                    Target::File {
+                        path: format!("/proc/irq/{irq}/smp_affinity_list").into(),
+                    },
+                    format_cpu_list(&others),
+                ),
+                Move::DefaultIrq { .. } => (
+                    Target::File {
+                        path: "/proc/irq/default_smp_affinity".into(),
+                    },
+                    hex_mask(&others),
+                ),
+                Move::RtThrottle { .. } => (
+                    Target::File {
+                        path: RT_RUNTIME.into(),
+                    },
+                    "-1".to_string(),
+                ),
             };
+            items.push(item);
+            labels.push(m.to_string());
+        }
+        for (r, label) in l.write_many(owner, items).into_iter().zip(labels) {
             match r {
-                Ok(g) => {
-                    s.guards.push(g);
-                    s.applied += 1;
-                }
-                Err(e) => s.refused.push((m.to_string(), e)),
+                Ok(()) => s.applied += 1,
+                Err(e) => s.refused.push((label, e.to_string())),
             }
         }
+        drop(l);
         if s.applied == 0 && !plan.moves.is_empty() {
             let why = s.refused.first().map(|r| r.1.clone()).unwrap_or_default();
+            drop(s);
             return Err(ShieldError::System(format!(
                 "the system refused every change ({why}); run as root (CAP_SYS_NICE for affinities, write access to /proc/irq)"
             )));
@@ -311,18 +480,84 @@ impl Shield {
         Ok(s)
     }
 
-    /// Undo now (also done on drop), newest change first.
-    pub fn restore(mut self) {
-        while let Some(g) = self.guards.pop() {
-            drop(g);
-        }
+    /// Undo now (also done on drop). Values a later shield changed on top are left to it; values
+    /// someone else changed since are left as they are and listed in the report.
+    pub fn restore(mut self) -> Released {
+        self.release()
     }
+
+    fn release(&mut self) -> Released {
+        if self.nested_in.is_some() {
+            return Released::default();
+        }
+        let r = match Registry::system().lock() {
+            Ok(mut l) => l.release(self.owner),
+            Err(e) => Released {
+                owner: Some(self.owner),
+                failed: vec![(
+                    Target::File {
+                        path: journal::state_dir().join("shields.json"),
+                    },
+                    e.to_string(),
+                )],
+                ..Default::default()
+            },
+        };
+        // Released above (or, if the registry could not be taken, retried by the journal now and
+        // at the next start).
+        self.journal.take();
+        r
+    }
+}
+
+/// One line on what a restore did, for the user.
+pub fn describe_restore(r: &Released) -> String {
+    let mut s = format!("{} change(s) restored", r.restored);
+    if r.handed_over > 0 {
+        s += &format!(
+            ", {} left to a shield still in force (it restores them)",
+            r.handed_over
+        );
+    }
+    if !r.widened.is_empty() {
+        s += &format!(
+            ", {} task(s) started during the shield given their full CPU mask back",
+            r.widened.len()
+        );
+    }
+    if !r.left_changed.is_empty() {
+        let what: Vec<String> = r
+            .left_changed
+            .iter()
+            .take(5)
+            .map(|(t, v)| format!("{t} (now {v})"))
+            .collect();
+        s += &format!(
+            "; {} left as someone else changed them since: {}",
+            r.left_changed.len(),
+            what.join(", ")
+        );
+    }
+    if !r.failed.is_empty() {
+        let what: Vec<String> = r
+            .failed
+            .iter()
+            .take(5)
+            .map(|(t, e)| format!("{t}: {e}"))
+            .collect();
+        s += &format!(
+            "; {} could not be restored: {}",
+            r.failed.len(),
+            what.join(", ")
+        );
+    }
+    s
 }
 
 impl Drop for Shield {
     fn drop(&mut self) {
-        while let Some(g) = self.guards.pop() {
-            drop(g);
+        if self.journal.is_some() {
+            self.release();
         }
     }
 }
@@ -338,6 +573,30 @@ mod tests {
         assert!(e.contains("every online CPU"), "{e}");
         let e = plan(&[4095], &[]).unwrap_err().to_string();
         assert!(e.contains("not online"), "{e}");
+    }
+
+    #[test]
+    fn a_shield_inside_an_ancestors_shield_over_the_same_cpus_is_nested() {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        let claim = |pid: i32, cpus: Vec<usize>| Claim {
+            owner: Owner { pid, start_time: 0 },
+            cpus,
+            since: 0,
+        };
+        assert_eq!(enclosing(&[1], &[claim(parent, vec![1])]), Some(parent));
+        assert_eq!(
+            enclosing(&[1, 2], &[claim(parent, vec![1])]),
+            None,
+            "CPU 2 is not held"
+        );
+        let stranger = i32::MAX - 11;
+        assert_eq!(enclosing(&[1], &[claim(stranger, vec![1])]), None);
+        // A stranger's shield over the same CPU is a conflict, not a nest.
+        let e = others_than(&[1], &[claim(stranger, vec![1])])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already shielded by punctual pid"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!   threshold is stuck (a plugin looping forever).
 //! - RLIMIT_RTTIME bounds the CPU a real-time thread may use without blocking (soft limit twice the
 //!   threshold: SIGXCPU, which trips the watchdog; hard limit three times: the kernel kills).
+//!   Every exec child gets the same limits before its exec (`punctual_rt::child`), with the default
+//!   disposition of SIGXCPU, so a child spinning at a real-time priority dies of it; the exec
+//!   action's reaper raises the [`Alarm`], which trips the watchdog like the rest.
 //!
 //! Tripping demotes every real-time thread of this process and of its descendants (exec children,
 //! spawned wake clients) to SCHED_OTHER, stops the run and records why; the binary exits with 3.
@@ -29,11 +32,36 @@ pub struct Trip {
     pub demoted_children: usize,
 }
 
+/// A reason to trip raised by something that runs beside the dispatcher (an exec child that
+/// died of RLIMIT_RTTIME); the first one raised is kept.
+#[derive(Clone, Debug, Default)]
+pub struct Alarm(Arc<Mutex<Option<String>>>);
+
+impl Alarm {
+    pub fn raise(&self, reason: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(reason);
+    }
+
+    pub fn raised(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 pub struct Watchdog {
     stop: Arc<AtomicBool>,
     tripped: Arc<Mutex<Option<Trip>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     old_rttime: Option<libc::rlimit>,
+}
+
+/// RLIMIT_RTTIME for the process and every exec child, microseconds (soft, hard): SIGXCPU at twice
+/// the threshold, the kernel's SIGKILL at three times.
+pub fn child_rttime(threshold: u64) -> (u64, u64) {
+    let us = threshold / 1_000;
+    (us.saturating_mul(2), us.saturating_mul(3))
 }
 
 fn now() -> u64 {
@@ -124,7 +152,8 @@ pub fn demote_all() -> (usize, usize) {
 impl Watchdog {
     /// Start watching. `threshold`: how long a CPU may be starved or an action may run. `realtime`:
     /// whether the dispatcher runs under a real-time policy (without one nothing can starve, and only
-    /// stuck actions are watched). `action_names` names actions in messages.
+    /// stuck actions are watched). `action_names` names actions in messages. `alarm` is raised by
+    /// exec children's reapers.
     pub fn start(
         threshold: u64,
         cpus: &[usize],
@@ -132,6 +161,7 @@ impl Watchdog {
         run_stop: Arc<AtomicBool>,
         realtime: bool,
         action_names: Vec<String>,
+        alarm: Alarm,
     ) -> Watchdog {
         let stop = Arc::new(AtomicBool::new(false));
         let tripped: Arc<Mutex<Option<Trip>>> = Arc::new(Mutex::new(None));
@@ -166,10 +196,10 @@ impl Watchdog {
             // SAFETY: reading and setting our own limit.
             unsafe {
                 libc::getrlimit(libc::RLIMIT_RTTIME, &mut old);
-                let us = threshold / 1_000;
+                let (soft, hard) = child_rttime(threshold);
                 let new = libc::rlimit {
-                    rlim_cur: us * 2,
-                    rlim_max: us * 3,
+                    rlim_cur: soft,
+                    rlim_max: hard,
                 };
                 libc::setrlimit(libc::RLIMIT_RTTIME, &new);
             }
@@ -236,6 +266,9 @@ impl Watchdog {
                             }
                             if reason.is_none() && xcpu.load(Ordering::Relaxed) {
                                 reason = Some("a real-time thread used RLIMIT_RTTIME's CPU time without blocking".into());
+                            }
+                            if reason.is_none() {
+                                reason = alarm.raised();
                             }
                             if let Some(reason) = reason {
                                 let (own, kids) = demote_all();

@@ -2,7 +2,6 @@
 
 use crate::{LoadKind, LoadReport, LoadSpec};
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -89,14 +88,6 @@ impl Loads {
                 package: "gcc",
             });
         }
-        let sched = opts.sched.map(|p| {
-            let policy = match p.policy {
-                punctual_rt::Policy::Fifo => libc::SCHED_FIFO,
-                punctual_rt::Policy::Rr => libc::SCHED_RR,
-                punctual_rt::Policy::Other => libc::SCHED_OTHER,
-            };
-            (policy, p.priority as libc::c_int)
-        });
         if spec.items.iter().any(|i| i.kind.needs_scratch()) {
             loads.scratch = Some(
                 tempfile::Builder::new()
@@ -105,7 +96,6 @@ impl Loads {
                     .map_err(LoadError::Scratch)?,
             );
         }
-        let parent = std::process::id() as i32;
         for item in &spec.items {
             for i in 0..item.count {
                 let cpu = item.cpu_for(i);
@@ -121,47 +111,17 @@ impl Loads {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::inherit());
                 // Own process group (a terminal's Ctrl-C reaches punctual, which then stops the loads in
-                // order), and SIGTERM if punctual dies, so the body cleans up and exits.
-                cmd.process_group(0);
-                // SAFETY: only async-signal-safe calls (prctl, getppid, sched_setaffinity, _exit).
-                unsafe {
-                    cmd.pre_exec(move || {
-                        if libc::prctl(
-                            libc::PR_SET_PDEATHSIG,
-                            libc::SIGTERM as libc::c_ulong,
-                            0,
-                            0,
-                            0,
-                        ) != 0
-                        {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        if libc::getppid() != parent {
-                            libc::_exit(0); // punctual died before the signal was armed
-                        }
-                        if let Some(c) = cpu {
-                            let mut set: libc::cpu_set_t = std::mem::zeroed();
-                            libc::CPU_SET(c, &mut set);
-                            if libc::sched_setaffinity(
-                                0,
-                                std::mem::size_of::<libc::cpu_set_t>(),
-                                &set,
-                            ) != 0
-                            {
-                                return Err(std::io::Error::last_os_error());
-                            }
-                        }
-                        if let Some((policy, priority)) = sched {
-                            let param = libc::sched_param {
-                                sched_priority: priority,
-                            };
-                            if libc::sched_setscheduler(0, policy, &param) != 0 {
-                                return Err(std::io::Error::last_os_error());
-                            }
-                        }
-                        Ok(())
-                    });
+                // order), and SIGTERM if punctual dies, so the body cleans up, reports and exits.
+                let mut setup =
+                    punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM)
+                        .process_group();
+                if let Some(c) = cpu {
+                    setup = setup.cpus(&[c]);
                 }
+                if let Some(p) = opts.sched {
+                    setup = setup.sched(p);
+                }
+                setup.install(&mut cmd);
                 let child = cmd.spawn().map_err(|source| LoadError::Spawn {
                     kind: item.kind.name(),
                     source,

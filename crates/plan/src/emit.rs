@@ -44,10 +44,22 @@ pub fn header_toml(plan: &Plan) -> String {
         }
         match &a.action {
             Action::Mark => {}
-            Action::Exec { argv, priority } => {
+            Action::Exec {
+                argv,
+                priority,
+                user,
+                drop_caps,
+            } => {
                 let _ = writeln!(s, "argv = {}", q_list(argv));
                 if let Some(p) = priority {
                     let _ = writeln!(s, "priority = {p}");
+                }
+                if let Some(u) = user {
+                    let _ = writeln!(s, "user = {}", q(u));
+                }
+                // Written only when set, so plans without it stay readable by older versions.
+                if *drop_caps {
+                    let _ = writeln!(s, "drop_caps = true");
                 }
             }
             Action::Udp { to, bytes } => {

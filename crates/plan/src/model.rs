@@ -22,6 +22,11 @@ pub enum Action {
     Exec {
         argv: Vec<String>,
         priority: Option<u32>,
+        /// Run the program as this user (a name or a uid, as written; looked up when the plan is
+        /// checked and again before the run).
+        user: Option<String>,
+        /// Leave the program no capability (bounding set and every set cleared, `no_new_privs`).
+        drop_caps: bool,
     },
     /// Send one datagram from a socket opened ahead.
     Udp { to: String, bytes: usize },

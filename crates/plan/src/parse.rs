@@ -21,7 +21,7 @@
 //! offset = "0us"        # or "auto"
 //! wcet = "2ms"
 //! miss = "skip"         # or "catch_up"
-//! action = { kind = "exec", argv = ["/usr/bin/true"] }
+//! action = { kind = "exec", argv = ["/usr/bin/true"] }  # also user = "nobody", drop_caps = true
 //!
 //! [[event]]
 //! at = "1500us"
@@ -99,6 +99,8 @@ struct RawAction {
     spawn: Option<Spanned<Vec<String>>>,
     path: Option<Spanned<String>>,
     symbol: Option<Spanned<String>>,
+    user: Option<Spanned<toml::Value>>,
+    drop_caps: Option<Spanned<bool>>,
 }
 
 /// Turns byte offsets into `file:line:column` errors.
@@ -175,6 +177,43 @@ fn check_name(loc: &Locator, what: &str, v: &Spanned<String>) -> Result<String, 
     Ok(s.to_string())
 }
 
+/// A user for an exec child: a name as in /etc/passwd, or a uid. Whether it exists on this machine
+/// is checked before the run (`punctual_dispatch::preflight`), not here: a plan may be written on
+/// another machine.
+fn check_user(loc: &Locator, v: &Spanned<toml::Value>) -> Result<String, PlanError> {
+    let s = match v.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) if (0..=u32::MAX as i64 - 1).contains(i) => i.to_string(),
+        toml::Value::Integer(i) => {
+            return Err(loc.at(v.span(), format!("user: {i} is not a uid (0 to 4294967294)")))
+        }
+        other => {
+            return Err(loc.at(
+                v.span(),
+                format!(
+                    "user: expected a user name or uid, e.g. user = \"nobody\" or user = 65534; found {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    let valid = !s.is_empty()
+        && s.len() <= 32
+        && !s.starts_with('-')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'));
+    if !valid {
+        return Err(loc.at(
+            v.span(),
+            format!(
+                "user '{}' is not a user name (1 to 32 of A-Z a-z 0-9 _ - . $, not starting with -) or a uid",
+                s.escape_debug()
+            ),
+        ));
+    }
+    Ok(s)
+}
+
 /// A wake channel name becomes a file name under /dev/shm: keep it to a safe alphabet.
 pub fn check_channel(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
@@ -218,7 +257,7 @@ impl Builder<'_> {
         let a = raw.get_ref();
         let kind = a.kind.get_ref().as_str();
         // Fields that belong to other kinds are mistakes, not options to ignore.
-        let present: [(&str, Option<Range<usize>>); 8] = [
+        let present: [(&str, Option<Range<usize>>); 10] = [
             ("argv", a.argv.as_ref().map(|v| v.span())),
             ("priority", a.priority.as_ref().map(|v| v.span())),
             ("to", a.to.as_ref().map(|v| v.span())),
@@ -227,10 +266,12 @@ impl Builder<'_> {
             ("spawn", a.spawn.as_ref().map(|v| v.span())),
             ("path", a.path.as_ref().map(|v| v.span())),
             ("symbol", a.symbol.as_ref().map(|v| v.span())),
+            ("user", a.user.as_ref().map(|v| v.span())),
+            ("drop_caps", a.drop_caps.as_ref().map(|v| v.span())),
         ];
         let allowed: &[&str] = match kind {
             "mark" => &[],
-            "exec" => &["argv", "priority"],
+            "exec" => &["argv", "priority", "user", "drop_caps"],
             "udp" => &["to", "bytes"],
             "wake" => &["channel", "spawn"],
             "plugin" => &["path", "symbol"],
@@ -276,7 +317,13 @@ impl Builder<'_> {
                     Some(p) => Some(*p.get_ref() as u32),
                     None => None,
                 };
-                Action::Exec { argv: v, priority }
+                let user = a.user.as_ref().map(|u| check_user(loc, u)).transpose()?;
+                Action::Exec {
+                    argv: v,
+                    priority,
+                    user,
+                    drop_caps: a.drop_caps.as_ref().is_some_and(|d| *d.get_ref()),
+                }
             }
             "udp" => {
                 let to = a.to.as_ref().ok_or_else(|| missing("to"))?;

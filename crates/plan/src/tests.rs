@@ -567,3 +567,62 @@ proptest! {
         prop_assert_eq!(&again.events, &p.events);
     }
 }
+
+const EXEC_AS_USER: &str = r#"
+[[task]]
+name = "job"
+period = "10ms"
+action = { kind = "exec", argv = ["/usr/bin/id"], user = "nobody", drop_caps = true }
+
+[[task]]
+name = "by-uid"
+period = "10ms"
+action = { kind = "exec", argv = ["/usr/bin/id"], user = 65534 }
+"#;
+
+#[test]
+fn exec_user_and_drop_caps_parse_and_round_trip() {
+    let p = parse_str(EXEC_AS_USER, "p.toml", None).unwrap();
+    assert_eq!(
+        p.action(p.tasks[0].action).action,
+        Action::Exec {
+            argv: vec!["/usr/bin/id".into()],
+            priority: None,
+            user: Some("nobody".into()),
+            drop_caps: true,
+        }
+    );
+    assert!(matches!(
+        &p.action(p.tasks[1].action).action,
+        Action::Exec { user: Some(u), drop_caps: false, .. } if u == "65534"
+    ));
+    let again = parse_str(&emit::to_toml(&p), "p2.toml", None).unwrap();
+    assert_eq!(again.actions, p.actions);
+    let back = compiled::read(&compiled::to_bytes(&p)[..], "p.pplan").unwrap();
+    assert_eq!(back.actions, p.actions);
+    // A plan without the options emits neither, so older readers still take it.
+    let plain = parse_str(GOOD, "p.toml", None).unwrap();
+    let text = emit::to_toml(&plain);
+    assert!(
+        !text.contains("drop_caps") && !text.contains("user ="),
+        "{text}"
+    );
+}
+
+#[test]
+fn exec_user_errors_name_line_and_column() {
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"exec\", argv = [\"/bin/true\"], user = \"bad user\" }\n");
+    assert!(e.starts_with("p.toml:4:"), "{e}");
+    assert!(e.contains("is not a user name"), "{e}");
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"exec\", argv = [\"/bin/true\"], user = -1 }\n");
+    assert!(e.contains("is not a uid"), "{e}");
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"exec\", argv = [\"/bin/true\"], user = true }\n");
+    assert!(e.contains("expected a user name or uid"), "{e}");
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"udp\", to = \"127.0.0.1:9\", drop_caps = true }\n");
+    assert!(
+        e.contains("'drop_caps' does not apply to a udp action"),
+        "{e}"
+    );
+    let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"exec\", argv = [\"/bin/true\"], drop_caps = \"yes\" }\n");
+    assert!(e.starts_with("p.toml:4:"), "{e}");
+}

@@ -279,6 +279,7 @@ pub fn close_status(
         Status::Watchdog => 3,
         Status::LimitExceeded => 1,
         Status::Ok => 0,
+        Status::Watchdog => 3,
     }
 }
 

@@ -30,7 +30,8 @@ pub enum Status {
     Ok,
     LimitExceeded,
     Interrupted,
-    /// The watchdog stopped a run that starved a CPU or overran (exit 3); the figures are partial.
+    /// The watchdog stopped the run (a starved CPU, a stuck action, a real-time process past
+    /// RLIMIT_RTTIME): exit 3, partial figures.
     Watchdog,
 }
 
@@ -258,5 +259,23 @@ pub(crate) mod tests {
             .remove("woke_late");
         bad["series"][1]["max"] = serde_json::json!(1.5);
         assert_eq!(v.iter_errors(&bad).count(), 2);
+    }
+
+    #[test]
+    fn a_watchdog_stopped_run_says_watchdog() {
+        let schema: Value = serde_json::from_str(crate::SCHEMA_JSON).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let mut doc = sample_doc();
+        doc.status = Status::Watchdog;
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["status"], "watchdog");
+        assert_eq!(v.iter_errors(&json).count(), 0);
+        assert_eq!(
+            ResultDoc::from_json(&doc.to_json()).unwrap().status,
+            Status::Watchdog
+        );
+        let mut bad = json.clone();
+        bad["status"] = serde_json::json!("tripped");
+        assert_eq!(v.iter_errors(&bad).count(), 1);
     }
 }

@@ -10,6 +10,8 @@ pub const PATH: &str = "/dev/cpu_dma_latency";
 
 /// Holds a PM QoS CPU latency request open.
 pub struct DmaLatencyGuard {
+    // Declared first so it drops (unregisters) before the file closes.
+    _no_child_inherits: crate::child::CloseInChildren,
     _file: std::fs::File,
     pub microseconds: u32,
 }
@@ -25,7 +27,11 @@ impl DmaLatencyGuard {
         })?;
         file.write_all(&(microseconds as i32).to_ne_bytes())
             .map_err(|e| RtError::io(format!("writing {PATH}"), e))?;
+        use std::os::fd::AsRawFd;
         Ok(DmaLatencyGuard {
+            // A child forked while the request is held (a pre-forked exec child waiting for its
+            // release) must not hold it too: it would outlive punctual's own.
+            _no_child_inherits: crate::child::close_in_children(file.as_raw_fd()),
             _file: file,
             microseconds,
         })

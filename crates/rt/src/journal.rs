@@ -30,6 +30,10 @@ pub enum Change {
     RemoveDir { path: PathBuf },
     /// A filesystem punctual mounted, unmounted on undo.
     Unmount { path: PathBuf },
+    /// Everything the process `pid` holds in the registry of settings several punctual processes
+    /// change at once (shields: IRQ affinities, other tasks' masks; see [`crate::stacked`]).
+    /// Undo releases it there: only the registry's own allow list of files is ever written.
+    Stacked { pid: i32, start_time: u64 },
 }
 
 impl std::fmt::Display for Change {
@@ -47,6 +51,7 @@ impl std::fmt::Display for Change {
             }
             Change::RemoveDir { path } => write!(f, "directory {}", path.display()),
             Change::Unmount { path } => write!(f, "mount {}", path.display()),
+            Change::Stacked { pid, .. } => write!(f, "shield settings held by pid {pid}"),
         }
     }
 }
@@ -90,6 +95,16 @@ impl Change {
                 r => r,
             },
             Change::Unmount { path } => nix::mount::umount(path.as_path()).map_err(io::Error::from),
+            Change::Stacked { pid, start_time } => {
+                let r = crate::stacked::release_in_system(crate::stacked::Owner {
+                    pid: *pid,
+                    start_time: *start_time,
+                })?;
+                match r.failed.first() {
+                    Some((t, e)) => Err(io::Error::other(format!("{t}: {e}"))),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

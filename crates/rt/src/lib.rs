@@ -5,9 +5,11 @@
 //! ([`dma`]), timer slack ([`slack`]). Settings that outlive the process (sysctls, IRQ affinities,
 //! other tasks' affinities, tracefs instances) go through the [`journal`], which also writes them to a
 //! state file so a crashed run is undone by the next one. [`privilege`] decides, before anything starts,
-//! what is allowed and what falls back. [`signals`] turns SIGINT/SIGTERM into a stop flag.
+//! what is allowed and what falls back. [`signals`] turns SIGINT/SIGTERM into a stop flag. [`child`]
+//! prepares every child process punctual starts (dies with punctual, inherits nothing it should not).
 
 pub mod affinity;
+pub mod child;
 pub mod dma;
 pub mod error;
 pub mod host;
@@ -18,6 +20,7 @@ pub mod rr;
 pub mod sched;
 pub mod signals;
 pub mod slack;
+pub mod stacked;
 pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};

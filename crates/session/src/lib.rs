@@ -36,7 +36,6 @@ pub use steal::record_steal;
 use punctual_load::LoadSpec;
 use punctual_result::{Failure, Fallback, ResultDoc, Status, Table};
 use punctual_rt::{RtPlan, RtWant, SchedParams};
-use std::any::Any;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -68,8 +67,8 @@ pub trait Measurement {
     }
 
     /// System changes of its own (shield, RR timeslice), made after the session's settings are
-    /// held and undone (dropped) as soon as `run` returns.
-    fn apply(&mut self, _ctx: &Ctx) -> Result<Option<Box<dyn Any>>, Failure> {
+    /// held and undone as soon as `run` returns (and on every other path, by their guards).
+    fn apply(&mut self, _ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
         Ok(None)
     }
 
@@ -100,6 +99,18 @@ pub trait Measurement {
             .map(|s| s.summary.max)
             .max()
             .map(|m| (m, "sample"))
+    }
+}
+
+/// A system change a measurement made in [`Measurement::apply`]: undone by [`Applied::undo`] at
+/// teardown, which says what it put back (one line each), or by dropping it on any other path.
+pub trait Applied {
+    fn undo(self: Box<Self>) -> Vec<String>;
+}
+
+impl Applied for punctual_rt::journal::ChangeGuard {
+    fn undo(self: Box<Self>) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -262,7 +273,9 @@ pub fn execute<M: Measurement>(
     live.finish();
     let load_reports = loads.stop();
     // Teardown: the system is put back before anything is written.
-    drop(guard);
+    for line in guard.map(Applied::undo).unwrap_or_default() {
+        env.note(&line);
+    }
     let outcome = result?;
 
     let mut doc = ResultDoc::new(env.command.clone(), env.host(), started_at);
@@ -389,5 +402,86 @@ impl<M: Measurement> Measurement for Canned<M> {
     }
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
         self.inner.worst(doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc() -> ResultDoc {
+        let mut d = ResultDoc::new(vec![], env::fake_host(), "2026-01-01T00:00:00Z".into());
+        d.status = Status::Ok;
+        d
+    }
+
+    /// Each status gets SPEC's exit code, with an interruption first, then the watchdog, then the
+    /// limit (the limit applies to the worst value only when it is above).
+    #[test]
+    fn statuses_map_to_spec_exit_codes_in_order() {
+        let env = Env::fake(&["punctual"]);
+        let over = Some((200, "sample"));
+        let cases = [
+            (false, None, Some(100), over, Status::Ok, Exit::Ok),
+            (
+                false,
+                None,
+                Some(100),
+                Some((100, "sample")),
+                Status::Ok,
+                Exit::Ok,
+            ),
+            (
+                false,
+                None,
+                Some(100),
+                over,
+                Status::LimitExceeded,
+                Exit::LimitExceeded,
+            ),
+            (
+                false,
+                Some(Status::Watchdog),
+                Some(100),
+                over,
+                Status::Watchdog,
+                Exit::System,
+            ),
+            (
+                true,
+                Some(Status::Watchdog),
+                Some(100),
+                over,
+                Status::Interrupted,
+                Exit::Interrupted,
+            ),
+            (
+                false,
+                Some(Status::Interrupted),
+                None,
+                None,
+                Status::Interrupted,
+                Exit::Interrupted,
+            ),
+        ];
+        for (i, (interrupted, set, limit, worst, status, exit)) in cases.into_iter().enumerate() {
+            let mut d = doc();
+            if let Some(s) = set {
+                d.status = s;
+            }
+            // The first case has no limit set at all.
+            let limit = if i == 0 { None } else { limit };
+            assert_eq!(
+                close(&mut d, interrupted, limit, worst, &env),
+                exit,
+                "case {i}"
+            );
+            assert_eq!(d.status, status, "case {i}");
+            assert_eq!(
+                exit.code(),
+                [0, 0, 1, 3, 130, 130][i],
+                "case {i}: SPEC section 2"
+            );
+        }
     }
 }

@@ -4,16 +4,22 @@
 //! (after fork, before exec). At the release the dispatcher writes one byte to the gate: one child
 //! wakes, stamps the clock into a shared page, and execs. The preparer then reads the stamp and records
 //! the child's start latency (release instant to child running) separately from the dispatcher's own
-//! lateness, reaps finished children, and forks the next. Children run in the normal class unless the
-//! action sets `priority`; they inherit RLIMIT_RTTIME, get SIGTERM if punctual dies, and are stopped
-//! (SIGTERM, then SIGKILL) when the run ends.
+//! lateness and forks the next; a reaper thread collects finished children. Every child is prepared
+//! by `punctual_rt::child`: default signal handling, SIGKILL when punctual dies (also while it still
+//! waits for its release), no gate write end and no cpu_dma_latency request, every other descriptor
+//! closed at exec, the watchdog's RLIMIT_RTTIME, the action's `priority` (FIFO), `user` and
+//! `drop_caps`. A child that dies of RLIMIT_RTTIME (SIGXCPU, or SIGKILL at the hard limit) raises
+//! the watchdog's [`Alarm`]. Children still running when the run ends are stopped (SIGTERM, then
+//! SIGKILL).
 
 use super::{ActionImpl, ActionReport};
 use crate::engine::Fired;
+use crate::watchdog::Alarm;
+use punctual_rt::child::{close_in_children, ChildSetup, CloseInChildren, Credentials};
 use punctual_stats::Recorder;
 use punctual_time::clock::read_clock;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,8 +71,63 @@ struct Shared {
     done: AtomicBool,
 }
 
+/// How the children of one exec action are started.
+#[derive(Clone, Debug, Default)]
+pub struct ExecOptions {
+    /// The action's name, for messages.
+    pub name: String,
+    /// SCHED_FIFO priority of the children (`None`: the normal class).
+    pub priority: Option<u32>,
+    /// Who the children run as.
+    pub credentials: Option<Credentials>,
+    /// Leave the children no capability.
+    pub drop_caps: bool,
+    /// RLIMIT_RTTIME for every child, microseconds (soft, hard): the watchdog's limits.
+    pub rttime: Option<(u64, u64)>,
+    /// Raised when a child dies of RLIMIT_RTTIME.
+    pub alarm: Alarm,
+}
+
+impl ExecOptions {
+    /// The child preparation these options ask for (the gate's write end is added per action).
+    pub fn setup(&self) -> ChildSetup {
+        let mut s = ChildSetup::new(nix::sys::signal::Signal::SIGKILL);
+        if let Some(p) = self.priority {
+            s = s.sched(punctual_rt::SchedParams {
+                policy: punctual_rt::Policy::Fifo,
+                priority: p,
+            });
+        }
+        if let Some((soft, hard)) = self.rttime {
+            s = s.rttime(soft, hard);
+        }
+        if let Some(c) = &self.credentials {
+            s = s.credentials(c.clone());
+        }
+        if self.drop_caps {
+            s = s.drop_caps();
+        }
+        s
+    }
+}
+
+/// Why a child's death is the watchdog's business: it died of RLIMIT_RTTIME (SIGXCPU at the soft
+/// limit; SIGKILL at the hard one, when it ran at a real-time priority under the limit).
+fn rttime_death(status: std::process::ExitStatus, opts: &ExecOptions) -> Option<&'static str> {
+    match status.signal()? {
+        libc::SIGXCPU => Some("SIGXCPU (RLIMIT_RTTIME's soft limit)"),
+        libc::SIGKILL if opts.priority.is_some() && opts.rttime.is_some() => {
+            Some("SIGKILL (RLIMIT_RTTIME's hard limit, or someone else)")
+        }
+        _ => None,
+    }
+}
+
 pub struct Exec {
-    gate: OwnedFd,
+    gate: Option<OwnedFd>,
+    /// Every child closes the gate's write end at once, so EOF reaches waiting children when the
+    /// action stops (or punctual dies).
+    gate_registered: Option<CloseInChildren>,
     targets: rtrb::Producer<u64>,
     shared: Arc<Shared>,
     preparer: Option<std::thread::JoinHandle<()>>,
@@ -127,11 +188,13 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 impl Exec {
-    pub fn prepare(argv: &[String], priority: Option<u32>) -> Result<Exec, String> {
+    pub fn prepare(argv: &[String], opts: ExecOptions) -> Result<Exec, String> {
         let program = resolve(&argv[0])?;
         let (gate_r, gate_w) = pipe().map_err(|e| format!("exec: creating the gate: {e}"))?;
         // SAFETY: the write end must never block the dispatcher.
         unsafe { libc::fcntl(gate_w.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let gate_registered = close_in_children(gate_w.as_raw_fd());
+        let setup = opts.setup().close_now(gate_w.as_raw_fd());
         let stamp = Stamp::new().map_err(|e| format!("exec: {e}"))?;
         let stop_word = StopWord(stamp.0 as usize + 8);
         let (tx, mut rx) = rtrb::RingBuffer::<u64>::new(65_536);
@@ -145,10 +208,36 @@ impl Exec {
         });
         let args: Vec<String> = argv[1..].to_vec();
         let sh = shared.clone();
+        let children: Arc<Mutex<Vec<Child>>> = Arc::default();
+        let reaper = {
+            let (sh, children, opts) = (shared.clone(), children.clone(), opts.clone());
+            let shown = program.display().to_string();
+            std::thread::Builder::new()
+                .name("punctual-reap".into())
+                .spawn(move || {
+                    while !sh.done.load(Ordering::Acquire) {
+                        children.lock().unwrap().retain_mut(|c| match c.try_wait() {
+                            Ok(Some(st)) => {
+                                if let Some(why) = rttime_death(st, &opts) {
+                                    opts.alarm.raise(format!(
+                                        "exec action '{}': child {} ({}) died of {why}: it ran at a real-time priority without blocking",
+                                        opts.name,
+                                        c.id(),
+                                        shown,
+                                    ));
+                                }
+                                false
+                            }
+                            _ => true,
+                        });
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                })
+                .map_err(|e| format!("exec: starting the reaper thread: {e}"))?
+        };
         let preparer = std::thread::Builder::new()
             .name("punctual-exec".into())
             .spawn(move || {
-                let mut children: Vec<Child> = Vec::new();
                 let gate = gate_r.as_raw_fd();
                 let stamp_ptr = stamp.0 as usize;
                 let stop_ptr = stamp.0 as usize + 8;
@@ -156,19 +245,14 @@ impl Exec {
                     stamp.get().store(0, Ordering::Release);
                     let mut cmd = Command::new(&program);
                     cmd.args(&args).stdin(Stdio::null());
-                    let prio = priority;
-                    // SAFETY: only async-signal-safe calls between fork and exec.
+                    let setup = setup.clone();
+                    // SAFETY: only async-signal-safe calls between fork and exec (`apply` included).
                     unsafe {
                         cmd.pre_exec(move || {
-                            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                            if let Some(p) = prio {
-                                let sp = libc::sched_param {
-                                    sched_priority: p as libc::c_int,
-                                };
-                                libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp);
-                            }
-                            // Wait for the gate, looking every 50 ms whether the run has ended (other
-                            // children may hold the gate's write end open, so EOF cannot be relied on).
+                            setup.apply()?;
+                            // Wait for the gate, looking every 50 ms whether the run has ended (a
+                            // child of another exec action forked before this gate was registered
+                            // may still hold its write end, so EOF alone cannot be relied on).
                             let mut b = 0u8;
                             loop {
                                 if (*(stop_ptr as *const AtomicU64)).load(Ordering::Acquire) != 0 {
@@ -214,7 +298,7 @@ impl Exec {
                                 }
                                 sh.started.fetch_add(1, Ordering::Relaxed);
                             }
-                            children.push(child);
+                            children.lock().unwrap().push(child);
                         }
                         Err(e) => {
                             if started != 0 {
@@ -230,9 +314,10 @@ impl Exec {
                             }
                         }
                     }
-                    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
                 }
+                let _ = reaper.join();
                 // The run is over: stop what still runs.
+                let mut children = std::mem::take(&mut *children.lock().unwrap());
                 let t0 = std::time::Instant::now();
                 while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(200) {
                     children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
@@ -254,9 +339,13 @@ impl Exec {
                 }
                 drop(gate_r);
             })
-            .map_err(|e| format!("exec: starting the preparer thread: {e}"))?;
+            .map_err(|e| {
+                shared.done.store(true, Ordering::Release); // lets the reaper end
+                format!("exec: starting the preparer thread: {e}")
+            })?;
         Ok(Exec {
-            gate: gate_w,
+            gate: Some(gate_w),
+            gate_registered: Some(gate_registered),
             targets: tx,
             shared,
             preparer: Some(preparer),
@@ -268,9 +357,10 @@ impl Exec {
     fn stop(&mut self) {
         self.shared.done.store(true, Ordering::Release);
         self.stop_word.store(1, Ordering::Release);
-        // Closing the write end lets a waiting child see EOF and exit without exec.
-        let dup = std::mem::replace(&mut self.gate, pipe().expect("a spare pipe").1);
-        drop(dup);
+        // Closing the write end lets a waiting child see EOF and exit without exec (unregistered
+        // first: a later child must not close whatever reuses the number).
+        self.gate_registered = None;
+        self.gate = None;
         if let Some(h) = self.preparer.take() {
             let _ = h.join();
         }
@@ -282,14 +372,14 @@ impl ActionImpl for Exec {
     fn fire(&mut self, target: u64, _seq: u64, _data: &[u8]) -> Fired {
         let _ = self.targets.push(target);
         let b = 1u8;
-        // SAFETY: writing one byte to our non-blocking pipe.
-        let n = unsafe {
-            libc::write(
-                self.gate.as_raw_fd(),
-                &b as *const u8 as *const libc::c_void,
-                1,
-            )
+        let Some(gate) = &self.gate else {
+            return Fired {
+                error: true,
+                previous: None,
+            };
         };
+        // SAFETY: writing one byte to our non-blocking pipe.
+        let n = unsafe { libc::write(gate.as_raw_fd(), &b as *const u8 as *const libc::c_void, 1) };
         self.fired += 1;
         Fired {
             error: n != 1,
@@ -354,7 +444,7 @@ mod tests {
             "-c".into(),
             format!("echo x >> {}", out.display()),
         ];
-        let mut e = Exec::prepare(&argv, None).unwrap();
+        let mut e = Exec::prepare(&argv, ExecOptions::default()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50)); // the child is forked and waiting
         assert!(!out.exists(), "nothing runs before the release");
         for k in 0..3 {
@@ -381,10 +471,12 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_refused_before_the_run() {
-        assert!(Exec::prepare(&["/nonexistent/prog".to_string()], None)
-            .err()
-            .unwrap()
-            .contains("does not exist"));
+        assert!(
+            Exec::prepare(&["/nonexistent/prog".to_string()], ExecOptions::default())
+                .err()
+                .unwrap()
+                .contains("does not exist")
+        );
         assert!(resolve("definitely-not-a-program-xyz")
             .unwrap_err()
             .contains("not in PATH"));

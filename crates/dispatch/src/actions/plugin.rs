@@ -39,37 +39,58 @@ fn dlerror() -> String {
     }
 }
 
+/// Load `path` and find `symbol`: the library's handle and the function. Errors say what is wrong
+/// and what a plugin must export.
+fn open(path: &Path, symbol: &str) -> Result<(*mut c_void, EventFn), String> {
+    if !path.exists() {
+        return Err(format!("plugin {} does not exist", path.display()));
+    }
+    if !path.is_file() {
+        return Err(format!(
+            "plugin {} is not a regular file; give the path of a shared library",
+            path.display()
+        ));
+    }
+    let cpath = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| "plugin path contains a NUL byte".to_string())?;
+    // SAFETY: loading a library the user named; its constructors run here, before the run.
+    let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(format!(
+            "plugin {} cannot be loaded: {}",
+            path.display(),
+            dlerror()
+        ));
+    }
+    let csym = CString::new(symbol).map_err(|_| "plugin symbol contains a NUL byte".to_string())?;
+    // SAFETY: looking up a symbol in a handle we hold.
+    let s = unsafe { libc::dlsym(h, csym.as_ptr()) };
+    if s.is_null() {
+        // SAFETY: closing the handle we opened.
+        unsafe { libc::dlclose(h) };
+        return Err(format!(
+            "plugin {} has no symbol '{symbol}'; a plugin exports `int {symbol}(const uint8_t *data, size_t len, uint64_t release_ns)`",
+            path.display()
+        ));
+    }
+    // SAFETY: the plugin contract documents this signature.
+    let f: EventFn = unsafe { std::mem::transmute::<*mut c_void, EventFn>(s) };
+    Ok((h, f))
+}
+
+/// Whether `prepare` would succeed: the library loads exactly as for the run (RTLD_NOW, so a
+/// missing dependency or symbol shows here) and exports `symbol`; it is closed again.
+pub fn probe(path: &Path, symbol: &str) -> Result<(), String> {
+    let (h, _) = open(path, symbol)?;
+    // SAFETY: closing the handle `open` gave us; nothing from it is kept.
+    unsafe { libc::dlclose(h) };
+    Ok(())
+}
+
 impl Plugin {
     /// Load `path` and find `symbol`. Errors say what is wrong and what a plugin must export.
     pub fn prepare(path: &Path, symbol: &str) -> Result<Plugin, String> {
-        if !path.exists() {
-            return Err(format!("plugin {} does not exist", path.display()));
-        }
-        let cpath = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| "plugin path contains a NUL byte".to_string())?;
-        // SAFETY: loading a library the user named; its constructors run here, before the run.
-        let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            return Err(format!(
-                "plugin {} cannot be loaded: {}",
-                path.display(),
-                dlerror()
-            ));
-        }
-        let csym =
-            CString::new(symbol).map_err(|_| "plugin symbol contains a NUL byte".to_string())?;
-        // SAFETY: looking up a symbol in a handle we hold.
-        let s = unsafe { libc::dlsym(h, csym.as_ptr()) };
-        if s.is_null() {
-            // SAFETY: closing the handle we opened.
-            unsafe { libc::dlclose(h) };
-            return Err(format!(
-                "plugin {} has no symbol '{symbol}'; a plugin exports `int {symbol}(const uint8_t *data, size_t len, uint64_t release_ns)`",
-                path.display()
-            ));
-        }
-        // SAFETY: the plugin contract documents this signature.
-        let f: EventFn = unsafe { std::mem::transmute::<*mut c_void, EventFn>(s) };
+        let (h, f) = open(path, symbol)?;
         Ok(Plugin {
             _handle: h,
             f,

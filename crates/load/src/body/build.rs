@@ -4,7 +4,6 @@
 //! build starts over. Each gcc runs in a process group of its own with a parent-death signal, so
 //! stopping (or killing) the load leaves no compiler behind.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,23 +105,9 @@ fn spawn(args: &[&std::ffi::OsStr], dir: &Path) -> std::io::Result<Child> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    cmd.process_group(0);
-    // SAFETY: prctl is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGKILL)
+        .process_group()
+        .install(&mut cmd);
     cmd.spawn()
 }
 

@@ -125,6 +125,13 @@ fn load(path: &Path) -> Result<Plan, Failure> {
     })
 }
 
+/// Everything `run` would refuse once it had started (programs, users, plugins, targets), before
+/// anything changes on the system.
+fn preflight(plan: &Plan) -> Result<(), Failure> {
+    punctual_dispatch::preflight::check(plan)
+        .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))
+}
+
 fn is_compiled(path: &Path) -> bool {
     use std::io::Read;
     let mut b = [0u8; 8];
@@ -155,6 +162,8 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
             let mut plan = load(&a.plan)?;
+            // What `run` would refuse, `plan check` reports (exit 2).
+            preflight(&plan)?;
             let cpus = run_cpus(a.affinity.as_deref(), &plan)?;
             let margin = a
                 .spin_margin
@@ -226,6 +235,7 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     // Validate everything before touching the system.
     a.rt.validate()?;
     let plan = load(&a.plan)?;
+    preflight(&plan)?;
     let cpus = run_cpus(a.rt.affinity.as_deref(), &plan)?;
     let margin = a.spin_margin.unwrap_or(plan.spin_margin);
     if let MarginPolicy::Fixed(m) = margin {

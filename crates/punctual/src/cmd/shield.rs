@@ -54,6 +54,10 @@ pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
     let list = a.cpus.as_deref().expect("required unless --restore");
     let cpus =
         punctual_rt::parse_cpu_list(list).map_err(|e| Failure::usage(format!("--cpus: {e}")))?;
+    if !a.command.is_empty() {
+        punctual_dispatch::preflight::resolve_command(&a.command)
+            .map_err(|e| Failure::usage(format!("-- COMMAND: {e}")))?;
+    }
     let plan = shield::plan(&cpus, &[std::process::id() as i32]).map_err(Failure::from)?;
     let tasks = plan
         .moves

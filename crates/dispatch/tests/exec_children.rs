@@ -1,0 +1,130 @@
+//! Exec children as the dispatcher starts them: the watchdog covers them, and they run as the user
+//! the plan names (issue 19, items 7 and 11).
+
+use punctual_dispatch::{execute, prepare, progress_for, Outcome, RunConfig};
+use punctual_rt::Policy;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+fn is_root() -> bool {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn run(text: &str, cfg: &RunConfig) -> Outcome {
+    let plan = punctual_plan::parse_str(text, "t.toml", None).unwrap();
+    punctual_dispatch::preflight::check(&plan).unwrap();
+    let p = prepare(plan, cfg).unwrap();
+    let progress = progress_for(&p);
+    execute(p, cfg, Arc::new(AtomicBool::new(false)), progress).unwrap()
+}
+
+fn last_cpu() -> usize {
+    *punctual_rt::online_cpus().last().unwrap()
+}
+
+#[test]
+fn an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog() {
+    let name = "an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog";
+    if !is_root() {
+        eprintln!("SKIPPED {name}: needs root for SCHED_FIFO");
+        return;
+    }
+    let cpus = punctual_rt::online_cpus();
+    let taskset = ["/usr/bin/taskset", "/bin/taskset"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let (Some(taskset), true) = (taskset, cpus.len() >= 2) else {
+        eprintln!("SKIPPED {name}: needs two CPUs and taskset");
+        return;
+    };
+    // The spinner runs on the first CPU, away from the dispatcher and its canary, so only the
+    // child's own RLIMIT_RTTIME can catch it. It is the first release: the child forked before the
+    // watchdog existed, the one that used to run without a limit.
+    let text = format!(
+        r#"
+[plan]
+duration = "20s"
+[[task]]
+name = "keep-going"
+period = "100ms"
+action = {{ kind = "mark" }}
+[[event]]
+at = "0us"
+action = {{ kind = "exec", name = "spinner", argv = ["{taskset}", "-c", "{}", "/bin/sh", "-c", "while :; do :; done"], priority = 10 }}
+"#,
+        cpus[0]
+    );
+    let cfg = RunConfig {
+        cpus: vec![*cpus.last().unwrap()],
+        watchdog: Some(200_000_000),
+        priority: 90,
+        policy: Policy::Fifo,
+        ..RunConfig::default()
+    };
+    let t0 = std::time::Instant::now();
+    let o = run(&text, &cfg);
+    let took = t0.elapsed();
+    let trip = o
+        .trip
+        .expect("the watchdog trips on a child spinning at FIFO");
+    assert!(
+        trip.reason.contains("'spinner'") && trip.reason.contains("SIGXCPU"),
+        "{}",
+        trip.reason
+    );
+    // RLIMIT_RTTIME's soft limit is twice the threshold; the run stops long before its 20 s.
+    assert!(took.as_secs() < 10, "stopped after {took:?}");
+}
+
+#[test]
+fn an_exec_child_runs_as_the_user_the_plan_names() {
+    if !is_root() {
+        eprintln!(
+            "SKIPPED an_exec_child_runs_as_the_user_the_plan_names: needs root to change users"
+        );
+        return;
+    }
+    if punctual_rt::child::Credentials::lookup("nobody").is_err() {
+        eprintln!("SKIPPED an_exec_child_runs_as_the_user_the_plan_names: no user nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // nobody must be able to write its answer here.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = dir.path().join("who");
+    let text = format!(
+        r#"
+[plan]
+duration = "1s"
+[[event]]
+at = "10ms"
+action = {{ kind = "exec", argv = ["/bin/sh", "-c", "{{ id -u; grep CapEff /proc/self/status; }} > {}"], user = "nobody", drop_caps = true }}
+"#,
+        out.display()
+    );
+    let cfg = RunConfig {
+        cpus: vec![last_cpu()],
+        watchdog: None,
+        policy: Policy::Other,
+        priority: 0,
+        ..RunConfig::default()
+    };
+    let o = run(&text, &cfg);
+    assert!(o.trip.is_none());
+    let t0 = std::time::Instant::now();
+    while !out.exists() && t0.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let got = std::fs::read_to_string(&out).unwrap();
+    let mut lines = got.lines();
+    assert_eq!(lines.next(), Some("65534"), "{got}");
+    assert_eq!(
+        lines
+            .next()
+            .map(|l| l.split_whitespace().last().unwrap_or("")),
+        Some("0000000000000000"),
+        "{got}"
+    );
+}
