@@ -574,7 +574,7 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
                     ))
                 }
             };
-            let list = parse_cpu_list(&s).map_err(|e| loc.at(c.span(), format!("cpus: {e}")))?;
+            let list = punctual_time::cpus::parse_cpu_list(&s).map_err(|e| loc.at(c.span(), format!("cpus: {e}")))?;
             plan.cpus = Some(list);
         }
         plan.shield = h.shield.unwrap_or(false);
@@ -864,39 +864,3 @@ pub fn validate_plan(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-/// CPU lists in the kernel's form (`0-3,5`), without consulting the machine (the runner checks
-/// that the CPUs are online).
-fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',') {
-        let part = part.trim();
-        let bad = || format!("'{part}' is not a CPU number or range like 2-3");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (
-                    a.trim().parse().map_err(|_| bad())?,
-                    b.trim().parse().map_err(|_| bad())?,
-                );
-                if a > b {
-                    return Err(format!("range '{part}' runs backwards; write {b}-{a}"));
-                }
-                if b >= 4096 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(
-                part.parse::<usize>()
-                    .ok()
-                    .filter(|&c| c < 4096)
-                    .ok_or_else(bad)?,
-            ),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    if out.is_empty() {
-        return Err("empty CPU list".into());
-    }
-    Ok(out)
-}

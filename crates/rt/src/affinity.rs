@@ -1,78 +1,10 @@
 //! CPU lists (`0-3,5`), the online CPUs, and the calling thread's affinity.
 
+pub use punctual_time::cpus::{format_cpu_list, parse_cpu_list};
+
 use crate::RtError;
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
-
-/// Parse a CPU list in the kernel's format (`0-3,5,7-8`). Duplicates are removed; order is ascending.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty CPU list; write e.g. 0-3,5".into());
-    }
-    for part in s.split(',') {
-        let part = part.trim();
-        let bad = || format!("'{part}' in CPU list '{s}' is not a CPU number or range like 2-5");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (
-                    a.trim().parse().map_err(|_| bad())?,
-                    b.trim().parse().map_err(|_| bad())?,
-                );
-                if a > b {
-                    return Err(format!(
-                        "range '{part}' in CPU list runs backwards; write {b}-{a}"
-                    ));
-                }
-                if b >= CpuSet::count() {
-                    return Err(format!(
-                        "CPU {b} is beyond the {} CPUs Linux can address",
-                        CpuSet::count()
-                    ));
-                }
-                out.extend(a..=b);
-            }
-            None => {
-                let c: usize = part.parse().map_err(|_| bad())?;
-                if c >= CpuSet::count() {
-                    return Err(format!(
-                        "CPU {c} is beyond the {} CPUs Linux can address",
-                        CpuSet::count()
-                    ));
-                }
-                out.push(c);
-            }
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// Format CPUs in the kernel's compact list form.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut v = cpus.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let start = v[i];
-        let mut end = start;
-        while i + 1 < v.len() && v[i + 1] == end + 1 {
-            i += 1;
-            end = v[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
 
 /// The CPUs the kernel reports online.
 pub fn online_cpus() -> Vec<usize> {

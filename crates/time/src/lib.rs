@@ -5,6 +5,7 @@
 //! are absolute points on that clock, never sums of measured deltas.
 
 pub mod clock;
+pub mod cpus;
 pub mod margin;
 pub mod sleep;
 pub mod units;
