@@ -12,7 +12,7 @@ use std::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn last_cpu() -> usize {
-    *punctual_rt::online_cpus().last().unwrap()
+    punctual_rt::affinity::last_online_cpu()
 }
 
 const NORMAL: SchedParams = SchedParams {

@@ -791,7 +791,7 @@ mod tests {
             delay_max: 2_000_000,
             policy: Policy::Other,
             priority: 0,
-            cpu: Some(*punctual_rt::online_cpus().last().unwrap()),
+            cpu: Some(punctual_rt::affinity::last_online_cpu()),
             ..AlarmConfig::paper(workload.parse().unwrap(), mechanism)
         }
     }

@@ -128,7 +128,7 @@ mod tests {
     fn guard_pins_and_restores() {
         std::thread::spawn(|| {
             let before = get(0).unwrap();
-            let cpu = *online_cpus().last().unwrap();
+            let cpu = last_online_cpu();
             let g = AffinityGuard::pin(&[cpu]).unwrap();
             assert_eq!(get(0).unwrap(), vec![cpu]);
             drop(g);
