@@ -1,13 +1,14 @@
 //! The results store: every document `punctual check` (and anything else asked to keep its result)
 //! writes, under the XDG data directory (`$XDG_DATA_HOME/punctual/results`, usually
-//! `~/.local/share/punctual/results`). `PUNCTUAL_DATA_DIR` overrides the `punctual` directory.
+//! `~/.local/share/punctual/results`). `PUNCTUAL_DATA_DIR` overrides the `punctual` directory (a
+//! privileged process believes it only as `punctual_rt::env::trusted_dir` says).
 
 use crate::ResultDoc;
 use std::path::PathBuf;
 
 pub fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("PUNCTUAL_DATA_DIR") {
-        return PathBuf::from(d);
+    if let Some(d) = punctual_rt::env::trusted_dir(punctual_rt::env::DATA_DIR).path() {
+        return d;
     }
     dirs::data_dir()
         .unwrap_or_else(|| PathBuf::from(".local/share"))

@@ -9,6 +9,7 @@
 
 pub mod affinity;
 pub mod dma;
+pub mod env;
 pub mod error;
 pub mod host;
 pub mod journal;
@@ -17,6 +18,7 @@ pub mod privilege;
 pub mod sched;
 pub mod signals;
 pub mod slack;
+pub mod text;
 pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
