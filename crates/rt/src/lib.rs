@@ -18,13 +18,14 @@ pub mod privilege;
 pub mod sched;
 pub mod signals;
 pub mod slack;
-pub mod text;
 pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
 pub use error::RtError;
 pub use host::HostFacts;
 pub use privilege::{Fallback, Privileges, RtPlan, RtWant};
+/// Names from files made safe to show (lives in punctual-time, the lowest crate, so every crate can use it).
+pub use punctual_time::text;
 pub use sched::{Policy, SchedGuard, SchedParams};
 pub use signals::Interrupts;
 pub use thread::{setup_current_thread, ThreadGuards, ThreadRequest};
