@@ -49,8 +49,23 @@ pub fn display_text(name: &str, max_chars: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Whether `name` is a name punctual accepts from a file: 1 to [`MAX_NAME_CHARS`] characters, none
+/// of which [`display_name`] would escape. `Err` says why, with the name shown escaped.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err(format!("{what} name is empty; give it a name"));
+    }
+    if name.chars().count() > MAX_NAME_CHARS || name.chars().any(needs_escape) {
+        return Err(format!(
+            "{what} name '{}' must be at most {MAX_NAME_CHARS} characters, without control, invisible or text-direction characters",
+            display_name(name)
+        ));
+    }
+    Ok(())
+}
+
 /// Characters that change how the surrounding text is displayed rather than showing themselves.
-fn needs_escape(c: char) -> bool {
+pub fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(c as u32,
             0x200B..=0x200F      // zero-width spaces and joiners, LRM, RLM
@@ -75,6 +90,17 @@ mod tests {
             Cow::Borrowed("video-1.5")
         ));
         assert_eq!(display_name("größe ünd 日本"), "größe ünd 日本");
+    }
+
+    #[test]
+    fn check_name_refuses_what_would_be_escaped() {
+        check_name("task", "video 1").unwrap();
+        let e = check_name("task", "a\u{202e}b").unwrap_err();
+        assert!(e.contains("a\\u{202e}b"), "{e}");
+        assert!(check_name("task", &"x".repeat(65)).is_err());
+        assert!(check_name("task", "").is_err());
+        let e = check_name("task", &"\x1b".repeat(100_000)).unwrap_err();
+        assert!(e.len() < 1000, "the refusal itself is bounded");
     }
 
     #[test]
