@@ -59,11 +59,12 @@ pub struct Shared {
     pub owner_start: AtomicU64,
     pub period: AtomicU64,
     pub state: AtomicU32,
-    /// Written by the dispatcher when it hands the page to a client (that client's pid).
+    /// Written by the client once it is attached and has read the release counter.
     pub client_pid: AtomicI32,
     /// `size_of::<Shared>()`, so a client can tell the layout is the one it knows.
     pub header_len: AtomicU32,
-    _pad_a: u32,
+    /// Written by the dispatcher when it hands the page to a client (that client's pid).
+    pub admitted_pid: AtomicI32,
     /// The most a release may come ahead of its instant.
     pub max_lead: AtomicU64,
     _pad0: [u8; 8],
@@ -367,14 +368,18 @@ impl Door {
         if s.state.load(Ordering::Acquire) == STATE_ENDED {
             return stream.write_all(&reply_bytes(REPLY_ENDED, me, 0));
         }
-        let current = s.client_pid.load(Ordering::Acquire);
-        if current != 0
-            && current != cred.pid()
-            && punctual_rt::journal::task_start_time(current).is_some()
-        {
-            return stream.write_all(&reply_bytes(REPLY_TAKEN, current, 0));
+        for current in [
+            s.client_pid.load(Ordering::Acquire),
+            s.admitted_pid.load(Ordering::Acquire),
+        ] {
+            if current != 0
+                && current != cred.pid()
+                && punctual_rt::journal::task_start_time(current).is_some()
+            {
+                return stream.write_all(&reply_bytes(REPLY_TAKEN, current, 0));
+            }
         }
-        s.client_pid.store(cred.pid(), Ordering::Release);
+        s.admitted_pid.store(cred.pid(), Ordering::Release);
         let fds = [self.page.as_raw_fd()];
         let bytes = reply_bytes(REPLY_OK, me, 0);
         let iov = [io::IoSlice::new(&bytes)];
@@ -822,10 +827,12 @@ impl Client {
             STATE_ENDED => return Err(ChannelError::Ended(name.to_string())),
             other => return Err(named(format!("unknown state {other}"))),
         }
-        if s.client_pid.load(Ordering::Acquire) != me {
+        if s.admitted_pid.load(Ordering::Acquire) != me {
             return Err(named("the dispatcher did not record this client".into()));
         }
         let last = s.seq.load(Ordering::Acquire);
+        // Attached only now: the dispatcher waits for this before its first release.
+        s.client_pid.store(me, Ordering::Release);
         Ok(Client {
             map,
             name: name.to_string(),
@@ -933,12 +940,10 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         let me = std::process::id() as i32;
-        let _ = self.map.shared().client_pid.compare_exchange(
-            me,
-            0,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
+        let s = self.map.shared();
+        for word in [&s.client_pid, &s.admitted_pid] {
+            let _ = word.compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
 }
 
