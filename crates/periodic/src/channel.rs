@@ -232,7 +232,8 @@ fn sealed_page() -> io::Result<OwnedFd> {
 fn check_page(fd: &OwnedFd) -> Result<(), String> {
     // SAFETY: fcntl/fstat on an fd we own.
     let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 || seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW) == 0 {
+    let needed = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+    if seals < 0 || seals & needed != needed {
         return Err("the page handed over is not sealed against resizing".into());
     }
     let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| e.to_string())?;
@@ -1118,6 +1119,19 @@ mod tests {
         assert_eq!(m.uid(), euid());
         let c = Client::attach(dir.path(), "t8", 0).unwrap();
         check_page(&c._page).unwrap();
+    }
+
+    #[test]
+    fn a_page_that_could_shrink_is_refused() {
+        use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+        let fd = memfd_create(c"t", MemFdCreateFlag::MFD_ALLOW_SEALING).unwrap();
+        nix::unistd::ftruncate(&fd, PAGE as libc::off_t).unwrap();
+        assert!(check_page(&fd).unwrap_err().contains("not sealed"));
+        // SAFETY: fcntl on an fd we own.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) };
+        assert!(check_page(&fd).is_err(), "growing sealed is not enough");
+        let ok = sealed_page().unwrap();
+        check_page(&ok).unwrap();
     }
 
     #[test]
