@@ -177,7 +177,9 @@ fn prepare_action(
             let server =
                 punctual_periodic::channel::Server::create(dir, channel, period).map_err(|e| {
                     match e {
-                        punctual_periodic::channel::ChannelError::InUse { .. } => {
+                        punctual_periodic::channel::ChannelError::InUse { .. }
+                        | punctual_periodic::channel::ChannelError::Squatted { .. }
+                        | punctual_periodic::channel::ChannelError::BadName(_) => {
                             DispatchError::Usage(e.to_string())
                         }
                         other => DispatchError::System(other.to_string()),

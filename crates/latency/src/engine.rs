@@ -7,7 +7,7 @@ use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
 use punctual_stats::Recorder;
 use punctual_time::clock::{read_clock, sleep_abs, thread_cpu_time};
-use punctual_time::{ClockId, MarginPolicy};
+use punctual_time::{format_ns, ClockId, MarginPolicy};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -47,6 +47,97 @@ pub struct Progress {
 
 /// The most threads one run may start.
 pub const MAX_THREADS: usize = 256;
+/// The longest interval between releases (cyclictest-class intervals are microseconds to
+/// milliseconds; an hour is already absurd, and keeps every sum of times far from u64's end).
+pub const MAX_INTERVAL: u64 = 3_600_000_000_000;
+/// The longest run, by duration or by loops times the interval: a year.
+pub const MAX_RUN: u64 = 365 * 86_400_000_000_000;
+
+impl Config {
+    /// Refuse what cannot be measured meaningfully, naming the flag that fixes it. [`run`] calls
+    /// it too; call it before changing anything on the system, so bad input exits 2 with nothing
+    /// touched.
+    pub fn validate(&self) -> Result<(), LatencyError> {
+        let invalid = |flag: &'static str, why: String| LatencyError::Invalid { flag, why };
+        if self.threads.is_empty() || self.threads.len() > MAX_THREADS {
+            return Err(invalid(
+                "-t/--threads",
+                format!("{}: give 1 to {MAX_THREADS} threads", self.threads.len()),
+            ));
+        }
+        if self.interval == 0 {
+            return Err(invalid(
+                "-i/--interval",
+                "must be more than zero, e.g. 1ms".into(),
+            ));
+        }
+        if self.interval > MAX_INTERVAL {
+            return Err(invalid(
+                "-i/--interval",
+                format!(
+                    "{} is longer than the limit of {}; give e.g. 1ms",
+                    format_ns(self.interval),
+                    format_ns(MAX_INTERVAL)
+                ),
+            ));
+        }
+        match self.stop {
+            Stop::Duration(0) => {
+                return Err(invalid(
+                    "-D/--duration",
+                    "must be more than zero, e.g. 10s".into(),
+                ))
+            }
+            Stop::Duration(d) if d > MAX_RUN => {
+                return Err(invalid(
+                    "-D/--duration",
+                    format!(
+                        "{} is longer than the limit of {}",
+                        format_ns(d),
+                        format_ns(MAX_RUN)
+                    ),
+                ))
+            }
+            Stop::Duration(d) if self.interval > d => {
+                return Err(invalid(
+                    "-i/--interval",
+                    format!(
+                        "{} is longer than -D/--duration {}: not one release would be measured; shorten the interval or lengthen the run",
+                        format_ns(self.interval),
+                        format_ns(d)
+                    ),
+                ))
+            }
+            Stop::Loops(0) => {
+                return Err(invalid("-l/--loops", "must be at least 1".into()));
+            }
+            Stop::Loops(l) if l.checked_mul(self.interval).is_none_or(|t| t > MAX_RUN) => {
+                return Err(invalid(
+                    "-l/--loops",
+                    format!(
+                        "{l} loops of {} run longer than the limit of {}",
+                        format_ns(self.interval),
+                        format_ns(MAX_RUN)
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        if let (Mode::Hybrid, MarginPolicy::Fixed(m)) = (self.mode, self.margin) {
+            if m >= self.interval {
+                return Err(invalid(
+                    "--spin-margin",
+                    format!(
+                        "{} must be shorter than the interval {}",
+                        format_ns(m),
+                        format_ns(self.interval)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 /// Time between the threads being ready and the first release.
 const LEAD_NS: u64 = 10_000_000;
 const STACK: usize = 256 << 10;
@@ -154,7 +245,10 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         max = max.max(latency);
         progress.samples.store(end.n, Ordering::Relaxed);
         progress.max_ns.store(max, Ordering::Relaxed);
-        let mut next = obs.target + interval;
+        // Checked: an interval near the end of u64 must end the run, never wrap to the past.
+        let Some(mut next) = obs.target.checked_add(interval) else {
+            break;
+        };
         if w.self_scheduled() && obs.done >= next {
             // Releases already in the past: count them (only those inside the run), then resume at the
             // first future one.
@@ -165,7 +259,13 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 0
             };
             rec.add_missed(missed.min(inside));
-            next += missed * interval;
+            let Some(resumed) = missed
+                .checked_mul(interval)
+                .and_then(|d| next.checked_add(d))
+            else {
+                break;
+            };
+            next = resumed;
         }
         target = next;
     }
@@ -180,6 +280,7 @@ pub fn run(
     samples: Option<Box<dyn Write + Send>>,
     progress: Option<&[Progress]>,
 ) -> Result<Outcome, LatencyError> {
+    cfg.validate()?;
     let n = cfg.threads.len();
     let own_progress: Vec<Progress>;
     let progress = match progress {
@@ -289,7 +390,8 @@ pub fn run(
                                 interval: cfg.interval,
                             };
                             let e = measure(&mut w, sched, stop, sink);
-                            let ideal = first + e.n.saturating_sub(1) * cfg.interval;
+                            let ideal = first
+                                .saturating_add(e.n.saturating_sub(1).saturating_mul(cfg.interval));
                             drift_ns = Some(e.last_done as i64 - ideal as i64);
                         }
                         Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
@@ -424,6 +526,90 @@ mod tests {
         }
         assert_eq!(dropped, 0);
         (rec, v)
+    }
+
+    fn cfg(interval: u64, stop: Stop) -> Config {
+        Config {
+            threads: vec![None],
+            interval,
+            stop,
+            clock: ClockId::Monotonic,
+            mode: Mode::Abs,
+            margin: MarginPolicy::Auto,
+            policy: Policy::Other,
+            priority: 0,
+            timer_slack_ns: None,
+        }
+    }
+
+    #[test]
+    fn overflow_intervals_and_runs_are_refused() {
+        let refused = |c: Config, flag: &str| {
+            let e = c.validate().unwrap_err();
+            assert!(matches!(e, LatencyError::Invalid { .. }), "{e}");
+            assert!(e.to_string().starts_with(flag), "{e}");
+            let f: punctual_result::Failure = e.into();
+            assert_eq!(f.class, punctual_result::Class::Usage, "exit 2");
+        };
+        // `latency -i 18446744073709551615ns -D 1s` and `-i 18446744073s`.
+        refused(
+            cfg(u64::MAX, Stop::Duration(1_000_000_000)),
+            "-i/--interval",
+        );
+        refused(
+            cfg(18_446_744_073_000_000_000, Stop::Duration(u64::MAX)),
+            "-i/--interval",
+        );
+        // An interval longer than the run measures nothing.
+        refused(
+            cfg(2_000_000_000, Stop::Duration(1_000_000_000)),
+            "-i/--interval",
+        );
+        refused(cfg(1_000_000, Stop::Duration(u64::MAX)), "-D/--duration");
+        refused(cfg(1_000_000, Stop::Loops(u64::MAX)), "-l/--loops");
+        refused(cfg(1_000_000, Stop::Loops(0)), "-l/--loops");
+        refused(cfg(0, Stop::Loops(1)), "-i/--interval");
+        let mut c = cfg(1_000_000, Stop::Duration(1_000_000_000));
+        c.mode = Mode::Hybrid;
+        c.margin = MarginPolicy::Fixed(1_000_000);
+        refused(c, "--spin-margin");
+        cfg(1_000_000, Stop::Duration(10_000_000_000))
+            .validate()
+            .unwrap();
+        cfg(MAX_INTERVAL, Stop::Loops(365 * 24)).validate().unwrap();
+        // run() refuses before any thread starts.
+        let stop = Arc::new(AtomicBool::new(false));
+        assert!(matches!(
+            run(&cfg(u64::MAX, Stop::Duration(1)), &stop, None, None),
+            Err(LatencyError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn a_release_past_the_end_of_u64_ends_the_loop() {
+        let mut w = Scripted {
+            latencies: vec![1_000],
+            i: 0,
+            overruns_at: None,
+            self_scheduled: true,
+            interval: u64::MAX - 10,
+        };
+        let mut rec = Recorder::new();
+        let (mut tx, mut dropped) = (None, 0);
+        let progress = Progress::default();
+        let sched = Schedule {
+            first: 1_000_000,
+            interval: u64::MAX - 10,
+            until: Stop::Loops(1_000),
+        };
+        let sink = Sink {
+            rec: &mut rec,
+            tx: &mut tx,
+            dropped: &mut dropped,
+            progress: &progress,
+        };
+        let end = measure(&mut w, sched, &AtomicBool::new(false), sink);
+        assert_eq!(end.n, 1, "one release, then the next one does not exist");
     }
 
     #[test]

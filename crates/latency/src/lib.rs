@@ -10,12 +10,17 @@ mod modes;
 pub mod report;
 mod samples;
 
-pub use engine::{run, Config, Outcome, Progress, Stop, ThreadResult, MAX_THREADS};
+pub use engine::{
+    run, Config, Outcome, Progress, Stop, ThreadResult, MAX_INTERVAL, MAX_RUN, MAX_THREADS,
+};
 pub use modes::Mode;
 
 /// Why a measurement could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
+    /// A setting out of range (exit 2), with the flag that fixes it.
+    #[error("{flag}: {why}")]
+    Invalid { flag: &'static str, why: String },
     #[error("thread {thread}: {source}")]
     Setup {
         thread: usize,
@@ -39,7 +44,8 @@ impl From<LatencyError> for punctual_result::Failure {
             LatencyError::Setup {
                 source: punctual_rt::RtError::Invalid(_),
                 ..
-            } => punctual_result::Failure::usage(e.to_string()),
+            }
+            | LatencyError::Invalid { .. } => punctual_result::Failure::usage(e.to_string()),
             _ => punctual_result::Failure::system(e.to_string()),
         }
     }

@@ -107,7 +107,7 @@ impl Waiter for RelWaiter {
         sleep_rel(self.clock, self.interval);
         let now = read_clock(self.clock);
         Some(Obs {
-            target: before + self.interval,
+            target: before.saturating_add(self.interval),
             woke: now,
             done: now,
             overruns: 0,
@@ -210,8 +210,10 @@ impl Waiter for TimerfdWaiter {
         let now = read_clock(self.clock);
         // The latest expiration is the release this wake-up serves; earlier ones were overrun.
         let overruns = expirations.saturating_sub(1);
-        let target = self.next + overruns * self.interval;
-        self.next = target + self.interval;
+        let target = self
+            .next
+            .saturating_add(overruns.saturating_mul(self.interval));
+        self.next = target.saturating_add(self.interval);
         Some(Obs {
             target,
             woke: now,
@@ -273,7 +275,7 @@ impl SignalWaiter {
                 return Err(e);
             }
             // Wake at least every 100 ms (or two intervals) so a stop request is seen.
-            let timeout = timespec((interval * 2).max(100_000_000));
+            let timeout = timespec(interval.saturating_mul(2).max(100_000_000));
             Ok(SignalWaiter {
                 timer,
                 clock,
@@ -303,8 +305,10 @@ impl Waiter for SignalWaiter {
             }
         };
         let now = read_clock(self.clock);
-        let target = self.next + overruns * self.interval;
-        self.next = target + self.interval;
+        let target = self
+            .next
+            .saturating_add(overruns.saturating_mul(self.interval));
+        self.next = target.saturating_add(self.interval);
         Some(Obs {
             target,
             woke: now,

@@ -1,5 +1,5 @@
-//! The wake channel: one page of shared memory between the dispatcher (which owns and creates it) and
-//! one client process (which attaches), plus a futex on the release counter.
+//! The wake channel: one page of shared memory between the dispatcher (which owns it) and one client
+//! process, plus a futex on the release counter.
 //!
 //! ```text
 //! dispatcher                                  client (in wait_next_period)
@@ -11,22 +11,43 @@
 //!
 //! Release times live in a 4-slot ring indexed by the counter, so a client that reads a counter and
 //! then its slot can check the slot was not reused in between. The futex is process-shared (no
-//! `FUTEX_PRIVATE_FLAG`). Files live in `/dev/shm` (`$PUNCTUAL_SHM_DIR` overrides) as
-//! `punctual-wake-<channel>`; a file whose owner has died is replaced by the next dispatcher.
+//! `FUTEX_PRIVATE_FLAG`).
+//!
+//! Who can reach the page: the page is a sealed memfd (its size can never change, so no side can
+//! make the other fault with SIGBUS), handed over a unix socket `punctual-wake-<channel>` in
+//! `/dev/shm` (`$PUNCTUAL_SHM_DIR` overrides). The socket file is mode 0600, owned by the dispatcher's
+//! user (or by the client user the plan names), and the dispatcher checks the connecting process's
+//! credentials (`SO_PEERCRED`): only root, the dispatcher's own user and the plan's `user` get the
+//! page. The client checks the dispatcher the same way (root or its own user), then every header
+//! field, and never spins past a release further ahead than the channel's declared lead.
+//! A socket whose dispatcher is gone (nobody listens) is removed by the next dispatcher.
 
-use std::fs::{File, OpenOptions};
-use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::ffi::CString;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PUNCWAKE");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const SLOTS: u32 = 4;
+const PAGE: usize = 4096;
 
 /// Channel states.
 pub const STATE_RUNNING: u32 = 1;
 pub const STATE_ENDED: u32 = 2;
+
+/// The longest period a channel may declare (a client refuses anything longer).
+pub const MAX_PERIOD_NS: u64 = 86_400_000_000_000;
+/// The longest lead a channel may declare: how far ahead of its instant a release may come.
+pub const MAX_LEAD_NS: u64 = 10_000_000_000;
+/// Added to the declared lead before a release counts as impossibly far ahead (wake-up jitter).
+pub const LEAD_SLACK_NS: u64 = 2_000_000;
+/// Acknowledged figures above this (an hour, the histograms' top) are clamped.
+pub const MAX_ACK_NS: u64 = 3_600_000_000_000;
 
 /// The shared page. Each side writes its own cache lines.
 #[repr(C, align(64))]
@@ -38,8 +59,15 @@ pub struct Shared {
     pub owner_start: AtomicU64,
     pub period: AtomicU64,
     pub state: AtomicU32,
+    /// Written by the client once it is attached and has read the release counter.
     pub client_pid: AtomicI32,
-    _pad0: [u8; 24],
+    /// `size_of::<Shared>()`, so a client can tell the layout is the one it knows.
+    pub header_len: AtomicU32,
+    /// Written by the dispatcher when it hands the page to a client (that client's pid).
+    pub admitted_pid: AtomicI32,
+    /// The most a release may come ahead of its instant.
+    pub max_lead: AtomicU64,
+    _pad0: [u8; 8],
     // Releases, written by the dispatcher.
     pub seq: AtomicU32,
     _pad1: u32,
@@ -55,7 +83,7 @@ pub struct Shared {
     _pad3: [u8; 32],
 }
 
-const _: () = assert!(std::mem::size_of::<Shared>() <= 4096);
+const _: () = assert!(std::mem::size_of::<Shared>() <= PAGE);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -67,6 +95,18 @@ pub enum ChannelError {
     Taken { name: String, pid: i32 },
     #[error("wake channel '{0}' is not a punctual channel of this version")]
     Foreign(String),
+    #[error("wake channel '{name}' refused: {why}")]
+    Invalid { name: String, why: String },
+    #[error("wake channel '{name}' does not admit uid {uid}: only root, the dispatcher's user and the user the plan's wake action names (user = \"...\") may attach")]
+    Denied { name: String, uid: u32 },
+    #[error("wake channel '{name}': {path} belongs to uid {uid} and is not a channel punctual may replace; if no punctual of that user runs, remove it, or choose another channel name")]
+    Squatted {
+        name: String,
+        path: PathBuf,
+        uid: u32,
+    },
+    #[error("wake channel name '{0}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . (not starting with a dot)")]
+    BadName(String),
     #[error("the plan behind wake channel '{0}' has ended")]
     Ended(String),
     #[error("the dispatcher behind wake channel '{0}' is gone")]
@@ -81,7 +121,10 @@ impl ChannelError {
         match self {
             ChannelError::NotFound(_) => libc::ENOENT,
             ChannelError::InUse { .. } | ChannelError::Taken { .. } => libc::EBUSY,
-            ChannelError::Foreign(_) => libc::EPROTO,
+            ChannelError::Foreign(_) | ChannelError::Invalid { .. } => libc::EPROTO,
+            ChannelError::Denied { .. } => libc::EACCES,
+            ChannelError::Squatted { .. } => libc::EADDRINUSE,
+            ChannelError::BadName(_) => libc::EINVAL,
             ChannelError::Ended(_) => libc::ESHUTDOWN,
             ChannelError::OwnerGone(_) => libc::EPIPE,
             ChannelError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
@@ -89,10 +132,11 @@ impl ChannelError {
     }
 }
 
-/// Where channel files live.
+/// Where channel sockets live: `$PUNCTUAL_SHM_DIR` when [`punctual_rt::env::trusted_dir`]
+/// believes it, else `/dev/shm`.
 pub fn shm_dir() -> PathBuf {
-    std::env::var_os("PUNCTUAL_SHM_DIR")
-        .map(PathBuf::from)
+    punctual_rt::env::trusted_dir(punctual_rt::env::SHM_DIR)
+        .path()
         .unwrap_or_else(|| PathBuf::from("/dev/shm"))
 }
 
@@ -100,7 +144,30 @@ pub fn path_of(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("punctual-wake-{name}"))
 }
 
-/// A mapped page.
+/// A channel name becomes a file name: the plan's alphabet, checked again on both sides.
+pub fn check_name(name: &str) -> Result<(), ChannelError> {
+    let ok = (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ChannelError::BadName(
+            punctual_rt::text::display_name(name).into_owned(),
+        ))
+    }
+}
+
+/// Who may attach besides root and the dispatcher's own user.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    /// The client's user (the plan's `user` on the wake action).
+    pub client_uid: Option<u32>,
+}
+
+/// A mapped page of a sealed memfd.
 struct Mapping {
     ptr: *mut Shared,
 }
@@ -110,16 +177,15 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn new(file: &File) -> io::Result<Mapping> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: mapping a 4096-byte file we hold open, shared, read-write.
+    fn new(fd: &OwnedFd) -> io::Result<Mapping> {
+        // SAFETY: mapping one page of a memfd whose size is sealed at one page.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                4096,
+                PAGE,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                file.as_raw_fd(),
+                fd.as_raw_fd(),
                 0,
             )
         };
@@ -140,8 +206,44 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: unmapping what we mapped.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, 4096) };
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, PAGE) };
     }
+}
+
+const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// The page: a memfd of exactly one page, sealed so neither side (nor anyone the fd reaches) can
+/// shrink or grow it.
+fn sealed_page() -> io::Result<OwnedFd> {
+    use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+    let fd = memfd_create(
+        c"punctual-wake",
+        MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
+    )?;
+    nix::unistd::ftruncate(&fd, PAGE as libc::off_t)?;
+    // SAFETY: fcntl on an fd we own.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Why a page handed to us cannot be trusted to stay mapped, if so.
+fn check_page(fd: &OwnedFd) -> Result<(), String> {
+    // SAFETY: fcntl/fstat on an fd we own.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    let needed = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+    if seals < 0 || seals & needed != needed {
+        return Err("the page handed over is not sealed against resizing".into());
+    }
+    let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| e.to_string())?;
+    if st.st_size != PAGE as libc::off_t {
+        return Err(format!(
+            "the page handed over is {} bytes, not {PAGE}",
+            st.st_size
+        ));
+    }
+    Ok(())
 }
 
 fn futex_wake(word: &AtomicU32) {
@@ -183,6 +285,10 @@ fn alive(pid: i32, start: u64) -> bool {
     pid > 0 && punctual_rt::journal::task_start_time(pid) == Some(start)
 }
 
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
 /// What the client reported about the previous release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ack {
@@ -196,75 +302,228 @@ pub enum Ack {
     Missed,
 }
 
-/// The dispatcher's side. Dropping it ends the channel and removes the file.
+// The hand-over protocol: the client sends one byte (attach or probe), the dispatcher answers with
+// one `Reply` (and the page's fd when it admits the client).
+const HELLO_ATTACH: u8 = b'a';
+const HELLO_PROBE: u8 = b'p';
+const REPLY_OK: u32 = 1;
+const REPLY_ALIVE: u32 = 2;
+const REPLY_DENIED: u32 = 3;
+const REPLY_TAKEN: u32 = 4;
+const REPLY_ENDED: u32 = 5;
+const REPLY_LEN: usize = 12;
+
+fn reply_bytes(status: u32, pid: i32, uid: u32) -> [u8; REPLY_LEN] {
+    let mut b = [0u8; REPLY_LEN];
+    b[0..4].copy_from_slice(&status.to_le_bytes());
+    b[4..8].copy_from_slice(&pid.to_le_bytes());
+    b[8..12].copy_from_slice(&uid.to_le_bytes());
+    b
+}
+
+fn peer(stream: &UnixStream) -> io::Result<nix::sys::socket::UnixCredentials> {
+    nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(io::Error::from)
+}
+
+/// What the dispatcher's hand-over thread needs.
+struct Door {
+    page: Arc<OwnedFd>,
+    map: Arc<Mapping>,
+    allowed: Vec<u32>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Door {
+    fn serve(self, listener: UnixListener) {
+        loop {
+            let stream = match listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return, // shut down
+            };
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let _ = self.answer(stream);
+        }
+    }
+
+    fn answer(&self, mut stream: UnixStream) -> io::Result<()> {
+        // A connection that says nothing must not hold the door.
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(1)))?;
+        stream.set_write_timeout(Some(std::time::Duration::from_secs(1)))?;
+        let mut hello = [0u8; 1];
+        stream.read_exact(&mut hello)?;
+        let me = std::process::id() as i32;
+        let s = self.map.shared();
+        match hello[0] {
+            HELLO_PROBE => return stream.write_all(&reply_bytes(REPLY_ALIVE, me, euid())),
+            HELLO_ATTACH => {}
+            _ => return Ok(()),
+        }
+        let cred = peer(&stream)?;
+        if !self.allowed.contains(&cred.uid()) {
+            return stream.write_all(&reply_bytes(REPLY_DENIED, me, cred.uid()));
+        }
+        if s.state.load(Ordering::Acquire) == STATE_ENDED {
+            return stream.write_all(&reply_bytes(REPLY_ENDED, me, 0));
+        }
+        for current in [
+            s.client_pid.load(Ordering::Acquire),
+            s.admitted_pid.load(Ordering::Acquire),
+        ] {
+            if current != 0
+                && current != cred.pid()
+                && punctual_rt::journal::task_start_time(current).is_some()
+            {
+                return stream.write_all(&reply_bytes(REPLY_TAKEN, current, 0));
+            }
+        }
+        s.admitted_pid.store(cred.pid(), Ordering::Release);
+        let fds = [self.page.as_raw_fd()];
+        let bytes = reply_bytes(REPLY_OK, me, 0);
+        let iov = [io::IoSlice::new(&bytes)];
+        let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
+        nix::sys::socket::sendmsg::<()>(
+            stream.as_raw_fd(),
+            &iov,
+            &cmsg,
+            nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            None,
+        )?;
+        Ok(())
+    }
+}
+
+/// The dispatcher's side. Dropping it ends the channel and removes its socket.
 pub struct Server {
-    map: Mapping,
+    map: Arc<Mapping>,
     path: PathBuf,
     name: String,
-    _file: File,
+    /// The socket file we bound (device, inode), so only our own is ever removed.
+    bound: (u64, u64),
+    listener_fd: RawFd,
+    stop: Arc<AtomicBool>,
+    door: Option<std::thread::JoinHandle<()>>,
     released: u32,
     pending: bool,
 }
 
 impl Server {
-    /// Create channel `name` in `dir` for releases every `period` ns (0: event-driven).
+    /// Create channel `name` in `dir` for releases every `period` ns (0: event-driven), open to
+    /// root and this process's user.
     pub fn create(dir: &Path, name: &str, period: u64) -> Result<Server, ChannelError> {
-        let path = path_of(dir, name);
+        Self::create_for(dir, name, period, Access::default())
+    }
+
+    /// [`Server::create`], also admitting `access.client_uid`. Only root may admit another user.
+    pub fn create_for(
+        dir: &Path,
+        name: &str,
+        period: u64,
+        access: Access,
+    ) -> Result<Server, ChannelError> {
+        check_name(name)?;
         let io_err = |source| ChannelError::Io {
             name: name.to_string(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io_err)?;
-        // A leftover file: refuse if its owner still runs, replace it otherwise.
-        if let Ok(f) = OpenOptions::new().read(true).write(true).open(&path) {
-            if f.metadata().map(|m| m.len() >= 4096).unwrap_or(false) {
-                if let Ok(m) = Mapping::new(&f) {
-                    let s = m.shared();
-                    let (pid, start) = (
-                        s.owner_pid.load(Ordering::Acquire),
-                        s.owner_start.load(Ordering::Acquire),
-                    );
-                    if s.magic.load(Ordering::Acquire) == MAGIC
-                        && alive(pid, start)
-                        && s.state.load(Ordering::Acquire) != STATE_ENDED
-                    {
-                        return Err(ChannelError::InUse {
-                            name: name.to_string(),
-                            pid,
-                        });
-                    }
-                }
+        let me = euid();
+        if let Some(uid) = access.client_uid {
+            if me != 0 && uid != me {
+                return Err(io_err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("only a dispatcher running as root may admit a client of another user (uid {uid})"),
+                )));
             }
-            let _ = std::fs::remove_file(&path);
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&path)
-            .map_err(io_err)?;
-        // Let an unprivileged client attach to a channel a root dispatcher created.
-        use std::os::unix::fs::PermissionsExt;
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
-        file.set_len(4096).map_err(io_err)?;
-        let map = Mapping::new(&file).map_err(io_err)?;
+        if period > MAX_PERIOD_NS {
+            return Err(ChannelError::Invalid {
+                name: name.to_string(),
+                why: format!("a period of {period} ns is longer than a day"),
+            });
+        }
+        let path = path_of(dir, name);
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        clear_stale(&path, name)?;
+        let page = sealed_page().map_err(io_err)?;
+        let map = Arc::new(Mapping::new(&page).map_err(io_err)?);
         let s = map.shared();
         let pid = std::process::id() as i32;
         s.version.store(VERSION, Ordering::Relaxed);
+        s.header_len
+            .store(std::mem::size_of::<Shared>() as u32, Ordering::Relaxed);
         s.owner_pid.store(pid, Ordering::Relaxed);
         s.owner_start.store(
             punctual_rt::journal::task_start_time(pid).unwrap_or(0),
             Ordering::Relaxed,
         );
         s.period.store(period, Ordering::Relaxed);
+        s.max_lead.store(
+            if period == 0 {
+                MAX_LEAD_NS.min(1_000_000_000)
+            } else {
+                (period / 2).min(MAX_LEAD_NS)
+            },
+            Ordering::Relaxed,
+        );
         s.state.store(STATE_RUNNING, Ordering::Relaxed);
         s.magic.store(MAGIC, Ordering::Release);
+
+        let listener = match UnixListener::bind(&path) {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                return Err(ChannelError::InUse {
+                    name: name.to_string(),
+                    pid: 0,
+                })
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        let unbind = |e| {
+            let _ = std::fs::remove_file(&path);
+            io_err(e)
+        };
+        let m = std::fs::symlink_metadata(&path).map_err(unbind)?;
+        let bound = (m.dev(), m.ino());
+        // The mode of the socket file is the first gate (connect needs write permission on it);
+        // the credentials check at the door is the second.
+        let cpath = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| unbind(io::Error::new(io::ErrorKind::InvalidInput, "NUL in path")))?;
+        // SAFETY: chmod/chown (no link following: lchown) of the socket we just bound.
+        unsafe {
+            if libc::chmod(cpath.as_ptr(), 0o600) != 0 {
+                return Err(unbind(io::Error::last_os_error()));
+            }
+            if let Some(uid) = access.client_uid.filter(|&u| u != me) {
+                if libc::lchown(cpath.as_ptr(), uid, u32::MAX) != 0 {
+                    return Err(unbind(io::Error::last_os_error()));
+                }
+            }
+        }
+        let mut allowed = vec![0, me];
+        allowed.extend(access.client_uid);
+        let stop = Arc::new(AtomicBool::new(false));
+        let door = Door {
+            page: Arc::new(page),
+            map: map.clone(),
+            allowed,
+            stop: stop.clone(),
+        };
+        let listener_fd = listener.as_raw_fd();
+        let handle = std::thread::Builder::new()
+            .name("punctual-door".into())
+            .spawn(move || door.serve(listener))
+            .map_err(unbind)?;
         Ok(Server {
             map,
             path,
             name: name.to_string(),
-            _file: file,
+            bound,
+            listener_fd,
+            stop,
+            door: Some(handle),
             released: 0,
             pending: false,
         })
@@ -278,6 +537,15 @@ impl Server {
         &self.path
     }
 
+    /// Declare how far ahead of its instant a release may come (the wake action's largest lead);
+    /// the client refuses releases further ahead, so a wrong one cannot make it spin for long.
+    pub fn set_max_lead(&self, ns: u64) {
+        self.map
+            .shared()
+            .max_lead
+            .store(ns.min(MAX_LEAD_NS), Ordering::Release);
+    }
+
     /// The attached client's pid, if any.
     pub fn client(&self) -> Option<i32> {
         match self.map.shared().client_pid.load(Ordering::Acquire) {
@@ -287,7 +555,8 @@ impl Server {
     }
 
     /// How the client fared with the previous release (call before [`Server::release`]). `None` when
-    /// there was no previous release.
+    /// there was no previous release. The client's figures are clamped to [`MAX_ACK_NS`]: they come
+    /// from another process.
     pub fn collect(&mut self) -> Option<Ack> {
         if !self.pending {
             return None;
@@ -299,8 +568,8 @@ impl Server {
         }
         let wl = s.wake_latency.load(Ordering::Relaxed);
         Some(Ack::Done {
-            lateness: s.lateness.load(Ordering::Relaxed),
-            wake_latency: (wl != u64::MAX).then_some(wl),
+            lateness: s.lateness.load(Ordering::Relaxed).min(MAX_ACK_NS),
+            wake_latency: (wl <= MAX_ACK_NS).then_some(wl),
             woke_late: s.woke_late.load(Ordering::Relaxed) != 0,
         })
     }
@@ -340,8 +609,87 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.end();
-        let _ = std::fs::remove_file(&self.path);
+        self.stop.store(true, Ordering::Release);
+        // Wakes the door's accept() (EINVAL on a shut-down listening socket).
+        // SAFETY: shutdown of the listening socket the door thread owns and still holds open.
+        unsafe { libc::shutdown(self.listener_fd, libc::SHUT_RDWR) };
+        if let Some(h) = self.door.take() {
+            let _ = h.join();
+        }
+        // Remove the socket only if it is still the one we bound.
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if (m.dev(), m.ino()) == self.bound {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
     }
+}
+
+/// Make way for a new channel at `path`: a live dispatcher's socket is refused; a socket nobody
+/// listens on (its dispatcher died), or anything else under the reserved name (files of older
+/// versions), is removed if it is ours (or we are root), and refused otherwise. Never follows a
+/// link: the entry itself is looked at and removed.
+fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
+    let m = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(ChannelError::Io {
+                name: name.to_string(),
+                source,
+            })
+        }
+        Ok(m) => m,
+    };
+    let me = euid();
+    let ours = m.uid() == me || me == 0;
+    if m.file_type().is_socket() {
+        match UnixStream::connect(path) {
+            Ok(mut s) => {
+                let pid = probe(&mut s).unwrap_or(0);
+                return Err(ChannelError::InUse {
+                    name: name.to_string(),
+                    pid,
+                });
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return Err(ChannelError::Squatted {
+                    name: name.to_string(),
+                    path: path.to_path_buf(),
+                    uid: m.uid(),
+                });
+            }
+            Err(source) => {
+                return Err(ChannelError::Io {
+                    name: name.to_string(),
+                    source,
+                })
+            }
+        }
+    }
+    if !ours {
+        return Err(ChannelError::Squatted {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            uid: m.uid(),
+        });
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ChannelError::Io {
+            name: name.to_string(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Ask a live socket who it is; the dispatcher's pid.
+fn probe(s: &mut UnixStream) -> io::Result<i32> {
+    s.set_read_timeout(Some(std::time::Duration::from_millis(500)))?;
+    s.write_all(&[HELLO_PROBE])?;
+    let mut b = [0u8; REPLY_LEN];
+    s.read_exact(&mut b)?;
+    Ok(i32::from_le_bytes(b[4..8].try_into().expect("4 bytes")))
 }
 
 /// One release as the client sees it.
@@ -359,71 +707,139 @@ pub struct Release {
 pub struct Client {
     map: Mapping,
     name: String,
-    _file: File,
+    /// Kept private to this process (the mapping would outlive it anyway).
+    _page: OwnedFd,
     last: u32,
+    /// The declared lead plus slack: the furthest ahead a release may be.
+    lead_bound: u64,
 }
 
 impl Client {
     /// Attach to channel `name` in `dir`, waiting up to `timeout_ns` for it to appear.
     pub fn attach(dir: &Path, name: &str, timeout_ns: u64) -> Result<Client, ChannelError> {
+        check_name(name)?;
         let path = path_of(dir, name);
+        let named = |why: String| ChannelError::Invalid {
+            name: name.to_string(),
+            why,
+        };
+        let io_err = |source| ChannelError::Io {
+            name: name.to_string(),
+            source,
+        };
         let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(timeout_ns);
-        let file = loop {
-            match OpenOptions::new().read(true).write(true).open(&path) {
-                Ok(f) if f.metadata().map(|m| m.len() >= 4096).unwrap_or(false) => break f,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(ChannelError::Io {
-                        name: name.to_string(),
-                        source,
-                    })
+        let mut seen_stale = false;
+        let mut stream = loop {
+            let is_socket = std::fs::symlink_metadata(&path)
+                .map(|m| m.file_type().is_socket())
+                .unwrap_or(false);
+            if is_socket {
+                match UnixStream::connect(&path) {
+                    Ok(s) => break s,
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => seen_stale = true,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        return Err(ChannelError::Denied {
+                            name: name.to_string(),
+                            uid: euid(),
+                        })
+                    }
+                    Err(source) => return Err(io_err(source)),
                 }
             }
             if std::time::Instant::now() >= deadline {
-                return Err(ChannelError::NotFound(name.to_string()));
+                return Err(if seen_stale {
+                    ChannelError::OwnerGone(name.to_string())
+                } else {
+                    ChannelError::NotFound(name.to_string())
+                });
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         };
-        let map = Mapping::new(&file).map_err(|source| ChannelError::Io {
-            name: name.to_string(),
-            source,
-        })?;
-        let s = map.shared();
-        // The creator publishes magic last; wait briefly for it.
-        let mut tries = 0;
-        while s.magic.load(Ordering::Acquire) != MAGIC {
-            tries += 1;
-            if tries > 200 {
-                return Err(ChannelError::Foreign(name.to_string()));
+        // The dispatcher must be root or this user: anyone else may have squatted the name.
+        let server = peer(&stream).map_err(io_err)?;
+        if server.uid() != 0 && server.uid() != euid() {
+            return Err(named(format!(
+                "its socket is held by uid {}, neither root nor this user; a client attaches only to a dispatcher run by root or by its own user",
+                server.uid()
+            )));
+        }
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .map_err(io_err)?;
+        stream.write_all(&[HELLO_ATTACH]).map_err(io_err)?;
+        let (reply, page) = receive(&stream).map_err(io_err)?;
+        let status = u32::from_le_bytes(reply[0..4].try_into().expect("4 bytes"));
+        let pid = i32::from_le_bytes(reply[4..8].try_into().expect("4 bytes"));
+        let uid = u32::from_le_bytes(reply[8..12].try_into().expect("4 bytes"));
+        let page = match (status, page) {
+            (REPLY_OK, Some(fd)) => fd,
+            (REPLY_DENIED, _) => {
+                return Err(ChannelError::Denied {
+                    name: name.to_string(),
+                    uid,
+                })
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        if s.version.load(Ordering::Acquire) != VERSION {
-            return Err(ChannelError::Foreign(name.to_string()));
-        }
-        if s.state.load(Ordering::Acquire) == STATE_ENDED {
-            return Err(ChannelError::Ended(name.to_string()));
-        }
-        let me = std::process::id() as i32;
-        if let Err(pid) = s
-            .client_pid
-            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
-        {
-            if pid != me && punctual_rt::journal::task_start_time(pid).is_some() {
+            (REPLY_TAKEN, _) => {
                 return Err(ChannelError::Taken {
                     name: name.to_string(),
                     pid,
-                });
+                })
             }
-            s.client_pid.store(me, Ordering::Release);
+            (REPLY_ENDED, _) => return Err(ChannelError::Ended(name.to_string())),
+            _ => return Err(ChannelError::Foreign(name.to_string())),
+        };
+        check_page(&page).map_err(named)?;
+        let map = Mapping::new(&page).map_err(io_err)?;
+        let s = map.shared();
+        let me = std::process::id() as i32;
+        if s.magic.load(Ordering::Acquire) != MAGIC || s.version.load(Ordering::Acquire) != VERSION
+        {
+            return Err(ChannelError::Foreign(name.to_string()));
+        }
+        let header_len = s.header_len.load(Ordering::Acquire);
+        if header_len as usize != std::mem::size_of::<Shared>() {
+            return Err(named(format!(
+                "its header is {header_len} bytes, this version's is {}",
+                std::mem::size_of::<Shared>()
+            )));
+        }
+        let owner = s.owner_pid.load(Ordering::Acquire);
+        if owner != server.pid() {
+            return Err(named(format!(
+                "its header names pid {owner} as the dispatcher, but pid {} answered",
+                server.pid()
+            )));
+        }
+        let period = s.period.load(Ordering::Acquire);
+        if period > MAX_PERIOD_NS {
+            return Err(named(format!(
+                "its period of {period} ns is longer than a day"
+            )));
+        }
+        let max_lead = s.max_lead.load(Ordering::Acquire);
+        if max_lead > MAX_LEAD_NS {
+            return Err(named(format!(
+                "its lead of {max_lead} ns is longer than {MAX_LEAD_NS} ns"
+            )));
+        }
+        match s.state.load(Ordering::Acquire) {
+            STATE_RUNNING => {}
+            STATE_ENDED => return Err(ChannelError::Ended(name.to_string())),
+            other => return Err(named(format!("unknown state {other}"))),
+        }
+        if s.admitted_pid.load(Ordering::Acquire) != me {
+            return Err(named("the dispatcher did not record this client".into()));
         }
         let last = s.seq.load(Ordering::Acquire);
+        // Attached only now: the dispatcher waits for this before its first release.
+        s.client_pid.store(me, Ordering::Release);
         Ok(Client {
             map,
             name: name.to_string(),
-            _file: file,
+            _page: page,
             last,
+            lead_bound: max_lead + LEAD_SLACK_NS,
         })
     }
 
@@ -433,10 +849,27 @@ impl Client {
 
     /// The channel's nominal period (0 for event-driven channels).
     pub fn period(&self) -> u64 {
-        self.map.shared().period.load(Ordering::Relaxed)
+        self.map
+            .shared()
+            .period
+            .load(Ordering::Relaxed)
+            .min(MAX_PERIOD_NS)
     }
 
-    /// Wait until the dispatcher releases a release this client has not seen. `now` reads the clock.
+    /// The plan has ended (spinning towards a release must stop).
+    #[inline]
+    pub fn ended(&self) -> bool {
+        self.map.shared().state.load(Ordering::Relaxed) == STATE_ENDED
+    }
+
+    /// The furthest ahead of now a release may be; [`Client::next`] refuses anything further.
+    pub fn lead_bound(&self) -> u64 {
+        self.lead_bound
+    }
+
+    /// Wait until the dispatcher releases a release this client has not seen. `now` reads the
+    /// clock. A release further ahead than the channel's lead is refused ([`ChannelError::Invalid`]):
+    /// no dispatcher issues one, and spinning towards it would burn the CPU for nothing.
     pub fn next(&mut self, now: &dyn Fn() -> u64) -> Result<Release, ChannelError> {
         let s = self.map.shared();
         let mut slept = false;
@@ -452,18 +885,28 @@ impl Client {
                 if again.wrapping_sub(seq) >= SLOTS - 1 {
                     continue; // the slot may have been reused while reading it
                 }
+                let t = now();
+                if target > t.saturating_add(self.lead_bound) {
+                    return Err(ChannelError::Invalid {
+                        name: self.name.clone(),
+                        why: format!(
+                            "a release {} ns ahead, beyond the channel's lead bound of {} ns",
+                            target - t,
+                            self.lead_bound
+                        ),
+                    });
+                }
                 let missed = seq.wrapping_sub(self.last).wrapping_sub(1) as u64;
                 self.last = seq;
                 return Ok(Release {
                     seq,
                     target,
-                    issued: (slept && again == seq).then_some(issued),
+                    issued: (slept && again == seq && issued <= t).then_some(issued),
                     missed,
                 });
             }
             futex_wait(&s.seq, seq, 100_000_000);
             slept = true;
-            let _ = now;
             if s.seq.load(Ordering::Acquire) == seq {
                 let (pid, start) = (
                     s.owner_pid.load(Ordering::Relaxed),
@@ -498,18 +941,53 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         let me = std::process::id() as i32;
-        let _ = self.map.shared().client_pid.compare_exchange(
-            me,
-            0,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
+        let s = self.map.shared();
+        for word in [&s.client_pid, &s.admitted_pid] {
+            let _ = word.compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
+}
+
+/// Read the dispatcher's reply and the fd that comes with it.
+fn receive(stream: &UnixStream) -> io::Result<([u8; REPLY_LEN], Option<OwnedFd>)> {
+    use std::os::fd::FromRawFd;
+    let mut buf = [0u8; REPLY_LEN];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let (n, fds) = {
+        let mut iov = [io::IoSliceMut::new(&mut buf)];
+        let msg = nix::sys::socket::recvmsg::<()>(
+            stream.as_fd().as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+        )?;
+        let mut fds = Vec::new();
+        for c in msg.cmsgs()? {
+            if let nix::sys::socket::ControlMessageOwned::ScmRights(f) = c {
+                fds.extend(f);
+            }
+        }
+        (msg.bytes, fds)
+    };
+    // SAFETY: fds received with SCM_RIGHTS are new descriptors this process owns.
+    let mut owned: Vec<OwnedFd> = fds
+        .into_iter()
+        .map(|f| unsafe { OwnedFd::from_raw_fd(f) })
+        .collect();
+    if n != REPLY_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "short reply from the dispatcher",
+        ));
+    }
+    let page = if owned.len() == 1 { owned.pop() } else { None };
+    Ok((buf, page))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     fn now() -> u64 {
         punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC)
@@ -584,18 +1062,318 @@ mod tests {
     }
 
     #[test]
-    fn a_second_dispatcher_is_refused_and_a_dead_ones_file_is_replaced() {
+    fn a_second_dispatcher_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let server = Server::create(dir.path(), "t3", 0).unwrap();
+        let _server = Server::create(dir.path(), "t3", 0).unwrap();
+        match Server::create(dir.path(), "t3", 0) {
+            Err(ChannelError::InUse { pid, .. }) => assert_eq!(pid, std::process::id() as i32),
+            other => panic!("{:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn stale_channel_of_a_dead_owner_is_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        // A dispatcher that died: its socket is left, nobody listens.
+        drop(std::os::unix::net::UnixListener::bind(path_of(dir.path(), "t5")).unwrap());
+        let s = Server::create(dir.path(), "t5", 0).unwrap();
+        assert_eq!(s.client(), None);
+        drop(s);
+        assert!(!path_of(dir.path(), "t5").exists(), "removed on drop");
+        // A file of an older version, and a link someone planted: the entries go, never their
+        // targets.
+        std::fs::write(path_of(dir.path(), "t6"), vec![0u8; 4096]).unwrap();
+        drop(Server::create(dir.path(), "t6", 0).unwrap());
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, path_of(dir.path(), "t7")).unwrap();
+        let s = Server::create(dir.path(), "t7", 0).unwrap();
+        assert!(std::fs::symlink_metadata(s.path())
+            .unwrap()
+            .file_type()
+            .is_socket());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn channel_names_cannot_leave_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["../x", "a/b", ".hidden", "", "x\n"] {
+            assert!(matches!(
+                Client::attach(dir.path(), bad, 0),
+                Err(ChannelError::BadName(_))
+            ));
+            assert!(matches!(
+                Server::create(dir.path(), bad, 0),
+                Err(ChannelError::BadName(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn the_socket_is_private_and_the_page_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Server::create(dir.path(), "t8", 0).unwrap();
+        let m = std::fs::symlink_metadata(s.path()).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o600);
+        assert_eq!(m.uid(), euid());
+        let c = Client::attach(dir.path(), "t8", 0).unwrap();
+        check_page(&c._page).unwrap();
+    }
+
+    #[test]
+    fn a_page_that_could_shrink_is_refused() {
+        use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+        let fd = memfd_create(c"t", MemFdCreateFlag::MFD_ALLOW_SEALING).unwrap();
+        nix::unistd::ftruncate(&fd, PAGE as libc::off_t).unwrap();
+        assert!(check_page(&fd).unwrap_err().contains("not sealed"));
+        // SAFETY: fcntl on an fd we own.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) };
+        assert!(check_page(&fd).is_err(), "growing sealed is not enough");
+        let ok = sealed_page().unwrap();
+        check_page(&ok).unwrap();
+    }
+
+    #[test]
+    fn channel_truncated_under_a_live_dispatcher_and_client_crashes_neither() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = Server::create(dir.path(), "t9", 0).unwrap();
+        let mut c = Client::attach(dir.path(), "t9", 0).unwrap();
+        // The page cannot shrink (sealed), and the name is a socket, not a file to truncate.
+        let e = nix::unistd::ftruncate(&c._page, 0).unwrap_err();
+        assert_eq!(e, nix::errno::Errno::EPERM);
+        assert!(std::fs::OpenOptions::new()
+            .write(true)
+            .open(server.path())
+            .is_err());
+        assert!(nix::unistd::truncate(server.path(), 0).is_err());
+        // Both sides still work.
+        let t = now() + 100_000;
+        server.release(t, now());
+        let r = c.next(&now).unwrap();
+        assert_eq!(r.target, t);
+        c.ack(r.seq, 1, None, false, 0);
         assert!(matches!(
-            Server::create(dir.path(), "t3", 0),
-            Err(ChannelError::InUse { .. })
+            server.collect(),
+            Some(Ack::Done { lateness: 1, .. })
         ));
-        // Pretend the owner died.
-        server.map.shared().owner_start.store(1, Ordering::Release);
-        let again = Server::create(dir.path(), "t3", 0).unwrap();
-        assert_eq!(again.client(), None);
-        std::mem::forget(server); // its drop would remove the new file
+    }
+
+    #[test]
+    fn forged_header_is_refused_with_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::create(dir.path(), "t10", 0).unwrap();
+        let s = server.map.shared();
+        s.header_len.store(999, Ordering::Release);
+        let e = Client::attach(dir.path(), "t10", 0).err().unwrap();
+        assert!(e.to_string().contains("header is 999 bytes"), "{e}");
+        assert_eq!(e.errno(), libc::EPROTO);
+        s.header_len
+            .store(std::mem::size_of::<Shared>() as u32, Ordering::Release);
+        s.max_lead.store(u64::MAX, Ordering::Release);
+        let e = Client::attach(dir.path(), "t10", 0).err().unwrap();
+        assert!(e.to_string().contains("lead of"), "{e}");
+        s.max_lead.store(0, Ordering::Release);
+        s.owner_pid.store(1, Ordering::Release);
+        let e = Client::attach(dir.path(), "t10", 0).err().unwrap();
+        assert!(e.to_string().contains("names pid 1"), "{e}");
+        s.owner_pid
+            .store(std::process::id() as i32, Ordering::Release);
+        s.version.store(77, Ordering::Release);
+        assert!(matches!(
+            Client::attach(dir.path(), "t10", 0),
+            Err(ChannelError::Foreign(_))
+        ));
+    }
+
+    #[test]
+    fn forged_release_far_ahead_is_refused_without_spinning() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = Server::create(dir.path(), "t11", 10_000_000).unwrap();
+        server.set_max_lead(1_000_000);
+        let mut c = Client::attach(dir.path(), "t11", 0).unwrap();
+        assert_eq!(c.lead_bound(), 1_000_000 + LEAD_SLACK_NS);
+        let t0 = std::time::Instant::now();
+        server.release(now() + 60_000_000_000, now());
+        let e = c.next(&now).err().unwrap();
+        assert!(
+            e.to_string().contains("beyond the channel's lead bound"),
+            "{e}"
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        // A release within the lead is taken.
+        let t = now() + 500_000;
+        server.release(t, now());
+        assert_eq!(c.next(&now).unwrap().target, t);
+    }
+
+    fn is_root() -> bool {
+        euid() == 0
+    }
+
+    /// Fork a child that drops to uid/gid 65534 and runs `body` (raw system calls only: the
+    /// parent is multi-threaded). Returns the child's exit code.
+    fn as_nobody(body: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child only makes async-signal-safe system calls, then _exit.
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                let ok = libc::setgroups(0, std::ptr::null()) == 0
+                    && libc::setgid(65534) == 0
+                    && libc::setuid(65534) == 0;
+                libc::_exit(if ok { body() } else { 99 })
+            },
+            pid => {
+                let mut st = 0;
+                // SAFETY: waiting for the child we forked.
+                unsafe { libc::waitpid(pid, &mut st, 0) };
+                libc::WEXITSTATUS(st)
+            }
+        }
+    }
+
+    fn sockaddr(path: &Path) -> libc::sockaddr_un {
+        // SAFETY: zeroed sockaddr_un is valid.
+        let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in a
+            .sun_path
+            .iter_mut()
+            .zip(path.as_os_str().as_encoded_bytes())
+        {
+            *d = *s as libc::c_char;
+        }
+        a
+    }
+
+    /// In the child: connect, say attach, and classify what happens (raw system calls).
+    fn raw_attach(addr: &libc::sockaddr_un) -> i32 {
+        // SAFETY: raw socket calls on a stack address and buffer.
+        unsafe {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if libc::connect(fd, addr as *const _ as *const libc::sockaddr, len) != 0 {
+                return if *libc::__errno_location() == libc::EACCES {
+                    10
+                } else {
+                    11
+                };
+            }
+            let hello = [HELLO_ATTACH];
+            libc::write(fd, hello.as_ptr() as *const libc::c_void, 1);
+            let mut b = [0u8; REPLY_LEN];
+            let n = libc::read(fd, b.as_mut_ptr() as *mut libc::c_void, REPLY_LEN);
+            if n as usize != REPLY_LEN {
+                return 12;
+            }
+            match u32::from_le_bytes([b[0], b[1], b[2], b[3]]) {
+                REPLY_DENIED => 20,
+                REPLY_OK => 21,
+                _ => 22,
+            }
+        }
+    }
+
+    #[test]
+    fn unprivileged_process_cannot_open_a_channel() {
+        if !is_root() {
+            punctual_rt::privilege::report_skip(
+                "unprivileged_process_cannot_open_a_channel",
+                "needs root to run a child as uid 65534",
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let server = Server::create(dir.path(), "t12", 0).unwrap();
+        let addr = sockaddr(server.path());
+        // The socket's mode stops it at connect.
+        assert_eq!(
+            as_nobody(|| raw_attach(&addr)),
+            10,
+            "connect must be refused"
+        );
+        // Even through a socket whose mode slipped, the door checks who is asking.
+        std::fs::set_permissions(server.path(), std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(
+            as_nobody(|| raw_attach(&addr)),
+            20,
+            "the door must deny uid 65534"
+        );
+        assert_eq!(server.client(), None);
+        // Admitted by name, the same user gets the page.
+        let dir2 = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir2.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let admitted = Server::create_for(
+            dir2.path(),
+            "t13",
+            0,
+            Access {
+                client_uid: Some(65534),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::symlink_metadata(admitted.path()).unwrap().uid(),
+            65534
+        );
+        let addr = sockaddr(admitted.path());
+        assert_eq!(as_nobody(|| raw_attach(&addr)), 21);
+    }
+
+    #[test]
+    fn a_client_refuses_a_dispatcher_of_another_user() {
+        if !is_root() {
+            punctual_rt::privilege::report_skip(
+                "a_client_refuses_a_dispatcher_of_another_user",
+                "needs root to run a child as uid 65534",
+            );
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let path = path_of(dir.path(), "t14");
+        let addr = sockaddr(&path);
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let (rfd, wfd) = (r.as_raw_fd(), w.as_raw_fd());
+        // SAFETY: the child makes raw system calls only, then _exit.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::close(rfd);
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                {
+                    libc::_exit(99);
+                }
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len);
+                libc::chmod(addr.sun_path.as_ptr(), 0o666);
+                libc::listen(fd, 1);
+                libc::write(wfd, [1u8].as_ptr() as *const libc::c_void, 1);
+                let c = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
+                let mut b = [0u8; 1];
+                libc::read(c, b.as_mut_ptr() as *mut libc::c_void, 1);
+                libc::_exit(0);
+            }
+        }
+        drop(w);
+        let mut b = [0u8; 1];
+        nix::unistd::read(r.as_raw_fd(), &mut b).unwrap();
+        let e = Client::attach(dir.path(), "t14", 1_000_000_000).err();
+        // SAFETY: ending and reaping the child we forked, by its pid.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        let e = e.expect("the squatter's socket must be refused");
+        assert!(e.to_string().contains("held by uid 65534"), "{e}");
+        // The next dispatcher (root) replaces the squatter's dead socket.
+        drop(Server::create(dir.path(), "t14", 0).unwrap());
     }
 
     #[test]

@@ -277,7 +277,12 @@ impl Periodic {
                 let woke = clock.now();
                 *margin_hint = rel.target.saturating_sub(woke);
                 let mut done = woke;
+                // `next` refused releases beyond the channel's lead, so this spin is bounded; it
+                // also stops the moment the plan ends.
                 while done < rel.target {
+                    if chan.ended() {
+                        return Err(channel::ChannelError::Ended(chan.name().to_string()).into());
+                    }
                     std::hint::spin_loop();
                     done = clock.now();
                 }

@@ -168,12 +168,8 @@ fn check_name(loc: &Locator, what: &str, v: &Spanned<String>) -> Result<String, 
     if s.is_empty() {
         return Err(loc.at(v.span(), format!("{what} name is empty; give it a name")));
     }
-    if s.len() > 64 || s.chars().any(|c| c.is_control()) {
-        return Err(loc.at(
-            v.span(),
-            format!("{what} name '{s}' must be at most 64 printable characters"),
-        ));
-    }
+    // Names are echoed in messages and tables: nothing that steers a terminal or reorders text.
+    punctual_time::text::check_name(what, s).map_err(|e| loc.at(v.span(), e))?;
     Ok(s.to_string())
 }
 
@@ -226,7 +222,8 @@ pub fn check_channel(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "wake channel '{name}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . (not starting with a dot)"
+            "wake channel '{}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . (not starting with a dot)",
+            punctual_time::text::display_name(name)
         ))
     }
 }
@@ -574,7 +571,8 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
                     ))
                 }
             };
-            let list = punctual_time::cpus::parse_cpu_list(&s).map_err(|e| loc.at(c.span(), format!("cpus: {e}")))?;
+            let list = punctual_time::cpus::parse_cpu_list(&s)
+                .map_err(|e| loc.at(c.span(), format!("cpus: {e}")))?;
             plan.cpus = Some(list);
         }
         plan.shield = h.shield.unwrap_or(false);
@@ -863,4 +861,3 @@ pub fn validate_plan(plan: &Plan) -> Result<(), String> {
     }
     Ok(())
 }
-

@@ -626,3 +626,30 @@ fn exec_user_errors_name_line_and_column() {
     let e = err("[[task]]\nname = \"a\"\nperiod = \"1ms\"\naction = { kind = \"exec\", argv = [\"/bin/true\"], drop_caps = \"yes\" }\n");
     assert!(e.starts_with("p.toml:4:"), "{e}");
 }
+
+#[test]
+fn names_with_escape_sequences_or_bidi_overrides_are_refused_and_shown_escaped() {
+    for bad in ["evil\u{1b}[2J", "abc\u{202e}fed", "x\u{2066}y"] {
+        let e = err(&format!(
+            "[[task]]\nname = \"{}\"\nperiod = \"1ms\"\naction = {{ kind = \"mark\" }}\n",
+            bad.chars()
+                .map(|c| if c.is_ascii_graphic() {
+                    c.to_string()
+                } else {
+                    format!("\\u{:04X}", c as u32)
+                })
+                .collect::<String>()
+        ));
+        assert!(
+            e.contains("without control, invisible or text-direction characters"),
+            "{e}"
+        );
+        assert!(!e.chars().any(punctual_time::text::needs_escape), "{e:?}");
+    }
+    // A 1 MB name is refused with a bounded message.
+    let e = err(&format!(
+        "[[task]]\nname = \"{}\"\nperiod = \"1ms\"\naction = {{ kind = \"mark\" }}\n",
+        "n".repeat(1 << 20)
+    ));
+    assert!(e.len() < 1000, "{} bytes", e.len());
+}

@@ -2,8 +2,7 @@
 //!
 //! [`ResultDoc`] is SPEC section 3's `punctual.result/1` document. [`export`] turns it into bytes (one
 //! module per format behind [`export::Exporter`]); [`table`] renders human tables; [`output`] checks
-//! output paths before anything runs and writes atomically; [`store`] keeps documents in the user's
-//! data directory. [`Failure`] classifies errors for the exit codes of SPEC section 2, and
+//! output paths before anything runs and writes atomically; [`Failure`] classifies errors for the exit codes of SPEC section 2, and
 //! [`experiment`] is the seam every reproduction of a seed's experiment plugs into.
 
 pub mod doc;
@@ -12,7 +11,6 @@ pub mod export;
 pub mod failure;
 pub mod host;
 pub mod output;
-pub mod store;
 pub mod table;
 
 pub use doc::{now_rfc3339, rfc3339_at, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID};

@@ -4,6 +4,15 @@
 
 use std::fmt::Write;
 
+/// Longest cell shown (a name is at most 64 characters; numbers are short).
+pub const MAX_CELL_CHARS: usize = 120;
+/// Longest title or note shown.
+const MAX_TEXT_CHARS: usize = 2_000;
+
+fn shown(s: &str, max: usize) -> String {
+    punctual_time::text::display_text(s, max).into_owned()
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Table {
     pub title: Option<String>,
@@ -41,7 +50,33 @@ impl Table {
         self
     }
 
+    /// The table as text. Every cell, the title and the notes are shown through
+    /// [`punctual_time::text::display_text`]: names from files (tasks, scenarios, traced commands)
+    /// reach tables, and none of them may steer the terminal; a cell is cut at
+    /// [`MAX_CELL_CHARS`] characters.
     pub fn render(&self) -> String {
+        let safe = Table {
+            title: self.title.as_deref().map(|t| shown(t, MAX_TEXT_CHARS)),
+            header: self
+                .header
+                .iter()
+                .map(|c| shown(c, MAX_CELL_CHARS))
+                .collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| r.iter().map(|c| shown(c, MAX_CELL_CHARS)).collect())
+                .collect(),
+            notes: self
+                .notes
+                .iter()
+                .map(|n| shown(n, MAX_TEXT_CHARS))
+                .collect(),
+        };
+        safe.render_plain()
+    }
+
+    fn render_plain(&self) -> String {
         let ncols = self
             .rows
             .iter()
@@ -144,6 +179,21 @@ mod tests {
                 && !looks_numeric("yes")
                 && !looks_numeric("-x")
         );
+    }
+
+    #[test]
+    fn names_in_tables_cannot_steer_the_terminal() {
+        let mut t = Table::new(&["task", "max"]).titled("tasks of \u{1b}[2Jx");
+        t.row(["evil\u{1b}[31m\u{202e}", "12 us"]);
+        t.row([&"n".repeat(10_000), "1 us"]);
+        t.note("from plan\u{2066}");
+        let out = t.render();
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{202e}') && !out.contains('\u{2066}'),
+            "{out}"
+        );
+        assert!(out.contains("evil\\u{001b}[31m\\u{202e}"), "{out}");
+        assert!(out.lines().all(|l| l.chars().count() < 200), "{out}");
     }
 
     #[test]

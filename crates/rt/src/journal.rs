@@ -39,9 +39,13 @@ pub enum Change {
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Change::File { path, original } => {
-                write!(f, "{} (back to '{}')", path.display(), original.trim())
-            }
+            // Journals are files: show what they hold escaped.
+            Change::File { path, original } => write!(
+                f,
+                "{} (back to '{}')",
+                crate::text::display_path(path),
+                crate::text::display_name(original.trim())
+            ),
             Change::TaskAffinity { pid, cpus, .. } => {
                 write!(
                     f,
@@ -49,8 +53,10 @@ impl std::fmt::Display for Change {
                     crate::format_cpu_list(cpus)
                 )
             }
-            Change::RemoveDir { path } => write!(f, "directory {}", path.display()),
-            Change::Unmount { path } => write!(f, "mount {}", path.display()),
+            Change::RemoveDir { path } => {
+                write!(f, "directory {}", crate::text::display_path(path))
+            }
+            Change::Unmount { path } => write!(f, "mount {}", crate::text::display_path(path)),
             Change::Stacked { pid, .. } => write!(f, "shield settings held by pid {pid}"),
         }
     }
@@ -61,7 +67,7 @@ impl Change {
     pub fn undo(&self) -> io::Result<()> {
         match self {
             // A file that is gone (its IRQ, its tracefs instance) has nothing left to restore.
-            Change::File { path, original } => match std::fs::write(path, original.as_bytes()) {
+            Change::File { path, original } => match write_existing(path, original) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
                 r => r,
             },
@@ -90,11 +96,15 @@ impl Change {
                     Err(e) => Err(io::Error::other(e.to_string())),
                 }
             }
+            // rmdir never follows a symbolic link and removes only empty directories.
             Change::RemoveDir { path } => match std::fs::remove_dir(path) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
                 r => r,
             },
-            Change::Unmount { path } => nix::mount::umount(path.as_path()).map_err(io::Error::from),
+            Change::Unmount { path } => {
+                nix::mount::umount2(path.as_path(), nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+                    .map_err(io::Error::from)
+            }
             Change::Stacked { pid, start_time } => {
                 let r = crate::stacked::release_in_system(crate::stacked::Owner {
                     pid: *pid,
@@ -107,6 +117,19 @@ impl Change {
             }
         }
     }
+}
+
+/// Write `value` into a file that must already exist (a kernel knob), never through a symbolic link:
+/// the journal only ever puts back what was there, it never creates files.
+fn write_existing(path: &Path, value: &str) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true) // as std::fs::write did: kernel knobs ignore it
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(value.as_bytes())
 }
 
 /// Start time of a task in clock ticks since boot (field 22 of /proc/PID/stat).
@@ -142,11 +165,12 @@ pub fn global() -> &'static Journal {
     GLOBAL.get_or_init(|| Journal::new(state_dir()))
 }
 
-/// Where journals live: `$PUNCTUAL_STATE_DIR`, else `/run/punctual` when writable (cleared at boot, as
-/// the settings themselves are), else the user's runtime or state directory.
+/// Where journals live: `$PUNCTUAL_STATE_DIR` (when [`crate::env::trusted_dir`] believes it), else
+/// `/run/punctual` when writable (cleared at boot, as the settings themselves are), else the user's
+/// runtime or state directory.
 pub fn state_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("PUNCTUAL_STATE_DIR") {
-        return PathBuf::from(d);
+    if let Some(d) = crate::env::trusted_dir(crate::env::STATE_DIR).path() {
+        return d;
     }
     let run = Path::new("/run");
     if nix::unistd::access(run, nix::unistd::AccessFlags::W_OK).is_ok() {
@@ -156,6 +180,58 @@ pub fn state_dir() -> PathBuf {
         .or_else(dirs::state_dir)
         .unwrap_or_else(std::env::temp_dir)
         .join("punctual")
+}
+
+/// Create the state directory if needed (mode 0700 whatever the umask) and check it is ours:
+/// a real directory, not a symbolic link, owned by the effective user and writable by nobody else.
+/// A directory of ours that others may only read is tightened to 0700; anything else is refused
+/// (its journals could have been planted or removed by someone else).
+pub fn ensure_state_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    check_state_dir(dir).map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))
+}
+
+/// The checks of [`ensure_state_dir`] on an existing directory; `Err` says why it is refused.
+fn check_state_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let shown = dir.display();
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("state directory {shown}: {e}"))?;
+    let fix = "remove it; punctual recreates it owned by root, mode 0700";
+    if m.file_type().is_symlink() {
+        return Err(format!(
+            "state directory {shown} is a symbolic link, not used ({fix})"
+        ));
+    }
+    if !m.is_dir() {
+        return Err(format!(
+            "state directory {shown} is not a directory ({fix})"
+        ));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if m.uid() != euid {
+        return Err(format!(
+            "state directory {shown} belongs to uid {}, not to uid {euid}, not used ({fix})",
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "state directory {shown} is writable by other users (mode {:o}), not used ({fix})",
+            m.mode() & 0o7777
+        ));
+    }
+    if m.mode() & 0o7777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("state directory {shown}: setting mode 0700: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Undoes one journalled change when dropped.
@@ -196,6 +272,8 @@ impl Journal {
     }
 
     fn persist(&self, state: &State) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let path = self.path();
         if state.changes.is_empty() {
             return match std::fs::remove_file(&path) {
@@ -203,7 +281,7 @@ impl Journal {
                 r => r,
             };
         }
-        std::fs::create_dir_all(&self.dir)?;
+        ensure_state_dir(&self.dir)?;
         let pid = std::process::id() as i32;
         let file = StateFile {
             pid,
@@ -211,10 +289,17 @@ impl Journal {
             changes: state.changes.clone(),
         };
         let tmp = path.with_extension("tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(&file).map_err(io::Error::other)?,
-        )?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        // 0600 whatever the umask: only the owner may read or change what the next start replays.
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        f.write_all(&serde_json::to_vec_pretty(&file).map_err(io::Error::other)?)?;
+        drop(f);
         std::fs::rename(tmp, path)
     }
 
@@ -243,7 +328,7 @@ impl Journal {
             path: path.to_path_buf(),
             original,
         })?;
-        std::fs::write(path, value.as_bytes())?; // on error the guard drops and rewrites the original
+        write_existing(path, value)?; // on error the guard drops and rewrites the original
         Ok(guard)
     }
 
@@ -318,43 +403,144 @@ fn normalised(cpus: &[usize]) -> Vec<usize> {
 }
 
 /// What [`restore_stale`] did with one leftover journal.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct StaleReport {
     pub journal: PathBuf,
     pub owner_pid: i32,
     pub restored: Vec<Change>,
-    pub failed: Vec<(Change, io::Error)>,
+    /// Changes whose undo failed, with the error; the journal stays for the next start.
+    pub failed: Vec<(Change, String)>,
+}
+
+/// What one [`restore_stale`] did with a state directory.
+#[derive(Clone, Debug, Default)]
+pub struct RestoreReport {
+    /// The state directory looked at.
+    pub dir: PathBuf,
+    /// Journals of dead processes that were replayed.
+    pub journals: Vec<StaleReport>,
+    /// What was refused and not replayed at all (the directory, a journal, a change in one), with
+    /// why. A refused journal is left in place for someone to look at.
+    pub refused: Vec<(PathBuf, String)>,
+}
+
+impl RestoreReport {
+    /// Nothing replayed and nothing refused.
+    pub fn is_empty(&self) -> bool {
+        self.journals.is_empty() && self.refused.is_empty()
+    }
+
+    /// Settings put back, over all journals.
+    pub fn restored(&self) -> usize {
+        self.journals.iter().map(|j| j.restored.len()).sum()
+    }
+}
+
+impl IntoIterator for RestoreReport {
+    type Item = StaleReport;
+    type IntoIter = std::vec::IntoIter<StaleReport>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.journals.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a RestoreReport {
+    type Item = &'a StaleReport;
+    type IntoIter = std::slice::Iter<'a, StaleReport>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.journals.iter()
+    }
+}
+
+/// Every [`restore_stale`] of this process, in order, so a later command (`shield --restore` right
+/// after the start-up restore) can say what was already put back.
+static HISTORY: Mutex<Vec<RestoreReport>> = Mutex::new(Vec::new());
+
+/// What the earlier [`restore_stale`] calls of this process did (oldest first).
+pub fn earlier_restores() -> Vec<RestoreReport> {
+    HISTORY.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Undo the journals of punctual processes that are gone (killed, crashed). Journals of live
-/// processes are left alone. Safe to call at every start.
-pub fn restore_stale() -> Vec<StaleReport> {
-    restore_stale_in(&state_dir())
+/// processes are left alone; journals and changes that fail the checks of [`restore_stale_in`] are
+/// refused and reported. Safe to call at every start. The report is also kept for
+/// [`earlier_restores`].
+pub fn restore_stale() -> RestoreReport {
+    let report = restore_stale_in(&state_dir());
+    if !report.is_empty() {
+        HISTORY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(report.clone());
+    }
+    report
 }
 
-pub fn restore_stale_in(dir: &Path) -> Vec<StaleReport> {
-    let mut reports = Vec::new();
+/// Largest journal replayed (a shield of every task of a busy machine is well under 1 MiB).
+const MAX_JOURNAL_BYTES: u64 = 16 << 20;
+
+/// Replay the stale journals in `dir`, trusting nothing in it:
+/// - the directory must pass [`ensure_state_dir`]'s checks (ours, not a symlink, writable by nobody
+///   else), or nothing in it is read;
+/// - a journal must be a regular file owned by the effective user, not writable by group or others,
+///   opened without following a symbolic link;
+/// - every change must be one punctual itself makes (see [`Allowed`]); one refused change refuses
+///   the whole journal, and nothing of it is written.
+pub fn restore_stale_in(dir: &Path) -> RestoreReport {
+    restore_checked(dir, &Allowed::system(dir))
+}
+
+fn restore_checked(dir: &Path, allowed: &Allowed) -> RestoreReport {
+    let mut report = RestoreReport {
+        dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return report,
+        _ => {}
+    }
+    if let Err(why) = check_state_dir(dir) {
+        report.refused.push((dir.to_path_buf(), why));
+        return report;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return reports;
+        return report;
     };
     let me = std::process::id() as i32;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().to_string();
+    let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    for name in names {
+        let name = name.to_string_lossy().to_string();
         if !(name.starts_with("journal-") && name.ends_with(".json")) {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let Ok(file) = serde_json::from_str::<StateFile>(&text) else {
-            continue;
+        let path = dir.join(&name);
+        let file = match read_journal(&path) {
+            Ok(f) => f,
+            Err(why) => {
+                report.refused.push((path, why));
+                continue;
+            }
         };
         let alive = file.pid == me || task_start_time(file.pid) == Some(file.start_time);
         if alive {
             continue;
         }
-        let mut report = StaleReport {
+        let refusals: Vec<String> = file
+            .changes
+            .iter()
+            .filter_map(|(_, c)| allowed.check(c).err())
+            .collect();
+        if !refusals.is_empty() {
+            for why in refusals {
+                report.refused.push((
+                    path.clone(),
+                    format!("{why}; nothing of this journal was restored, it is left for you to inspect and remove"),
+                ));
+            }
+            continue;
+        }
+        let mut stale = StaleReport {
             journal: path.clone(),
             owner_pid: file.pid,
             restored: vec![],
@@ -362,16 +548,277 @@ pub fn restore_stale_in(dir: &Path) -> Vec<StaleReport> {
         };
         for (_, change) in file.changes.into_iter().rev() {
             match change.undo() {
-                Ok(()) => report.restored.push(change),
-                Err(e) => report.failed.push((change, e)),
+                Ok(()) => stale.restored.push(change),
+                Err(e) => stale.failed.push((change, e.to_string())),
             }
         }
-        if report.failed.is_empty() {
+        if stale.failed.is_empty() {
             let _ = std::fs::remove_file(&path);
         }
-        reports.push(report);
+        report.journals.push(stale);
     }
-    reports
+    report
+}
+
+/// Open and parse one journal, refusing anything another user could have written.
+fn read_journal(path: &Path) -> Result<StateFile, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK: a FIFO planted under a journal's name must not hang the start.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "the journal is a symbolic link, not followed".to_string(),
+            _ => format!("cannot open the journal: {e}"),
+        })?;
+    let m = f
+        .metadata()
+        .map_err(|e| format!("cannot stat the journal: {e}"))?;
+    if !m.is_file() {
+        return Err("the journal is not a regular file".into());
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if m.uid() != euid {
+        return Err(format!(
+            "the journal belongs to uid {}, not to uid {euid}",
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "the journal is writable by other users (mode {:o})",
+            m.mode() & 0o7777
+        ));
+    }
+    if m.len() > MAX_JOURNAL_BYTES {
+        return Err(format!(
+            "the journal is {} bytes, more than punctual ever writes",
+            m.len()
+        ));
+    }
+    let mut text = String::new();
+    f.take(MAX_JOURNAL_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the journal: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("not a punctual journal: {e}"))
+}
+
+/// The changes punctual itself makes, and so the only ones a journal may ask to undo.
+struct Allowed {
+    /// Where procfs is (`/proc`; tests use a directory of their own).
+    proc_root: PathBuf,
+    /// The state directory being replayed: punctual's private tracefs mount points live in it.
+    state_dir: PathBuf,
+    /// Check that tracefs paths are on a tracefs (off only in tests).
+    tracefs_magic: bool,
+}
+
+/// Longest value a journal may write back (an IRQ mask of 8192 CPUs is 2 KiB).
+const MAX_VALUE_BYTES: usize = 4096;
+
+impl Allowed {
+    fn system(state_dir: &Path) -> Allowed {
+        Allowed {
+            proc_root: PathBuf::from("/proc"),
+            state_dir: state_dir.to_path_buf(),
+            tracefs_magic: true,
+        }
+    }
+
+    /// `Err` says why `change` is not something punctual would have made.
+    fn check(&self, change: &Change) -> Result<(), String> {
+        match change {
+            Change::File { path, original } => self.check_file(path, original),
+            Change::TaskAffinity {
+                pid, cpus, set_to, ..
+            } => {
+                let max = nix::sched::CpuSet::count();
+                let shown = format!("affinity of pid {pid}");
+                if *pid <= 0 {
+                    return Err(format!("{shown}: not a process id"));
+                }
+                let Some(set) = set_to else {
+                    return Err(format!(
+                        "{shown}: no record of what punctual set, so it cannot tell whether the task moved itself since"
+                    ));
+                };
+                if cpus.is_empty() || set.is_empty() {
+                    return Err(format!("{shown}: an empty CPU set"));
+                }
+                if cpus.iter().chain(set).any(|&c| c >= max) {
+                    return Err(format!("{shown}: a CPU beyond {max}"));
+                }
+                Ok(())
+            }
+            Change::RemoveDir { path } => {
+                if self.is_own_mount_point(path) || self.is_tracefs_instance(path)? {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "removing directory {}: not a punctual tracefs instance or mount point",
+                        shown(path)
+                    ))
+                }
+            }
+            Change::Unmount { path } => {
+                if self.is_own_mount_point(path) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "unmounting {}: not a tracefs mount punctual made in its state directory",
+                        shown(path)
+                    ))
+                }
+            }
+            // Names no path: undoing it releases that shield's entries through the shield
+            // registry, which writes only the /proc files a shield may change (`stacked`).
+            Change::Stacked { pid, .. } if *pid > 0 => Ok(()),
+            Change::Stacked { pid, .. } => Err(format!("shield of pid {pid}: not a process id")),
+        }
+    }
+
+    fn check_file(&self, path: &Path, original: &str) -> Result<(), String> {
+        let refuse = |why: &str| Err(format!("writing {}: {why}", shown(path)));
+        if original.len() > MAX_VALUE_BYTES {
+            return refuse("the value is longer than any setting punctual changes");
+        }
+        let value = original.trim();
+        if let Some(rel) = normal_relative(path, &self.proc_root) {
+            let rel: Vec<&str> = rel.iter().map(String::as_str).collect();
+            let ok = match rel.as_slice() {
+                ["sys", "kernel", "sched_rt_runtime_us"] => value
+                    .parse::<i64>()
+                    .is_ok_and(|v| (-1..=i32::MAX as i64).contains(&v)),
+                ["sys", "kernel", "sched_rr_timeslice_ms"] => value.parse::<i32>().is_ok(),
+                ["irq", n, "smp_affinity_list"] if is_number(n) => {
+                    crate::parse_cpu_list(value).is_ok()
+                }
+                ["irq", n, "smp_affinity"] if is_number(n) => is_hex_mask(value),
+                ["irq", "default_smp_affinity"] => is_hex_mask(value),
+                _ => return refuse("not a setting punctual changes"),
+            };
+            return if ok {
+                Ok(())
+            } else {
+                refuse(&format!(
+                    "'{}' is not a value that setting takes",
+                    crate::text::display_name(value)
+                ))
+            };
+        }
+        // A tracefs instance's switches, which punctual only ever puts back to 0.
+        let names: Vec<String> = path
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
+        let n = names.len();
+        let instance_dir = match names.as_slice() {
+            [.., i, inst, f] if i == "instances" && f == "tracing_on" && is_instance(inst) => {
+                path.parent()
+            }
+            [.., i, inst, e, f]
+                if i == "instances" && e == "events" && f == "enable" && is_instance(inst) =>
+            {
+                path.parent().and_then(Path::parent)
+            }
+            _ => None,
+        };
+        let Some(instance_dir) = instance_dir.filter(|_| n > 3 && path.is_absolute()) else {
+            return refuse("not a setting punctual changes");
+        };
+        if value != "0" {
+            return refuse("punctual only ever turns tracing back off (0)");
+        }
+        self.on_tracefs(instance_dir)
+            .map_err(|why| format!("writing {}: {why}", shown(path)))
+    }
+
+    /// `<state dir>/tracefs-<pid>-<n>`.
+    fn is_own_mount_point(&self, path: &Path) -> bool {
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy()) else {
+            return false;
+        };
+        let ok_name = name.strip_prefix("tracefs-").is_some_and(|rest| {
+            let mut parts = rest.split('-');
+            matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None) if is_number(a) && is_number(b))
+        });
+        ok_name && path.parent() == Some(self.state_dir.as_path())
+    }
+
+    /// `.../instances/punctual-<pid>[-<n>]` on a tracefs.
+    fn is_tracefs_instance(&self, path: &Path) -> Result<bool, String> {
+        let (Some(name), Some(parent)) = (path.file_name(), path.parent()) else {
+            return Ok(false);
+        };
+        if !path.is_absolute()
+            || parent.file_name() != Some(std::ffi::OsStr::new("instances"))
+            || !is_instance(&name.to_string_lossy())
+        {
+            return Ok(false);
+        }
+        self.on_tracefs(parent)
+            .map(|()| true)
+            .map_err(|why| format!("removing directory {}: {why}", shown(path)))
+    }
+
+    /// `dir` is on a tracefs and reached without symbolic links; a `dir` that is gone is accepted
+    /// (there is nothing left to undo there, and the undo cannot create it).
+    fn on_tracefs(&self, dir: &Path) -> Result<(), String> {
+        match std::fs::canonicalize(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+            Ok(real) if real != dir => {
+                return Err("the path goes through a symbolic link".into());
+            }
+            Ok(_) => {}
+        }
+        if !self.tracefs_magic {
+            return Ok(());
+        }
+        match nix::sys::statfs::statfs(dir) {
+            Ok(st) if st.filesystem_type() == nix::sys::statfs::TRACEFS_MAGIC => Ok(()),
+            Ok(_) => Err("not on a tracefs".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// The components of `path` below `root` when every one is a plain name (no `..`, no `.`).
+fn normal_relative(path: &Path, root: &Path) -> Option<Vec<String>> {
+    let rel = path.strip_prefix(root).ok()?;
+    rel.components()
+        .map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_hex_mask(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b',')
+}
+
+/// `punctual-<pid>` or `punctual-<pid>-<n>` (see punctual-trace's instance names).
+fn is_instance(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("punctual-") else {
+        return false;
+    };
+    let mut parts = rest.split('-');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(p), None, None) => is_number(p),
+        (Some(p), Some(n), None) => is_number(p) && is_number(n),
+        _ => false,
+    }
+}
+
+fn shown(path: &Path) -> String {
+    crate::text::display_path(path)
 }
 
 #[cfg(test)]
@@ -431,47 +878,398 @@ mod tests {
         assert!(j.pending().is_empty());
     }
 
+    /// A state directory with a procfs stand-in: `<dir>/proc/sys/kernel/sched_rt_runtime_us` holds
+    /// "changed", and the replay accepts what it would accept under /proc.
+    struct Fixture {
+        tmp: tempfile::TempDir,
+        state: PathBuf,
+        knob: PathBuf,
+        allowed: Allowed,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let tmp = tempfile::tempdir().unwrap();
+            let state = tmp.path().join("state");
+            ensure_state_dir(&state).unwrap();
+            let kernel = tmp.path().join("proc/sys/kernel");
+            std::fs::create_dir_all(&kernel).unwrap();
+            let knob = kernel.join("sched_rt_runtime_us");
+            std::fs::write(&knob, "changed").unwrap();
+            let allowed = Allowed {
+                proc_root: tmp.path().join("proc"),
+                state_dir: state.clone(),
+                tracefs_magic: false,
+            };
+            Fixture {
+                tmp,
+                state,
+                knob,
+                allowed,
+            }
+        }
+
+        /// A dead process's journal in the state directory, putting the knob back to 950000.
+        fn dead_journal(&self, more: Vec<Change>) -> PathBuf {
+            let mut changes = vec![(
+                1,
+                Change::File {
+                    path: self.knob.clone(),
+                    original: "950000\n".into(),
+                },
+            )];
+            changes.extend(more.into_iter().enumerate().map(|(i, c)| (i as u64 + 2, c)));
+            let file = StateFile {
+                pid: i32::MAX - 7,
+                start_time: 1,
+                changes,
+            };
+            let path = self.state.join("journal-2147483640.json");
+            std::fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
+            path
+        }
+
+        fn restore(&self) -> RestoreReport {
+            restore_checked(&self.state, &self.allowed)
+        }
+
+        fn knob(&self) -> String {
+            std::fs::read_to_string(&self.knob).unwrap()
+        }
+    }
+
+    fn is_root() -> bool {
+        nix::unistd::geteuid().is_root()
+    }
+
     #[test]
     fn stale_journal_of_a_dead_process_is_restored_and_removed() {
-        let tmp = tempfile::tempdir().unwrap();
-        let knob = tmp.path().join("knob");
-        std::fs::write(&knob, "changed").unwrap();
-        let made = tmp.path().join("instance");
-        std::fs::create_dir(&made).unwrap();
-        // A pid that cannot be alive with this start time.
-        let file = StateFile {
-            pid: i32::MAX - 7,
-            start_time: 1,
-            changes: vec![
-                (
-                    1,
-                    Change::File {
-                        path: knob.clone(),
-                        original: "orig".into(),
-                    },
-                ),
-                (2, Change::RemoveDir { path: made.clone() }),
-            ],
-        };
-        let jpath = tmp.path().join("journal-2147483640.json");
-        std::fs::write(&jpath, serde_json::to_vec(&file).unwrap()).unwrap();
+        let fx = Fixture::new();
+        let mount_point = fx.state.join("tracefs-2147483640-0");
+        std::fs::create_dir(&mount_point).unwrap();
+        let jpath = fx.dead_journal(vec![Change::RemoveDir {
+            path: mount_point.clone(),
+        }]);
         // A live process's journal is left alone.
-        let me = std::process::id() as i32;
         let live = StateFile {
             pid: 1,
             start_time: task_start_time(1).unwrap_or(0),
             changes: vec![],
         };
-        let live_path = tmp.path().join("journal-1.json");
+        let live_path = fx.state.join("journal-1.json");
         std::fs::write(&live_path, serde_json::to_vec(&live).unwrap()).unwrap();
 
-        let reports = restore_stale_in(tmp.path());
-        assert_eq!(reports.len(), 1, "{reports:?}");
-        assert_eq!(reports[0].restored.len(), 2);
-        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "orig");
-        assert!(!made.exists());
+        let report = fx.restore();
+        assert!(report.refused.is_empty(), "{report:?}");
+        assert_eq!(report.journals.len(), 1, "{report:?}");
+        assert_eq!(report.restored(), 2);
+        assert_eq!(fx.knob(), "950000\n");
+        assert!(!mount_point.exists());
         assert!(!jpath.exists());
-        assert!(live_path.exists() || me == 1);
+        assert!(live_path.exists() || std::process::id() == 1);
+    }
+
+    #[test]
+    fn journal_owned_by_other_uid_is_refused() {
+        if !is_root() {
+            crate::privilege::report_skip(
+                "journal_owned_by_other_uid_is_refused",
+                "chown needs root",
+            );
+            return;
+        }
+        let fx = Fixture::new();
+        let j = fx.dead_journal(vec![]);
+        std::os::unix::fs::chown(&j, Some(65534), Some(65534)).unwrap();
+        let report = fx.restore();
+        assert_eq!(fx.knob(), "changed", "nothing written");
+        assert!(report.journals.is_empty());
+        assert_eq!(report.refused.len(), 1, "{report:?}");
+        assert_eq!(report.refused[0].0, j);
+        assert!(report.refused[0].1.contains("uid 65534"), "{report:?}");
+        assert!(j.exists(), "left for inspection");
+    }
+
+    #[test]
+    fn journal_that_is_a_symlink_is_refused() {
+        let fx = Fixture::new();
+        let real = fx.dead_journal(vec![]);
+        let elsewhere = fx.tmp.path().join("elsewhere.json");
+        std::fs::rename(&real, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &real).unwrap();
+        let report = fx.restore();
+        assert_eq!(fx.knob(), "changed", "nothing written");
+        assert_eq!(report.refused.len(), 1, "{report:?}");
+        assert!(report.refused[0].1.contains("symbolic link"), "{report:?}");
+    }
+
+    #[test]
+    fn journal_writable_by_others_or_not_a_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let fx = Fixture::new();
+        let j = fx.dead_journal(vec![]);
+        std::fs::set_permissions(&j, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let report = fx.restore();
+        assert_eq!(fx.knob(), "changed");
+        assert!(
+            report.refused[0].1.contains("writable by other users"),
+            "{report:?}"
+        );
+        std::fs::remove_file(&j).unwrap();
+        nix::unistd::mkfifo(&j, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let report = fx.restore();
+        assert!(
+            report.refused[0].1.contains("not a regular file"),
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn journal_naming_a_path_outside_the_allowed_set_is_refused() {
+        let fx = Fixture::new();
+        let victim = fx.tmp.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let victim_dir = fx.tmp.path().join("victim-dir");
+        std::fs::create_dir(&victim_dir).unwrap();
+        let outside = [
+            Change::File {
+                path: victim.clone(),
+                original: "overwritten".into(),
+            },
+            Change::File {
+                path: fx.tmp.path().join("proc/sys/kernel/../../../victim"),
+                original: "1".into(),
+            },
+            Change::File {
+                path: fx.tmp.path().join("proc/sys/kernel/core_pattern"),
+                original: "|/bin/sh".into(),
+            },
+            Change::File {
+                path: fx.knob.clone(),
+                original: "not a number".into(),
+            },
+            Change::File {
+                path: fx.tmp.path().join("instances/punctual-1/tracing_on"),
+                original: "1".into(),
+            },
+            Change::RemoveDir {
+                path: victim_dir.clone(),
+            },
+            Change::Unmount {
+                path: victim_dir.clone(),
+            },
+            Change::TaskAffinity {
+                pid: 1,
+                start_time: task_start_time(1).unwrap_or(0),
+                cpus: vec![0],
+                set_to: None,
+            },
+        ];
+        for change in outside {
+            // The good change first: one refused change refuses the whole journal.
+            let j = fx.dead_journal(vec![change.clone()]);
+            let report = fx.restore();
+            assert_eq!(fx.knob(), "changed", "nothing written for {change:?}");
+            assert!(report.journals.is_empty(), "{change:?}: {report:?}");
+            assert_eq!(report.refused.len(), 1, "{change:?}: {report:?}");
+            assert_eq!(report.refused[0].0, j);
+            assert!(
+                report.refused[0]
+                    .1
+                    .contains("nothing of this journal was restored"),
+                "{report:?}"
+            );
+            assert!(j.exists());
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(victim_dir.exists());
+    }
+
+    #[test]
+    fn world_writable_state_dir_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let fx = Fixture::new();
+        fx.dead_journal(vec![]);
+        std::fs::set_permissions(&fx.state, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let report = fx.restore();
+        assert_eq!(fx.knob(), "changed", "nothing written");
+        assert_eq!(report.refused.len(), 1, "{report:?}");
+        assert_eq!(report.refused[0].0, fx.state);
+        assert!(
+            report.refused[0].1.contains("writable by other users"),
+            "{report:?}"
+        );
+        // Nor is the directory used for new journals.
+        let j = leaked_journal(&fx.state);
+        let e = j
+            .record(Change::RemoveDir {
+                path: fx.state.join("x"),
+            })
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    }
+
+    #[test]
+    fn state_dir_that_is_a_symlink_is_refused() {
+        let fx = Fixture::new();
+        fx.dead_journal(vec![]);
+        let link = fx.tmp.path().join("link");
+        std::os::unix::fs::symlink(&fx.state, &link).unwrap();
+        let report = restore_stale_in(&link);
+        assert_eq!(fx.knob(), "changed");
+        assert!(report.refused[0].1.contains("symbolic link"), "{report:?}");
+        assert!(ensure_state_dir(&link).is_err());
+    }
+
+    #[test]
+    fn state_dir_owned_by_another_user_is_refused() {
+        if !is_root() {
+            crate::privilege::report_skip(
+                "state_dir_owned_by_another_user_is_refused",
+                "chown needs root",
+            );
+            return;
+        }
+        let fx = Fixture::new();
+        fx.dead_journal(vec![]);
+        std::os::unix::fs::chown(&fx.state, Some(65534), Some(65534)).unwrap();
+        let report = fx.restore();
+        assert_eq!(fx.knob(), "changed");
+        assert!(
+            report.refused[0].1.contains("belongs to uid 65534"),
+            "{report:?}"
+        );
+    }
+
+    /// Run the calling test again in a child process with umask 000 (umask is per process, and the
+    /// other tests of this binary run in parallel). Returns true in the child.
+    fn with_umask_000(test: &str) -> bool {
+        const CHILD: &str = "PUNCTUAL_JOURNAL_TEST_UMASK_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+            return true;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        false
+    }
+
+    #[test]
+    fn state_dir_and_journals_are_private_whatever_the_umask() {
+        use std::os::unix::fs::MetadataExt;
+        if !with_umask_000("journal::tests::state_dir_and_journals_are_private_whatever_the_umask")
+        {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("made/state");
+        let j = leaked_journal(&state);
+        let knob = tmp.path().join("knob");
+        std::fs::write(&knob, "1").unwrap();
+        let g = j.write_file(&knob, "2").unwrap();
+        assert_eq!(std::fs::metadata(&state).unwrap().mode() & 0o7777, 0o700);
+        assert_eq!(std::fs::metadata(j.path()).unwrap().mode() & 0o7777, 0o600);
+        drop(g);
+        // An existing directory of ours that others may read is tightened.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_state_dir(&state).unwrap();
+        assert_eq!(std::fs::metadata(&state).unwrap().mode() & 0o7777, 0o700);
+    }
+
+    #[test]
+    fn undo_never_creates_a_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let link = tmp.path().join("knob");
+        let target = tmp.path().join("target");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let c = Change::File {
+            path: link,
+            original: "x".into(),
+        };
+        assert!(c.undo().is_err(), "a symbolic link is not followed");
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn earlier_restores_are_kept_for_later_commands() {
+        let fx = Fixture::new();
+        fx.dead_journal(vec![]);
+        let report = fx.restore();
+        HISTORY.lock().unwrap().push(report);
+        assert!(earlier_restores()
+            .iter()
+            .any(|r| r.dir == fx.state && r.restored() == 1));
+    }
+
+    #[test]
+    fn allowed_accepts_what_punctual_writes() {
+        let a = Allowed::system(Path::new("/run/punctual"));
+        let ok = |path: &str, original: &str| {
+            a.check(&Change::File {
+                path: path.into(),
+                original: original.into(),
+            })
+        };
+        ok("/proc/sys/kernel/sched_rt_runtime_us", "950000\n").unwrap();
+        ok("/proc/sys/kernel/sched_rt_runtime_us", "-1\n").unwrap();
+        ok("/proc/sys/kernel/sched_rr_timeslice_ms", "100\n").unwrap();
+        ok("/proc/irq/24/smp_affinity_list", "0-1\n").unwrap();
+        ok("/proc/irq/24/smp_affinity", "3\n").unwrap();
+        ok("/proc/irq/default_smp_affinity", "ffffffff,ffffffff\n").unwrap();
+        assert!(ok("/proc/irq/x/smp_affinity", "3").is_err());
+        assert!(ok("/proc/self/smp_affinity", "3").is_err());
+        assert!(
+            ok("/proc/sys/kernel/sched_rt_runtime_us/", "1").is_ok(),
+            "same path"
+        );
+        assert!(ok("/etc/passwd", "root::0:0::/:/bin/sh").is_err());
+        a.check(&Change::Unmount {
+            path: "/run/punctual/tracefs-12-0".into(),
+        })
+        .unwrap();
+        a.check(&Change::RemoveDir {
+            path: "/run/punctual/tracefs-12-0".into(),
+        })
+        .unwrap();
+        assert!(a
+            .check(&Change::Unmount {
+                path: "/run/punctual/sub/tracefs-12-0".into(),
+            })
+            .is_err());
+        assert!(a
+            .check(&Change::Unmount {
+                path: "/sys/kernel/tracing".into(),
+            })
+            .is_err());
+        // A gone instance needs nothing; a non-tracefs one is refused.
+        a.check(&Change::RemoveDir {
+            path: "/nonexistent/instances/punctual-12-1".into(),
+        })
+        .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let inst = tmp.path().join("instances/punctual-12");
+        std::fs::create_dir_all(&inst).unwrap();
+        assert!(a
+            .check(&Change::RemoveDir { path: inst.clone() })
+            .unwrap_err()
+            .contains("not on a tracefs"));
+        assert!(ok(inst.join("tracing_on").to_str().unwrap(), "0").is_err());
+        assert!(a
+            .check(&Change::RemoveDir {
+                path: tmp.path().join("instances/other-12"),
+            })
+            .is_err());
     }
 
     #[test]

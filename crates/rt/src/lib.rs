@@ -11,6 +11,7 @@
 pub mod affinity;
 pub mod child;
 pub mod dma;
+pub mod env;
 pub mod error;
 pub mod host;
 pub mod journal;
@@ -26,6 +27,8 @@ pub mod thread;
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
 pub use error::RtError;
 pub use privilege::{Privileges, RtPlan, RtWant};
+/// Names from files made safe to show (lives in punctual-time, the lowest crate, so every crate can use it).
+pub use punctual_time::text;
 pub use sched::{Policy, SchedGuard, SchedParams};
 pub use signals::Interrupts;
 pub use thread::{setup_current_thread, ThreadGuards, ThreadRequest};

@@ -24,13 +24,14 @@ mod live;
 mod outputs;
 mod restore;
 mod steal;
+pub mod store;
 
 pub use env::{Env, FakeLoads, FakeSystem, RealSystem, RunningLoads, System, Terminal};
 pub use exit::Exit;
 pub use hold::Held;
 pub use live::{Live, LiveSpec};
 pub use outputs::{Figure, FigureTarget, Outputs};
-pub use restore::restore_leftovers;
+pub use restore::{describe_restore, restore_leftovers};
 pub use steal::record_steal;
 
 use punctual_load::LoadSpec;

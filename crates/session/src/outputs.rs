@@ -109,7 +109,7 @@ impl Outputs {
 
     /// Keep the document in the results store (checked writable now: exit 3 before measuring).
     pub fn store(mut self) -> Result<Outputs, Failure> {
-        punctual_result::store::check_writable().map_err(Failure::system)?;
+        crate::store::check_writable().map_err(Failure::system)?;
         self.store = true;
         Ok(self)
     }
@@ -152,7 +152,7 @@ impl Outputs {
             None => {}
         }
         if self.store {
-            let stored = punctual_result::store::save(doc)
+            let stored = crate::store::save(doc)
                 .map_err(|e| Failure::system(format!("saving the result: {e}")))?;
             wrote.push_str(&format!("Result saved: {}\n", stored.display()));
         }

@@ -120,6 +120,18 @@ impl Behaviour {
             }
             Ok(())
         };
+        for (field, ns) in self.durations() {
+            if ns > crate::config::MAX_DURATION {
+                return Err(SimError::invalid(
+                    field,
+                    format!(
+                        "task '{task}': {} is longer than the simulator's limit of {}",
+                        punctual_time::format_ns(ns),
+                        punctual_time::format_ns(crate::config::MAX_DURATION)
+                    ),
+                ));
+            }
+        }
         match self {
             Behaviour::Blk { delay, .. } | Behaviour::Cont { delay } => range("delay", *delay),
             Behaviour::Pct { pct, delay } => {
@@ -187,6 +199,54 @@ impl Behaviour {
                 range("frame", *frame)?;
                 range("gpu", *gpu)
             }
+        }
+    }
+
+    /// Every duration the behaviour was given, with its field name (bounded by [`Behaviour::validate`]
+    /// so that no sum of simulated times can overflow).
+    pub fn durations(&self) -> Vec<(&'static str, Ns)> {
+        match self {
+            Behaviour::Blk { delay, handler } => {
+                vec![
+                    ("delay", delay.0),
+                    ("delay", delay.1),
+                    ("handler", *handler),
+                ]
+            }
+            Behaviour::Pct { delay, .. } | Behaviour::Cont { delay } => {
+                vec![("delay", delay.0), ("delay", delay.1)]
+            }
+            Behaviour::Cpu => vec![],
+            Behaviour::Periodic {
+                period,
+                wcet,
+                offset,
+            } => vec![("period", *period), ("wcet", *wcet), ("offset", *offset)],
+            Behaviour::Typist {
+                interval, burst, ..
+            } => vec![
+                ("interval", *interval),
+                ("burst", burst.0),
+                ("burst", burst.1),
+            ],
+            Behaviour::Player {
+                poll, work, start, ..
+            } => {
+                let mut v = vec![("work", *work), ("start", *start)];
+                if let Poll::Every(p) = poll {
+                    v.push(("poll", *p));
+                }
+                v
+            }
+            Behaviour::Decoder { work, .. } | Behaviour::Server { work } => {
+                vec![("work", work.0), ("work", work.1)]
+            }
+            Behaviour::Game { frame, gpu } => vec![
+                ("frame", frame.0),
+                ("frame", frame.1),
+                ("gpu", gpu.0),
+                ("gpu", gpu.1),
+            ],
         }
     }
 

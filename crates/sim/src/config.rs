@@ -17,6 +17,11 @@ pub const MAX_HZ: u32 = 1_000_000;
 pub const DEFAULT_MAX_EVENTS: u64 = 20_000_000_000;
 /// The longest simulated duration: keeps every tick index and timestamp far from u64 overflow.
 pub const MAX_DURATION: Ns = 100_000 * NS_PER_S;
+/// The longest quantum: an hour (Linux 2.4's longest was a few hundred milliseconds).
+pub const MAX_QUANTUM: Ns = 3_600 * NS_PER_S;
+/// The most one interrupt, switch or timer overshoot may cost: a second (the seeds measure
+/// microseconds).
+pub const MAX_COST: Ns = NS_PER_S;
 
 /// How clock interrupts and timers work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -140,6 +145,11 @@ pub enum Quantum {
 }
 
 impl Quantum {
+    /// The quantum as time at `hz` (whole ticks), or `None` when that overflows.
+    pub fn checked_ns(self, hz: u32) -> Option<Ns> {
+        self.ticks(hz).checked_mul(NS_PER_S / hz.max(1) as u64)
+    }
+
     /// Whole ticks at `hz`: time is rounded down, so a quantum never grows past what was asked.
     pub fn ticks(self, hz: u32) -> u64 {
         match self {
@@ -196,7 +206,7 @@ impl Default for Costs {
 
 impl Costs {
     pub fn irq(&self) -> Ns {
-        self.irq_direct + self.irq_indirect
+        self.irq_direct.saturating_add(self.irq_indirect)
     }
     pub fn zero() -> Costs {
         Costs {
@@ -311,6 +321,47 @@ impl RunConfig {
                     self.hz,
                     format_ns(self.tick_ns()),
                     format_ns(self.tick_ns())
+                ),
+            ));
+        }
+        match self.quantum.checked_ns(self.hz) {
+            Some(q) if q <= MAX_QUANTUM => {}
+            _ => {
+                return Err(SimError::invalid(
+                    "--quantum",
+                    format!(
+                        "{} at {} Hz is longer than the limit of {}; give e.g. 6ticks or 60ms",
+                        self.quantum.label(),
+                        self.hz,
+                        format_ns(MAX_QUANTUM)
+                    ),
+                ))
+            }
+        }
+        for (flag, cost) in [
+            ("--irq-cost", self.costs.irq_direct),
+            ("--irq-indirect", self.costs.irq_indirect),
+            ("--switch-cost", self.costs.switch),
+            ("--overshoot", self.overshoot),
+        ] {
+            if cost > MAX_COST {
+                return Err(SimError::invalid(
+                    flag,
+                    format!(
+                        "{} is more than the limit of {}; the seeds measure microseconds, e.g. 5us",
+                        format_ns(cost),
+                        format_ns(MAX_COST)
+                    ),
+                ));
+            }
+        }
+        if self.entry_interval > MAX_DURATION {
+            return Err(SimError::invalid(
+                "--entry-interval",
+                format!(
+                    "{} is longer than the simulator's limit of {}",
+                    format_ns(self.entry_interval),
+                    format_ns(MAX_DURATION)
                 ),
             ));
         }
@@ -449,5 +500,121 @@ impl RunConfig {
             0.0
         };
         (ticks + tasks + entries + competing).min(u64::MAX as f64 / 2.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behaviour::Behaviour;
+
+    fn base() -> RunConfig {
+        RunConfig {
+            tasks: vec![TaskSpec::new(
+                "t",
+                "cont",
+                Behaviour::Cont {
+                    delay: (1_000_000, 2_000_000),
+                },
+            )],
+            duration: NS_PER_S,
+            ..RunConfig::default()
+        }
+    }
+
+    fn refused(c: RunConfig, field: &str) -> String {
+        match c.validate() {
+            Err(SimError::Invalid { field: f, message }) => {
+                assert_eq!(f, field, "{message}");
+                message
+            }
+            other => panic!("expected {field} refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn overflow_quanta_and_costs_are_refused() {
+        base().validate().unwrap();
+        // `simulate -q 99999999999999ticks` once showed a wrapped "3875820020 s".
+        let m = refused(
+            RunConfig {
+                quantum: Quantum::Ticks(99_999_999_999_999),
+                ..base()
+            },
+            "--quantum",
+        );
+        assert!(m.contains("longer than the limit"), "{m}");
+        refused(
+            RunConfig {
+                quantum: Quantum::Ticks(u64::MAX),
+                hz: MAX_HZ,
+                ..base()
+            },
+            "--quantum",
+        );
+        refused(
+            RunConfig {
+                quantum: Quantum::Time(u64::MAX),
+                ..base()
+            },
+            "--quantum",
+        );
+        for (field, costs) in [
+            (
+                "--switch-cost",
+                Costs {
+                    switch: u64::MAX,
+                    ..Costs::default()
+                },
+            ),
+            (
+                "--irq-indirect",
+                Costs {
+                    irq_indirect: u64::MAX,
+                    ..Costs::default()
+                },
+            ),
+            (
+                "--irq-cost",
+                Costs {
+                    irq_direct: u64::MAX,
+                    irq_indirect: u64::MAX,
+                    ..Costs::default()
+                },
+            ),
+        ] {
+            refused(RunConfig { costs, ..base() }, field);
+        }
+        refused(
+            RunConfig {
+                overshoot: u64::MAX,
+                ..base()
+            },
+            "--overshoot",
+        );
+        refused(
+            RunConfig {
+                entry_interval: u64::MAX,
+                ..base()
+            },
+            "--entry-interval",
+        );
+        let mut c = base();
+        c.tasks[0].behaviour = Behaviour::Periodic {
+            period: u64::MAX,
+            wcet: 1,
+            offset: 0,
+        };
+        refused(c, "period");
+        assert_eq!(
+            Costs {
+                irq_direct: u64::MAX,
+                irq_indirect: 5,
+                switch: 0
+            }
+            .irq(),
+            u64::MAX,
+            "saturates, never wraps"
+        );
     }
 }

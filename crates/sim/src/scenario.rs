@@ -65,7 +65,7 @@ struct File {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 struct SimSection {
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     description: Option<String>,
     hz: Option<Spanned<OneOrMany<i64>>>,
     quantum: Option<Spanned<OneOrMany<String>>>,
@@ -216,7 +216,11 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
     let mut description = None;
     let mut costs = Costs::default();
     if let Some(sim) = &raw.sim {
-        name = sim.name.clone();
+        if let Some(n) = &sim.name {
+            punctual_time::text::check_name("scenario", n.get_ref())
+                .map_err(|e| cx.at(n.span(), e))?;
+            name = Some(n.get_ref().clone());
+        }
         description = sim.description.clone();
         if let Some(h) = &sim.hz {
             hz = Vec::new();
@@ -512,6 +516,10 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
         },
         _ => unreachable!("checked above"),
     };
+    if let Some(n) = &t.name {
+        // Names are echoed in messages and tables: nothing that steers a terminal.
+        punctual_time::text::check_name("task", n.get_ref()).map_err(|e| cx.at(n.span(), e))?;
+    }
     behaviour
         .validate(t.name.as_ref().map_or(b, |n| n.get_ref()))
         .map_err(|e| cx.at(t.behaviour.span(), e.to_string()))?;
@@ -583,6 +591,17 @@ mod tests {
             } => (line, column, message),
             e => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn names_that_steer_the_terminal_are_refused_escaped() {
+        let (line, _, m) = err("[[task]]\nname = \"x\\u001B[2J\"\nbehaviour = \"cpu\"\n");
+        assert_eq!(line, 2);
+        assert!(m.contains("x\\u{001b}[2J"), "{m}");
+        assert!(!m.contains('\u{1b}'), "{m:?}");
+        let (line, _, m) = err("[sim]\nname = \"a\\u202Eb\"\n");
+        assert_eq!(line, 2);
+        assert!(m.contains("scenario name"), "{m}");
     }
 
     #[test]

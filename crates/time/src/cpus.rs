@@ -74,14 +74,16 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     parts.join(",")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn lists_parse_and_format_back() {
-        assert_eq!(parse_cpu_list("0-3,5, 7-8").unwrap(), vec![0, 1, 2, 3, 5, 7, 8]);
+        assert_eq!(
+            parse_cpu_list("0-3,5, 7-8").unwrap(),
+            vec![0, 1, 2, 3, 5, 7, 8]
+        );
         assert_eq!(parse_cpu_list("3,1,1").unwrap(), vec![1, 3]);
         assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
         assert!(parse_cpu_list("").unwrap_err().contains("empty"));

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cpus;
 pub mod margin;
 pub mod sleep;
+pub mod text;
 pub mod units;
 
 pub use clock::{Clock, ClockId, ManualClock, SystemClock};

@@ -186,6 +186,18 @@ mod tests {
             parse_duration_ns("6000000000h"),
             Err(DurationError::Overflow { .. })
         ));
+        assert_eq!(
+            parse_duration_ns("18446744073709551615ns"),
+            Ok(u64::MAX),
+            "the limit itself"
+        );
+        let e = parse_duration_ns("18446744073709551616ns").unwrap_err();
+        assert!(e.to_string().contains("too long"), "{e}");
+        assert_eq!(parse_duration_ns("18446744073.709551615s"), Ok(u64::MAX));
+        assert!(matches!(
+            parse_duration_ns("18446744073.709551616s"),
+            Err(DurationError::Overflow { .. })
+        ));
     }
 
     #[test]
@@ -213,6 +225,33 @@ mod tests {
         #[test]
         fn never_panics(s in "\\PC{0,12}") {
             let _ = parse_duration_ns(&s);
+        }
+
+        #[test]
+        fn values_at_the_u64_limit_parse_or_are_refused_as_overflow(n in (u64::MAX / 4)..=u64::MAX, unit in 0usize..6) {
+            let (suffix, scale) = [("ns", 1u64), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000)][unit];
+            let got = parse_duration_ns(&format!("{n}{suffix}"));
+            match n.checked_mul(scale) {
+                Some(v) => prop_assert_eq!(got, Ok(v)),
+                None => prop_assert!(matches!(got, Err(DurationError::Overflow { .. })), "{:?}", got),
+            }
+        }
+
+        #[test]
+        fn decimal_seconds_near_the_limit_are_exact_or_overflow(whole in 18_446_744_000u64..18_446_744_100, frac in 0u64..1_000_000_000) {
+            let got = parse_duration_ns(&format!("{whole}.{frac:09}s"));
+            let exact = (whole as u128) * 1_000_000_000 + frac as u128;
+            if exact <= u64::MAX as u128 {
+                prop_assert_eq!(got, Ok(exact as u64));
+            } else {
+                prop_assert!(matches!(got, Err(DurationError::Overflow { .. })), "{:?}", got);
+            }
+        }
+
+        #[test]
+        fn huge_digit_strings_are_refused_not_wrapped(digits in "[1-9][0-9]{20,40}", unit in prop::sample::select(vec!["ns", "us", "ms", "s", "m", "h"])) {
+            let got = parse_duration_ns(&format!("{digits}{unit}"));
+            prop_assert!(matches!(got, Err(DurationError::Overflow { .. })), "{:?}", got);
         }
     }
 }

@@ -248,7 +248,9 @@ pub fn record(
     for &c in &cpus {
         pipes.push((c, inst.open_pipe(c)?));
     }
-    let file = std::fs::File::create(&cfg.output)
+    // A new file renamed into place at once: never written through a link someone else planted,
+    // and a crash still leaves the recording valid to its last whole block.
+    let file = punctual_result::output::open_stream(&cfg.output)
         .map_err(|e| TraceError::io(format!("creating {}", cfg.output.display()), e))?;
     let started_at = punctual_result::now_rfc3339();
     let start_ns = now_mono();

@@ -26,6 +26,9 @@ impl Wake {
             }
             MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
         };
+        // The client refuses releases further ahead than this, so a corrupted one cannot keep it
+        // spinning.
+        server.set_max_lead(lead.max());
         Wake {
             server,
             lead,

@@ -64,7 +64,7 @@ pub fn run(
                         "--figures",
                         a.figures
                             .clone()
-                            .unwrap_or_else(punctual_result::store::results_dir),
+                            .unwrap_or_else(punctual_session::store::results_dir),
                     )?;
                 out = out.store()?;
                 return Ok(e.run(punctual_experiments::Options { quick: a.quick }, &out, env)?);
@@ -104,7 +104,7 @@ fn run_one(a: ExperimentRunArgs) -> anyhow::Result<i32> {
     let fig_dir = a
         .figures
         .clone()
-        .unwrap_or_else(punctual_result::store::results_dir);
+        .unwrap_or_else(punctual_session::store::results_dir);
     std::fs::create_dir_all(&fig_dir)
         .map_err(|e| Failure::usage(format!("--figures {}: {e}", fig_dir.display())))?;
     let interrupts = punctual_rt::Interrupts::install();
@@ -134,7 +134,7 @@ fn run_one(a: ExperimentRunArgs) -> anyhow::Result<i32> {
         punctual_result::output::write_atomic(&path, f.svg.as_bytes())?;
         text.push_str(&format!("Figure: {}\n", path.display()));
     }
-    let stored = punctual_result::store::save(&report.doc)?;
+    let stored = punctual_session::store::save(&report.doc)?;
     text.push_str(&format!("Result saved: {}\n", stored.display()));
     exports.write(&report.doc)?;
     show(&exports, &text);

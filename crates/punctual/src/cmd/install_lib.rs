@@ -38,7 +38,14 @@ pub fn run(a: InstallLibArgs) -> anyhow::Result<i32> {
             .map_err(|e| Failure::usage(format!("--prefix: creating {}: {e}", d.display())))?;
     }
     let dest = libdir.join("libpunctual.so");
-    std::fs::copy(&lib, &dest).map_err(|e| {
+    // Through punctual's one file writer: atomic, never through a link someone else planted, the
+    // owner and mode of a library being replaced kept.
+    let copy = || -> std::io::Result<()> {
+        let mut out = punctual_result::output::AtomicFile::create_mode(&dest, 0o755)?;
+        std::io::copy(&mut std::fs::File::open(&lib)?, &mut out)?;
+        out.commit()
+    };
+    copy().map_err(|e| {
         Failure::system(format!(
             "copying {} to {}: {e}",
             lib.display(),

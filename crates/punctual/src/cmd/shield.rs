@@ -29,27 +29,7 @@ pub struct ShieldArgs {
 
 pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
     if a.restore {
-        let reports = punctual_rt::journal::restore_stale();
-        let mut failed = 0;
-        for r in &reports {
-            println!(
-                "restored {} change(s) left by pid {} ({})",
-                r.restored.len(),
-                r.owner_pid,
-                r.journal.display()
-            );
-            for (c, e) in &r.failed {
-                eprintln!("punctual: could not restore {c}: {e}");
-                failed += 1;
-            }
-        }
-        if reports.is_empty() {
-            println!(
-                "nothing to restore: no journal of a dead punctual run in {}",
-                punctual_rt::journal::state_dir().display()
-            );
-        }
-        return Ok(if failed > 0 { Exit::System } else { Exit::Ok });
+        return Ok(restore());
     }
     let list = a.cpus.as_deref().expect("required unless --restore");
     let cpus =
@@ -91,4 +71,32 @@ pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
         command: a.command.clone(),
     };
     Ok(drive(&mut m, &Outputs::new(), env)?)
+}
+
+/// `--restore`: what this start restored already (every command restores leftovers first) and
+/// anything left since; exit 3 when a change could not be restored or a journal was refused.
+fn restore() -> Exit {
+    punctual_rt::journal::restore_stale();
+    let reports = punctual_rt::journal::earlier_restores();
+    let mut troubled = false;
+    for r in &reports {
+        troubled |= !r.refused.is_empty() || r.journals.iter().any(|j| !j.failed.is_empty());
+        for line in punctual_session::describe_restore(r) {
+            println!("{line}");
+        }
+    }
+    if reports
+        .iter()
+        .all(|r| r.journals.is_empty() && r.refused.is_empty())
+    {
+        println!(
+            "nothing to restore: no journal of a dead punctual run in {}",
+            punctual_rt::journal::state_dir().display()
+        );
+    }
+    if troubled {
+        Exit::System
+    } else {
+        Exit::Ok
+    }
 }

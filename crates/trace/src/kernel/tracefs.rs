@@ -62,6 +62,26 @@ fn unescape_mount_path(s: &str) -> String {
     out
 }
 
+/// The variable naming another tracefs tree.
+pub const TRACEFS_ENV: &str = "PUNCTUAL_TRACEFS";
+
+/// `dir` resolved to its real path, which must be the root of a tracefs (statfs says so).
+fn real_tracefs(dir: &Path) -> Result<PathBuf, TraceError> {
+    let not = |why: String| TraceError::NoTracefs {
+        why,
+        fix: "point PUNCTUAL_TRACEFS at a tracefs mount, or unset it".into(),
+    };
+    let real = std::fs::canonicalize(dir).map_err(|e| not(format!("{}: {e}", dir.display())))?;
+    match nix::sys::statfs::statfs(&real) {
+        Ok(st) if st.filesystem_type() == nix::sys::statfs::TRACEFS_MAGIC => Ok(real),
+        Ok(_) => Err(not(format!(
+            "PUNCTUAL_TRACEFS={} is not a tracefs mount (a privileged punctual writes only into a real tracefs)",
+            dir.display()
+        ))),
+        Err(e) => Err(not(format!("{}: {e}", dir.display()))),
+    }
+}
+
 fn kernel_has_tracefs() -> bool {
     std::fs::read_to_string("/proc/filesystems")
         .map(|s| s.lines().any(|l| l.trim_end().ends_with("tracefs")))
@@ -70,9 +90,18 @@ fn kernel_has_tracefs() -> bool {
 
 impl Tracefs {
     /// Use `$PUNCTUAL_TRACEFS` if set, else an existing tracefs mount, else mount a private one.
+    /// A privileged process takes `$PUNCTUAL_TRACEFS` only when it is a tracefs mount (reached by
+    /// its real path), so the variable can never make root write into ordinary files; a setuid run
+    /// ignores it.
     pub fn open() -> Result<Tracefs, TraceError> {
-        if let Some(dir) = std::env::var_os("PUNCTUAL_TRACEFS") {
-            return Tracefs::at(Path::new(&dir));
+        if let Some(dir) = std::env::var_os(TRACEFS_ENV).filter(|d| !d.is_empty()) {
+            if !punctual_rt::env::secure_exec() {
+                let dir = PathBuf::from(dir);
+                if punctual_rt::env::privileged() {
+                    return Tracefs::at(&real_tracefs(&dir)?);
+                }
+                return Tracefs::at(&dir);
+            }
         }
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         // Only the standard places: another tool's mount elsewhere may be unmounted under our feet,
@@ -130,8 +159,8 @@ impl Tracefs {
         let dir = journal::state_dir().join(format!("tracefs-{}-{n}", std::process::id()));
         let refused =
             |what: &str, path: &Path, e: std::io::Error| TraceError::tracefs(what, path, e);
-        std::fs::create_dir_all(journal::state_dir())
-            .map_err(|e| refused("creating", &journal::state_dir(), e))?;
+        journal::ensure_state_dir(&journal::state_dir())
+            .map_err(|e| refused("preparing the state directory", &journal::state_dir(), e))?;
         let dir_guard = j
             .record(Change::RemoveDir { path: dir.clone() })
             .map_err(|e| TraceError::io("writing the journal", e))?;

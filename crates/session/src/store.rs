@@ -1,13 +1,14 @@
 //! The results store: every document `punctual check` (and anything else asked to keep its result)
 //! writes, under the XDG data directory (`$XDG_DATA_HOME/punctual/results`, usually
-//! `~/.local/share/punctual/results`). `PUNCTUAL_DATA_DIR` overrides the `punctual` directory.
+//! `~/.local/share/punctual/results`). `PUNCTUAL_DATA_DIR` overrides the `punctual` directory (a
+//! privileged process believes it only as `punctual_rt::env::trusted_dir` says).
 
-use crate::ResultDoc;
+use punctual_result::ResultDoc;
 use std::path::PathBuf;
 
 pub fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("PUNCTUAL_DATA_DIR") {
-        return PathBuf::from(d);
+    if let Some(d) = punctual_rt::env::trusted_dir(punctual_rt::env::DATA_DIR).path() {
+        return d;
     }
     dirs::data_dir()
         .unwrap_or_else(|| PathBuf::from(".local/share"))
@@ -35,7 +36,7 @@ pub fn save(doc: &ResultDoc) -> std::io::Result<PathBuf> {
     let dir = results_dir();
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(file_name(doc));
-    crate::output::write_atomic(&path, doc.to_json().as_bytes())?;
+    punctual_result::output::write_atomic(&path, doc.to_json().as_bytes())?;
     Ok(path)
 }
 
@@ -44,5 +45,5 @@ pub fn check_writable() -> Result<(), String> {
     let dir = results_dir();
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot create the results directory {}: {e}", dir.display()))?;
-    crate::Output::File(dir.join("probe.json")).check_writable()
+    punctual_result::Output::File(dir.join("probe.json")).check_writable()
 }
