@@ -277,35 +277,54 @@ pub fn run(cfg: &GapsConfig, stop: &AtomicBool) -> Result<GapsOutcome, BenchErro
     let cal = Calibration::measure(50_000_000);
     let threshold_ticks = cal.from_ns(cfg.threshold_ns).max(1);
     let irq_before = read_interrupts();
+    // The loops start together and end at one instant, so every CPU watches the same window
+    // however late its thread got going (measured under load: one loop 116 ms behind the other).
+    let ready = std::sync::Barrier::new(cfg.cpus.len());
+    let end_ticks = std::sync::atomic::AtomicU64::new(0);
     let raws: Vec<Result<Raw, BenchError>> = std::thread::scope(|s| {
         let hs: Vec<_> = cfg
             .cpus
             .iter()
             .map(|&cpu| {
-                let cal = &cal;
+                let (cal, ready, end_ticks) = (&cal, &ready, &end_ticks);
                 s.spawn(move || -> Result<Raw, BenchError> {
-                    let g = setup_current_thread(&ThreadRequest {
+                    let setup = setup_current_thread(&ThreadRequest {
                         cpu: Some(cpu),
                         policy: cfg.sched.policy,
                         priority: cfg.sched.priority,
                         timer_slack_ns: None,
                         fall_back_on_refusal: true,
-                    })?;
-                    let mut raw = Raw {
-                        gaps: Recorder::new(),
-                        starts: Vec::with_capacity(KEEP),
-                        reads: 0,
-                        min_step: 0,
-                        lost: 0,
-                        t0: (0, 0),
-                        t1: (0, 0),
-                        fallback: g.fallback.clone(),
-                    };
-                    // Touch the buffer so the loop takes no page faults on it.
-                    raw.starts.resize(KEEP, (0, 0));
-                    raw.starts.clear();
+                    });
+                    let prepared = setup.map(|g| {
+                        let mut raw = Raw {
+                            gaps: Recorder::new(),
+                            starts: Vec::with_capacity(KEEP),
+                            reads: 0,
+                            min_step: 0,
+                            lost: 0,
+                            t0: (0, 0),
+                            t1: (0, 0),
+                            fallback: g.fallback.clone(),
+                        };
+                        // Touch the buffer so the loop takes no page faults on it.
+                        raw.starts.resize(KEEP, (0, 0));
+                        raw.starts.clear();
+                        (g, raw)
+                    });
+                    // Every thread reaches the barrier, even one whose setup failed.
+                    ready.wait();
+                    let (_g, mut raw) = prepared?;
                     raw.t0 = tsc::stamp();
-                    let end = raw.t0.1 + cal.from_ns(cfg.duration_ns);
+                    let mine = raw.t0.1 + cal.from_ns(cfg.duration_ns);
+                    let end = match end_ticks.compare_exchange(
+                        0,
+                        mine,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    ) {
+                        Ok(_) => mine,
+                        Err(first) => first,
+                    };
                     spin(threshold_ticks, end, stop, &mut raw, cal);
                     raw.t1 = tsc::stamp();
                     Ok(raw)

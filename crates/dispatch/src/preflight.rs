@@ -155,7 +155,7 @@ mod tests {
             r#"
 [plan]
 shield = true
-cpus = "4095"
+cpus = "1023"
 [[task]]
 name = "missing"
 period = "10ms"
