@@ -65,13 +65,5 @@ impl From<BenchError> for punctual_result::Failure {
     }
 }
 
-/// Series kinds of the micro-measurements.
-pub mod kind {
-    pub const CONTEXT_SWITCH: &str = "context_switch";
-    pub const TRAP: &str = "trap";
-    pub const COPY: &str = "copy";
-    pub const DISPATCH: &str = punctual_result::doc::kind::DISPATCH;
-    pub const GAP: &str = "gap";
-    pub const ALARM_LATENCY: &str = "alarm_latency";
-    pub const NANOSLEEP_JITTER: &str = "nanosleep_jitter";
-}
+/// Series kinds: the one vocabulary of the result document.
+pub use punctual_result::doc::kind;

@@ -134,7 +134,7 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
             doc.series.push(
                 Series::from_recorder(
                     format!("{} (exec start)", i.name),
-                    "exec_start",
+                    kind::EXEC_START,
                     Some(i.cpu),
                     r,
                 )

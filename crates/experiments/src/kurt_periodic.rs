@@ -160,7 +160,7 @@ pub fn body(
         }
     }
     let v = serde_json::json!({
-        "interval": Series::from_recorder("interval", "interval_deviation", None, &interval),
+        "interval": Series::from_recorder("interval", kind::INTERVAL_DEVIATION, None, &interval),
         "lateness": Series::from_recorder("lateness", kind::LATENESS, None, &lateness),
     });
     Ok(v.to_string())
@@ -604,7 +604,7 @@ fn series(doc: &mut ResultDoc, cells: &[Cell]) {
         );
         let mut interval = Series::from_recorder(
             format!("{name} interval"),
-            "interval_deviation",
+            kind::INTERVAL_DEVIATION,
             None,
             &c.interval,
         )

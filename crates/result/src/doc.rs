@@ -76,11 +76,56 @@ pub struct Series {
     pub extra: Map<String, Value>,
 }
 
-/// Series kinds used across punctual.
+/// Every series kind punctual writes: one vocabulary, also listed in the JSON schema (`kind`).
 pub mod kind {
+    /// From the intended release to the thread running again (`latency`, `check`, traces).
     pub const WAKEUP_LATENCY: &str = "wakeup_latency";
+    /// From a release instant to its action or process starting (`run`, periodic processes).
     pub const LATENESS: &str = "lateness";
+    /// From an event raised to the process woken for it, or to the dispatcher acting.
     pub const DISPATCH: &str = "dispatch";
+    /// From an exec action's release to its child running.
+    pub const EXEC_START: &str = "exec_start";
+    /// |time since the previous iteration - period| (KURT's metric).
+    pub const INTERVAL_DEVIATION: &str = "interval_deviation";
+    pub const CONTEXT_SWITCH: &str = "context_switch";
+    pub const TRAP: &str = "trap";
+    /// Time per copy (`bench memcpy`).
+    pub const COPY: &str = "copy";
+    /// An interruption of a busy loop (`bench gaps`).
+    pub const GAP: &str = "gap";
+    /// From the interrupt that delivered an alarm to the task running (Etsion's Table 6).
+    pub const ALARM_LATENCY: &str = "alarm_latency";
+    /// From an alarm's asked-for time to the task running.
+    pub const ALARM_LATENESS: &str = "alarm_lateness";
+    pub const NANOSLEEP_JITTER: &str = "nanosleep_jitter";
+    /// A task's time on the CPU from switch-in to switch-out (Etsion's quantum).
+    pub const EFFECTIVE_QUANTUM: &str = "effective_quantum";
+    pub const FRAME_LATENESS: &str = "frame_lateness";
+    pub const IRQ_DURATION: &str = "irq_duration";
+    pub const SOFTIRQ_DURATION: &str = "softirq_duration";
+    pub const HRTIMER_DURATION: &str = "hrtimer_duration";
+
+    /// All of them, in the schema's order.
+    pub const ALL: [&str; 17] = [
+        WAKEUP_LATENCY,
+        LATENESS,
+        DISPATCH,
+        EXEC_START,
+        INTERVAL_DEVIATION,
+        CONTEXT_SWITCH,
+        TRAP,
+        COPY,
+        GAP,
+        ALARM_LATENCY,
+        ALARM_LATENESS,
+        NANOSLEEP_JITTER,
+        EFFECTIVE_QUANTUM,
+        FRAME_LATENESS,
+        IRQ_DURATION,
+        SOFTIRQ_DURATION,
+        HRTIMER_DURATION,
+    ];
 }
 
 impl Series {
@@ -259,6 +304,22 @@ pub(crate) mod tests {
             .remove("woke_late");
         bad["series"][1]["max"] = serde_json::json!(1.5);
         assert_eq!(v.iter_errors(&bad).count(), 2);
+    }
+
+    #[test]
+    fn the_schema_lists_every_series_kind_and_no_other() {
+        let schema: Value = serde_json::from_str(crate::SCHEMA_JSON).unwrap();
+        let listed: Vec<&str> = schema["$defs"]["series"]["properties"]["kind"]["enum"]
+            .as_array()
+            .expect("kind is an enum in the schema")
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, kind::ALL);
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let mut doc = serde_json::to_value(sample_doc()).unwrap();
+        doc["series"][0]["kind"] = "latency-ish".into();
+        assert_eq!(v.iter_errors(&doc).count(), 1, "an unknown kind is refused");
     }
 
     #[test]

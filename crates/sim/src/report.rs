@@ -8,13 +8,8 @@ use punctual_stats::Recorder;
 use punctual_time::format_ns;
 use serde_json::{json, Value};
 
-/// Series kinds the simulator writes.
-pub mod kind {
-    pub const ALARM_LATENCY: &str = "alarm_latency";
-    pub const ALARM_LATENESS: &str = "alarm_lateness";
-    pub const EFFECTIVE_QUANTUM: &str = "effective_quantum";
-    pub const FRAME_LATENESS: &str = "frame_lateness";
-}
+/// Series kinds: the one vocabulary of the result document.
+pub use punctual_result::doc::kind;
 
 /// Short label of a run inside a sweep: `100Hz 60ms`.
 pub fn run_label(r: &RunResult) -> String {

@@ -4,6 +4,7 @@ use crate::analyze::classify::Category;
 use crate::analyze::{timeline, Analysis, GroupBy, GroupStats, TimelineEntry};
 use crate::file::TraceData;
 use punctual_plot::Line;
+use punctual_result::doc::kind;
 use punctual_result::{Series, Table};
 use punctual_stats::Recorder;
 use punctual_time::format_ns;
@@ -353,7 +354,7 @@ pub fn series(a: &Analysis, stats: &[GroupStats], o: &ReportOptions) -> Vec<Seri
             })
             .collect();
         out.push(
-            Series::from_recorder(&s.label, "effective_quantum", None, &s.quanta)
+            Series::from_recorder(&s.label, kind::EFFECTIVE_QUANTUM, None, &s.quanta)
                 .with("task", s.key)
                 .with("threads", s.threads as u64)
                 .with("cpu_ns", s.cpu_ns)
@@ -365,22 +366,17 @@ pub fn series(a: &Analysis, stats: &[GroupStats], o: &ReportOptions) -> Vec<Seri
         );
         if s.wakeup.count() > 0 {
             out.push(
-                Series::from_recorder(
-                    &s.label,
-                    punctual_result::doc::kind::WAKEUP_LATENCY,
-                    None,
-                    &s.wakeup,
-                )
-                .with("task", s.key),
+                Series::from_recorder(&s.label, kind::WAKEUP_LATENCY, None, &s.wakeup)
+                    .with("task", s.key),
             );
         }
     }
     let _ = o;
     for s in a.sources.values() {
         let kind = match s.source.context() {
-            "hardirq" => "irq_duration",
-            "softirq" => "softirq_duration",
-            _ => "hrtimer_duration",
+            "hardirq" => kind::IRQ_DURATION,
+            "softirq" => kind::SOFTIRQ_DURATION,
+            _ => kind::HRTIMER_DURATION,
         };
         out.push(
             Series::from_recorder(&s.label, kind, None, &s.durations)
