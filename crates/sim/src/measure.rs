@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Timestamps of a simulation: the Unix epoch (or `SOURCE_DATE_EPOCH`) plus simulated time.
-pub fn simulated_clock(doc: &mut ResultDoc, simulated_ns: u64) {
+fn simulated_clock(doc: &mut ResultDoc, simulated_ns: u64) {
     let base: i64 = std::env::var("SOURCE_DATE_EPOCH")
         .ok()
         .and_then(|s| s.trim().parse().ok())
