@@ -400,3 +400,46 @@ fn experiment_list_names_the_seeds_experiments() {
         );
     }
 }
+
+#[test]
+fn etsion_latency_sim_quick_runs_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args([
+            "experiment",
+            "run",
+            "etsion-latency",
+            "--sim",
+            "--quick",
+            "--figures",
+        ])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("store"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Etsion Table 6 (simulated)",
+        "20000 Hz, 100us",
+        "740,025",
+        "37,328",
+        "Figure:",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert!(dir.path().join("etsion-latency-fig7.svg").exists());
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["series"].as_array().unwrap().len(), 20);
+    // Pure computation: no real-time settings held, no steal time.
+    assert!(doc["settings"].get("steal_ns").is_none());
+    assert_eq!(doc["settings"]["clock"], "simulated");
+}
