@@ -1,5 +1,5 @@
-//! Micro-measurements of the costs the seeds measured beside timer latency, and the experiments that
-//! reproduce their tables on this machine.
+//! Micro-measurements of the costs the seeds measured beside timer latency (the seeds' tables
+//! built from them are in `punctual-experiments`).
 //!
 //! - [`ctxsw`]: two processes on one CPU passing a byte through pipes (Etsion Table 2, Ousterhout's
 //!   method, `perf bench sched pipe`), or a futex word;
@@ -10,12 +10,10 @@
 //! - [`gaps`]: a tight loop per CPU that records every interruption above a threshold, attributed
 //!   to interrupt sources, with the cost of the timer tick (Etsion Table 1, oslat's method).
 //!
-//! Each returns recorders and figures; [`experiments`] builds the seeds' tables from them. Nothing
-//! here prints.
+//! Each returns recorders and figures. Nothing here prints.
 
 pub mod ctxsw;
 pub mod dispatch;
-pub mod experiments;
 pub mod gaps;
 pub mod measure;
 pub mod memcpy;
@@ -41,8 +39,6 @@ pub enum BenchError {
     Latency(#[from] punctual_latency::LatencyError),
     #[error("starting the load: {0}")]
     Load(#[from] punctual_load::LoadError),
-    #[error("drawing a figure: {0}")]
-    Plot(String),
 }
 
 impl BenchError {

@@ -11,6 +11,13 @@
 pub mod kurt_periodic;
 pub mod published;
 
+// The measured experiments built on punctual-bench and punctual-latency (and etsion-latency's
+// simulated half).
+pub mod etsion_latency;
+pub mod etsion_overhead;
+pub mod mckenney_nanosleep;
+pub mod zeadally_dispatch;
+
 use punctual_result::{Failure, ResultDoc};
 use punctual_session::{drive, Env, Exit, Figure, Measurement, Outputs};
 
@@ -58,17 +65,54 @@ impl<M: Measurement + 'static> Experiment for Entry<M> {
 
 /// Every experiment measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(Entry {
+    let mut all: Vec<Box<dyn Experiment>> = vec![Box::new(Entry {
         name: kurt_periodic::NAME,
         reproduces: "KURT Tables 4.1 and 4.2: 1-30 periodic 10 ms processes, FIFO sleep vs punctual wake, idle and disk load",
         duration: "about 5 minutes; --quick under a minute",
         make: kurt_periodic::KurtPeriodic::new,
-    })]
+    })];
+    all.extend(bench_registry());
+    all
 }
 
 /// Simulated halves of experiments (`--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![Box::new(Entry {
+        name: etsion_latency::NAME,
+        reproduces: "Etsion 2003 Table 6, Fig. 7: alarm latency, BLK/N%/CONT, 100 Hz/60 ms and 20 kHz/100 us",
+        duration: "about 10 s; --quick about 2 s (simulation)",
+        make: etsion_latency::EtsionLatencySim::new,
+    })]
+}
+
+/// The experiments measured with punctual-bench and punctual-latency.
+fn bench_registry() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(Entry {
+            name: etsion_latency::NAME,
+            reproduces: "Etsion et al. 2003, Table 6 and Fig. 7: alarm latency of BLK, N% and CONT workloads at a long and a short RR quantum",
+            duration: "full about 3.5 h (500 alarms of 1-1000 ms per process, 40 runs); --quick under a minute",
+            make: etsion_latency::EtsionLatency::new,
+        }),
+        Box::new(Entry {
+            name: etsion_overhead::NAME,
+            reproduces: "Etsion et al. 2003, Tables 1-2 and Figs. 2, 3, 8: tick, context switch, trap and copy costs; sort throughput against the RR quantum",
+            duration: "full about 6 min (sort: 20 s per configuration, 12 configurations); --quick about 30 s",
+            make: etsion_overhead::EtsionOverhead::new,
+        }),
+        Box::new(Entry {
+            name: mckenney_nanosleep::NAME,
+            reproduces: "McKenney 2008/2009, Figs. 1-3 and 8: the nanosleep validation loop, pitfall by pitfall, in parallel and beside a build",
+            duration: "full about 45 min (10,000,000 trials with all precautions); --quick about 25 s",
+            make: mckenney_nanosleep::McKenneyNanosleep::new,
+        }),
+        Box::new(Entry {
+            name: zeadally_dispatch::NAME,
+            reproduces: "Zeadally, SVR4.0 vs SVR4.2, Tables 1-4 and Figs. 2-3: process dispatch latency, real-time vs time-sharing, with soak and find",
+            duration: "full about 2 min (10 s per case, 4 cases, eventfd, pipe and signal); --quick about 15 s",
+            make: zeadally_dispatch::ZeadallyDispatch::new,
+        }),
+    ]
 }
 
 /// Mark a document as an experiment's: its name and whether it was the quick version.

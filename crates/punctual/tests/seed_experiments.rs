@@ -1,38 +1,34 @@
 //! The seeds' measurement experiments produce their tables in the seed's layout with the published
 //! numbers exactly as printed, a result document that validates against the schema, and a figure;
-//! system settings they change (the RR timeslice) are back afterwards. The runs here use smaller
-//! settings than --quick (the structure is the same); `zeadally-dispatch --quick` runs through the
-//! binary.
+//! system settings they change (the RR timeslice) are back afterwards. The runs here go through the
+//! lifecycle (`punctual_session::execute`) with smaller settings than --quick (the structure is the
+//! same); `zeadally-dispatch --quick` runs through the binary.
 
-use punctual_bench::experiments::published::{self, TABLE6};
-use punctual_bench::experiments::{
-    etsion_latency::LatencySettings, etsion_overhead::OverheadSettings,
-    mckenney_nanosleep::NanosleepSettings, zeadally_dispatch::DispatchSettings, EtsionLatency,
-    EtsionOverhead, McKenneyNanosleep, ZeadallyDispatch,
-};
+use punctual_experiments::etsion_latency::{EtsionLatency, LatencySettings};
+use punctual_experiments::etsion_overhead::{EtsionOverhead, OverheadSettings};
+use punctual_experiments::mckenney_nanosleep::{McKenneyNanosleep, NanosleepSettings};
+use punctual_experiments::published::{self, TABLE6};
+use punctual_experiments::zeadally_dispatch::{DispatchSettings, ZeadallyDispatch};
 use punctual_latency::alarms::Mechanism;
-use punctual_result::experiment::{Context, Experiment, Report};
 use punctual_result::Table;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use punctual_session::{execute, Env, Finished, Measurement};
+use std::sync::Mutex;
 
 /// The experiments pin busy real-time processes and change the RR timeslice: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn ctx(name: &str) -> Context {
-    Context {
-        quick: true,
-        sim: false,
-        exe: env!("CARGO_BIN_EXE_punctual").into(),
-        stop: Arc::new(AtomicBool::new(false)),
-        command: vec![
-            "punctual".into(),
-            "experiment".into(),
-            "run".into(),
-            name.into(),
-            "--quick".into(),
-        ],
-    }
+/// This machine, with this build's binary for the loads and the experiment's command line.
+fn env(name: &str) -> Env {
+    let mut env = Env::real().capture();
+    env.exe = env!("CARGO_BIN_EXE_punctual").into();
+    env.command = ["punctual", "experiment", "run", name, "--quick"]
+        .map(String::from)
+        .to_vec();
+    env
+}
+
+fn run<M: Measurement>(mut m: M, name: &str) -> Finished {
+    execute(&mut m, None, &env(name)).unwrap()
 }
 
 fn root(test: &str) -> bool {
@@ -51,7 +47,7 @@ fn timeslice() -> String {
     std::fs::read_to_string("/proc/sys/kernel/sched_rr_timeslice_ms").unwrap()
 }
 
-fn check_doc(r: &Report, series: usize) {
+fn check_doc(r: &Finished, series: usize) {
     assert_eq!(r.doc.series.len(), series);
     let schema: serde_json::Value = serde_json::from_str(punctual_result::SCHEMA_JSON).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
@@ -61,8 +57,8 @@ fn check_doc(r: &Report, series: usize) {
         .map(|e| format!("{e} at {}", e.instance_path))
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
-    assert!(!r.figures.is_empty());
-    for f in &r.figures {
+    assert!(!r.report.figures.is_empty());
+    for f in &r.report.figures {
         assert!(f.svg.starts_with("<svg"), "{} is not SVG", f.name);
     }
 }
@@ -88,19 +84,22 @@ fn etsion_latency_prints_table6_beside_this_machine() {
     }
     let before = timeslice();
     let e = EtsionLatency {
-        settings: Some(LatencySettings {
+        quick: true,
+        settings: LatencySettings {
             alarms: 2,
             delay_min: 200_000,
             delay_max: 2_000_000,
             long_ms: Some(20),
             short_ms: 1,
             mechanisms: vec![Mechanism::Signal, Mechanism::Nanosleep],
-        }),
+        },
+        cpu: punctual_rt::affinity::last_online_cpu(),
     };
-    let r = e.run(&ctx("etsion-latency")).unwrap();
+    let r = run(e, "etsion-latency");
     assert_eq!(timeslice(), before, "the RR timeslice is restored");
-    assert_eq!(r.tables.len(), 3);
-    for (ti, t) in r.tables.iter().enumerate() {
+    let tables = &r.report.tables;
+    assert_eq!(tables.len(), 3);
+    for (ti, t) in tables.iter().enumerate() {
         assert_eq!(
             t.header,
             strings(&[
@@ -124,9 +123,14 @@ fn etsion_latency_prints_table6_beside_this_machine() {
             );
         }
     }
-    assert!(r.tables[0].title.as_deref().unwrap().contains("@100Hz"));
-    assert!(r.tables[1].title.as_deref().unwrap().contains("@20,000Hz"));
+    assert!(tables[0].title.as_deref().unwrap().contains("@100Hz"));
+    assert!(tables[1].title.as_deref().unwrap().contains("@20,000Hz"));
     check_doc(&r, 40);
+    assert_eq!(r.doc.extra["experiment"], "etsion-latency");
+    assert_eq!(
+        r.doc.settings.extra["rr_timeslice_long"]["setting_ms"], 20,
+        "the long quantum as set"
+    );
     // Every alarm-setting process took its alarms: BLK 2 has 2 processes of 2 alarms.
     assert_eq!(r.doc.series[0].summary.count, 4);
     assert_eq!(r.doc.series[9].summary.count, 2); // 4% 1+8CPU: one process sets alarms
@@ -140,7 +144,8 @@ fn etsion_overhead_prints_tables_1_and_2_and_the_sort() {
     }
     let before = timeslice();
     let e = EtsionOverhead {
-        settings: Some(OverheadSettings {
+        quick: true,
+        settings: OverheadSettings {
             gaps_ns: 300_000_000,
             ctxsw_ns: 100_000_000,
             trap_ns: 50_000_000,
@@ -148,12 +153,14 @@ fn etsion_overhead_prints_tables_1_and_2_and_the_sort() {
             sort_ns: 300_000_000,
             copies: vec![1, 8],
             timeslices_ms: vec![100, 1],
-        }),
+        },
+        cpu: punctual_rt::affinity::last_online_cpu(),
     };
-    let r = e.run(&ctx("etsion-overhead")).unwrap();
+    let r = run(e, "etsion-overhead");
     assert_eq!(timeslice(), before, "the RR timeslice is restored");
-    assert_eq!(r.tables.len(), 4);
-    let (t1, t2, tb, ts) = (&r.tables[0], &r.tables[1], &r.tables[2], &r.tables[3]);
+    let tables = &r.report.tables;
+    assert_eq!(tables.len(), 4);
+    let (t1, t2, tb, ts) = (&tables[0], &tables[1], &tables[2], &tables[3]);
     assert_eq!(
         t1.header,
         strings(&[
@@ -215,7 +222,8 @@ fn etsion_overhead_prints_tables_1_and_2_and_the_sort() {
 fn mckenney_nanosleep_prints_the_ladder_parallel_tasks_and_build() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let e = McKenneyNanosleep {
-        settings: Some(NanosleepSettings {
+        quick: true,
+        settings: NanosleepSettings {
             sleep_ns: 100_000,
             ladder_trials: 300,
             final_trials: 300,
@@ -223,11 +231,12 @@ fn mckenney_nanosleep_prints_the_ladder_parallel_tasks_and_build() {
             calls_per_task: 200,
             build_trials: 300,
             build_instances: 1,
-        }),
+        },
     };
-    let r = e.run(&ctx("mckenney-nanosleep")).unwrap();
-    assert_eq!(r.tables.len(), 3);
-    let (t, t8, tb) = (&r.tables[0], &r.tables[1], &r.tables[2]);
+    let r = run(e, "mckenney-nanosleep");
+    let tables = &r.report.tables;
+    assert_eq!(tables.len(), 3);
+    let (t, t8, tb) = (&tables[0], &tables[1], &tables[2]);
     assert_eq!(t.rows.len(), 4 + 1 + 3);
     assert_eq!(
         t.rows[0][1..5],
@@ -268,20 +277,29 @@ fn mckenney_nanosleep_prints_the_ladder_parallel_tasks_and_build() {
         r.doc.series[5].summary.count, 600,
         "three tasks' calls together"
     );
+    // The rows lock memory themselves; the session holds no lock that would falsify the "no" rows.
+    assert_eq!(r.doc.settings.mlock, Some(false));
+    assert_eq!(r.doc.series[0].extra["mlock"], false);
+    assert_eq!(r.doc.series[3].extra["mlock"], true);
 }
 
 #[test]
 fn zeadally_dispatch_prints_tables_1_to_4() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cpus = punctual_rt::online_cpus();
     let e = ZeadallyDispatch {
-        settings: Some(DispatchSettings {
+        quick: true,
+        settings: DispatchSettings {
             duration_ns: 300_000_000,
             interval_ns: 10_000_000,
             events: vec![punctual_bench::dispatch::Event::Eventfd],
-        }),
+        },
+        raiser_cpu: cpus[0],
+        waiter_cpu: *cpus.last().unwrap(),
     };
-    let r = e.run(&ctx("zeadally-dispatch")).unwrap();
-    assert_eq!(r.tables.len(), 4);
+    let r = run(e, "zeadally-dispatch");
+    let tables = &r.report.tables;
+    assert_eq!(tables.len(), 4);
     let header = strings(&[
         "",
         "Minimum",
@@ -290,7 +308,7 @@ fn zeadally_dispatch_prints_tables_1_to_4() {
         "Mean",
         "Standard Deviation",
     ]);
-    for (t, published) in r.tables.iter().zip([
+    for (t, published) in tables.iter().zip([
         &published::ZEADALLY_T1[..],
         &published::ZEADALLY_T2[..],
         &published::ZEADALLY_T3[..],
@@ -308,10 +326,10 @@ fn zeadally_dispatch_prints_tables_1_to_4() {
         assert_eq!(published_rows(t), want);
     }
     assert_eq!(
-        r.tables[0].rows.last().unwrap()[0],
+        tables[0].rows.last().unwrap()[0],
         "Process dispatch, eventfd, real-time, soak (here) (us)"
     );
-    assert_eq!(r.tables[3].rows.len(), 2 + 1 + 2);
+    assert_eq!(tables[3].rows.len(), 2 + 1 + 2);
     check_doc(&r, 4);
     for s in &r.doc.series {
         assert_eq!(s.summary.count + s.summary.missed_periods, 30, "{}", s.name);
@@ -381,4 +399,47 @@ fn experiment_list_names_the_seeds_experiments() {
             "{name} missing:\n{text}"
         );
     }
+}
+
+#[test]
+fn etsion_latency_sim_quick_runs_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args([
+            "experiment",
+            "run",
+            "etsion-latency",
+            "--sim",
+            "--quick",
+            "--figures",
+        ])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("store"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Etsion Table 6 (simulated)",
+        "20000 Hz, 100us",
+        "740,025",
+        "37,328",
+        "Figure:",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert!(dir.path().join("etsion-latency-fig7.svg").exists());
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["series"].as_array().unwrap().len(), 20);
+    // Pure computation: no real-time settings held, no steal time.
+    assert!(doc["settings"].get("steal_ns").is_none());
+    assert_eq!(doc["settings"]["clock"], "simulated");
 }
