@@ -11,6 +11,13 @@
 pub mod kurt_periodic;
 pub mod published;
 
+// Traced and simulated experiments.
+pub mod etsion_billing;
+pub mod etsion_frames;
+pub mod kurt_irq;
+pub mod traced;
+pub mod workload;
+
 use punctual_result::{Failure, ResultDoc};
 use punctual_session::{drive, Env, Exit, Figure, Measurement, Outputs};
 
@@ -58,23 +65,69 @@ impl<M: Measurement + 'static> Experiment for Entry<M> {
 
 /// Every experiment measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(Entry {
+    let mut all: Vec<Box<dyn Experiment>> = vec![Box::new(Entry {
         name: kurt_periodic::NAME,
         reproduces: "KURT Tables 4.1 and 4.2: 1-30 periodic 10 ms processes, FIFO sleep vs punctual wake, idle and disk load",
         duration: "about 5 minutes; --quick under a minute",
         make: kurt_periodic::KurtPeriodic::new,
-    })]
+    })];
+    all.extend(traced_and_simulated());
+    all
 }
 
 /// Simulated halves of experiments (`--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    let mut all: Vec<Box<dyn Experiment>> = vec![];
+    all.extend(simulated_halves());
+    all
+}
+
+/// `etsion-frames` (simulated through and through, so it needs no `--sim`), and the experiments
+/// that answer from a kernel trace.
+fn traced_and_simulated() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(Entry {
+            name: etsion_frames::NAME,
+            reproduces: "Etsion 2003 Sec. 5, Figs. 1, 5: frames skipped by start shift, desired vs achieved rate (simulated)",
+            duration: "a few seconds; --quick about 1 s (simulation)",
+            make: etsion_frames::EtsionFrames::new,
+        }),
+        Box::new(Entry {
+            name: etsion_billing::NAME,
+            reproduces: "Etsion et al. 2003, Tables 3-4, Figs. 4 and 6: billing accuracy and quanta of a traced desktop mix",
+            duration: "20 s (--quick: 5 s)",
+            make: etsion_billing::EtsionBilling::new,
+        }),
+        Box::new(Entry {
+            name: kurt_irq::NAME,
+            reproduces: "KURT thesis Table 4.3, Figs. 4.8-4.9: how long each kernel subsystem holds interrupts off",
+            duration: "36 s (--quick: 12 s)",
+            make: kurt_irq::KurtIrq::new,
+        }),
+    ]
+}
+
+fn simulated_halves() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(Entry {
+        name: etsion_billing::NAME,
+        reproduces: "Etsion 2003 Tables 3-4, Figs. 4, 6: billing, missed quanta, quanta/s at 100 and 1000 Hz",
+        duration: "under a second (simulation)",
+        make: etsion_billing::EtsionBillingSim::new,
+    })]
 }
 
 /// Mark a document as an experiment's: its name and whether it was the quick version.
 pub fn mark(doc: &mut ResultDoc, name: &str, quick: bool) {
     doc.extra.insert("experiment".into(), name.into());
     doc.settings.extra.insert("quick".into(), quick.into());
+}
+
+/// Mark a simulated experiment's document: its numbers come from the simulator's clock. Its
+/// timestamps stay real, unlike `punctual simulate`'s: the results store sorts by them.
+pub fn simulated_clock(doc: &mut ResultDoc) {
+    doc.settings
+        .extra
+        .insert("clock".into(), "simulated".into());
 }
 
 /// A figure from a plot, or the reason it could not be drawn.

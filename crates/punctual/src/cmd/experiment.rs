@@ -10,9 +10,6 @@ use punctual_result::{Failure, Table};
 /// Every experiment punctual knows, measured on this machine.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
-        Box::new(punctual_sim::experiments::EtsionFrames),
-        Box::new(punctual_trace::experiments::EtsionBilling),
-        Box::new(punctual_trace::experiments::KurtIrq),
         Box::new(punctual_bench::experiments::EtsionLatency::default()),
         Box::new(punctual_bench::experiments::EtsionOverhead::default()),
         Box::new(punctual_bench::experiments::McKenneyNanosleep::default()),
@@ -22,10 +19,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
 
 /// Simulated halves of experiments (chosen with `--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
-    vec![
-        Box::new(punctual_sim::experiments::EtsionBilling),
-        Box::new(punctual_sim::experiments::EtsionLatency),
-    ]
+    vec![Box::new(punctual_sim::experiments::EtsionLatency)]
 }
 
 pub fn run(
@@ -40,6 +34,13 @@ pub fn run(
             }
             for e in registry() {
                 t.row([e.name(), e.reproduces(), e.duration()]);
+            }
+            for e in punctual_experiments::sim_registry() {
+                t.row([
+                    format!("{} --sim", e.name()),
+                    e.reproduces().to_string(),
+                    e.duration().to_string(),
+                ]);
             }
             for e in sim_registry() {
                 t.row([
