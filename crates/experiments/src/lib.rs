@@ -17,6 +17,12 @@ pub mod etsion_latency;
 pub mod etsion_overhead;
 pub mod mckenney_nanosleep;
 pub mod zeadally_dispatch;
+// Traced and simulated experiments.
+pub mod etsion_billing;
+pub mod etsion_frames;
+pub mod kurt_irq;
+pub mod traced;
+pub mod workload;
 
 use punctual_result::{Failure, ResultDoc};
 use punctual_session::{drive, Env, Exit, Figure, Measurement, Outputs};
@@ -72,17 +78,20 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         make: kurt_periodic::KurtPeriodic::new,
     })];
     all.extend(bench_registry());
+    all.extend(traced_and_simulated());
     all
 }
 
 /// Simulated halves of experiments (`--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(Entry {
+    let mut all: Vec<Box<dyn Experiment>> = vec![Box::new(Entry {
         name: etsion_latency::NAME,
         reproduces: "Etsion 2003 Table 6, Fig. 7: alarm latency, BLK/N%/CONT, 100 Hz/60 ms and 20 kHz/100 us",
         duration: "about 10 s; --quick about 2 s (simulation)",
         make: etsion_latency::EtsionLatencySim::new,
-    })]
+    })];
+    all.extend(simulated_halves());
+    all
 }
 
 /// The experiments measured with punctual-bench and punctual-latency.
@@ -115,10 +124,52 @@ fn bench_registry() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
+/// `etsion-frames` (simulated through and through, so it needs no `--sim`), and the experiments
+/// that answer from a kernel trace.
+fn traced_and_simulated() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(Entry {
+            name: etsion_frames::NAME,
+            reproduces: "Etsion 2003 Sec. 5, Figs. 1, 5: frames skipped by start shift, desired vs achieved rate (simulated)",
+            duration: "a few seconds; --quick about 1 s (simulation)",
+            make: etsion_frames::EtsionFrames::new,
+        }),
+        Box::new(Entry {
+            name: etsion_billing::NAME,
+            reproduces: "Etsion et al. 2003, Tables 3-4, Figs. 4 and 6: billing accuracy and quanta of a traced desktop mix",
+            duration: "20 s (--quick: 5 s)",
+            make: etsion_billing::EtsionBilling::new,
+        }),
+        Box::new(Entry {
+            name: kurt_irq::NAME,
+            reproduces: "KURT thesis Table 4.3, Figs. 4.8-4.9: how long each kernel subsystem holds interrupts off",
+            duration: "36 s (--quick: 12 s)",
+            make: kurt_irq::KurtIrq::new,
+        }),
+    ]
+}
+
+fn simulated_halves() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(Entry {
+        name: etsion_billing::NAME,
+        reproduces: "Etsion 2003 Tables 3-4, Figs. 4, 6: billing, missed quanta, quanta/s at 100 and 1000 Hz",
+        duration: "under a second (simulation)",
+        make: etsion_billing::EtsionBillingSim::new,
+    })]
+}
+
 /// Mark a document as an experiment's: its name and whether it was the quick version.
 pub fn mark(doc: &mut ResultDoc, name: &str, quick: bool) {
     doc.extra.insert("experiment".into(), name.into());
     doc.settings.extra.insert("quick".into(), quick.into());
+}
+
+/// Mark a simulated experiment's document: its numbers come from the simulator's clock. Its
+/// timestamps stay real, unlike `punctual simulate`'s: the results store sorts by them.
+pub fn simulated_clock(doc: &mut ResultDoc) {
+    doc.settings
+        .extra
+        .insert("clock".into(), "simulated".into());
 }
 
 /// A figure from a plot, or the reason it could not be drawn.

@@ -272,3 +272,87 @@ pub mod kurt {
         [56.26, 60.74, 65.27, 82.01, 95.72],
     ];
 }
+
+// ---- etsion-billing, etsion-frames, kurt-irq ------------------------------------------------
+
+/// Etsion et al. 2003, Tables 3 and 4 (Linux 2.4.8 on a Pentium III 664, measured with klogger).
+pub mod etsion_billing {
+    /// One application: Table 3's billing ratio and quanta never billed, Table 4's quanta per
+    /// second, each at 100 and 1000 Hz.
+    pub struct Table3Row {
+        pub app: &'static str,
+        pub billing: [f64; 2],
+        /// In per cent.
+        pub missed_pct: [f64; 2],
+        /// Table 4 (each application in isolation); the CPU+Quake row has none.
+        pub quanta_per_s: Option<[f64; 2]>,
+    }
+
+    pub const TABLE3: [Table3Row; 6] = [
+        Table3Row {
+            app: "Emacs",
+            billing: [1.0746, 0.9468],
+            missed_pct: [95.96, 73.42],
+            quanta_per_s: Some([22.36, 34.60]),
+        },
+        Table3Row {
+            app: "Xine",
+            billing: [1.2750, 1.0249],
+            missed_pct: [89.46, 74.81],
+            quanta_per_s: Some([470.67, 695.94]),
+        },
+        Table3Row {
+            app: "Quake",
+            billing: [1.0310, 1.0337],
+            missed_pct: [54.17, 23.23],
+            quanta_per_s: Some([187.88, 273.85]),
+        },
+        Table3Row {
+            app: "X Server (w/ Xine)",
+            billing: [0.0202, 0.9319],
+            missed_pct: [99.43, 64.05],
+            quanta_per_s: Some([71.35, 148.21]),
+        },
+        Table3Row {
+            app: "CPU-bound",
+            billing: [1.0071, 1.0043],
+            missed_pct: [7.86, 7.83],
+            quanta_per_s: Some([28.81, 38.97]),
+        },
+        Table3Row {
+            app: "CPU+Quake",
+            billing: [1.0333, 1.0390],
+            missed_pct: [26.71, 2.36],
+            quanta_per_s: None,
+        },
+    ];
+
+    /// The paper's row for an application; `X Server` is the paper's `X Server (w/ Xine)`.
+    pub fn row(app: &str) -> Option<&'static Table3Row> {
+        let app = if app == "X Server" {
+            "X Server (w/ Xine)"
+        } else {
+            app
+        };
+        TABLE3.iter().find(|r| r.app == app)
+    }
+}
+
+/// Etsion et al. 2003, Section 5 and Figs. 1 and 5: a player woken at ticks.
+pub mod etsion_frames {
+    /// Fig. 5's skipping windows for 60 fps at 100 Hz: (from, to) in ms of start shift, the frame
+    /// of each three that is skipped.
+    pub const FIG5_WINDOWS: [(f64, f64, u64); 3] = [
+        (25.0 / 3.0, 10.0, 1),
+        (5.0, 20.0 / 3.0, 2),
+        (5.0 / 3.0, 10.0 / 3.0, 3),
+    ];
+    /// Section 5 on 50 fps at 50 Hz.
+    pub const FIFTY_AT_50HZ: &str = "all shown or all skipped (black screen)";
+    /// Fig. 1 at 60 fps, and at any other rate.
+    pub const FIG1_60FPS: &str = "100 Hz: about 40 for half the shifts; 1000 Hz: 60";
+    pub const FIG1_OTHER: &str = "achieved at 1000 Hz";
+}
+
+// KURT Table 4.3 (`kurt-irq`) lives with the subsystems it classifies, since `punctual trace
+// analyze` prints it too: `punctual_trace::analyze::classify::Category::kurt_table_4_3`.

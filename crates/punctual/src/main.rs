@@ -3,7 +3,6 @@
 
 mod cli;
 mod cmd;
-mod session;
 
 use clap::Parser;
 use punctual_result::Failure;

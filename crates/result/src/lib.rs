@@ -2,11 +2,11 @@
 //!
 //! [`ResultDoc`] is SPEC section 3's `punctual.result/1` document. [`export`] turns it into bytes (one
 //! module per format behind [`export::Exporter`]); [`table`] renders human tables; [`output`] checks
-//! output paths before anything runs and writes atomically; [`Failure`] classifies errors for the exit codes of SPEC section 2, and
-//! [`experiment`] is the seam every reproduction of a seed's experiment plugs into.
+//! output paths before anything runs and writes atomically; [`Failure`] classifies errors for the exit
+//! codes of SPEC section 2. Plain data: nothing here touches the system but the files it is told to
+//! write.
 
 pub mod doc;
-pub mod experiment;
 pub mod export;
 pub mod failure;
 pub mod host;

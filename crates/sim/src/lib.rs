@@ -9,14 +9,13 @@
 //! - [`stats`]: streaming per-task and per-CPU accounting (memory independent of duration).
 //! - [`scenario`]: TOML scenario files, with line and column in every error.
 //! - [`frames`]: Etsion Section 5's frame-skipping study over start shifts.
-//! - [`report`]: result-document series and tables; [`experiments`]: the seeds' experiments.
+//! - [`report`]: result-document series and tables; [`measure`]: `punctual simulate` in the lifecycle.
 //!
 //! The library never prints; the `punctual simulate` command renders what it returns.
 
 pub mod behaviour;
 pub mod config;
 pub mod engine;
-pub mod experiments;
 pub mod frames;
 pub mod measure;
 pub mod report;

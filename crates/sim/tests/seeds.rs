@@ -412,23 +412,3 @@ fn billing_by_quantum_length_follows_the_tick_sampling_law() {
         "billed {billed} ticks, expected about {expected}"
     );
 }
-
-/// The simulator's Table 3/4 figures as the traced `etsion-billing` shows them beside its own.
-#[test]
-fn simulated_billing_knows_the_papers_applications_and_only_those() {
-    use punctual_sim::experiments::simulated_billing;
-    let x100 = simulated_billing("X Server", 100, 20, None)
-        .unwrap()
-        .expect("X Server is one of the paper's");
-    let x1000 = simulated_billing("X Server (w/ Xine)", 1000, 20, None)
-        .unwrap()
-        .unwrap();
-    // The X server whose work falls between ticks is billed almost nothing at 100 Hz, most at 1000 Hz.
-    assert!(x100.0 < 0.1 && x1000.0 > 0.8, "{x100:?} {x1000:?}");
-    assert_eq!(
-        simulated_billing("X Server", 100, 20, None).unwrap(),
-        Some(x100),
-        "deterministic"
-    );
-    assert_eq!(simulated_billing("Netscape", 100, 20, None).unwrap(), None);
-}

@@ -8,19 +8,16 @@
 //! - [`file`]: the trace file (writer, and a reader that reports damage instead of panicking);
 //! - [`analyze`]: analyses over [`event::Event`]s, whatever their origin ([`synth`] builds them in tests);
 //! - [`render`]: tables, result documents and figures from an analysis;
-//! - [`measure`]: `trace record` and `trace analyze` as measurements of the lifecycle;
-//! - [`experiments`]: `kurt-irq` and the real half of `etsion-billing`.
+//! - [`measure`]: `trace record` and `trace analyze` as measurements of the lifecycle.
 
 pub mod analyze;
 pub mod error;
 pub mod event;
-pub mod experiments;
 pub mod file;
 pub mod kernel;
 pub mod measure;
 pub mod record;
 pub mod render;
 pub mod synth;
-pub mod workload;
 
 pub use error::TraceError;

@@ -26,7 +26,7 @@ fn find_library() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-pub fn run(a: InstallLibArgs) -> anyhow::Result<i32> {
+pub fn run(a: InstallLibArgs) -> anyhow::Result<punctual_session::Exit> {
     let lib = find_library().ok_or_else(|| {
         Failure::system("libpunctual.so is not next to this punctual binary; build it with `cargo build --release -p punctual-libpunctual` (or build the whole workspace)")
     })?;
@@ -70,5 +70,5 @@ pub fn run(a: InstallLibArgs) -> anyhow::Result<i32> {
         libdir.display(),
         libdir.display()
     );
-    Ok(0)
+    Ok(punctual_session::Exit::Ok)
 }

@@ -3,7 +3,7 @@
 use crate::cli::LoadBodyArgs;
 use std::io::Write;
 
-pub fn run(a: LoadBodyArgs) -> anyhow::Result<i32> {
+pub fn run(a: LoadBodyArgs) -> anyhow::Result<punctual_session::Exit> {
     let opts = punctual_load::BodyOptions {
         cpu: a.cpu,
         dir: a.dir,
@@ -16,5 +16,5 @@ pub fn run(a: LoadBodyArgs) -> anyhow::Result<i32> {
     // When punctual has died (the parent-death signal stopped us), nobody reads the report: the write
     // fails with EPIPE, and that must not become a panic (whose backtrace would keep the load alive).
     let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&report)?);
-    Ok(0)
+    Ok(punctual_session::Exit::Ok)
 }

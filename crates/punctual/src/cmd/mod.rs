@@ -17,32 +17,18 @@ use punctual_session::{Env, Exit};
 
 /// Run the command.
 pub fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
-    let code = |r: anyhow::Result<i32>| -> anyhow::Result<Exit> {
-        Ok(match r? {
-            0 => Exit::Ok,
-            1 => Exit::LimitExceeded,
-            2 => Exit::Usage,
-            130 => Exit::Interrupted,
-            _ => Exit::System,
-        })
-    };
     match cli.command {
         Command::Check(a) => check::run(a, env),
         Command::Latency(a) => latency::run(a, env),
         Command::Experiment(a) => experiment::run(a, env),
         Command::Bench(a) => bench::run(a, env),
-        Command::Load(a) => code(load_body::run(a)),
+        Command::Load(a) => load_body::run(a),
         Command::Trace(a) => trace::run(a, env),
         Command::Simulate(a) => simulate::run(*a, env),
         Command::Run(a) => run::run(a, env),
         Command::Plan(a) => run::plan_cmd(a),
         Command::Shield(a) => shield::run(a, env),
-        Command::InstallLib(a) => code(install_lib::run(a)),
+        Command::InstallLib(a) => install_lib::run(a),
         Command::PeriodicBody(a) => kurt::body(a),
     }
-}
-
-/// The punctual executable, for child processes.
-pub fn own_exe() -> anyhow::Result<std::path::PathBuf> {
-    Ok(std::env::current_exe()?)
 }

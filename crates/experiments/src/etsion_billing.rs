@@ -1,0 +1,855 @@
+//! `etsion-billing`: Etsion et al. 2003, Tables 3 and 4, Figs. 4 and 6: how well a periodic tick
+//! bills the CPU time applications consume, how many of their quanta are never billed, and how
+//! many quanta a second they run.
+//!
+//! Two halves under one name:
+//! - [`EtsionBilling`] (this machine): trace a mixed desktop-like workload and bill it with virtual
+//!   ticks of 100 and 1000 Hz, beside the paper's numbers and the simulator's;
+//! - [`EtsionBillingSim`] (`--sim`): the simulator's model of each of the paper's applications
+//!   under the Linux 2.4 scheduler at 100 and 1000 Hz.
+//!
+//! Real half: measure [`EtsionBilling::run`]; model [`Model`]; tables [`tables`]; figures
+//! [`figures`]. Simulated half: measure [`EtsionBillingSim::run`]; model [`SimModel`]; tables
+//! [`sim_tables`]; figures [`sim_figures`].
+
+use crate::published::etsion_billing::{row as published, Table3Row, TABLE3};
+use crate::simulated_clock;
+use crate::traced::trace_for;
+use crate::workload::{self, Generators, DESKTOP};
+use punctual_plot::Line;
+use punctual_result::{Failure, ResultDoc, Series, Table};
+use punctual_rt::RtWant;
+use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
+use punctual_sim::behaviour::{defaults as d, parse_workload, xine_pipeline, Behaviour};
+use punctual_sim::config::NS_PER_S;
+use punctual_sim::{pooled, simulate, Control, Policy, RunConfig, RunResult, TaskSpec};
+use punctual_stats::Recorder;
+use punctual_trace::analyze::billing::{bill, ticks_in, Billing};
+use punctual_trace::analyze::{Analysis, Group, GroupStats};
+use punctual_trace::file::TraceData;
+use punctual_trace::kernel::EventGroups;
+use punctual_trace::record::RecordProgress;
+use punctual_trace::render::cdf_line;
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub const NAME: &str = "etsion-billing";
+/// The rates of the paper's two kernels.
+const HZ: [u32; 2] = [100, 1000];
+/// Tick phases the sensitivity table bills at.
+const PHASES: u64 = 10;
+
+/// What the simulator (or a trace) gives for one application at one rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Billed {
+    /// Billed ticks times the tick over the CPU time consumed.
+    pub ratio: f64,
+    /// Quanta during which no tick fell, in per cent.
+    pub missed_pct: f64,
+    pub quanta_per_s: f64,
+}
+
+// ---- simulated half ---------------------------------------------------------------------------
+
+/// The simulator's stand-in for one of the paper's applications, and the names of the tasks whose
+/// figures are its own.
+fn billing_workload(app: &str) -> (Vec<TaskSpec>, Vec<&'static str>) {
+    let game = || {
+        TaskSpec::new(
+            "quake",
+            "quake",
+            Behaviour::Game {
+                frame: d::GAME_FRAME,
+                gpu: d::GAME_GPU,
+            },
+        )
+    };
+    match app {
+        "Emacs" => (
+            vec![
+                TaskSpec::new(
+                    "emacs",
+                    "emacs",
+                    Behaviour::Typist {
+                        interval: d::TYPIST_INTERVAL,
+                        burst: d::TYPIST_BURST,
+                        server: Some("X".into()),
+                    },
+                ),
+                TaskSpec::new(
+                    "X",
+                    "X",
+                    Behaviour::Server {
+                        work: d::X_EVENT_WORK,
+                    },
+                ),
+            ],
+            vec!["emacs"],
+        ),
+        "Xine" => (
+            xine_pipeline(d::XINE_FPS * 1000),
+            vec!["xine display", "xine decode"],
+        ),
+        "X Server (w/ Xine)" => (xine_pipeline(d::XINE_FPS * 1000), vec!["X"]),
+        "Quake" => (vec![game()], vec!["quake"]),
+        "CPU-bound" => (parse_workload("cpu").expect("static"), vec!["cpu 0"]),
+        _ => {
+            let mut t = parse_workload("cpu").expect("static");
+            t.push(game());
+            (t, vec!["cpu 0"])
+        }
+    }
+}
+
+/// The Linux 2.4 run of an application's workload at `hz` for `secs` simulated seconds.
+fn billing_run(tasks: Vec<TaskSpec>, hz: u32, secs: u64) -> RunConfig {
+    RunConfig {
+        hz,
+        policy: Policy::Linux24,
+        duration: secs * NS_PER_S,
+        tasks,
+        ..RunConfig::default()
+    }
+}
+
+/// Pooled billing figures of the named tasks, and their effective quanta.
+fn billing_of(r: &RunResult, names: &[&str]) -> (Billed, Option<Recorder>) {
+    let tasks: Vec<_> = r
+        .tasks
+        .iter()
+        .filter(|t| names.contains(&t.name.as_str()))
+        .collect();
+    let consumed: u64 = tasks.iter().map(|t| t.stats.consumed_ns).sum();
+    let billed: u64 = tasks.iter().map(|t| t.stats.billed_ticks).sum();
+    let quanta: u64 = tasks.iter().map(|t| t.stats.quanta).sum();
+    let missed: u64 = tasks.iter().map(|t| t.stats.missed_quanta).sum();
+    let b = Billed {
+        ratio: billed as f64 * r.tick_ns() as f64 / consumed.max(1) as f64,
+        missed_pct: 100.0 * missed as f64 / quanta.max(1) as f64,
+        quanta_per_s: quanta as f64 * 1e9 / r.simulated_ns.max(1) as f64,
+    };
+    (
+        b,
+        pooled(tasks.iter().map(|t| t.stats.effective_quantum.clone())),
+    )
+}
+
+/// The simulator's Table 3 and 4 figures for one of the paper's applications (`Emacs`, `Xine`,
+/// `Quake`, `X Server`, `CPU-bound`, `CPU+Quake`) at `hz` under the Linux 2.4 policy, over `secs`
+/// simulated seconds. `None` for a name the paper does not have. Both halves use it, so the
+/// traced half shows exactly what `--sim` prints.
+pub fn simulated_billing(
+    app: &str,
+    hz: u32,
+    secs: u64,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Option<Billed>, Failure> {
+    let Some(row) = published(app) else {
+        return Ok(None);
+    };
+    let (tasks, names) = billing_workload(row.app);
+    let r = simulate(
+        &billing_run(tasks, hz, secs),
+        &Control {
+            stop,
+            progress: None,
+        },
+    )?;
+    Ok(Some(billing_of(&r, &names).0))
+}
+
+/// `etsion-billing --sim`.
+pub struct EtsionBillingSim {
+    pub quick: bool,
+    /// Simulated seconds per application and rate.
+    pub secs: u64,
+    done: Arc<AtomicU64>,
+}
+
+impl EtsionBillingSim {
+    pub fn new(opts: crate::Options) -> EtsionBillingSim {
+        EtsionBillingSim {
+            quick: opts.quick,
+            secs: if opts.quick { 20 } else { 120 },
+            done: Arc::default(),
+        }
+    }
+}
+
+/// One application's runs at 100 and 1000 Hz.
+pub struct SimApp {
+    pub row: &'static Table3Row,
+    /// The tasks that are the application.
+    pub names: Vec<&'static str>,
+    pub runs: Vec<RunResult>,
+}
+
+impl Measurement for EtsionBillingSim {
+    type Outcome = Vec<SimApp>;
+
+    fn label(&self) -> String {
+        NAME.into()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let (done, total) = (self.done.clone(), (TABLE3.len() * HZ.len()) as u64);
+        Some(LiveSpec::counted(total, move || {
+            let n = done.load(Ordering::Relaxed);
+            (n, format!("{n} of {total} simulations"))
+        }))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Vec<SimApp>, Failure> {
+        let control = Control {
+            stop: Some(ctx.stop()),
+            progress: None,
+        };
+        let mut apps = Vec::new();
+        for row in &TABLE3 {
+            let (tasks, names) = billing_workload(row.app);
+            let mut runs = Vec::new();
+            for hz in HZ {
+                if ctx.stop().load(Ordering::Relaxed) {
+                    return Err(Failure::interrupted());
+                }
+                ctx.step(format!("{} @{hz}Hz", row.app));
+                runs.push(simulate(
+                    &billing_run(tasks.clone(), hz, self.secs),
+                    &control,
+                )?);
+                self.done.fetch_add(1, Ordering::Relaxed);
+            }
+            apps.push(SimApp { row, names, runs });
+        }
+        Ok(apps)
+    }
+    fn report(
+        &self,
+        apps: Vec<SimApp>,
+        _ctx: &Ctx,
+        doc: &mut ResultDoc,
+    ) -> Result<Report, Failure> {
+        let runs = apps.iter().flat_map(|a| &a.runs);
+        let events: u64 = runs.clone().map(|r| r.events).sum();
+        let simulated: u64 = runs.map(|r| r.simulated_ns).sum();
+        simulated_clock(doc);
+        crate::mark(doc, NAME, self.quick);
+        doc.extra.insert("events".into(), events.into());
+        doc.extra.insert("simulated_ns".into(), simulated.into());
+        doc.settings
+            .extra
+            .insert("duration_ns".into(), (self.secs * NS_PER_S).into());
+        sim_series(doc, &apps);
+        Ok(Report {
+            tables: sim_tables(&SimModel::of(&apps)),
+            figures: sim_figures(&apps)?,
+            ..Report::default()
+        })
+    }
+}
+
+/// The simulated half's numbers: per application of Table 3, at 100 and 1000 Hz.
+pub struct SimModel {
+    pub rows: Vec<(&'static str, [Billed; 2])>,
+}
+
+impl SimModel {
+    pub fn of(apps: &[SimApp]) -> SimModel {
+        let rows = apps
+            .iter()
+            .map(|a| {
+                let b = |i: usize| billing_of(&a.runs[i], &a.names).0;
+                (a.row.app, [b(0), b(1)])
+            })
+            .collect();
+        SimModel { rows }
+    }
+}
+
+/// Tables 3 and 4, the simulator's figure beside each of Etsion's.
+pub fn sim_tables(m: &SimModel) -> Vec<Table> {
+    let mut t3 = Table::new(&[
+        "application",
+        "billing @100Hz",
+        "Etsion",
+        "@1000Hz",
+        "Etsion",
+        "missed @100Hz",
+        "Etsion",
+        "@1000Hz",
+        "Etsion",
+    ])
+    .titled("Etsion Table 3 (simulated): scheduler billing success rate");
+    let mut t4 = Table::new(&[
+        "application",
+        "quanta/s @100Hz",
+        "Etsion",
+        "@1000Hz",
+        "Etsion",
+    ])
+    .titled("Etsion Table 4 (simulated): average quanta per second");
+    for (app, got) in &m.rows {
+        let Some(p) = published(app) else { continue };
+        t3.row([
+            app.to_string(),
+            format!("{:.4}", got[0].ratio),
+            format!("{:.4}", p.billing[0]),
+            format!("{:.4}", got[1].ratio),
+            format!("{:.4}", p.billing[1]),
+            format!("{:.2} %", got[0].missed_pct),
+            format!("{:.2} %", p.missed_pct[0]),
+            format!("{:.2} %", got[1].missed_pct),
+            format!("{:.2} %", p.missed_pct[1]),
+        ]);
+        if let Some(q) = p.quanta_per_s {
+            t4.row([
+                app.to_string(),
+                format!("{:.2}", got[0].quanta_per_s),
+                format!("{:.2}", q[0]),
+                format!("{:.2}", got[1].quanta_per_s),
+                format!("{:.2}", q[1]),
+            ]);
+        }
+    }
+    t3.note("Simulated: Linux 2.4 epoch scheduler, 50 ms quanta (+1 tick), behaviours modelled on the seed's applications (docs/design.md);");
+    t3.note("the published numbers were measured with klogger on a P-III 664 with daemons and klogger itself running.");
+    t4.note("Xine counts the displayer and decoder together; Etsion's Xine had 6 processes.");
+    vec![t3, t4]
+}
+
+/// Each application's effective quanta at each rate, with its billing and the paper's.
+fn sim_series(doc: &mut ResultDoc, apps: &[SimApp]) {
+    for a in apps {
+        for (i, (hz, r)) in HZ.iter().zip(&a.runs).enumerate() {
+            let (b, eq) = billing_of(r, &a.names);
+            let Some(eq) = eq else { continue };
+            doc.series.push(
+                Series::from_recorder(
+                    format!("{} @{hz}Hz", a.row.app),
+                    punctual_sim::report::kind::EFFECTIVE_QUANTUM,
+                    None,
+                    &eq,
+                )
+                .with("hz", *hz)
+                .with("billing_ratio", (b.ratio * 1e4).round() / 1e4)
+                .with("missed_quanta_pct", (b.missed_pct * 100.0).round() / 100.0)
+                .with("quanta_per_s", (b.quanta_per_s * 100.0).round() / 100.0)
+                .with("published_billing_ratio", a.row.billing[i])
+                .with("published_missed_quanta_pct", a.row.missed_pct[i]),
+            );
+        }
+    }
+}
+
+/// Figs. 4 (mean billing by quantum length, in ticks) and 6 (effective quantum CDF), simulated.
+pub fn sim_figures(apps: &[SimApp]) -> Result<Vec<Figure>, Failure> {
+    let mut fig4 = Vec::new();
+    let mut fig6 = Vec::new();
+    for a in apps {
+        for (hz, r) in HZ.iter().zip(&a.runs) {
+            let label = format!("{} @{hz}Hz", a.row.app);
+            if a.row.app != "CPU+Quake" && a.row.app != "CPU-bound" {
+                fig4.push(Line {
+                    label: label.clone(),
+                    points: billing_by_length(r, &a.names),
+                });
+            }
+            if let (Some(eq), true) = (billing_of(r, &a.names).1, a.row.app != "CPU+Quake") {
+                fig6.push(Line {
+                    label,
+                    points: cdf_points(&eq),
+                });
+            }
+        }
+    }
+    let f4 = punctual_plot::line_plot(
+        "Etsion Fig. 4 (simulated): mean billed time by effective quantum (in ticks; ideal is the diagonal)",
+        "effective quantum (ticks)",
+        "billed (ticks)",
+        &fig4,
+        false,
+        false,
+    );
+    let f6 = punctual_plot::line_plot(
+        "Etsion Fig. 6 (simulated): effective quantum CDF",
+        "effective quantum (ms)",
+        "fraction of quanta",
+        &fig6,
+        true,
+        false,
+    );
+    Ok(vec![
+        crate::figure("etsion-billing-fig4", f4)?,
+        crate::figure("etsion-billing-fig6", f6)?,
+    ])
+}
+
+/// Etsion Fig. 4 as points: effective quantum (bucket middle, ticks) against mean billed ticks.
+fn billing_by_length(r: &RunResult, names: &[&str]) -> Vec<(f64, f64)> {
+    use punctual_sim::stats::BILLING_BUCKETS;
+    let mut sums = [(0u64, 0u64); BILLING_BUCKETS];
+    for t in r.tasks.iter().filter(|t| names.contains(&t.name.as_str())) {
+        for (s, b) in sums.iter_mut().zip(t.stats.billing_by_length.iter()) {
+            s.0 += b.0;
+            s.1 += b.1;
+        }
+    }
+    sums.iter()
+        .enumerate()
+        // The last bucket holds everything from 7.75 ticks on: not a point on the curve.
+        .take(BILLING_BUCKETS - 1)
+        .filter(|(_, (n, _))| *n > 0)
+        .map(|(i, (n, billed))| ((i as f64 + 0.5) / 4.0, *billed as f64 / *n as f64))
+        .collect()
+}
+
+/// Cumulative distribution points (x in ms) from a recorder's histogram.
+fn cdf_points(r: &Recorder) -> Vec<(f64, f64)> {
+    let n = r.count().max(1) as f64;
+    let mut seen = 0u64;
+    let mut pts = Vec::new();
+    // Start the staircase at zero, so a distribution of one value still draws a step.
+    if let Some(min) = r.min() {
+        pts.push(((min as f64 / 1e6).max(1e-3), 0.0));
+    }
+    for v in r.histogram().iter_recorded() {
+        // A staircase: flat until the value, then up (quanta in whole ticks show as steps).
+        let x = (r.histogram().highest_equivalent(v.value_iterated_to()) as f64 / 1e6).max(1e-3);
+        pts.push((x, seen as f64 / n));
+        seen += v.count_at_value();
+        pts.push((x, seen as f64 / n));
+    }
+    pts
+}
+
+// ---- real half ----------------------------------------------------------------------------------
+
+/// `etsion-billing` on this machine.
+pub struct EtsionBilling {
+    pub quick: bool,
+    /// Seconds traced.
+    pub secs: u64,
+    /// Simulated seconds of the simulator's rows (as `--sim`, so the numbers are the same).
+    pub sim_secs: u64,
+    progress: Arc<RecordProgress>,
+}
+
+impl EtsionBilling {
+    pub fn new(opts: crate::Options) -> EtsionBilling {
+        EtsionBilling {
+            quick: opts.quick,
+            secs: if opts.quick { 5 } else { 20 },
+            sim_secs: EtsionBillingSim::new(opts).secs,
+            progress: Arc::default(),
+        }
+    }
+}
+
+/// The trace of the desktop mix, and the simulator's figures for each of its applications.
+pub struct Traced {
+    pub trace: TraceData,
+    pub analysis: Analysis,
+    /// Per application of [`DESKTOP`], at 100 and 1000 Hz.
+    pub sim: Vec<[Option<Billed>; 2]>,
+}
+
+impl Measurement for EtsionBilling {
+    type Outcome = Traced;
+
+    fn label(&self) -> String {
+        NAME.into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(crate::traced::WANTS)
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        let p = self.progress.clone();
+        Some(LiveSpec::timed(
+            self.secs * NS_PER_S + 300_000_000,
+            move || format!("{} events", p.events.load(Ordering::Relaxed)),
+        ))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<Traced, Failure> {
+        ctx.step("tracing a desktop-like mix");
+        let mut g = Generators::new();
+        workload::interactive(&mut g);
+        workload::video(&mut g);
+        workload::game(&mut g);
+        workload::cpu_bound(&mut g, punctual_rt::online_cpus().len());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let sched = EventGroups {
+            sched: true,
+            irq: false,
+            timer: false,
+        };
+        let traced = trace_for(ctx, sched, self.secs * NS_PER_S, &self.progress);
+        g.stop();
+        let (trace, analysis) = traced?;
+        ctx.step("simulating the same applications");
+        let mut sim = Vec::new();
+        for (_, _, app) in DESKTOP {
+            let mut both = [None, None];
+            for (i, hz) in HZ.iter().enumerate() {
+                both[i] = simulated_billing(app, *hz, self.sim_secs, Some(ctx.stop()))?;
+            }
+            sim.push(both);
+        }
+        Ok(Traced {
+            trace,
+            analysis,
+            sim,
+        })
+    }
+    fn report(&self, t: Traced, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        crate::mark(doc, NAME, self.quick);
+        crate::traced::unclaim_timer_slack(doc);
+        let a = &t.analysis;
+        let groups = desktop_groups(a);
+        let stats: Vec<GroupStats> = groups
+            .iter()
+            .map(|(g, _)| a.stats(g, &[100, 250, 1000], 0))
+            .collect();
+        series(doc, a, &groups, &stats, &t.sim);
+        doc.extra.insert("window_ns".into(), a.window_ns().into());
+        doc.extra.insert("events".into(), a.events.into());
+        let lost: u64 = t
+            .trace
+            .trailer
+            .as_ref()
+            .map(|tr| tr.lost.values().map(|l| l.total()).sum())
+            .unwrap_or(0);
+        doc.extra.insert("lost_events".into(), lost.into());
+        let model = Model::of(&t, &groups, &stats, self.sim_secs);
+        Ok(Report {
+            tables: tables(&model),
+            figures: figures(a, &groups, &stats),
+            ..Report::default()
+        })
+    }
+}
+
+/// The mix's applications in the trace, found by thread name, with the paper's application each
+/// stands for.
+fn desktop_groups(a: &Analysis) -> Vec<(Group, &'static str)> {
+    DESKTOP
+        .iter()
+        .map(|(label, prefix, app)| (a.group_by_prefix(label, prefix), *app))
+        .collect()
+}
+
+/// One traced application: its billing at 100 and 1000 Hz, the simulator's, and its quanta.
+pub struct AppRow {
+    /// The mix's name for it (`Game loop`).
+    pub label: String,
+    /// The paper's application it stands for (`Quake`).
+    pub app: &'static str,
+    pub sim: [Option<Billed>; 2],
+    /// Billing ratio by virtual ticks of phase 0.
+    pub ratio: [Option<f64>; 2],
+    /// Quanta never billed (fraction).
+    pub missed: [Option<f64>; 2],
+    /// The billing ratio's range over [`PHASES`] tick phases.
+    pub phases: [Option<(f64, f64)>; 2],
+    pub quanta_per_s: f64,
+    /// Share of one CPU.
+    pub cpu_share: f64,
+}
+
+/// The real half's numbers.
+pub struct Model {
+    pub rows: Vec<AppRow>,
+    pub window_ns: u64,
+    pub cpus: usize,
+    /// The traced kernel's CONFIG_HZ, when known.
+    pub kernel_hz: Option<u32>,
+    pub sim_secs: u64,
+}
+
+impl Model {
+    pub fn of(
+        t: &Traced,
+        groups: &[(Group, &'static str)],
+        stats: &[GroupStats],
+        sim_secs: u64,
+    ) -> Model {
+        let a = &t.analysis;
+        let w = a.window_ns();
+        let rows = groups
+            .iter()
+            .zip(stats)
+            .zip(&t.sim)
+            .map(|(((g, app), s), sim)| {
+                // Billed at 100, 250 and 1000 Hz: the paper's rates are the first and the last.
+                let (b100, b1000) = (&s.billing[0], &s.billing[2]);
+                AppRow {
+                    label: s.label.clone(),
+                    app,
+                    sim: *sim,
+                    ratio: [b100.ratio(), b1000.ratio()],
+                    missed: [b100.missed_fraction(), b1000.missed_fraction()],
+                    phases: HZ.map(|hz| phase_range(a, g, hz)),
+                    quanta_per_s: s.quanta_per_second(w),
+                    cpu_share: s.cpu_share(w),
+                }
+            })
+            .collect();
+        Model {
+            rows,
+            window_ns: w,
+            cpus: a.cpus,
+            kernel_hz: t.trace.header.host.as_ref().and_then(|h| h.hz),
+            sim_secs,
+        }
+    }
+}
+
+/// Billing ratios over [`PHASES`] evenly spaced tick phases: (min, max), `None` when the
+/// application consumed nothing.
+fn phase_range(a: &Analysis, g: &Group, hz: u32) -> Option<(f64, f64)> {
+    let period = 1_000_000_000 / hz as u64;
+    let ratios: Vec<f64> = (0..PHASES)
+        .filter_map(|k| bill(a.runs(g), hz, k * period / PHASES).ratio())
+        .collect();
+    let min = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    min.is_finite().then_some((min, max))
+}
+
+fn f4(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.4}"))
+}
+
+fn pc(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{:.2}%", v * 100.0))
+}
+
+fn q2(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+/// Table 3 (paper, simulator, traced here), the phase sensitivity, and Table 4.
+pub fn tables(m: &Model) -> Vec<Table> {
+    vec![table3(m), phase_table(m), table4(m)]
+}
+
+fn table3(m: &Model) -> Table {
+    let mut t = Table::new(&[
+        "Application",
+        "source",
+        "billing @100Hz",
+        "@1000Hz",
+        "never billed @100Hz",
+        "@1000Hz",
+    ])
+    .titled("Table 3: scheduler billing success rate (billing ratio; quanta never billed)");
+    for (i, r) in m.rows.iter().enumerate() {
+        if i > 0 {
+            t.rule();
+        }
+        let p = published(r.app);
+        let paper = |f: fn(&Table3Row) -> f64| p.map(f);
+        t.row([
+            format!("{} ({})", r.label, r.app),
+            "paper".into(),
+            f4(paper(|p| p.billing[0])),
+            f4(paper(|p| p.billing[1])),
+            pc(paper(|p| p.missed_pct[0] / 100.0)),
+            pc(paper(|p| p.missed_pct[1] / 100.0)),
+        ]);
+        t.row([
+            String::new(),
+            "simulator".into(),
+            f4(r.sim[0].map(|v| v.ratio)),
+            f4(r.sim[1].map(|v| v.ratio)),
+            pc(r.sim[0].map(|v| v.missed_pct / 100.0)),
+            pc(r.sim[1].map(|v| v.missed_pct / 100.0)),
+        ]);
+        t.row([
+            String::new(),
+            "traced here".into(),
+            f4(r.ratio[0]),
+            f4(r.ratio[1]),
+            pc(r.missed[0]),
+            pc(r.missed[1]),
+        ]);
+    }
+    t.note(format!(
+        "simulator: punctual simulate's model of the application ({} s simulated, Linux 2.4 policy), \
+         the same numbers as `punctual experiment run etsion-billing --sim`.",
+        m.sim_secs
+    ));
+    t.note(format!(
+        "traced here: {} s trace of a mix on this machine ({} CPUs), billed by virtual ticks of phase 0; paper: Linux 2.4.8 \
+         at 100 and 1000 Hz on a Pentium III, each row its own run. Virtual ticks do not wake tasks, so the \
+         alarm-tick synchronisation that starved the paper's X server of billing cannot occur here.",
+        m.window_ns / 1_000_000_000,
+        m.cpus
+    ));
+    t
+}
+
+fn phase_table(m: &Model) -> Table {
+    let mut t = Table::new(&[
+        "Application",
+        "ratio @100Hz over 10 phases",
+        "ratio @1000Hz over 10 phases",
+    ])
+    .titled("Billing ratio's sensitivity to the tick phase (min - max)");
+    for r in &m.rows {
+        let cell =
+            |p: Option<(f64, f64)>| p.map_or("-".into(), |(lo, hi)| format!("{lo:.4} - {hi:.4}"));
+        t.row([r.label.clone(), cell(r.phases[0]), cell(r.phases[1])]);
+    }
+    t
+}
+
+fn table4(m: &Model) -> Table {
+    let mut t = Table::new(&[
+        "Application",
+        "source",
+        "quanta/s @100Hz",
+        "@1000Hz",
+        "CPU here",
+    ])
+    .titled("Table 4: average quanta per second");
+    for (i, r) in m.rows.iter().enumerate() {
+        if i > 0 {
+            t.rule();
+        }
+        let q = published(r.app).and_then(|p| p.quanta_per_s);
+        t.row([
+            format!("{} ({})", r.label, r.app),
+            "paper".into(),
+            q2(q.map(|q| q[0])),
+            q2(q.map(|q| q[1])),
+            String::new(),
+        ]);
+        t.row([
+            String::new(),
+            "simulator".into(),
+            q2(r.sim[0].map(|v| v.quanta_per_s)),
+            q2(r.sim[1].map(|v| v.quanta_per_s)),
+            String::new(),
+        ]);
+        let here = format!("{:.2}", r.quanta_per_s);
+        t.row([
+            String::new(),
+            "traced here".into(),
+            here.clone(),
+            here,
+            format!("{:.1}%", r.cpu_share * 100.0),
+        ]);
+    }
+    t.note(format!(
+        "traced here: one tickless kernel (CONFIG_HZ={}), all applications at once, so one figure for both \
+         rates; the paper ran each in isolation on 100 and 1000 Hz kernels. Quanta are runs whose start and end \
+         were both traced (a start from idle, which this kernel does not record, is placed at the wake-up).",
+        m.kernel_hz.map_or("?".into(), |h| h.to_string())
+    ));
+    t
+}
+
+/// Each application's effective quanta, with its billing traced and simulated.
+fn series(
+    doc: &mut ResultDoc,
+    a: &Analysis,
+    groups: &[(Group, &'static str)],
+    stats: &[GroupStats],
+    sim: &[[Option<Billed>; 2]],
+) {
+    let w = a.window_ns();
+    for (((_, app), s), sim) in groups.iter().zip(stats).zip(sim) {
+        let simulated: Vec<serde_json::Value> = HZ
+            .iter()
+            .zip(sim)
+            .filter_map(|(hz, v)| v.map(|b| json!({"hz": hz, "ratio": b.ratio, "missed_fraction": b.missed_pct / 100.0, "quanta_per_second": b.quanta_per_s})))
+            .collect();
+        let billing: Vec<serde_json::Value> = s
+            .billing
+            .iter()
+            .map(|b: &Billing| json!({"hz": b.hz, "ratio": b.ratio(), "missed_fraction": b.missed_fraction(), "quanta": b.quanta, "ticks": b.ticks, "consumed_ns": b.consumed_ns}))
+            .collect();
+        doc.series.push(
+            Series::from_recorder(&s.label, "effective_quantum", None, &s.quanta)
+                .with("paper_application", *app)
+                .with("quanta_per_second", s.quanta_per_second(w))
+                .with("cpu_ns", s.cpu_ns)
+                .with("billing", billing)
+                .with("simulated", simulated),
+        );
+    }
+}
+
+/// Mean billed time per quantum-length bucket (Fig. 4's relation, averaged): x = quantum (us).
+fn billing_curve(a: &Analysis, g: &Group, hz: u32) -> Line {
+    let mut buckets: std::collections::BTreeMap<u32, (f64, f64, u64)> = Default::default();
+    for r in a.runs(g).filter(|r| r.whole) {
+        let len = r.len().max(1);
+        let b = ((len as f64).log10() * 8.0).floor() as u32;
+        let ticks = ticks_in(r.start, r.end, hz, 0);
+        let e = buckets.entry(b).or_insert((0.0, 0.0, 0));
+        e.0 += len as f64 / 1000.0;
+        e.1 += ticks as f64 * 1e6 / hz as f64;
+        e.2 += 1;
+    }
+    let points = buckets
+        .values()
+        .filter(|v| v.2 > 0)
+        .map(|(x, y, n)| (x / *n as f64, (y / *n as f64).max(0.01)))
+        .collect();
+    Line {
+        label: format!("{} @{hz}Hz", g.label),
+        points,
+    }
+}
+
+/// Fig. 6 (effective quantum CDF) and Fig. 4 (mean billed time against quantum) from the trace;
+/// a figure with nothing to draw is left out.
+pub fn figures(
+    a: &Analysis,
+    groups: &[(Group, &'static str)],
+    stats: &[GroupStats],
+) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    let cdf: Vec<Line> = stats
+        .iter()
+        .filter(|s| s.quanta.count() > 0)
+        .map(|s| cdf_line(&s.label, &s.quanta))
+        .collect();
+    if !cdf.is_empty() {
+        let svg = punctual_plot::line_plot(
+            "Fig. 6: effective quantum durations (CDF)",
+            "effective quantum (us)",
+            "fraction of quanta",
+            &cdf,
+            true,
+            false,
+        );
+        figures.extend(crate::figure("etsion-billing-fig6", svg).ok());
+    }
+    let mut curves = Vec::new();
+    for (g, _) in groups.iter().filter(|(g, _)| !g.tids.is_empty()).take(3) {
+        for h in HZ {
+            curves.push(billing_curve(a, g, h));
+        }
+    }
+    if let Some(max_x) = curves
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .reduce(f64::max)
+    {
+        curves.push(Line {
+            label: "billed = consumed".into(),
+            points: vec![(10.0, 0.01), (max_x, max_x / 1000.0)],
+        });
+        let svg = punctual_plot::line_plot(
+            "Fig. 4: mean billed time against effective quantum",
+            "effective quantum (us)",
+            "mean billed (ms)",
+            &curves,
+            true,
+            true,
+        );
+        figures.extend(crate::figure("etsion-billing-fig4", svg).ok());
+    }
+    figures
+}

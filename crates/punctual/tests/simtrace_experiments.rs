@@ -1,0 +1,142 @@
+//! `kurt-irq` and `etsion-billing` (both halves) through the binary, as a user runs them: the seed's
+//! tables with the published numbers, the figures, the stored and exported document.
+//! (`etsion-frames` runs through the binary in simulate.rs; the library-level tests are in
+//! crates/experiments/tests.)
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tracing_available(test: &str) -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        punctual_rt::privilege::report_skip(test, "tracefs needs root");
+        return false;
+    }
+    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !fs.contains("tracefs") {
+        punctual_rt::privilege::report_skip(test, "this kernel has no tracefs");
+        return false;
+    }
+    true
+}
+
+/// `punctual experiment run ARGS --quick`, its figures and store in `dir`, its JSON in `dir/doc.json`.
+fn run_quick(dir: &Path, args: &[&str]) -> (Output, serde_json::Value) {
+    let json = dir.join("doc.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args(["experiment", "run"])
+        .args(args)
+        .args(["--quick", "--figures"])
+        .arg(dir)
+        .arg("--json")
+        .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.join("store"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (out, doc)
+}
+
+#[test]
+fn kurt_irq_quick_runs_through_the_binary() {
+    if !tracing_available("kurt_irq_quick_runs_through_the_binary") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, doc) = run_quick(dir.path(), &["kurt-irq"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Table 4.3: duration for which interrupts are disabled (us), KURT 1998 beside this machine",
+        // KURT's disk row and the network maximum, as published.
+        "Disk          0.55  34.68  250.45",
+        "Network       0.35   0.64    2.74",
+        "What each phase generated and traced",
+        "1 MiB writes with fsync (io load)",
+        "Result saved:",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert_eq!(doc["experiment"], "kurt-irq");
+    assert_eq!(doc["settings"]["quick"], true);
+    assert_eq!(doc["phase_duration_ns"], 2_000_000_000u64);
+    // Six phases and Other, each with hardirq and softirq durations.
+    let series = doc["series"].as_array().unwrap();
+    assert_eq!(series.len(), 14);
+    assert_eq!(series[4]["kurt_table_4_3"]["max_us"], 250.45);
+    // The figure is drawn when some hard interrupt was traced: always, since the timer phase
+    // takes 10,000 timer interrupts a second.
+    assert!(series
+        .iter()
+        .any(|s| s["kind"] == "irq_duration" && s["count"].as_u64() > Some(0)));
+    assert!(dir.path().join("kurt-irq-fig4-8.svg").exists());
+    assert!(text.contains("Figure:"));
+}
+
+#[test]
+fn etsion_billing_quick_runs_through_the_binary() {
+    if !tracing_available("etsion_billing_quick_runs_through_the_binary") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, doc) = run_quick(dir.path(), &["etsion-billing"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Table 3: scheduler billing success rate (billing ratio; quanta never billed)",
+        "Display server (X Server)                   paper                0.0202   0.9319               99.43%   64.05%",
+        "Billing ratio's sensitivity to the tick phase (min - max)",
+        "Table 4: average quanta per second",
+        "470.67   695.94",
+        "traced here: 5 s trace",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert_eq!(doc["experiment"], "etsion-billing");
+    assert_eq!(doc["series"].as_array().unwrap().len(), 5);
+    assert!(dir.path().join("etsion-billing-fig6.svg").exists());
+    assert!(dir.path().join("etsion-billing-fig4.svg").exists());
+}
+
+#[test]
+fn etsion_billing_sim_quick_runs_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, doc) = run_quick(dir.path(), &["etsion-billing", "--sim"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Etsion Table 3 (simulated): scheduler billing success rate",
+        "CPU+Quake",
+        "26.71 %",
+        "Etsion Table 4 (simulated): average quanta per second",
+        "148.21",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert_eq!(doc["settings"]["clock"], "simulated");
+    assert_eq!(doc["series"].as_array().unwrap().len(), 12);
+    assert!(dir.path().join("etsion-billing-fig4.svg").exists());
+    assert!(dir.path().join("etsion-billing-fig6.svg").exists());
+}
+
+#[test]
+fn experiment_list_names_the_traced_and_simulated_experiments() {
+    let out = Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args(["experiment", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "etsion-frames ",
+        "etsion-billing ",
+        "kurt-irq ",
+        "etsion-billing --sim ",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{text}"
+        );
+    }
+}
