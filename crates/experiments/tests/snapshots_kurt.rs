@@ -1,0 +1,55 @@
+//! kurt-periodic's tables (KURT Tables 4.1 and 4.2 and the target) from a canned model: the
+//! thesis' layout with its published rows beside this machine's.
+
+use punctual_experiments::kurt_periodic::{tables, Mode, Model, Target, COUNTS};
+
+#[test]
+fn kurt_periodic_tables() {
+    let mut rows = Vec::new();
+    for loaded in [false, true] {
+        for mode in [Mode::Rel, Mode::Abs, Mode::Wake] {
+            for (k, n) in COUNTS.into_iter().enumerate() {
+                let base = match mode {
+                    Mode::Rel => 40.0,
+                    Mode::Abs => 70.0,
+                    Mode::Wake => 97.0,
+                } - k as f64
+                    - if loaded { 5.0 } else { 0.0 };
+                rows.push((
+                    loaded,
+                    mode,
+                    n,
+                    [base, base + 1.0, base + 1.5, base + 2.0, base + 2.5],
+                ));
+            }
+        }
+    }
+    let model = Model {
+        rows,
+        target: Some(Target {
+            within_10us: 0.9850,
+            ratio: 22.9,
+            lateness_10us: 0.9886,
+            steal: [Some(0.0033), Some(0.0132), None],
+        }),
+    };
+    let text: Vec<String> = tables(&model).iter().map(|t| t.render()).collect();
+    let text = text.join("\n");
+    // The thesis' rows are printed exactly (Table 4.1, KURT ALL_PROCS, 30 processes).
+    let row = text
+        .lines()
+        .find(|l| {
+            l.starts_with("30 ") && l.contains("thesis KURT (ALL_PROCS)") && l.contains("97.33 %")
+        })
+        .expect("the thesis' 30-process ALL_PROCS row of Table 4.1");
+    let cells: Vec<&str> = row
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        &cells[cells.len() - 5..],
+        ["97.33 %", "99.54 %", "99.80 %", "99.99 %", "100.00 %"]
+    );
+    insta::assert_snapshot!("kurt_periodic_tables", text);
+}
