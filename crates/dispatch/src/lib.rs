@@ -19,7 +19,7 @@ pub mod watchdog;
 use actions::{ActionImpl, ActionReport, RealActions};
 use engine::{Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats};
 use punctual_plan::admission::Interference;
-use punctual_plan::{Action, Event, Plan, Task};
+use punctual_plan::{Action, ActionKind, Event, Plan, Task};
 use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
 use punctual_time::clock::{read_clock, thread_cpu_time};
@@ -250,7 +250,7 @@ pub fn spin_cap(per_second: f64, budget: f64) -> u64 {
 /// tasks starve and the fair server (or RT throttling) takes the CPUs away for tens of milliseconds,
 /// which makes the wake-ups later still.
 pub fn wake_lead_cap(plan: &Plan) -> u64 {
-    let is_wake = |a: u16| plan.action(a).action.kind() == "wake";
+    let is_wake = |a: u16| plan.action(a).action.kind() == ActionKind::Wake;
     spin_cap(
         releases_per_second(plan, |t| is_wake(t.action), |e| is_wake(e.action)),
         WAKE_SPIN_BUDGET,
@@ -448,9 +448,9 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 cpu,
                 action: t.action,
                 action_name: a.name.clone(),
-                action_kind: a.action.kind(),
+                action_kind: a.action.kind().name(),
                 period: Some(t.period),
-                delegated: a.action.kind() == "wake",
+                delegated: a.action.kind() == ActionKind::Wake,
             });
             need.push((t.action, t.period));
         }
@@ -475,9 +475,9 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                     cpu,
                     action: i as u16,
                     action_name: a.name.clone(),
-                    action_kind: a.action.kind(),
+                    action_kind: a.action.kind().name(),
                     period: None,
-                    delegated: a.action.kind() == "wake",
+                    delegated: a.action.kind() == ActionKind::Wake,
                 });
                 need.push((i as u16, 0));
             }
@@ -486,7 +486,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
             if items[a as usize].is_some() {
                 continue;
             }
-            if plan.action(a).action.kind() == "wake" {
+            if plan.action(a).action.kind() == ActionKind::Wake {
                 if let Some(other) = wake_cpu[a as usize] {
                     return Err(DispatchError::Usage(format!(
                         "wake action '{}' is used on CPU {other} and CPU {cpu}; one channel is released from one CPU",

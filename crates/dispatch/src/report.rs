@@ -138,7 +138,7 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                     Some(i.cpu),
                     r,
                 )
-                .with("action", "exec"),
+                .with("action", punctual_plan::ActionKind::Exec.name()),
             );
         }
     }

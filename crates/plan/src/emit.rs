@@ -35,7 +35,7 @@ pub fn header_toml(plan: &Plan) -> String {
     for a in &plan.actions {
         let _ = writeln!(s, "\n[[action]]");
         let _ = writeln!(s, "name = {}", q(&a.name));
-        let _ = writeln!(s, "kind = {}", q(a.action.kind()));
+        let _ = writeln!(s, "kind = {}", q(a.action.kind().name()));
         if let Some(c) = a.cpu {
             let _ = writeln!(s, "cpu = {c}");
         }

@@ -39,14 +39,36 @@ pub enum Action {
     Plugin { path: PathBuf, symbol: String },
 }
 
-impl Action {
-    pub fn kind(&self) -> &'static str {
+/// What kind of action, as a type (its name is what plan files say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ActionKind {
+    Mark,
+    Exec,
+    Udp,
+    Wake,
+    Plugin,
+}
+
+impl ActionKind {
+    pub fn name(self) -> &'static str {
         match self {
-            Action::Mark => "mark",
-            Action::Exec { .. } => "exec",
-            Action::Udp { .. } => "udp",
-            Action::Wake { .. } => "wake",
-            Action::Plugin { .. } => "plugin",
+            ActionKind::Mark => "mark",
+            ActionKind::Exec => "exec",
+            ActionKind::Udp => "udp",
+            ActionKind::Wake => "wake",
+            ActionKind::Plugin => "plugin",
+        }
+    }
+}
+
+impl Action {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::Mark => ActionKind::Mark,
+            Action::Exec { .. } => ActionKind::Exec,
+            Action::Udp { .. } => ActionKind::Udp,
+            Action::Wake { .. } => ActionKind::Wake,
+            Action::Plugin { .. } => ActionKind::Plugin,
         }
     }
 
@@ -202,7 +224,7 @@ impl Plan {
     }
 
     /// Whether any action is of this kind.
-    pub fn uses(&self, kind: &str) -> bool {
+    pub fn uses(&self, kind: ActionKind) -> bool {
         self.actions.iter().any(|a| a.action.kind() == kind)
     }
 }
