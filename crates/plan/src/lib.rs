@@ -11,7 +11,8 @@ pub mod parse;
 
 pub use compiled::load;
 pub use model::{
-    exact_duration, Action, ActionKind, Event, MissPolicy, NamedAction, Offset, Plan, Task, EVENT_DATA,
+    exact_duration, Action, ActionKind, Event, MissPolicy, NamedAction, Offset, Plan, Task,
+    EVENT_DATA,
 };
 pub use parse::{parse_file, parse_str};
 

@@ -7,9 +7,7 @@ use crate::SimError;
 use punctual_time::format_ns;
 
 /// Nanoseconds on the simulated clock (which starts at 0).
-pub type Ns = u64;
-
-pub const NS_PER_S: u64 = 1_000_000_000;
+pub use crate::units::{Ns, NS_PER_S};
 /// The highest clock-interrupt rate accepted: one tick per microsecond.
 pub const MAX_HZ: u32 = 1_000_000;
 /// Runs whose estimated event count is above this are refused unless `max_events` is raised: at

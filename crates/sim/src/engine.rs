@@ -10,10 +10,10 @@
 //! Overheads are CPU time taken from whatever the CPU would have done: an interrupt charges its
 //! direct and indirect cost, a context switch its cost, and the task's work resumes after them.
 
-use crate::behaviour::{Cx, Pipe, Step, TaskState, Wake};
 use crate::config::{Class, Mechanism, Ns, Policy, RunConfig, NS_PER_S};
 use crate::rng::Rng;
 use crate::stats::{CpuAccount, TaskStats};
+use crate::task::{Cx, Pipe, Step, TaskState, Wake};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

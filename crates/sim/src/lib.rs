@@ -22,11 +22,15 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod stats;
+pub mod task;
+pub mod units;
+pub mod workload;
 
-pub use behaviour::{parse_workload, Behaviour, Poll};
+pub use behaviour::{Behaviour, Poll};
 pub use config::{Class, Costs, Mechanism, Ns, Policy, Quantum, RunConfig, TaskSpec};
 pub use engine::{Control, RunOutcome};
 pub use stats::{CpuAccount, TaskStats};
+pub use workload::parse_workload;
 
 use punctual_stats::Recorder;
 

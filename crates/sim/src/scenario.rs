@@ -17,8 +17,9 @@
 //! work = ["8ms", "9ms"]     # a duration or a [min, max] range
 //! ```
 
-use crate::behaviour::{defaults, parse_fps, parse_workload, Behaviour, Poll, ETSION_DELAY};
+use crate::behaviour::{defaults, parse_fps, Behaviour, Poll, ETSION_DELAY};
 use crate::config::{Class, Costs, Mechanism, Ns, Policy, Quantum, RunConfig, TaskSpec};
+use crate::workload::parse_workload;
 use crate::SimError;
 use serde::Deserialize;
 use std::ops::Range;

@@ -1,7 +1,7 @@
 //! Per-task and per-CPU accounting. Everything streams: counters and HDR histograms, so memory does
 //! not grow with the simulated duration.
 
-use crate::config::Ns;
+use crate::units::Ns;
 use punctual_stats::Recorder;
 
 fn rec(slot: &mut Option<Box<Recorder>>) -> &mut Recorder {

@@ -1,8 +1,9 @@
 //! The simulator against the seeds' analysis (Etsion et al. 2003, KURT/UTIME). Tolerances come from
 //! the analytics, not from earlier runs: each test says where its bound comes from.
 
-use punctual_sim::behaviour::{parse_workload, xine_pipeline, Behaviour, Poll};
+use punctual_sim::behaviour::{Behaviour, Poll};
 use punctual_sim::frames::{analytic_shown, study, FramesConfig};
+use punctual_sim::workload::{parse_workload, xine_pipeline};
 use punctual_sim::{simulate, Control, Costs, Mechanism, Policy, Quantum, RunConfig, TaskSpec};
 
 const MS: u64 = 1_000_000;
