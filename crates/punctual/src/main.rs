@@ -1,22 +1,24 @@
 //! The `punctual` command: parses, validates into the libraries' configurations, and hands them to
 //! the lifecycle (`punctual_session::drive`). The work and the rendering are in the library crates.
 
+mod args;
 mod cli;
 mod cmd;
 
 use clap::Parser;
+use cli::{Cli, Command};
 use punctual_result::Failure;
 use punctual_session::{Env, Exit};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = Cli::parse();
     let env = Env::real();
     // Load bodies and periodic processes are punctual's own children: the parent has already done this.
     if !cli.command.is_child() {
         punctual_session::restore_leftovers(&env);
     }
-    let exit = match cmd::dispatch(cli, &env) {
+    let exit = match dispatch(cli, &env) {
         Ok(exit) => exit,
         Err(e) => {
             eprintln!("punctual: error: {e:#}");
@@ -40,4 +42,22 @@ fn exit_of(e: &anyhow::Error) -> Exit {
         }
     }
     Exit::System
+}
+
+/// Run the command.
+fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
+    match cli.command {
+        Command::Check(a) => cmd::check::run(a, env),
+        Command::Latency(a) => cmd::latency::run(a, env),
+        Command::Experiment(a) => cmd::experiment::run(a, env),
+        Command::Bench(a) => cmd::bench::run(a, env),
+        Command::Load(a) => cmd::load_body::run(a),
+        Command::Trace(a) => cmd::trace::run(a, env),
+        Command::Simulate(a) => cmd::simulate::run(*a, env),
+        Command::Run(a) => cmd::run::run(a, env),
+        Command::Plan(a) => cmd::run::plan_cmd(a),
+        Command::Shield(a) => cmd::shield::run(a, env),
+        Command::InstallLib(a) => cmd::install_lib::run(a),
+        Command::PeriodicBody(a) => cmd::kurt::body(a),
+    }
 }

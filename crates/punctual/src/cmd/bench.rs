@@ -2,7 +2,7 @@
 //! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`; this module
 //! checks the flags.
 
-use crate::cli::{duration, DmaLatency, OutputArgs, RtArgs};
+use crate::args::{duration, DmaLatency, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_bench::measure::{AlarmBench, Bench};
 use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};

@@ -1,11 +1,29 @@
 //! `punctual check`: the main job. The measurement is `punctual_latency::measure::Check`.
 
-use crate::cli::CheckArgs;
+use crate::args::{duration, OutputArgs, RtArgs};
+use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
 use punctual_result::Failure;
 use punctual_session::{drive, Env, Exit};
 use punctual_time::format_ns;
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Total duration; each of the four phases gets a quarter.
+    #[arg(short = 'D', long, default_value = "30s", value_parser = duration, value_name = "DURATION")]
+    pub duration: u64,
+    /// Period between releases.
+    #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
+    pub interval: u64,
+    /// Load for the loaded phases (default: one cpu load per online CPU, and io:1).
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<punctual_load::LoadSpec>,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
 
 /// The shortest check that still gives each phase a few hundred releases.
 const MIN_DURATION: u64 = 1_000_000_000;

@@ -1,10 +1,37 @@
 //! `punctual experiment list|run NAME`: the seeds' experiments (`punctual-experiments`).
 
-use crate::cli::{ExperimentCmd, ExperimentRunArgs};
+use clap::{Args, Subcommand};
 use punctual_experiments::{registry, sim_registry, Options};
 use punctual_result::export::Json;
+use punctual_result::Output;
 use punctual_result::{Failure, Table};
 use punctual_session::{Env, Exit, Outputs};
+
+#[derive(Subcommand, Debug)]
+pub enum ExperimentCmd {
+    /// List the experiments.
+    List,
+    /// Run one experiment.
+    Run(ExperimentRunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ExperimentRunArgs {
+    /// Experiment name (see `punctual experiment list`).
+    pub name: String,
+    /// The reduced version (under a minute).
+    #[arg(long)]
+    pub quick: bool,
+    /// Use the simulator where the experiment has a simulated half.
+    #[arg(long)]
+    pub sim: bool,
+    /// Directory for the SVG figures (default: the results directory).
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<std::path::PathBuf>,
+    /// Write the result document to FILE, or - for stdout.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<Output>,
+}
 
 pub fn run(cmd: ExperimentCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {

@@ -1,13 +1,60 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency. The measurement is
 //! `punctual_latency::measure::Latency`; this file checks the flags.
 
-use crate::cli::LatencyArgs;
+use crate::args::{duration, OutputArgs, RtArgs};
+use clap::Args;
 use punctual_latency::measure::Latency;
 use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
 use punctual_result::export::CyclictestHistogram;
 use punctual_result::Failure;
+use punctual_result::Output;
 use punctual_session::{drive, Env, Exit, Outputs};
 use punctual_time::{format_ns, MarginPolicy};
+
+#[derive(Args, Debug)]
+pub struct LatencyArgs {
+    /// Measuring threads (default: one per CPU in --affinity, or per online CPU), each pinned.
+    #[arg(short = 't', long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Period between releases.
+    #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
+    pub interval: u64,
+    /// How long to measure (default 10s).
+    #[arg(short = 'D', long, value_parser = duration, value_name = "DURATION", conflicts_with = "loops")]
+    pub duration: Option<u64>,
+    /// Stop after N samples per thread instead of after a duration.
+    #[arg(short = 'l', long, value_name = "N")]
+    pub loops: Option<u64>,
+    /// Clock the releases are on: monotonic or realtime.
+    #[arg(long, default_value = "monotonic")]
+    pub clock: punctual_time::ClockId,
+    /// How to wait: abs (clock_nanosleep TIMER_ABSTIME), rel (relative sleep: shows drift), timerfd,
+    /// signal (POSIX timer and signal), hybrid (sleep to a margin before, then spin).
+    #[arg(long, default_value = "abs")]
+    pub mode: punctual_latency::Mode,
+    /// Hybrid mode: how early to stop sleeping and start spinning (a duration, or auto).
+    #[arg(long, value_name = "DURATION|auto")]
+    pub spin_margin: Option<punctual_time::MarginPolicy>,
+    /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
+    #[arg(long, value_name = "SPEC")]
+    pub load: Option<punctual_load::LoadSpec>,
+    /// Also write cyclictest's -h histogram (1 us buckets) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub hist: Option<Output>,
+    /// Number of 1 us buckets in --hist (cyclictest's -h N).
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub hist_buckets: u64,
+    /// Write every sample (thread, release time, latency; ns) as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<Output>,
+    /// Allow intervals under 10 us (they mostly measure the measuring).
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
 
 const DEFAULT_DURATION: u64 = 10_000_000_000;
 const MIN_INTERVAL: u64 = 10_000;

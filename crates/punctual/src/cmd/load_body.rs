@@ -1,7 +1,16 @@
 //! `punctual __load KIND`: the body of one load process (started by [`punctual_load::Loads`]).
 
-use crate::cli::LoadBodyArgs;
+use clap::Args;
 use std::io::Write;
+
+#[derive(Args, Debug)]
+pub struct LoadBodyArgs {
+    pub kind: punctual_load::LoadKind,
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+}
 
 pub fn run(a: LoadBodyArgs) -> anyhow::Result<punctual_session::Exit> {
     let opts = punctual_load::BodyOptions {

@@ -1,6 +1,6 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::cli::{duration, OutputArgs, RtArgs};
+use crate::args::{duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;

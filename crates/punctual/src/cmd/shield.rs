@@ -1,6 +1,6 @@
 //! `punctual shield`: real-time mode by hand (KURT's switch_to_rt / switch_to_normal).
 
-use crate::cli::duration;
+use crate::args::duration;
 use clap::Args;
 use punctual_dispatch::measure::HoldShield;
 use punctual_dispatch::shield::{self, Move};

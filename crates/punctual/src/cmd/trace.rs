@@ -1,7 +1,7 @@
 //! `punctual trace record|analyze`: kernel scheduling traces through a private tracefs instance
 //! (klogger's successor), and the seeds' answers from them.
 
-use crate::cli::duration;
+use crate::args::duration;
 use clap::{Args, Subcommand};
 use punctual_result::{Failure, Output};
 use punctual_session::{drive, Env, Exit, Outputs};

@@ -1,0 +1,136 @@
+//! Flags shared by every command that measures or runs (SPEC section 2): the real-time settings
+//! ([`RtArgs`]), the exports ([`OutputArgs`]) and durations that must carry a unit.
+
+use clap::Args;
+use punctual_result::{Failure, Output};
+use punctual_rt::Policy;
+use punctual_session::Outputs;
+
+/// Parse a duration that must carry a unit.
+pub fn duration(s: &str) -> Result<u64, String> {
+    punctual_time::parse_duration_ns(s).map_err(|e| e.to_string())
+}
+
+/// `off`, `0`, or a duration (rounded down to whole microseconds).
+pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
+    match s {
+        "off" => Ok(DmaLatency::Off),
+        "0" => Ok(DmaLatency::Us(0)),
+        other => {
+            let ns =
+                punctual_time::parse_duration_ns(other).map_err(|e| format!("{e}; or use off"))?;
+            u32::try_from(ns / 1000)
+                .map(DmaLatency::Us)
+                .map_err(|_| format!("'{other}' is too large for a latency request"))
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaLatency {
+    Off,
+    Us(u32),
+}
+
+/// Real-time settings shared by measuring and running commands.
+#[derive(Args, Debug, Clone)]
+pub struct RtArgs {
+    /// Scheduling policy: fifo, rr or other.
+    #[arg(long, default_value = "fifo", value_name = "POLICY")]
+    pub policy: Policy,
+    /// Real-time priority 1-99 (default 99 for fifo/rr; other takes none).
+    #[arg(short = 'p', long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=99))]
+    pub priority: Option<u32>,
+    /// CPUs to run on, as a list (0-3,5).
+    #[arg(short = 'a', long, value_name = "CPUS")]
+    pub affinity: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this value while running (keeps CPUs out of deep idle), or off.
+    #[arg(long, default_value = "0", value_name = "off|0|DURATION", value_parser = dma_latency)]
+    pub dma_latency: DmaLatency,
+    /// Do not lock memory (mlockall) while measuring.
+    #[arg(long)]
+    pub no_mlock: bool,
+}
+
+impl RtArgs {
+    /// What the session should hold, as plain data.
+    pub fn want(&self) -> punctual_rt::RtWant {
+        punctual_rt::RtWant {
+            policy: self.policy,
+            priority: self.priority(),
+            mlock: !self.no_mlock,
+            dma_latency_us: match self.dma_latency {
+                DmaLatency::Off => None,
+                DmaLatency::Us(us) => Some(us),
+            },
+        }
+    }
+
+    /// The scheduling class asked for (the session may fall back from it).
+    pub fn sched(&self) -> punctual_rt::SchedParams {
+        punctual_rt::SchedParams {
+            policy: self.policy,
+            priority: self.priority(),
+        }
+    }
+
+    /// Check the real-time request itself (before anything changes on the system).
+    pub fn validate(&self) -> Result<(), Failure> {
+        self.sched()
+            .validate()
+            .map_err(|e| Failure::usage(format!("-p/--priority: {e}")))?;
+        if let Some(cpus) = self.cpus().map_err(Failure::usage)? {
+            punctual_rt::affinity::check_online(&cpus)
+                .map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The one CPU of `-a` (default: the last online CPU, since CPU 0 usually takes most device
+    /// interrupts), for measurements that run on one CPU.
+    pub fn one_cpu(&self) -> Result<usize, Failure> {
+        match self.cpus().map_err(Failure::usage)? {
+            Some(c) if c.len() == 1 => Ok(c[0]),
+            Some(c) => Err(Failure::usage(format!(
+                "-a/--affinity: this measurement runs on one CPU; give one, not {}",
+                punctual_rt::format_cpu_list(&c)
+            ))),
+            None => Ok(punctual_rt::affinity::last_online_cpu()),
+        }
+    }
+
+    pub fn priority(&self) -> u32 {
+        self.priority
+            .unwrap_or(if self.policy.is_realtime() { 99 } else { 0 })
+    }
+
+    pub fn cpus(&self) -> Result<Option<Vec<usize>>, String> {
+        self.affinity
+            .as_deref()
+            .map(|a| punctual_rt::parse_cpu_list(a).map_err(|e| format!("-a/--affinity: {e}")))
+            .transpose()
+    }
+}
+
+impl OutputArgs {
+    /// `--json`, `--csv` and `--fail-above`, paths checked.
+    pub fn outputs(&self) -> Result<Outputs, Failure> {
+        Ok(Outputs::new()
+            .json_csv(self.json.as_ref(), self.csv.as_ref())?
+            .fail_above(self.fail_above))
+    }
+}
+
+/// Exports shared by every command that produces a result document.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the result document (JSON, schema punctual.result/1) to FILE, or - for stdout.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<Output>,
+    /// Write one CSV row per series to FILE, or - for stdout.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<Output>,
+    /// Exit 1 if any sample exceeds this (e.g. 100us).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub fail_above: Option<u64>,
+}
