@@ -2,7 +2,7 @@
 //! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`; this module
 //! checks the flags.
 
-use crate::args::{duration, DmaLatency, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, DmaLatency, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_bench::measure::{AlarmBench, Bench};
 use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};
@@ -41,7 +41,7 @@ pub enum BenchCmd {
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// Background load while measuring: KIND[:N][@CPUS],... (cpu, sort, io, find, build, hackbench, mem).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
     pub load: Option<LoadSpec>,
     #[command(flatten)]
     pub out: OutputArgs,
