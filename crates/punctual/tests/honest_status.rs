@@ -37,10 +37,9 @@ fn a_shield_without_privilege_exits_3_and_restores_what_it_changed() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("lack of privilege") && err.contains("run as root"),
-        "{err}"
-    );
+    // Refused either at the shield registry (another root run left its state directory) or by
+    // the kernel, change by change: both say to run as root.
+    assert!(err.contains("run as root"), "{err}");
     assert_eq!(
         std::fs::read_to_string("/proc/irq/default_smp_affinity").unwrap(),
         before
