@@ -366,7 +366,9 @@ impl Shield {
     pub fn apply(plan: &ShieldPlan) -> Result<Shield, ShieldError> {
         let reg = Registry::system();
         let owner = Owner::current();
-        let mut l = reg.lock().map_err(sys("the shield registry (shields are for root: run as root)"))?;
+        let mut l = reg.lock().map_err(sys(
+            "the shield registry (shields are for root: run as root)",
+        ))?;
         if let Some(pid) = enclosing(&plan.cpus, l.claims()) {
             return Ok(Shield {
                 owner,
@@ -378,8 +380,9 @@ impl Shield {
             });
         }
         let others = others_than(&plan.cpus, l.claims())?;
-        l.claim(owner, &plan.cpus)
-            .map_err(sys("the shield registry (shields are for root: run as root)"))?;
+        l.claim(owner, &plan.cpus).map_err(sys(
+            "the shield registry (shields are for root: run as root)",
+        ))?;
         // Journal before the first change: from here on a crash is undone by the next start.
         let guard = match journal::global().record(Change::Stacked {
             pid: owner.pid,
