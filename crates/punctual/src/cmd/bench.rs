@@ -4,13 +4,13 @@
 
 use crate::args::{duration, load_spec, DmaLatency, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
-use punctual_bench::measure::{AlarmBench, Bench};
+use punctual_bench::measure::{AlarmBench, Bench, Micro};
 use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};
 use punctual_latency::alarms::{AlarmConfig, AlarmWorkload, Mechanism};
 use punctual_load::LoadSpec;
 use punctual_result::Failure;
 use punctual_rt::Policy;
-use punctual_session::{drive, Env, Exit, Measurement};
+use punctual_session::{drive, Env, Exit};
 use punctual_time::format_ns;
 
 #[derive(Args, Debug)]
@@ -270,10 +270,7 @@ fn nonzero(flag: &str, v: u64) -> Result<(), Failure> {
 }
 
 /// Drive one micro-measurement with the session `rt` asks for.
-fn go<C>(cfg: C, rt: &RtArgs, c: &Common, env: &Env) -> anyhow::Result<Exit>
-where
-    Bench<C>: Measurement,
-{
+fn go<C: Micro>(cfg: C, rt: &RtArgs, c: &Common, env: &Env) -> anyhow::Result<Exit> {
     let outputs = c.out.outputs()?;
     let mut m = Bench {
         cfg,
