@@ -158,7 +158,7 @@ fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
     Ok(cpus)
 }
 
-pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
+pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
             let mut plan = load(&a.plan)?;
@@ -169,7 +169,7 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
                 .spin_margin
                 .unwrap_or_else(|| assumed_margin(plan.spin_margin));
             let r = admit(&mut plan, &cpus, a.bound, margin);
-            print!("{}", admission_table(&plan, &r).render());
+            env.show(&admission_table(&plan, &r).render(), false);
             Ok(Exit::limit_if(!r.feasible()))
         }
         PlanCmd::Compile(a) => {
