@@ -21,6 +21,11 @@ pub const MAX_RELEASES: u64 = 5_000_000;
 pub const AVOID_GUARD: u64 = 25_000;
 /// The longest hyperperiod walked in full.
 pub const MAX_HORIZON: u64 = 60_000_000_000;
+/// Automatic phasing keeps at most this many releases of a CPU's timeline as neighbours, and scores
+/// a candidate offset on at most [`SCORED_RELEASES`] of the task's releases: a 1 ns period in a
+/// 200 ms hyperperiod would otherwise take 2e8 releases, each inserted into a sorted list.
+pub const MAX_PLACED: usize = 200_000;
+pub const SCORED_RELEASES: u64 = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
@@ -448,12 +453,12 @@ pub fn phase_avoiding(
         for &i in &fixed {
             let t = &plan.tasks[i];
             let mut at = t.offset.ns();
-            while at < h && occupied.len() < 200_000 {
+            while at < h && occupied.len() < MAX_PLACED {
                 occupied.push(at);
                 at += t.period;
             }
         }
-        for e in plan.events.iter().filter(|e| e.at < h).take(200_000) {
+        for e in plan.events.iter().filter(|e| e.at < h).take(MAX_PLACED) {
             occupied.push(e.at);
         }
         occupied.sort_unstable();
@@ -484,7 +489,8 @@ pub fn phase_avoiding(
                 } else {
                     let mut min = u64::MAX;
                     let mut at = o;
-                    while at < h {
+                    let end = h.min(o.saturating_add(p.saturating_mul(SCORED_RELEASES)));
+                    while at < end {
                         min = min.min(circular_distance(&occupied, at, h));
                         at += p;
                     }
@@ -497,11 +503,11 @@ pub fn phase_avoiding(
             let o = best.1;
             plan.tasks[i].offset = Offset::Fixed(o);
             let mut at = o;
-            while at < h {
-                let pos = occupied.partition_point(|&x| x < at);
-                occupied.insert(pos, at);
+            while at < h && occupied.len() < MAX_PLACED {
+                occupied.push(at);
                 at += p;
             }
+            occupied.sort_unstable();
             given.push((plan.tasks[i].name.clone(), o));
         }
     }

@@ -375,6 +375,30 @@ fn auto_offsets_spread_equal_periods_evenly() {
     assert!(admission::check(&p, &[1], &Config::default()).feasible());
 }
 
+/// Found by fuzzing (issue 18): a 1 ns period beside a 200 ms one made automatic phasing insert
+/// 2e8 releases one by one into a sorted list (hours). The work is bounded now; a thread that has
+/// not finished after two minutes is a hang, not slowness.
+#[test]
+fn fuzz_auto_phasing_of_a_1ns_period_finishes() {
+    let mut p = tasks_plan(&[
+        ("tick", "1ns", "auto", None),
+        ("slow", "200ms", "auto", Some("2ms")),
+        ("mid", "3us", "auto", None),
+    ]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let given = admission::phase(&mut p, &[1]);
+        let _ = tx.send((given, p));
+    });
+    let (given, p) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("phasing a 1 ns period hung");
+    assert_eq!(given.len(), 3);
+    for t in &p.tasks {
+        assert!(t.offset.ns() < t.period, "{t:?}");
+    }
+}
+
 #[test]
 fn auto_offsets_avoid_fixed_tasks() {
     let mut p = tasks_plan(&[

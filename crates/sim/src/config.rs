@@ -17,6 +17,9 @@ pub const MAX_HZ: u32 = 1_000_000;
 pub const DEFAULT_MAX_EVENTS: u64 = 20_000_000_000;
 /// The longest simulated duration: keeps every tick index and timestamp far from u64 overflow.
 pub const MAX_DURATION: Ns = 100_000 * NS_PER_S;
+/// The largest interrupt or switch cost accepted: costs are microseconds on real machines, and
+/// larger ones would carry the engine's timestamps past u64 (issue 18's fuzzing).
+pub const MAX_COST: Ns = NS_PER_S;
 
 /// How clock interrupts and timers work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -196,7 +199,7 @@ impl Default for Costs {
 
 impl Costs {
     pub fn irq(&self) -> Ns {
-        self.irq_direct + self.irq_indirect
+        self.irq_direct.saturating_add(self.irq_indirect)
     }
     pub fn zero() -> Costs {
         Costs {
@@ -335,6 +338,22 @@ impl RunConfig {
                     format_ns(MAX_DURATION)
                 ),
             ));
+        }
+        for (flag, cost) in [
+            ("--irq-cost", self.costs.irq_direct),
+            ("--irq-indirect", self.costs.irq_indirect),
+            ("--switch-cost", self.costs.switch),
+        ] {
+            if cost > MAX_COST {
+                return Err(SimError::invalid(
+                    flag,
+                    format!(
+                        "{} is longer than the limit of {}; costs are microseconds, e.g. 2us",
+                        format_ns(cost),
+                        format_ns(MAX_COST)
+                    ),
+                ));
+            }
         }
         if self.costs.irq() >= self.tick_ns() {
             return Err(SimError::invalid(
