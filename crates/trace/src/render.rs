@@ -124,6 +124,16 @@ pub fn summary_table(a: &Analysis, trace: &TraceData) -> Table {
             ),
         ]);
     }
+    if a.unmeasured_sources > 0 {
+        t.row([
+            "unmeasured handlers".to_string(),
+            format!(
+                "{} runs of sources beyond the first {} (a damaged or crafted trace)",
+                a.unmeasured_sources,
+                crate::analyze::MAX_SOURCES
+            ),
+        ]);
+    }
     if a.inferred_switch_ins > 0 {
         t.row([
             "switch-ins from idle".to_string(),

@@ -469,3 +469,31 @@ fn events_out_of_time_order_are_skipped_not_subtracted() {
     assert_eq!(a.unmatched_exits, 1);
     assert!(a.sources.is_empty());
 }
+
+#[test]
+fn a_trace_naming_a_new_hrtimer_in_every_event_gets_a_bounded_number_of_histograms() {
+    use punctual_trace::analyze::MAX_SOURCES;
+    let mut s = Synth::new(1, 0, 10 * MS);
+    let n = MAX_SOURCES as u64 + 10;
+    for f in 0..n {
+        s.span(
+            0,
+            f * 2_000,
+            f * 2_000 + 500,
+            EventKind::HrtimerEntry {
+                timer: f,
+                function: 0xffff_0000 + f,
+            },
+            EventKind::HrtimerExit { timer: f },
+        );
+    }
+    let t = s.build();
+    let a = analyze(&t);
+    assert_eq!(a.sources.len(), MAX_SOURCES);
+    assert_eq!(a.unmeasured_sources, 10);
+    let text = punctual_trace::render::summary_table(&a, &t).render();
+    assert!(
+        text.contains("10 runs of sources beyond the first 4096"),
+        "{text}"
+    );
+}

@@ -187,6 +187,8 @@ pub struct Analysis {
     pub wakeups_dropped: u64,
     /// Exits without a matching entry (handlers already running when tracing started).
     pub unmatched_exits: u64,
+    /// Handler runs of sources beyond the first [`MAX_SOURCES`]: counted, not measured.
+    pub unmeasured_sources: u64,
     /// Events whose timestamp is before the previous event's (a damaged or crafted trace, or one
     /// not in time order): skipped, so no duration is ever taken backwards.
     pub backwards_timestamps: u64,
@@ -236,6 +238,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
         inferred_switch_ins: 0,
         wakeups_dropped: 0,
         unmatched_exits: 0,
+        unmeasured_sources: 0,
         backwards_timestamps: 0,
         events: trace.events.len() as u64,
         target: trace.header.target.clone(),
@@ -404,9 +407,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                 Some(i) => {
                     let (_, t0) = st.soft.remove(i);
                     st.soft.truncate(i);
-                    source(&mut a, trace, Source::Softirq(vec))
-                        .durations
-                        .record(ts.saturating_sub(t0));
+                    record_source(&mut a, trace, Source::Softirq(vec), ts.saturating_sub(t0));
                 }
                 None => a.unmatched_exits += 1,
             },
@@ -416,9 +417,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                     Some(i) => {
                         let (_, f, t0) = st.timers.remove(i);
                         st.timers.truncate(i);
-                        source(&mut a, trace, Source::Hrtimer(f))
-                            .durations
-                            .record(ts.saturating_sub(t0));
+                        record_source(&mut a, trace, Source::Hrtimer(f), ts.saturating_sub(t0));
                     }
                     None => a.unmatched_exits += 1,
                 }
@@ -463,16 +462,31 @@ pub fn analyze(trace: &TraceData) -> Analysis {
     a
 }
 
-fn source<'a>(a: &'a mut Analysis, trace: &TraceData, s: Source) -> &'a mut SourceStats {
-    a.sources.entry(s).or_insert_with(|| {
-        let (label, category) = describe_source(trace, s);
-        SourceStats {
-            source: s,
-            label,
-            category,
-            durations: Recorder::new(),
-        }
-    })
+/// Distinct interrupt-context sources measured. A machine shows tens to hundreds; each costs a
+/// histogram (about 270 KB), so a crafted trace naming a new hrtimer function or softirq in every
+/// event must not get one each: beyond this, handler runs of new sources are counted, not measured.
+pub const MAX_SOURCES: usize = 4096;
+
+fn record_source(a: &mut Analysis, trace: &TraceData, s: Source, ns: u64) {
+    if a.sources.len() >= MAX_SOURCES && !a.sources.contains_key(&s) {
+        a.unmeasured_sources += 1;
+        return;
+    }
+    a.sources
+        .entry(s)
+        .or_insert_with(|| new_source(trace, s))
+        .durations
+        .record(ns);
+}
+
+fn new_source(trace: &TraceData, s: Source) -> SourceStats {
+    let (label, category) = describe_source(trace, s);
+    SourceStats {
+        source: s,
+        label,
+        category,
+        durations: Recorder::new(),
+    }
 }
 
 fn close(a: &mut Analysis, trace: &TraceData, stack: &mut Vec<(Source, u64)>, s: Source, ts: u64) {
@@ -480,7 +494,7 @@ fn close(a: &mut Analysis, trace: &TraceData, stack: &mut Vec<(Source, u64)>, s:
         Some(i) => {
             let (_, t0) = stack.remove(i);
             stack.truncate(i);
-            source(a, trace, s).durations.record(ts.saturating_sub(t0));
+            record_source(a, trace, s, ts.saturating_sub(t0));
         }
         None => a.unmatched_exits += 1,
     }
