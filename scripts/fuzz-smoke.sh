@@ -43,9 +43,11 @@ for t in $TARGETS; do
     log=$(mktemp)
     # -O -a: optimised, with debug assertions and overflow checks. No sanitizer: the parsers are
     # safe Rust, and AddressSanitizer's allocator costs most of the trace target's time (each
-    # analysis allocates histograms of 270 KB). Inputs up to 4 KB (seeds are cut there).
+    # analysis allocates histograms of 270 KB). Inputs up to 4 KB (seeds are cut there). The
+    # timeout is wall time: at nice 19 beside builds a 1 s unit (admission walks up to 5 M
+    # releases) can take ten times that, so only a minute counts as a hang.
     if nice -n 19 cargo +nightly fuzz run -O -a -s none "$t" "corpus/$t" "seeds/$t" -- \
-        -max_total_time="$SECONDS_EACH" -runs="${FUZZ_RUNS:--1}" -max_len=4096 -rss_limit_mb=2048 -timeout=10 \
+        -max_total_time="$SECONDS_EACH" -runs="${FUZZ_RUNS:--1}" -max_len=4096 -rss_limit_mb=2048 -timeout=60 \
         -print_final_stats=1 \
         >"$log" 2>&1; then
         status=ok

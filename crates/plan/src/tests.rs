@@ -424,6 +424,32 @@ fn tick_and_host(t0: u64) -> admission::Interference {
     admission::Interference::new(t0, t0 + 1_000_000_000, ticks.chain(host))
 }
 
+/// Found by fuzzing (issue 18): a period of 1033333333127 ms (33 years) made automatic phasing
+/// multiply past u64 ("attempt to multiply with overflow"); times near u64::MAX did the same in
+/// the admission walk.
+#[test]
+fn fuzz_admission_of_periods_and_times_near_u64_max_does_not_overflow() {
+    let mut p = tasks_plan(&[
+        ("long", "1033333333127ms", "auto", None),
+        ("short", "70ms", "auto", Some("2ms")),
+    ]);
+    let huge = Event::new(u64::MAX - 1, 0, &[]);
+    p.events.push(huge);
+    let mut avoided = p.clone();
+    let given = admission::phase(&mut p, &[1]);
+    assert_eq!(given.len(), 2);
+    let r = admission::check(&p, &[1], &Config::default());
+    assert!(r.horizon > 0);
+    let t0 = 5_000_000_000;
+    let inf = tick_and_host(t0);
+    assert_eq!(
+        admission::phase_avoiding(&mut avoided, &[1], Some((&inf, t0))).len(),
+        2
+    );
+    assert_eq!(inf.hit_share(0, u64::MAX), 0.0);
+    assert!(inf.near_share(u64::MAX - 5, 3, u64::MAX) <= 1.0);
+}
+
 #[test]
 fn interference_counts_the_releases_that_fall_in_a_window() {
     let t0 = 5_000_000_000;
