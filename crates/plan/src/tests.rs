@@ -204,6 +204,47 @@ fn compiled_form_round_trips_and_is_24_bytes_per_event() {
     assert_eq!(back.actions, p.actions);
 }
 
+/// Found by fuzzing (issue 18): an inline exec action with a long program path was named
+/// "exec <path>" beyond the 64-byte limit, so `plan compile` wrote a header `run` refused. Every
+/// generated name must read back: long, with control characters, with padding, and repeated.
+#[test]
+fn fuzz_generated_action_names_read_back_from_a_compiled_plan() {
+    let long = "g".repeat(120);
+    let text = format!(
+        r#"
+[[event]]
+at = "1ms"
+action = {{ kind = "exec", argv = ["/bin/{long}"] }}
+
+[[event]]
+at = "2ms"
+action = {{ kind = "exec", argv = ["/bin/{long}"], wcet = "1us" }}
+
+[[event]]
+at = "3ms"
+action = {{ kind = "exec", argv = ["/bin/é{long}"], wcet = "2us" }}
+
+[[event]]
+at = "4ms"
+action = {{ kind = "exec", argv = ["  /bin/a\u0007b  "] }}
+"#
+    );
+    let p = parse_str(&text, "long.toml", None).unwrap();
+    assert_eq!(p.actions.len(), 4);
+    for a in &p.actions {
+        assert!(a.name.len() <= 64, "{:?}", a.name);
+        assert!(!a.name.chars().any(char::is_control), "{:?}", a.name);
+    }
+    let back = compiled::from_bytes(&compiled::to_bytes(&p), "long.pplan").unwrap();
+    assert_eq!(back.actions, p.actions);
+    assert_eq!(back.events, p.events);
+    // An explicit inline name follows the same rules as an [[action]]'s.
+    let bad =
+        format!("[[event]]\nat = \"1ms\"\naction = {{ kind = \"mark\", name = \"{long}\" }}\n");
+    let e = parse_str(&bad, "n.toml", None).unwrap_err().to_string();
+    assert!(e.contains("at most 64 printable characters"), "{e}");
+}
+
 #[test]
 fn damaged_compiled_plans_are_refused() {
     let p = parse_str(GOOD, "p.toml", None).unwrap();
