@@ -83,6 +83,21 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
+    /// `-p 99` with the watchdog on: the watchdog needs the one priority above the dispatcher, so
+    /// the dispatcher runs at 98, said at the start and kept in the document.
+    fn priority_fallback(&self, ctx: &Ctx) -> Option<punctual_result::Fallback> {
+        (self.cfg.priority < ctx.rt.priority).then(|| punctual_result::Fallback {
+            setting: "priority".into(),
+            wanted: ctx.rt.priority.to_string(),
+            got: self.cfg.priority.to_string(),
+            why: "the watchdog runs one priority above the dispatcher, so it can stop a stuck run"
+                .into(),
+            fix: "--watchdog off runs the dispatcher at the priority asked (and nothing stops a \
+                  run that starves its CPU)"
+                .into(),
+        })
+    }
+
     /// Phase the automatic offsets and check the plan against `bound` (admission control); the
     /// caller looks at [`RunPlan::admission`] before driving it.
     pub fn new(
@@ -237,6 +252,9 @@ impl Measurement for RunPlan {
         } else {
             ctx.rt.priority
         };
+        if let Some(f) = self.priority_fallback(ctx) {
+            ctx.note(format!("fallback: {f}"));
+        }
         self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
         Ok(run_plan(
             plan,
@@ -248,6 +266,9 @@ impl Measurement for RunPlan {
 
     fn report(&self, o: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(doc, o.cpus.iter().filter_map(|c| c.fallback.as_ref()));
+        if let Some(f) = self.priority_fallback(ctx) {
+            doc.settings.fallbacks.push(f);
+        }
         doc.settings.priority = Some(
             o.cpus
                 .first()

@@ -217,6 +217,9 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
             m.woke_late.to_string(),
         ]);
     }
+    for n in error_notes(doc) {
+        t.note(n);
+    }
     for c in &o.cpus {
         let use_ = if c.wall_ns > 0 {
             c.cpu_ns as f64 * 100.0 / c.wall_ns as f64
@@ -239,4 +242,81 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
     t.note("lateness: from the release instant to the action starting (wake: to the client running, as it measured).");
     t.note("(dispatcher) rows: how late the dispatcher acted for wake releases; (exec start): release instant to the child running.");
     t
+}
+
+/// What went wrong, under the table: each task's error count with the first message its action
+/// kept (`first_*_error`), and receivers that were absent (`refused`, not an error).
+fn error_notes(doc: &ResultDoc) -> Vec<String> {
+    let mut notes = Vec::new();
+    for s in &doc.series {
+        let count = |k: &str| s.extra.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        let errors = count("errors");
+        if errors > 0 {
+            let first = s
+                .extra
+                .iter()
+                .find(|(k, _)| k.starts_with("first_") && k.ends_with("_error"))
+                .and_then(|(_, v)| v.as_str());
+            notes.push(match first {
+                Some(m) => format!(
+                    "errors of '{}': {errors}, the first: {}",
+                    s.name,
+                    punctual_time::text::display_name(m)
+                ),
+                None => format!(
+                    "errors of '{}': {errors} (its action kept no message)",
+                    s.name
+                ),
+            });
+        }
+        let refused = count("refused");
+        if refused > 0 {
+            notes.push(format!(
+                "'{}': nothing listened at the target {refused} time(s) (ICMP port unreachable); \
+                 every datagram was still sent",
+                s.name
+            ));
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_stats::Recorder;
+
+    #[test]
+    fn action_errors_are_explained_under_the_table() {
+        let mut doc = ResultDoc::new(
+            vec![],
+            punctual_session::Env::fake(&["run"]).host(),
+            String::new(),
+        );
+        let rec = Recorder::new();
+        doc.series.push(
+            Series::from_recorder("ping", kind::LATENESS, Some(1), &rec)
+                .with("errors", 3u64)
+                .with(
+                    "first_send_error",
+                    "No buffer space available (os error 105)",
+                )
+                .with("refused", 0u64),
+        );
+        doc.series.push(
+            Series::from_recorder("quiet", kind::LATENESS, Some(1), &rec)
+                .with("errors", 0u64)
+                .with("refused", 7u64),
+        );
+        doc.series
+            .push(Series::from_recorder("plugin", kind::LATENESS, None, &rec).with("errors", 1u64));
+        let notes = error_notes(&doc);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            "errors of 'ping': 3, the first: No buffer space available (os error 105)"
+        );
+        assert!(notes[1].starts_with("'quiet': nothing listened at the target 7 time(s)"));
+        assert!(notes[2].contains("'plugin': 1 (its action kept no message)"));
+    }
 }

@@ -314,7 +314,7 @@ impl CheckOutcome {
         for class in CLASSES {
             t.note(format!("{}: {}", class.name, class.source));
         }
-        t.note("yes: every release within the bound; a percentage: at least 99.9 % within, with the worst seen.");
+        t.note("yes: every release within the bound; a percentage (max): at least 99.9 % within, the worst seen in brackets; no: fewer than 99.9 % within, with the share that was.");
         t
     }
 

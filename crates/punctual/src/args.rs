@@ -6,9 +6,14 @@ use punctual_result::{Failure, Output};
 use punctual_rt::Policy;
 use punctual_session::Outputs;
 
-/// Parse a duration that must carry a unit.
+/// Parse a duration that must carry a unit (a bare number suggests microseconds).
 pub fn duration(s: &str) -> Result<u64, String> {
     punctual_time::parse_duration_ns(s).map_err(|e| e.to_string())
+}
+
+/// How long something runs (`-D`, timeouts): a bare number suggests seconds.
+pub fn run_length(s: &str) -> Result<u64, String> {
+    punctual_time::parse_duration_hinting(s, "s").map_err(|e| e.to_string())
 }
 
 /// A load spec whose CPUs are online (`--load cpu:2@0-1,io:1`).

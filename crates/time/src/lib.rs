@@ -14,7 +14,9 @@ pub mod units;
 pub use clock::{Clock, ClockId, ManualClock, SystemClock};
 pub use margin::{AutoMargin, MarginPolicy};
 pub use sleep::{hybrid_until, Wake};
-pub use units::{format_ns, parse_duration, parse_duration_ns, DurationError};
+pub use units::{
+    format_ns, parse_duration, parse_duration_hinting, parse_duration_ns, DurationError,
+};
 
 /// Nanoseconds per unit, for readable arithmetic.
 pub const NS_PER_US: u64 = 1_000;

@@ -8,8 +8,8 @@ use std::time::Duration;
 pub enum DurationError {
     #[error("empty duration; write a number with a unit, e.g. 250us")]
     Empty,
-    #[error("'{input}' has no unit; did you mean {input}us? (units: ns, us, ms, s, m, h)")]
-    BareNumber { input: String },
+    #[error("'{input}' has no unit; did you mean {input}{hint}? (units: ns, us, ms, s, m, h)")]
+    BareNumber { input: String, hint: &'static str },
     #[error("'{input}' has unknown unit '{unit}' (units: ns, us, ms, s, m, h)")]
     UnknownUnit { input: String, unit: String },
     #[error("'{input}' is negative; durations are zero or more")]
@@ -25,7 +25,14 @@ pub enum DurationError {
 /// Parse a duration with a unit into nanoseconds.
 ///
 /// Accepts decimals (`1.5ms`), optional whitespace between number and unit, and `µs` for `us`.
+/// A bare number is refused with `us` suggested (intervals, margins, costs).
 pub fn parse_duration_ns(input: &str) -> Result<u64, DurationError> {
+    parse_duration_hinting(input, "us")
+}
+
+/// As [`parse_duration_ns`], suggesting `hint` for a bare number: the unit that makes a bare
+/// number plausible for the value asked (`s` for how long a run lasts: `-D 10`).
+pub fn parse_duration_hinting(input: &str, hint: &'static str) -> Result<u64, DurationError> {
     let s = input.trim();
     if s.is_empty() {
         return Err(DurationError::Empty);
@@ -47,7 +54,7 @@ pub fn parse_duration_ns(input: &str) -> Result<u64, DurationError> {
         });
     }
     if unit.is_empty() {
-        return Err(DurationError::BareNumber { input: num });
+        return Err(DurationError::BareNumber { input: num, hint });
     }
     let scale: u64 = match unit {
         "ns" => 1,
@@ -149,10 +156,13 @@ mod tests {
         assert_eq!(
             e,
             DurationError::BareNumber {
-                input: "1000".into()
+                input: "1000".into(),
+                hint: "us"
             }
         );
         assert!(e.to_string().contains("did you mean 1000us?"), "{e}");
+        let e = parse_duration_hinting("10", "s").unwrap_err();
+        assert!(e.to_string().contains("did you mean 10s?"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! `udp`: one datagram per release from a socket opened and connected before the run. The payload
 //! starts with the release's sequence number and instant (u64 little-endian each), then the event's
 //! data bytes, then zeros, so a receiver can measure arrival against the plan.
+//!
+//! A connected socket learns from the ICMP "port unreachable" of a datagram that nobody listens,
+//! and fails the *next* send with ECONNREFUSED without sending it: half the traffic would be lost
+//! to an absent receiver. That send is retried once at once (the error is consumed by then) and
+//! counted as `refused`, not as an error: the dispatcher's job is to send on time.
 
 use super::{ActionImpl, ActionReport};
 use crate::engine::Fired;
@@ -12,6 +17,7 @@ pub struct Udp {
     buf: Vec<u8>,
     sent: u64,
     errors: u64,
+    refused: u64,
     last_error: Option<String>,
 }
 
@@ -36,6 +42,7 @@ impl Udp {
             buf: vec![0; bytes.max(16)],
             sent: 0,
             errors: 0,
+            refused: 0,
             last_error: None,
         })
     }
@@ -48,7 +55,12 @@ impl ActionImpl for Udp {
         self.buf[8..16].copy_from_slice(&target.to_le_bytes());
         let n = data.len().min(self.buf.len() - 16);
         self.buf[16..16 + n].copy_from_slice(&data[..n]);
-        match self.sock.send(&self.buf) {
+        let mut sent = self.sock.send(&self.buf);
+        if matches!(&sent, Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused) {
+            self.refused += 1;
+            sent = self.sock.send(&self.buf);
+        }
+        match sent {
             Ok(_) => {
                 self.sent += 1;
                 Fired {
@@ -73,6 +85,7 @@ impl ActionImpl for Udp {
         let mut extra = vec![
             ("sent".to_string(), self.sent.into()),
             ("send_errors".to_string(), self.errors.into()),
+            ("refused".to_string(), self.refused.into()),
         ];
         if let Some(e) = self.last_error {
             extra.push(("first_send_error".into(), e.into()));
@@ -102,6 +115,27 @@ mod tests {
         assert_eq!(&b[16..18], &[9, 8]);
         let r = Box::new(u).report();
         assert_eq!(r.extra[0].1, 1);
+    }
+
+    #[test]
+    fn an_absent_receiver_loses_no_datagram() {
+        // A port nobody listens on: bound to find a free one, then closed.
+        let to = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        let mut u = Udp::prepare(&to, 32).unwrap();
+        for seq in 0..10 {
+            assert!(!u.fire(seq, seq, &[]).error, "send {seq} failed");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let r = Box::new(u).report();
+        let get = |k: &str| r.extra.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(get("sent"), 10);
+        assert_eq!(get("send_errors"), 0);
+        // Loopback's ICMP is not rate-limited: every send after the first learns of the refusal.
+        assert!(get("refused").as_u64().unwrap() >= 1, "{:?}", r.extra);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`; this module
 //! checks the flags.
 
-use crate::args::{duration, load_spec, DmaLatency, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_length, DmaLatency, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_bench::measure::{AlarmBench, Bench, Micro};
 use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};
@@ -53,7 +53,7 @@ pub struct CtxswArgs {
     #[arg(long, default_value = "pipe")]
     pub channel: ctxsw::Channel,
     /// How long to measure.
-    #[arg(short = 'D', long, default_value = "5s", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "5s", value_parser = run_length, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -63,7 +63,7 @@ pub struct CtxswArgs {
 
 #[derive(Args, Debug)]
 pub struct TrapArgs {
-    #[arg(short = 'D', long, default_value = "2s", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "2s", value_parser = run_length, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -86,7 +86,7 @@ pub struct MemcpyArgs {
     )]
     pub method: Vec<memcpy::Method>,
     /// Time spent copying at each size.
-    #[arg(short = 'D', long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "1s", value_parser = run_length, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -102,7 +102,7 @@ pub struct DispatchArgs {
     /// Time between events.
     #[arg(short = 'i', long, default_value = "10ms", value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
-    #[arg(short = 'D', long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "10s", value_parser = run_length, value_name = "DURATION")]
     pub duration: u64,
     /// CPU that raises the events (default: the first online CPU). The waiter runs on -a (default:
     /// the last online CPU) in the class of --policy/-p.
@@ -116,7 +116,7 @@ pub struct DispatchArgs {
 
 #[derive(Args, Debug)]
 pub struct GapsArgs {
-    #[arg(short = 'D', long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "10s", value_parser = run_length, value_name = "DURATION")]
     pub duration: u64,
     /// Steps between two clock reads longer than this are gaps.
     #[arg(long, default_value = "1us", value_parser = duration, value_name = "DURATION")]

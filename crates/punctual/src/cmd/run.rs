@@ -1,6 +1,6 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::args::{duration, load_spec, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_length, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;
@@ -17,7 +17,7 @@ pub struct RunArgs {
     /// The plan: TOML, or compiled with `punctual plan compile`.
     pub plan: PathBuf,
     /// How long to run (default: the plan's duration, or until its last event, or until Ctrl-C).
-    #[arg(short = 'D', long, value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, value_parser = run_length, value_name = "DURATION")]
     pub duration: Option<u64>,
     /// Spin margin: a duration, or auto (overrides the plan's spin_margin).
     #[arg(long, value_name = "DURATION|auto")]
@@ -29,10 +29,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "90%", value_parser = percent, value_name = "PERCENT")]
     pub bound: f64,
     /// Watchdog threshold (a CPU starved or an action stuck this long stops the run, exit 3), or off.
+    /// The watchdog runs at priority 99, so the dispatcher's default is 98 while it is on.
     #[arg(long, default_value = "2s", value_parser = watchdog, value_name = "DURATION|off")]
     pub watchdog: WatchdogArg,
     /// How long to wait for wake clients to attach before the first release.
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = run_length, value_name = "DURATION")]
     pub attach_timeout: u64,
     /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
     #[arg(long, value_name = "SPEC", value_parser = load_spec)]
@@ -268,7 +269,13 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
         ..RunConfig::default()
     };
     let load = a.load.clone().unwrap_or_default();
-    let mut m = RunPlan::new(plan, cfg, a.rt.want(), load, a.bound);
+    let mut want = a.rt.want();
+    // The watchdog takes the top priority; unasked, the dispatcher simply runs one below it (asked
+    // for 99, it says so as a fallback).
+    if a.rt.priority.is_none() && cfg.watchdog.is_some() && want.policy.is_realtime() {
+        want.priority = want.priority.min(98);
+    }
+    let mut m = RunPlan::new(plan, cfg, want, load, a.bound);
     if !m.admission().feasible() {
         let reasons = m.admission().reasons().join("; ");
         if !a.force {

@@ -1,6 +1,6 @@
 //! `punctual shield`: real-time mode by hand (KURT's switch_to_rt / switch_to_normal).
 
-use crate::args::duration;
+use crate::args::run_length;
 use clap::Args;
 use punctual_dispatch::measure::HoldShield;
 use punctual_dispatch::shield::{self, Move};
@@ -20,7 +20,7 @@ pub struct ShieldArgs {
     #[arg(long)]
     pub restore: bool,
     /// Hold the shield this long (default: until the command ends, or until Ctrl-C).
-    #[arg(short = 'D', long, value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, value_parser = run_length, value_name = "DURATION")]
     pub duration: Option<u64>,
     /// A command to run on the shielded CPUs while the shield holds.
     #[arg(last = true, value_name = "COMMAND")]

@@ -137,8 +137,10 @@ fn usage(flag: &str, e: impl std::fmt::Display) -> Failure {
 }
 
 fn dur(flag: &str, s: &Option<String>) -> Result<Option<u64>, Failure> {
+    // A bare `-D 60` means seconds of simulated time far more often than microseconds.
+    let hint = if flag.starts_with("-D") { "s" } else { "us" };
     s.as_deref()
-        .map(|v| punctual_time::parse_duration_ns(v).map_err(|e| usage(flag, e)))
+        .map(|v| punctual_time::parse_duration_hinting(v, hint).map_err(|e| usage(flag, e)))
         .transpose()
 }
 

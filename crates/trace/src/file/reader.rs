@@ -15,8 +15,8 @@ pub enum ReadError {
         path: String,
         source: std::io::Error,
     },
-    #[error("not a punctual trace file (it does not start with {magic:?}); record one with `punctual trace record -o FILE`")]
-    NotPunctual { magic: String },
+    #[error("not a punctual trace file: {seems}, where a punctual trace starts with \"PUNCTTRC\"; record one with `punctual trace record -o FILE`")]
+    NotPunctual { seems: String },
     #[error("trace file version {0} is not supported by this punctual (it reads version {VERSION}); use the punctual that recorded it")]
     Version(u16),
     #[error("trace file header is damaged: {0}")]
@@ -236,11 +236,45 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// What a file that is not a punctual trace looks like, for the message.
+fn what_it_seems(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(16)];
+    if bytes.is_empty() {
+        return "the file is empty".into();
+    }
+    if head.starts_with(b"\x17\x08\x44tracing") {
+        return "it is a trace-cmd file (trace-cmd report reads it)".into();
+    }
+    if head.starts_with(b"PERFILE2") {
+        return "it is a perf.data file (perf script reads it)".into();
+    }
+    if head.starts_with(&MAGIC[..head.len().min(MAGIC.len())]) {
+        return format!(
+            "it is {} bytes long, shorter than a trace's header",
+            bytes.len()
+        );
+    }
+    let text = head
+        .iter()
+        .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+    if text {
+        let shown: String = String::from_utf8_lossy(head)
+            .chars()
+            .map(|c| if c.is_ascii_whitespace() { ' ' } else { c })
+            .collect();
+        format!("it is text (it starts \"{}\")", shown.trim_end())
+    } else {
+        let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        format!("it starts with the bytes {}", hex.join(" "))
+    }
+}
+
 /// Parse a whole file held in memory.
 pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-        let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(8)]).into_owned();
-        return Err(ReadError::NotPunctual { magic: shown });
+        return Err(ReadError::NotPunctual {
+            seems: what_it_seems(bytes),
+        });
     }
     let rest = &bytes[MAGIC.len()..];
     if rest.len() < 6 {
@@ -526,6 +560,22 @@ mod tests {
             read_trace(&bytes[..20]),
             Err(ReadError::Header(_))
         ));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_trace_is_described_not_quoted_back() {
+        let msg = |b: &[u8]| read_trace(b).unwrap_err().to_string();
+        let text = msg(b"garbage garbage\n");
+        assert!(
+            text.contains("it is text (it starts \"garbage garbage\")"),
+            "{text}"
+        );
+        assert!(text.contains("starts with \"PUNCTTRC\""), "{text}");
+        assert!(msg(b"").contains("the file is empty"));
+        assert!(msg(b"\x7fELF\x02\x01\x01\0\0").contains("the bytes 7f 45 4c 46"));
+        assert!(msg(b"PERFILE2\0\0").contains("perf.data"));
+        assert!(msg(b"\x17\x08\x44tracing6\0").contains("trace-cmd"));
+        assert!(msg(b"PUNCT").contains("shorter than a trace's header"));
     }
 
     #[test]
