@@ -528,6 +528,24 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
     let cs: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
     assert_eq!(cs["mode"], "wake client");
 
+    // Installed elsewhere (`cargo install` puts only the binary in ~/.cargo/bin), run from the
+    // source tree: the library is found under ./target.
+    let elsewhere = t.path().join("bin");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::copy(
+        assert_cmd::cargo::cargo_bin("punctual"),
+        elsewhere.join("punctual"),
+    )
+    .unwrap();
+    let o = Std::new(elsewhere.join("punctual"))
+        .args(["install-lib", "--prefix"])
+        .arg(t.path().join("prefix2"))
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(t.path().join("prefix2/lib/libpunctual.so").is_file());
+
     // A library that is not there is a usage error; --uninstall removes exactly what was installed.
     let o = punctual()
         .args([

@@ -128,6 +128,7 @@ pub struct GapsArgs {
     /// the CPU's kernel threads except for the real-time throttling window.
     #[arg(long, default_value = "other", value_name = "POLICY")]
     pub policy: Policy,
+    /// Priority of the loops under fifo/rr (default 99).
     #[arg(short = 'p', long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=99))]
     pub priority: Option<u32>,
     #[command(flatten)]
