@@ -236,6 +236,23 @@ pub mod mckenney {
     /// Beside a kernel build (and four downloads of the source tree).
     pub const BUILD_P99999_US: &str = "59";
     pub const BUILD_MAX_US: &str = "146";
+    /// Table 1 (2008): an 8-way allyesconfig 2.6.24 build, average of 3 runs, seconds, real fast
+    /// (non-real-time kernel) against real time (-rt kernel).
+    pub const TABLE1_REAL_S: (f64, f64) = (1332.6, 1556.2);
+    pub const TABLE1_SYS_S: (f64, f64) = (316.6, 657.0);
+    /// The 2009 slides' repeat on a newer kernel.
+    pub const SLIDES_REAL_S: (f64, f64) = (828.7, 904.1);
+    /// The slowdowns Figs. 5-7 apply to the real-time kernel's work: none for user-mode compute,
+    /// the build's 16.78 % (Table 1, real) for kernel-heavy work, the 2-to-1 system time for heavy
+    /// I/O.
+    pub const SLOWDOWN_COMPUTE: f64 = 1.0;
+    pub const SLOWDOWN_KERNEL: f64 = TABLE1_REAL_S.1 / TABLE1_REAL_S.0;
+    pub const SLOWDOWN_IO: f64 = TABLE1_SYS_S.1 / TABLE1_SYS_S.0;
+    /// Principle 2: common real-time practice reserves resources, e.g. CPU utilization at 50 %.
+    pub const UTILIZATION_LIMIT: f64 = 0.5;
+    /// Fig. 9: work items of hundreds of milliseconds lose any scheduling-latency benefit in the
+    /// noise.
+    pub const LONG_WORK_NS: u64 = 100_000_000;
 }
 
 /// KURT (Srinivasan 1998), Tables 4.1 and 4.2: % of iterations within 10/50/100/500/1000 us of the

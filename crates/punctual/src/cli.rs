@@ -43,6 +43,9 @@ pub enum Command {
     Plan(cmd::run::PlanCmd),
     /// Real-time mode: move other tasks and IRQs off chosen CPUs; always restorable (--restore).
     Shield(cmd::shield::ShieldArgs),
+    /// Real time or real fast? McKenney's decision flow (Fig. 9) with this machine's facts and
+    /// measured start latency; exit 1 when the deadline cannot be met here.
+    Advise(cmd::advise::AdviseArgs),
     /// Install libpunctual.so and punctual.h (the periodic-task C API) under a prefix.
     InstallLib(cmd::install_lib::InstallLibArgs),
     /// Internal: one periodic process of the kurt-periodic experiment.
