@@ -224,8 +224,10 @@ pub mod mckenney {
     /// 4-CPU 2.2 GHz x86, -rt kernel, all precautions, 10,000,000 trials.
     pub const RT_MAX_US: &str = "< 20";
     pub const RT_P99999_US: &str = "< 13";
-    /// The same on a non-real-time kernel.
-    pub const NONRT_MAX: &str = "> 3,000";
+    /// The same on a non-real-time kernel: the 2008 paper "missing the mark by up to 3
+    /// milliseconds"; the 2009 slides "more than 3 milliseconds".
+    pub const NONRT_MAX: &str = "<= 3,000";
+    pub const NONRT2009_MAX: &str = "> 3,000";
     /// The slides, 18 months later on a more recent kernel: 10M samples.
     pub const RT2009_MAX_US: &str = "45";
     pub const RT2009_P99999_US: &str = "< 27";
