@@ -60,6 +60,9 @@ pub struct Needs {
     pub throughput_only: bool,
     /// Too early is as bad as too late: the largest lateness (and earliness) tolerated.
     pub jitter_ns: Option<u64>,
+    /// CPU-bound processes sharing the work's CPU (Etsion section 8: under time sharing the work
+    /// may wait a quantum for each of the others).
+    pub competing: Option<u32>,
 }
 
 /// A start-latency distribution measured on this machine.
@@ -85,6 +88,8 @@ pub struct Facts {
     pub real_time: Option<Measured>,
     /// Real fast: SCHED_OTHER, defaults (`latency --policy other`).
     pub real_fast: Option<Measured>,
+    /// The time-sharing quantum (the kernel's base slice, or `--quantum`), and where it came from.
+    pub quantum: Option<(u64, String)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -456,9 +461,38 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             .unwrap_or_default(),
         format_ns(rt.p99_9_ns),
     );
+    // Etsion section 8: behind N-1 CPU-bound neighbours, time sharing may start the work a
+    // quantum for each of them late, whatever a quiet measurement showed.
+    let queue_wait = match (n.competing, &f.quantum) {
+        (Some(c), Some((q, from))) if c > 1 => {
+            let wait = q.saturating_mul(u64::from(c - 1));
+            let fits = wait.saturating_add(work) <= deadline;
+            step(
+                &mut steps,
+                "Can the CPU-bound neighbours delay real fast past it?",
+                format!(
+                    "{} others x {} quantum ({from}) = {} + work {} against {}",
+                    c - 1,
+                    format_ns(*q),
+                    format_ns(wait),
+                    format_ns(work),
+                    format_ns(deadline)
+                ),
+                if fits {
+                    "no"
+                } else {
+                    "yes: real fast cannot promise it"
+                },
+            );
+            Some((wait, fits, deadline.saturating_sub(work) / u64::from(c - 1)))
+        }
+        _ => None,
+    };
+    let queue_ok = queue_wait.is_none_or(|(_, fits, _)| fits);
     let mut a = if let Some(fast) = &f.real_fast {
         let fast_total = fast.p99_9_ns.saturating_add(work);
-        let fast_ok = fast_total <= deadline && n.jitter_ns.is_none_or(|j| fast.p99_9_ns <= j);
+        let fast_ok =
+            fast_total <= deadline && n.jitter_ns.is_none_or(|j| fast.p99_9_ns <= j) && queue_ok;
         step(
             &mut steps,
             "Does real fast meet it too?",
@@ -488,9 +522,16 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
                 steps,
                 Verdict::RealTime,
                 format!(
-                    "real time completes by {} at p99.9, real fast by {}; the deadline is {}",
+                    "real time completes by {} at p99.9, real fast by {}{}; the deadline is {}",
                     format_ns(rt_total),
                     format_ns(fast_total),
+                    match queue_wait {
+                        Some((wait, false, _)) => format!(
+                            " measured, but by {} behind its CPU-bound neighbours",
+                            format_ns(wait.saturating_add(work))
+                        ),
+                        _ => String::new(),
+                    },
                     format_ns(deadline)
                 ),
                 vec![settings],
@@ -512,6 +553,14 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             .push(format!("to see whether real fast would do: {MEASURE_FAST}"));
         a
     };
+    if let Some((wait, false, q_max)) = queue_wait {
+        a.next.push(format!(
+            "under time sharing the neighbours alone can hold the work back {}: a quantum under {} \
+             would bound it (Etsion section 8), at the price of more switches",
+            format_ns(wait),
+            format_ns(q_max)
+        ));
+    }
     a.measured_by = [Some(rt), f.real_fast.as_ref()]
         .into_iter()
         .flatten()
@@ -609,6 +658,7 @@ mod tests {
             mem_available_bytes: Some(8 << 30),
             real_time: rt.map(measured),
             real_fast: fast.map(measured),
+            quantum: Some((1_500_000, "test".into())),
         }
     }
 
@@ -694,6 +744,16 @@ mod tests {
                 needs(10_000, 100),
                 facts(Some(20), Some(3_000)),
                 Verdict::RealFast,
+                "Does real fast meet it too?",
+            ),
+            (
+                "real fast measured in time, but 8 CPU-bound neighbours queue it (Etsion)",
+                Needs {
+                    competing: Some(8),
+                    ..needs(10_000, 100)
+                },
+                facts(Some(20), Some(3_000)),
+                Verdict::RealTime,
                 "Does real fast meet it too?",
             ),
             (
@@ -797,6 +857,40 @@ mod tests {
             &f,
         );
         assert_eq!(a.crossover_ns, Some(c));
+    }
+
+    /// Etsion's own example: 8 CONT processes with a 60 ms quantum wait up to 7 x 60 = 420 ms.
+    #[test]
+    fn neighbours_times_the_quantum_bound_real_fast() {
+        let mut f = facts(Some(20), Some(3_000));
+        f.quantum = Some((60_000_000, "Linux 2.4".into()));
+        let a = advise(
+            &Needs {
+                competing: Some(8),
+                ..needs(500_000, 100)
+            },
+            &f,
+        );
+        let step = a
+            .steps
+            .iter()
+            .find(|s| s.question.starts_with("Can the CPU-bound neighbours"))
+            .unwrap();
+        assert!(step.fact.contains("= 420 ms"), "{}", step.fact);
+        assert_eq!(a.verdict, Verdict::RealFast, "{a:#?}");
+        let a = advise(
+            &Needs {
+                competing: Some(8),
+                ..needs(100_000, 100)
+            },
+            &f,
+        );
+        assert_eq!(a.verdict, Verdict::RealTime, "{a:#?}");
+        assert!(
+            a.next.iter().any(|n| n.contains("a quantum under 14.3 ms")),
+            "{:?}",
+            a.next
+        );
     }
 
     #[test]

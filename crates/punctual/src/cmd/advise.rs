@@ -32,6 +32,13 @@ pub struct AdviseArgs {
     /// Largest lateness (and earliness) tolerated, e.g. 111us for a fuel injector's window.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub jitter: Option<u64>,
+    /// CPU-bound processes that share the work's CPU under time sharing (Etsion section 8: the
+    /// work may wait a quantum for each of the others).
+    #[arg(long, value_name = "N")]
+    pub competing: Option<u32>,
+    /// The time-sharing quantum for --competing (default: the kernel's base slice).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub quantum: Option<u64>,
     /// Result files of `check` or `latency` to decide with (repeatable; default: the latest
     /// stored `check`). A `latency --policy other` result stands for real fast.
     #[arg(long, value_name = "FILE")]
@@ -68,6 +75,22 @@ fn mem_available() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kb * 1024)
+}
+
+/// EEVDF's base slice: debugfs when mounted, else the kernel's default for this many CPUs
+/// (0.75 ms x (1 + log2 of the CPUs, at most 8)).
+fn base_slice(cpus: usize) -> (u64, String) {
+    if let Some(ns) = std::fs::read_to_string("/sys/kernel/debug/sched/base_slice_ns")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+    {
+        return (ns, "the kernel's base slice".into());
+    }
+    let factor = 1 + cpus.clamp(1, 8).ilog2() as u64;
+    (
+        750_000 * factor,
+        format!("the default base slice for {cpus} CPUs"),
+    )
 }
 
 /// Which configuration a document measured, and its start latency.
@@ -174,16 +197,23 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
         memory_bytes: a.memory,
         throughput_only: a.throughput_only,
         jitter_ns: a.jitter,
+        competing: a.competing,
     };
     advise::check_needs(&needs).map_err(Failure::usage)?;
     if let Some(o) = &a.json {
         o.check_writable().map_err(Failure::usage)?;
     }
+    let host = env.host();
+    let quantum = Some(match a.quantum {
+        Some(q) => (q, "--quantum".to_string()),
+        None => base_slice(host.cpus),
+    });
     let mut facts = Facts {
-        host: env.host(),
+        host,
         mem_available_bytes: mem_available(),
         real_time: None,
         real_fast: None,
+        quantum,
     };
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
         latest_check()
