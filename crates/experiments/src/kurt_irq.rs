@@ -249,6 +249,7 @@ fn us(ns: u64) -> String {
 pub fn tables(m: &Model) -> Vec<Table> {
     let mut t = Table::new(&[
         "Category",
+        "Description (KURT)",
         "KURT min",
         "mean",
         "max",
@@ -275,6 +276,7 @@ pub fn tables(m: &Model) -> Vec<Table> {
         let (kmin, kmean, kmax) = c.kurt_table_4_3();
         let mut row = vec![
             c.name().to_string(),
+            c.description().to_string(),
             format!("{kmin:.2}"),
             format!("{kmean:.2}"),
             format!("{kmax:.2}"),
@@ -305,25 +307,26 @@ pub fn tables(m: &Model) -> Vec<Table> {
     vec![t, detail]
 }
 
-/// Figs. 4.8-4.9: the hard interrupt handlers' durations per subsystem (none when nothing was
-/// traced, or when it cannot be drawn).
+/// Figs. 4.8-4.9: as the thesis, a histogram per subsystem of how long its hard interrupt
+/// handlers ran (`kurt-irq-fig4-8-<subsystem>`); none for a subsystem nothing was traced for.
 pub fn figures(p: &Phases) -> Vec<Figure> {
-    let named: Vec<(String, &Recorder)> = p
-        .rows()
+    p.rows()
         .into_iter()
         .filter(|r| r.1.count() > 0)
-        .map(|(c, h, _)| (c.name().to_string(), h))
-        .collect();
-    if named.is_empty() {
-        return Vec::new();
-    }
-    let svg = punctual_plot::percentile_plot(
-        "Figs. 4.8-4.9: hard interrupt handler durations per subsystem",
-        &named,
-    );
-    crate::figure("kurt-irq-fig4-8", svg)
-        .ok()
-        .into_iter()
+        .filter_map(|(c, h, _)| {
+            // About 100 bars across the range seen, at least half a microsecond each.
+            let width = (h.max().unwrap_or(0) / 100).max(500);
+            let svg = punctual_plot::histogram_plot(
+                &format!(
+                    "Figs. 4.8-4.9, {}: hard interrupt handler durations ({} events)",
+                    c.name(),
+                    h.count()
+                ),
+                "duration (us)",
+                &punctual_plot::histogram_buckets(h, width),
+            );
+            crate::figure(&format!("kurt-irq-fig4-8-{}", c.name().to_lowercase()), svg).ok()
+        })
         .collect()
 }
 

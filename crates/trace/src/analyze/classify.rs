@@ -51,7 +51,7 @@ impl Category {
             Category::Process => "Scheduling and run-queue management code",
             Category::Timer => "Timer handling and time query code",
             Category::Memory => "Memory management code",
-            Category::Other => "All other code",
+            Category::Other => "All other code (mainly routines interfacing with the PCI BIOS)",
         }
     }
 
