@@ -5,18 +5,58 @@
 use crate::{ctxsw, dispatch, gaps, memcpy, report, trap, tsc};
 use punctual_latency::alarms::{run_alarms_counted, AlarmConfig, AlarmOutcome};
 use punctual_load::LoadSpec;
-use punctual_result::{Failure, ResultDoc};
+use punctual_result::{Failure, ResultDoc, Table};
 use punctual_rt::{Policy, RtWant, SchedParams};
 use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A micro-measurement's configuration with what the session holds for it and its load. The
-/// configuration's scheduling class is replaced by the one the session got.
+/// A micro-measurement's configuration with what the session holds for it and its load; one
+/// lifecycle measurement for all of them, the differences in [`Micro`].
 pub struct Bench<C> {
     pub cfg: C,
     pub want: RtWant,
     pub load: LoadSpec,
+}
+
+/// What differs between the micro-measurements.
+pub trait Micro {
+    type Out;
+    /// Names the live line (`bench ctxsw`).
+    const LABEL: &'static str;
+    /// Whether the hypervisor's steal time bears on the figures.
+    const STEAL: bool = true;
+    /// How long `run` takes, for the live line.
+    fn expected_ns(&self) -> u64;
+    /// Measure, in the class the session holds (`ctx.sched()`).
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure>;
+    fn report(&self, out: Self::Out, ctx: &Ctx, doc: &mut ResultDoc)
+        -> Result<Vec<Table>, Failure>;
+}
+
+impl<C: Micro> Measurement for Bench<C> {
+    type Outcome = C::Out;
+    fn label(&self) -> String {
+        C::LABEL.into()
+    }
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.want)
+    }
+    fn records_steal(&self) -> bool {
+        C::STEAL
+    }
+    fn load(&self) -> LoadSpec {
+        self.load.clone()
+    }
+    fn live(&self) -> Option<LiveSpec> {
+        Some(LiveSpec::timed(self.cfg.expected_ns(), String::new))
+    }
+    fn run(&mut self, ctx: &Ctx) -> Result<C::Out, Failure> {
+        self.cfg.run(ctx)
+    }
+    fn report(&self, out: C::Out, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        Ok(Report::tables(self.cfg.report(out, ctx, doc)?))
+    }
 }
 
 /// The figures `run` produced, with the cycle-counter calibration taken beside them.
@@ -29,119 +69,76 @@ fn calibrate() -> tsc::Calibration {
     tsc::Calibration::measure(20_000_000)
 }
 
-impl Measurement for Bench<ctxsw::CtxswConfig> {
-    type Outcome = Measured<ctxsw::CtxswOutcome>;
-    fn label(&self) -> String {
-        "bench ctxsw".into()
+impl Micro for ctxsw::CtxswConfig {
+    type Out = Measured<ctxsw::CtxswOutcome>;
+    const LABEL: &'static str = "bench ctxsw";
+    const STEAL: bool = false;
+    fn expected_ns(&self) -> u64 {
+        self.duration_ns
     }
-    fn wants(&self) -> Option<RtWant> {
-        Some(self.want)
-    }
-    fn records_steal(&self) -> bool {
-        false
-    }
-    fn load(&self) -> LoadSpec {
-        self.load.clone()
-    }
-    fn live(&self) -> Option<LiveSpec> {
-        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
-    }
-    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
-        self.cfg.sched = ctx.sched();
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure> {
+        self.sched = ctx.sched();
         let cal = calibrate();
-        let out = ctxsw::run(&self.cfg, ctx.stop())?;
+        let out = ctxsw::run(self, ctx.stop())?;
         Ok(Measured { out, cal })
     }
-    fn report(&self, m: Self::Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+    fn report(&self, m: Self::Out, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Vec<Table>, Failure> {
         ctx.runtime_fallbacks(doc, m.out.fallback.iter());
-        Ok(Report::tables(vec![report::ctxsw(
-            doc, &self.cfg, &m.out, &m.cal,
-        )]))
+        Ok(vec![report::ctxsw(doc, self, &m.out, &m.cal)])
     }
 }
 
-impl Measurement for Bench<trap::TrapConfig> {
-    type Outcome = Measured<trap::TrapOutcome>;
-    fn label(&self) -> String {
-        "bench trap".into()
+impl Micro for trap::TrapConfig {
+    type Out = Measured<trap::TrapOutcome>;
+    const LABEL: &'static str = "bench trap";
+    const STEAL: bool = false;
+    fn expected_ns(&self) -> u64 {
+        self.duration_ns
     }
-    fn wants(&self) -> Option<RtWant> {
-        Some(self.want)
-    }
-    fn records_steal(&self) -> bool {
-        false
-    }
-    fn load(&self) -> LoadSpec {
-        self.load.clone()
-    }
-    fn live(&self) -> Option<LiveSpec> {
-        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
-    }
-    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
-        self.cfg.sched = ctx.sched();
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure> {
+        self.sched = ctx.sched();
         let cal = calibrate();
-        let out = trap::run(&self.cfg, ctx.stop())?;
+        let out = trap::run(self, ctx.stop())?;
         Ok(Measured { out, cal })
     }
-    fn report(&self, m: Self::Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+    fn report(&self, m: Self::Out, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Vec<Table>, Failure> {
         ctx.runtime_fallbacks(doc, m.out.fallback.iter());
-        Ok(Report::tables(vec![report::trap(
-            doc, &self.cfg, &m.out, &m.cal,
-        )]))
+        Ok(vec![report::trap(doc, self, &m.out, &m.cal)])
     }
 }
 
-impl Measurement for Bench<memcpy::MemcpyConfig> {
-    type Outcome = memcpy::MemcpyOutcome;
-    fn label(&self) -> String {
-        "bench memcpy".into()
+impl Micro for memcpy::MemcpyConfig {
+    type Out = memcpy::MemcpyOutcome;
+    const LABEL: &'static str = "bench memcpy";
+    fn expected_ns(&self) -> u64 {
+        let runs = (self.sizes.len() * self.methods.len()) as u64;
+        self.per_size_ns.saturating_mul(runs)
     }
-    fn wants(&self) -> Option<RtWant> {
-        Some(self.want)
-    }
-    fn load(&self) -> LoadSpec {
-        self.load.clone()
-    }
-    fn live(&self) -> Option<LiveSpec> {
-        let runs = (self.cfg.sizes.len() * self.cfg.methods.len()) as u64;
-        Some(LiveSpec::timed(
-            self.cfg.per_size_ns.saturating_mul(runs),
-            String::new,
-        ))
-    }
-    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
-        self.cfg.sched = ctx.sched();
-        Ok(memcpy::run(&self.cfg, ctx.stop())?)
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure> {
+        self.sched = ctx.sched();
+        Ok(memcpy::run(self, ctx.stop())?)
     }
     fn report(
         &self,
-        out: Self::Outcome,
+        out: Self::Out,
         ctx: &Ctx,
         doc: &mut ResultDoc,
-    ) -> Result<Report, Failure> {
+    ) -> Result<Vec<Table>, Failure> {
         ctx.runtime_fallbacks(doc, out.fallback.iter());
-        Ok(Report::tables(vec![report::memcpy(doc, &self.cfg, &out)]))
+        Ok(vec![report::memcpy(doc, self, &out)])
     }
 }
 
-impl Measurement for Bench<dispatch::DispatchConfig> {
-    type Outcome = dispatch::DispatchOutcome;
-    fn label(&self) -> String {
-        "bench dispatch".into()
+impl Micro for dispatch::DispatchConfig {
+    type Out = dispatch::DispatchOutcome;
+    const LABEL: &'static str = "bench dispatch";
+    fn expected_ns(&self) -> u64 {
+        self.duration_ns
     }
-    fn wants(&self) -> Option<RtWant> {
-        Some(self.want)
-    }
-    fn load(&self) -> LoadSpec {
-        self.load.clone()
-    }
-    fn live(&self) -> Option<LiveSpec> {
-        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
-    }
-    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
-        self.cfg.waiter = ctx.sched();
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure> {
+        self.waiter = ctx.sched();
         // The raiser must not wait behind the waiter's class: one step below the top.
-        self.cfg.raiser = if ctx.rt.policy.is_realtime() {
+        self.raiser = if ctx.rt.policy.is_realtime() {
             SchedParams {
                 policy: Policy::Fifo,
                 priority: 98,
@@ -149,46 +146,38 @@ impl Measurement for Bench<dispatch::DispatchConfig> {
         } else {
             ctx.sched()
         };
-        Ok(dispatch::run(&self.cfg, ctx.stop())?)
+        Ok(dispatch::run(self, ctx.stop())?)
     }
     fn report(
         &self,
-        out: Self::Outcome,
+        out: Self::Out,
         ctx: &Ctx,
         doc: &mut ResultDoc,
-    ) -> Result<Report, Failure> {
+    ) -> Result<Vec<Table>, Failure> {
         ctx.runtime_fallbacks(doc, out.raiser_fallback.iter());
-        Ok(Report::tables(vec![report::dispatch(doc, &self.cfg, &out)]))
+        Ok(vec![report::dispatch(doc, self, &out)])
     }
 }
 
-impl Measurement for Bench<gaps::GapsConfig> {
-    type Outcome = gaps::GapsOutcome;
-    fn label(&self) -> String {
-        "bench gaps".into()
+impl Micro for gaps::GapsConfig {
+    type Out = gaps::GapsOutcome;
+    const LABEL: &'static str = "bench gaps";
+    fn expected_ns(&self) -> u64 {
+        self.duration_ns
     }
-    fn wants(&self) -> Option<RtWant> {
-        Some(self.want)
-    }
-    fn load(&self) -> LoadSpec {
-        self.load.clone()
-    }
-    fn live(&self) -> Option<LiveSpec> {
-        Some(LiveSpec::timed(self.cfg.duration_ns, String::new))
-    }
-    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure> {
-        self.cfg.sched = ctx.sched();
-        self.cfg.hz = ctx.env.host().hz;
-        Ok(gaps::run(&self.cfg, ctx.stop())?)
+    fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure> {
+        self.sched = ctx.sched();
+        self.hz = ctx.env.host().hz;
+        Ok(gaps::run(self, ctx.stop())?)
     }
     fn report(
         &self,
-        out: Self::Outcome,
+        out: Self::Out,
         ctx: &Ctx,
         doc: &mut ResultDoc,
-    ) -> Result<Report, Failure> {
+    ) -> Result<Vec<Table>, Failure> {
         ctx.runtime_fallbacks(doc, out.cpus.iter().filter_map(|c| c.fallback.as_ref()));
-        Ok(Report::tables(report::gaps(doc, &self.cfg, &out)))
+        Ok(report::gaps(doc, self, &out))
     }
 }
 

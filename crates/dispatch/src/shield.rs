@@ -366,7 +366,9 @@ impl Shield {
     pub fn apply(plan: &ShieldPlan) -> Result<Shield, ShieldError> {
         let reg = Registry::system();
         let owner = Owner::current();
-        let mut l = reg.lock().map_err(sys("the shield registry"))?;
+        let mut l = reg.lock().map_err(sys(
+            "the shield registry (shields are for root: run as root)",
+        ))?;
         if let Some(pid) = enclosing(&plan.cpus, l.claims()) {
             return Ok(Shield {
                 owner,
@@ -378,8 +380,9 @@ impl Shield {
             });
         }
         let others = others_than(&plan.cpus, l.claims())?;
-        l.claim(owner, &plan.cpus)
-            .map_err(sys("the shield registry"))?;
+        l.claim(owner, &plan.cpus).map_err(sys(
+            "the shield registry (shields are for root: run as root)",
+        ))?;
         // Journal before the first change: from here on a crash is undone by the next start.
         let guard = match journal::global().record(Change::Stacked {
             pid: owner.pid,
@@ -401,7 +404,7 @@ impl Shield {
         };
         // What each move sets, from the values now (a task may have moved since the plan).
         let mut items: Vec<(Target, String)> = Vec::new();
-        let mut labels: Vec<String> = Vec::new();
+        let mut labels: Vec<(String, bool)> = Vec::new();
         for m in &plan.moves {
             let item = match m {
                 Move::Task { pid, .. } => {
@@ -461,15 +464,38 @@ impl Shield {
                 ),
             };
             items.push(item);
-            labels.push(m.to_string());
+            labels.push((m.to_string(), matches!(m, Move::Task { .. })));
         }
-        for (r, label) in l.write_many(owner, items).into_iter().zip(labels) {
+        // A change refused for lack of privilege means the shield cannot hold (a task that exited
+        // or a managed IRQ is the machine's business; a permission is ours).
+        let mut denied = 0;
+        let root = nix::unistd::geteuid().is_root();
+        for (r, (label, task)) in l.write_many(owner, items).into_iter().zip(labels) {
             match r {
                 Ok(()) => s.applied += 1,
-                Err(e) => s.refused.push((label, e.to_string())),
+                Err(e) => {
+                    // EACCES: the file is not ours to write. EPERM: not ours to change, except that
+                    // root gets it for a managed IRQ, whose affinity the kernel keeps.
+                    let not_ours = match e.raw_os_error() {
+                        Some(libc::EACCES) => true,
+                        Some(libc::EPERM) => !root || task,
+                        _ => false,
+                    };
+                    if not_ours {
+                        denied += 1;
+                    }
+                    s.refused.push((label, e.to_string()));
+                }
             }
         }
         drop(l);
+        if denied > 0 {
+            let total = s.applied + s.refused.len();
+            drop(s);
+            return Err(ShieldError::System(format!(
+                "the system refused {denied} of {total} change(s) for lack of privilege, so the shield cannot hold (every change made was restored); run as root (CAP_SYS_NICE for affinities, write access to /proc/irq)"
+            )));
+        }
         if s.applied == 0 && !plan.moves.is_empty() {
             let why = s.refused.first().map(|r| r.1.clone()).unwrap_or_default();
             drop(s);

@@ -357,7 +357,7 @@ pub fn sim_figures(apps: &[SimApp]) -> Result<Vec<Figure>, Failure> {
             if let (Some(eq), true) = (billing_of(r, &a.names).1, a.row.app != "CPU+Quake") {
                 fig6.push(Line {
                     label,
-                    points: cdf_points(&eq),
+                    points: punctual_plot::cdf_points(&eq),
                 });
             }
         }
@@ -401,25 +401,6 @@ fn billing_by_length(r: &RunResult, names: &[&str]) -> Vec<(f64, f64)> {
         .filter(|(_, (n, _))| *n > 0)
         .map(|(i, (n, billed))| ((i as f64 + 0.5) / 4.0, *billed as f64 / *n as f64))
         .collect()
-}
-
-/// Cumulative distribution points (x in ms) from a recorder's histogram.
-fn cdf_points(r: &Recorder) -> Vec<(f64, f64)> {
-    let n = r.count().max(1) as f64;
-    let mut seen = 0u64;
-    let mut pts = Vec::new();
-    // Start the staircase at zero, so a distribution of one value still draws a step.
-    if let Some(min) = r.min() {
-        pts.push(((min as f64 / 1e6).max(1e-3), 0.0));
-    }
-    for v in r.histogram().iter_recorded() {
-        // A staircase: flat until the value, then up (quanta in whole ticks show as steps).
-        let x = (r.histogram().highest_equivalent(v.value_iterated_to()) as f64 / 1e6).max(1e-3);
-        pts.push((x, seen as f64 / n));
-        seen += v.count_at_value();
-        pts.push((x, seen as f64 / n));
-    }
-    pts
 }
 
 // ---- real half ----------------------------------------------------------------------------------

@@ -744,25 +744,6 @@ pub fn sim_tables(m: &SimModel) -> Vec<Table> {
     vec![t]
 }
 
-/// Cumulative distribution points (x in ms) from a recorder's histogram.
-fn cdf_points(r: &Recorder) -> Vec<(f64, f64)> {
-    let n = r.count().max(1) as f64;
-    let mut seen = 0u64;
-    let mut pts = Vec::new();
-    // Start the staircase at zero, so a distribution of one value still draws a step.
-    if let Some(min) = r.min() {
-        pts.push(((min as f64 / 1e6).max(1e-3), 0.0));
-    }
-    for v in r.histogram().iter_recorded() {
-        // A staircase: flat until the value, then up (latencies in whole ticks show as steps).
-        let x = (r.histogram().highest_equivalent(v.value_iterated_to()) as f64 / 1e6).max(1e-3);
-        pts.push((x, seen as f64 / n));
-        seen += v.count_at_value();
-        pts.push((x, seen as f64 / n));
-    }
-    pts
-}
-
 /// Fig. 7: CONT with 1, 2, 4, 8 processes at both configurations.
 pub fn sim_figures(out: &SimOutcome) -> Result<Vec<Figure>, Failure> {
     let lines: Vec<punctual_plot::Line> = out
@@ -770,7 +751,7 @@ pub fn sim_figures(out: &SimOutcome) -> Result<Vec<Figure>, Failure> {
         .iter()
         .map(|(n, hz, lat)| punctual_plot::Line {
             label: format!("{n} CONT @{hz} Hz"),
-            points: cdf_points(lat)
+            points: punctual_plot::cdf_points(lat)
                 .into_iter()
                 .map(|(x, y)| (x * 1000.0, y))
                 .collect(),

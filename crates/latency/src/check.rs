@@ -244,8 +244,8 @@ impl CheckOutcome {
             .collect()
     }
 
-    /// Per-phase numbers.
-    pub fn results_table(&self) -> Table {
+    /// Per-phase numbers of a check with releases every `interval` ns on `cpu`.
+    pub fn results_table(&self, interval: u64, cpu: usize) -> Table {
         let mut t = Table::new(&[
             "phase",
             "p50",
@@ -258,7 +258,10 @@ impl CheckOutcome {
             "missed",
             "cpu",
         ])
-        .titled("Lateness after the intended release (1 ms period, one CPU)");
+        .titled(format!(
+            "Lateness after the intended release ({} period, CPU {cpu})",
+            format_ns(interval)
+        ));
         for (i, p) in self.phases.iter().enumerate() {
             if i == 2 {
                 t.rule();
@@ -439,7 +442,7 @@ mod tests {
     #[test]
     fn tables_render_from_a_synthetic_outcome() {
         let o = outcome();
-        insta::assert_snapshot!("check_results", o.results_table().render());
+        insta::assert_snapshot!("check_results", o.results_table(1_000_000, 1).render());
         insta::assert_snapshot!("check_verdict", o.verdict_table().render());
     }
 

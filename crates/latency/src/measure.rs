@@ -207,7 +207,10 @@ impl Measurement for Check {
             text.push_str("\nRan with fallbacks (see above): figures are worse than this machine can do when privileged.\n");
         }
         Ok(Report {
-            tables: vec![outcome.results_table(), outcome.verdict_table()],
+            tables: vec![
+                outcome.results_table(self.cfg.interval, self.cfg.cpu),
+                outcome.verdict_table(),
+            ],
             text,
             figures: Vec::new(),
             ..Report::default()

@@ -21,6 +21,11 @@ pub const MAX_RELEASES: u64 = 5_000_000;
 pub const AVOID_GUARD: u64 = 25_000;
 /// The longest hyperperiod walked in full.
 pub const MAX_HORIZON: u64 = 60_000_000_000;
+/// Automatic phasing keeps at most this many releases of a CPU's timeline as neighbours, and scores
+/// a candidate offset on at most [`SCORED_RELEASES`] of the task's releases: a 1 ns period in a
+/// 200 ms hyperperiod would otherwise take 2e8 releases, each inserted into a sorted list.
+pub const MAX_PLACED: usize = 200_000;
+pub const SCORED_RELEASES: u64 = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
@@ -160,7 +165,7 @@ pub fn check(plan: &Plan, run_cpus: &[usize], cfg: &Config) -> Report {
     } else {
         hyperperiod(periods.iter().copied(), MAX_HORIZON)
     };
-    let events_end = plan.last_event().map(|e| e + 1).unwrap_or(0);
+    let events_end = plan.last_event().map(|e| e.saturating_add(1)).unwrap_or(0);
     let mut horizon = hyper.unwrap_or(MAX_HORIZON).max(events_end);
     if let Some(d) = plan.duration {
         horizon = horizon.min(d);
@@ -221,7 +226,7 @@ pub fn check(plan: &Plan, run_cpus: &[usize], cfg: &Config) -> Report {
                     let n = heap.pop().expect("peeked");
                     let task = &plan.tasks[n.task];
                     heap.push(Next {
-                        at: std::cmp::Reverse(t + task.period),
+                        at: std::cmp::Reverse(t.saturating_add(task.period)),
                         task: n.task,
                     });
                     (
@@ -258,14 +263,15 @@ pub fn check(plan: &Plan, run_cpus: &[usize], cfg: &Config) -> Report {
             // The first release spins for its whole margin (the timeline repeats, so the margin
             // before it is not overlapped by anything earlier in the walk).
             let start = at.saturating_sub(cfg.margin).max(busy_end);
-            let end = at + cost;
+            // Saturating: plan times are any u64 the parser accepts (issue 18's fuzzing).
+            let end = at.saturating_add(cost);
             if releases == 1 {
-                busy += cfg.margin + cost;
+                busy = busy.saturating_add(cfg.margin.saturating_add(cost));
             } else if end > start {
-                busy += end - start;
+                busy = busy.saturating_add(end - start);
             }
             busy_end = busy_end.max(end);
-            let window_end = at + cost.max(MIN_SEPARATION);
+            let window_end = at.saturating_add(cost.max(MIN_SEPARATION));
             if window_end > prev_end {
                 prev_end = window_end;
                 prev_name = name;
@@ -330,8 +336,12 @@ impl Interference {
 
     /// Whether a window comes within `guard` of `t`.
     fn covers(&self, t: u64, guard: u64) -> bool {
-        let i = self.windows.partition_point(|w| w.1 + guard <= t);
-        self.windows.get(i).is_some_and(|w| w.0 <= t + guard)
+        let i = self
+            .windows
+            .partition_point(|w| w.1.saturating_add(guard) <= t);
+        self.windows
+            .get(i)
+            .is_some_and(|w| w.0 <= t.saturating_add(guard))
     }
 
     /// Share of the instants `phase + k * period` (any integer k) inside the measured span that fell
@@ -348,13 +358,13 @@ impl Interference {
         let mut t = if phase >= self.from {
             phase - (phase - self.from) / period * period
         } else {
-            phase + (self.from - phase).div_ceil(period) * period
+            phase.saturating_add((self.from - phase).div_ceil(period).saturating_mul(period))
         };
         let (mut n, mut hit) = (0u64, 0u64);
         while t < self.to {
             n += 1;
             hit += self.covers(t, guard) as u64;
-            t += period;
+            t = t.saturating_add(period);
         }
         if n == 0 {
             0.0
@@ -414,19 +424,19 @@ pub fn phase_avoiding(
         let p0 = plan.tasks[auto[0]].period;
         if fixed.is_empty() && !has_events && auto.iter().all(|&i| plan.tasks[i].period == p0) {
             let n = auto.len() as u64;
-            let comb = |shift: u64| (0..n).map(move |k| shift + p0 * k / n);
+            let comb = |shift: u64| (0..n).map(move |k| shift + part(p0, k, n));
             let shift = match avoid {
                 Some((inf, start)) => {
                     // Shifts over one spacing, 1 us apart at most; the first of the cheapest wins
                     // (fewest releases in a window, then fewest near one).
                     let steps = (p0 / n).clamp(1, 1000);
                     (0..steps)
-                        .map(|s| s * (p0 / n) / steps)
+                        .map(|s| part(p0 / n, s, steps))
                         .map(|sh| {
                             let cost = comb(sh).fold((0.0, 0.0), |(hit, near), o| {
                                 (
-                                    hit + inf.hit_share(start + o, p0),
-                                    near + inf.near_share(start + o, p0, AVOID_GUARD),
+                                    hit + inf.hit_share(start.saturating_add(o), p0),
+                                    near + inf.near_share(start.saturating_add(o), p0, AVOID_GUARD),
                                 )
                             });
                             (sh, cost)
@@ -448,12 +458,12 @@ pub fn phase_avoiding(
         for &i in &fixed {
             let t = &plan.tasks[i];
             let mut at = t.offset.ns();
-            while at < h && occupied.len() < 200_000 {
+            while at < h && occupied.len() < MAX_PLACED {
                 occupied.push(at);
-                at += t.period;
+                at = at.saturating_add(t.period);
             }
         }
-        for e in plan.events.iter().filter(|e| e.at < h).take(200_000) {
+        for e in plan.events.iter().filter(|e| e.at < h).take(MAX_PLACED) {
             occupied.push(e.at);
         }
         occupied.sort_unstable();
@@ -464,18 +474,19 @@ pub fn phase_avoiding(
             // Windows hit, then windows near (in parts per thousand), then distance.
             let hits = |o: u64| match avoid {
                 Some((inf, start)) => (
-                    (inf.hit_share(start + o, p) * 1000.0).round() as u64,
-                    (inf.near_share(start + o, p, AVOID_GUARD) * 1000.0).round() as u64,
+                    (inf.hit_share(start.saturating_add(o), p) * 1000.0).round() as u64,
+                    (inf.near_share(start.saturating_add(o), p, AVOID_GUARD) * 1000.0).round()
+                        as u64,
                 ),
                 None => (0, 0),
             };
             let fewest = (0..steps)
-                .map(|s| hits(p * s / steps))
+                .map(|s| hits(part(p, s, steps)))
                 .min()
                 .unwrap_or((0, 0));
             let mut best = (0u64, 0u64); // (score, offset)
             for s in 0..steps {
-                let o = p * s / steps;
+                let o = part(p, s, steps);
                 if hits(o) > fewest {
                     continue;
                 }
@@ -484,9 +495,10 @@ pub fn phase_avoiding(
                 } else {
                     let mut min = u64::MAX;
                     let mut at = o;
-                    while at < h {
+                    let end = h.min(o.saturating_add(p.saturating_mul(SCORED_RELEASES)));
+                    while at < end {
                         min = min.min(circular_distance(&occupied, at, h));
-                        at += p;
+                        at = at.saturating_add(p);
                     }
                     min
                 };
@@ -497,15 +509,20 @@ pub fn phase_avoiding(
             let o = best.1;
             plan.tasks[i].offset = Offset::Fixed(o);
             let mut at = o;
-            while at < h {
-                let pos = occupied.partition_point(|&x| x < at);
-                occupied.insert(pos, at);
-                at += p;
+            while at < h && occupied.len() < MAX_PLACED {
+                occupied.push(at);
+                at = at.saturating_add(p);
             }
+            occupied.sort_unstable();
             given.push((plan.tasks[i].name.clone(), o));
         }
     }
     given
+}
+
+/// `whole * k / n` without overflow (`k <= n`): periods can be any u64 a plan gives.
+fn part(whole: u64, k: u64, n: u64) -> u64 {
+    (whole as u128 * k as u128 / n.max(1) as u128) as u64
 }
 
 /// Distance from `at` to the nearest instant in sorted `occ`, on a circle of length `h`.

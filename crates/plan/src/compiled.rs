@@ -76,16 +76,41 @@ pub fn to_bytes(plan: &Plan) -> Vec<u8> {
     v
 }
 
-/// Read a compiled plan from a stream; `file` names it in errors.
-pub fn read(mut input: impl Read, file: &str) -> Result<Plan, PlanError> {
+/// Most events a compiled plan may announce (96 GiB of records); a larger count is corrupt.
+pub const MAX_EVENTS: u64 = 1 << 32;
+/// Longest header text a compiled plan may announce.
+pub const MAX_HEADER: usize = 64 << 20;
+
+/// Read a compiled plan from a stream whose size is unknown; `file` names it in errors. Memory
+/// grows with the records actually read, never with the counts the file announces.
+pub fn read(input: impl Read, file: &str) -> Result<Plan, PlanError> {
+    read_sized(input, file, None)
+}
+
+/// Read a compiled plan held in memory: every count is checked against the size first.
+pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Plan, PlanError> {
+    read_sized(bytes, file, Some(bytes.len() as u64))
+}
+
+/// Read a compiled plan of `size` bytes (when known): the header length and the event count must
+/// account for exactly the file's bytes before anything is allocated.
+pub fn read_sized(mut input: impl Read, file: &str, size: Option<u64>) -> Result<Plan, PlanError> {
     let bad = |m: String| PlanError::Compiled {
         file: file.to_string(),
         message: m,
     };
+    let corrupt = |field: &'static str, m: String| PlanError::Corrupt {
+        file: file.to_string(),
+        field,
+        message: m,
+    };
     let mut fixed = [0u8; FIXED_HEADER];
-    input
-        .read_exact(&mut fixed)
-        .map_err(|e| bad(format!("reading the header: {e}")))?;
+    input.read_exact(&mut fixed).map_err(|e| {
+        corrupt(
+            "fixed header",
+            format!("reading the {FIXED_HEADER}-byte header: {e} (file truncated?)"),
+        )
+    })?;
     if !is_compiled(&fixed) {
         return Err(bad(
             "not a compiled plan (no PUNCPLAN magic); compile one with `punctual plan compile`"
@@ -100,57 +125,127 @@ pub fn read(mut input: impl Read, file: &str) -> Result<Plan, PlanError> {
     }
     let hlen = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
     let count = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
-    if hlen > 64 << 20 {
-        return Err(bad(format!("header of {hlen} bytes is implausible")));
+    let reserved = u64::from_le_bytes(fixed[24..32].try_into().expect("8 bytes"));
+    if reserved != 0 {
+        return Err(corrupt(
+            "reserved",
+            format!("{reserved:#x} where version {VERSION} writes zero"),
+        ));
     }
-    let mut header = vec![0u8; hlen];
-    input
-        .read_exact(&mut header)
-        .map_err(|e| bad(format!("reading the plan header: {e}")))?;
-    let header =
-        String::from_utf8(header).map_err(|_| bad("the plan header is not UTF-8".into()))?;
+    if hlen > MAX_HEADER {
+        return Err(corrupt(
+            "header length",
+            format!("{hlen} bytes is implausible (at most {MAX_HEADER})"),
+        ));
+    }
+    if count > MAX_EVENTS {
+        return Err(corrupt(
+            "event count",
+            format!("{count} events is implausible (at most {MAX_EVENTS})"),
+        ));
+    }
+    if let Some(size) = size {
+        let after_fixed = size.saturating_sub(FIXED_HEADER as u64);
+        if hlen as u64 > after_fixed {
+            return Err(corrupt(
+                "header length",
+                format!("{hlen} bytes, but the file has {after_fixed} after the fixed header"),
+            ));
+        }
+        let rest = after_fixed - hlen as u64;
+        // count <= 2^32, so count * 24 fits a u64.
+        let need = count * RECORD as u64;
+        if need != rest {
+            return Err(corrupt(
+                "event count",
+                format!(
+                    "{count} events need {need} bytes, but {rest} follow the header ({})",
+                    if need > rest {
+                        "file truncated, or the count is damaged"
+                    } else {
+                        "bytes after the events"
+                    }
+                ),
+            ));
+        }
+    }
+    // Read through `take` so a stream shorter than announced costs only what it holds.
+    let mut header = Vec::new();
+    let got = input
+        .by_ref()
+        .take(hlen as u64)
+        .read_to_end(&mut header)
+        .map_err(|e| corrupt("header", format!("reading the plan header: {e}")))?;
+    if got != hlen {
+        return Err(corrupt(
+            "header length",
+            format!("{hlen} bytes announced, the file ends after {got} (file truncated?)"),
+        ));
+    }
+    let header = String::from_utf8(header).map_err(|_| corrupt("header", "not UTF-8".into()))?;
     // The header is canonical TOML; parse it with the same validation as a hand-written plan.
     let mut plan = match crate::parse::parse_str_allow_empty(&header, &format!("{file} (header)")) {
         Ok(p) => p,
         Err(e) => return Err(bad(e.to_string())),
     };
-    let count = usize::try_from(count).map_err(|_| bad("event count too large".into()))?;
+    let count = count as usize;
+    // With a known size the count was checked against it; without, grow as records arrive.
     let mut events = Vec::new();
+    let first = if size.is_some() {
+        count
+    } else {
+        count.min(4096)
+    };
     events
-        .try_reserve_exact(count)
-        .map_err(|_| bad(format!("no memory for {count} events")))?;
+        .try_reserve_exact(first)
+        .map_err(|_| corrupt("event count", format!("no memory for {count} events")))?;
     let mut buf = vec![0u8; RECORD * 4096];
     let mut left = count;
     let mut last = 0u64;
     while left > 0 {
         let n = left.min(4096);
         input.read_exact(&mut buf[..n * RECORD]).map_err(|e| {
-            bad(format!(
-                "event {} of {count}: {e} (file truncated?)",
-                count - left
-            ))
+            corrupt(
+                "event count",
+                format!("event {} of {count}: {e} (file truncated?)", count - left),
+            )
         })?;
         for i in 0..n {
             let e = decode_event(&buf[i * RECORD..(i + 1) * RECORD]);
             let index = count - left + i;
             if e.action as usize >= plan.actions.len() {
-                return Err(bad(format!(
-                    "event {index} names action {} but the plan has {}",
-                    e.action,
-                    plan.actions.len()
-                )));
+                return Err(corrupt(
+                    "event action",
+                    format!(
+                        "event {index} names action {} but the plan has {}",
+                        e.action,
+                        plan.actions.len()
+                    ),
+                ));
             }
-            if e.len as usize > EVENT_DATA || e.flags != 0 {
-                return Err(bad(format!(
-                    "event {index} has a malformed record (len {}, flags {})",
-                    e.len, e.flags
-                )));
+            if e.len as usize > EVENT_DATA {
+                return Err(corrupt(
+                    "event length",
+                    format!(
+                        "event {index} uses {} data bytes (at most {EVENT_DATA})",
+                        e.len
+                    ),
+                ));
+            }
+            if e.flags != 0 {
+                return Err(corrupt(
+                    "event flags",
+                    format!("event {index} has flags {:#x} (must be zero)", e.flags),
+                ));
             }
             if e.at < last {
-                return Err(bad(format!(
-                    "event {index} at {} ns comes before the previous one at {last} ns",
-                    e.at
-                )));
+                return Err(corrupt(
+                    "event time",
+                    format!(
+                        "event {index} at {} ns comes before the previous one at {last} ns",
+                        e.at
+                    ),
+                ));
             }
             last = e.at;
             events.push(e);
@@ -159,9 +254,10 @@ pub fn read(mut input: impl Read, file: &str) -> Result<Plan, PlanError> {
     }
     let mut extra = [0u8; 1];
     if input.read(&mut extra).map_err(|e| bad(e.to_string()))? != 0 {
-        return Err(bad(format!(
-            "bytes after the {count} events the header announces"
-        )));
+        return Err(corrupt(
+            "event count",
+            format!("bytes after the {count} events the header announces"),
+        ));
     }
     plan.events = events;
     plan.source = file.to_string();
@@ -187,9 +283,12 @@ pub fn load(path: &Path) -> Result<Plan, PlanError> {
                 path: path.to_path_buf(),
                 source,
             })?;
-        read(
+        // A pipe or a device has no size to check against: read it as a stream.
+        let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+        read_sized(
             std::io::BufReader::with_capacity(1 << 20, f),
             &path.display().to_string(),
+            size,
         )
     } else {
         crate::parse::parse_file(path)

@@ -38,9 +38,17 @@ pub enum PlanError {
     /// A problem with the plan as a whole.
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
-    /// A compiled plan that is damaged or of another version.
+    /// A compiled plan of another version, or not a compiled plan.
     #[error("{file}: {message}")]
     Compiled { file: String, message: String },
+    /// A compiled plan whose `field` contradicts the file (a count beyond its size, a record out of
+    /// range): damaged or crafted. Nothing was allocated on the field's word.
+    #[error("{file}: corrupt compiled plan: {field}: {message}")]
+    Corrupt {
+        file: String,
+        field: &'static str,
+        message: String,
+    },
 }
 
 #[cfg(test)]

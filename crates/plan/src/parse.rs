@@ -170,6 +170,16 @@ fn check_name(loc: &Locator, what: &str, v: &Spanned<String>) -> Result<String, 
     }
     // Names are echoed in messages and tables: nothing that steers a terminal or reorders text.
     punctual_time::text::check_name(what, s).map_err(|e| loc.at(v.span(), e))?;
+    // A compiled plan's header keeps names in NAME_MAX bytes: wide characters count several.
+    if s.len() > NAME_MAX {
+        return Err(loc.at(
+            v.span(),
+            format!(
+                "{what} name '{}' is longer than {NAME_MAX} bytes",
+                s.escape_debug()
+            ),
+        ));
+    }
     Ok(s.to_string())
 }
 
@@ -384,7 +394,9 @@ impl Builder<'_> {
         let mut unique = name.clone();
         let mut n = 2;
         while self.by_name.contains_key(&unique) {
-            unique = format!("{name} #{n}");
+            // The suffix must keep a generated name within the 64 bytes a name may have.
+            let suffix = format!(" #{n}");
+            unique = format!("{}{suffix}", truncate(&name, NAME_MAX - suffix.len()));
             n += 1;
         }
         self.by_name.insert(unique.clone(), self.actions.len());
@@ -506,14 +518,34 @@ fn list(v: &[&str]) -> String {
     }
 }
 
+/// The longest action or task name, in bytes.
+const NAME_MAX: usize = 64;
+
+/// `s` cut to at most `max` bytes on a character boundary, without trailing blanks.
+fn truncate(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].trim_end()
+}
+
+/// The name an inline event action gets: it must read back as a name (printable, trimmed, at most
+/// 64 bytes), or a compiled plan's header would not parse (found by fuzzing, issue 18).
 fn default_event_name(a: &Action) -> String {
-    match a {
+    let raw = match a {
         Action::Mark => "mark".into(),
         Action::Exec { argv, .. } => format!("exec {}", argv[0]),
         Action::Udp { to, .. } => format!("udp {to}"),
         Action::Wake { channel, .. } => format!("wake {channel}"),
         Action::Plugin { path, symbol } => format!("plugin {}:{symbol}", path.display()),
-    }
+    };
+    let printable: String = raw
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    truncate(&printable, NAME_MAX).to_string()
 }
 
 /// Read and validate a TOML plan from a file. Relative paths in `exec`, `spawn` and `plugin` are
@@ -910,12 +942,10 @@ impl Builder<'_> {
                 match self.inline.get(&key) {
                     Some(&i) if a.get_ref().name.is_none() => Ok(i as u16),
                     _ => {
-                        let name = a
-                            .get_ref()
-                            .name
-                            .as_ref()
-                            .map(|n| n.get_ref().clone())
-                            .unwrap_or_else(|| default_event_name(&action));
+                        let name = match &a.get_ref().name {
+                            Some(n) => check_name(loc, "action", n)?,
+                            None => default_event_name(&action),
+                        };
                         let i = self.push(name, action, cpu_, wcet, a.span())?;
                         self.inline.insert(key, i as usize);
                         Ok(i)

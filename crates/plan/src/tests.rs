@@ -204,6 +204,47 @@ fn compiled_form_round_trips_and_is_24_bytes_per_event() {
     assert_eq!(back.actions, p.actions);
 }
 
+/// Found by fuzzing (issue 18): an inline exec action with a long program path was named
+/// "exec <path>" beyond the 64-byte limit, so `plan compile` wrote a header `run` refused. Every
+/// generated name must read back: long, with control characters, with padding, and repeated.
+#[test]
+fn fuzz_generated_action_names_read_back_from_a_compiled_plan() {
+    let long = "g".repeat(120);
+    let text = format!(
+        r#"
+[[event]]
+at = "1ms"
+action = {{ kind = "exec", argv = ["/bin/{long}"] }}
+
+[[event]]
+at = "2ms"
+action = {{ kind = "exec", argv = ["/bin/{long}"], wcet = "1us" }}
+
+[[event]]
+at = "3ms"
+action = {{ kind = "exec", argv = ["/bin/é{long}"], wcet = "2us" }}
+
+[[event]]
+at = "4ms"
+action = {{ kind = "exec", argv = ["  /bin/a\u0007b  "] }}
+"#
+    );
+    let p = parse_str(&text, "long.toml", None).unwrap();
+    assert_eq!(p.actions.len(), 4);
+    for a in &p.actions {
+        assert!(a.name.len() <= 64, "{:?}", a.name);
+        assert!(!a.name.chars().any(char::is_control), "{:?}", a.name);
+    }
+    let back = compiled::from_bytes(&compiled::to_bytes(&p), "long.pplan").unwrap();
+    assert_eq!(back.actions, p.actions);
+    assert_eq!(back.events, p.events);
+    // An explicit inline name follows the same rules as an [[action]]'s.
+    let bad =
+        format!("[[event]]\nat = \"1ms\"\naction = {{ kind = \"mark\", name = \"{long}\" }}\n");
+    let e = parse_str(&bad, "n.toml", None).unwrap_err().to_string();
+    assert!(e.contains("must be at most 64 characters"), "{e}");
+}
+
 #[test]
 fn damaged_compiled_plans_are_refused() {
     let p = parse_str(GOOD, "p.toml", None).unwrap();
@@ -375,6 +416,30 @@ fn auto_offsets_spread_equal_periods_evenly() {
     assert!(admission::check(&p, &[1], &Config::default()).feasible());
 }
 
+/// Found by fuzzing (issue 18): a 1 ns period beside a 200 ms one made automatic phasing insert
+/// 2e8 releases one by one into a sorted list (hours). The work is bounded now; a thread that has
+/// not finished after two minutes is a hang, not slowness.
+#[test]
+fn fuzz_auto_phasing_of_a_1ns_period_finishes() {
+    let mut p = tasks_plan(&[
+        ("tick", "1ns", "auto", None),
+        ("slow", "200ms", "auto", Some("2ms")),
+        ("mid", "3us", "auto", None),
+    ]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let given = admission::phase(&mut p, &[1]);
+        let _ = tx.send((given, p));
+    });
+    let (given, p) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("phasing a 1 ns period hung");
+    assert_eq!(given.len(), 3);
+    for t in &p.tasks {
+        assert!(t.offset.ns() < t.period, "{t:?}");
+    }
+}
+
 #[test]
 fn auto_offsets_avoid_fixed_tasks() {
     let mut p = tasks_plan(&[
@@ -398,6 +463,32 @@ fn tick_and_host(t0: u64) -> admission::Interference {
     let ticks = (0..250).map(|k| (t0 + k * 4_000_000, 60_000));
     let host = (0..100).map(|k| (t0 + 750_000 + k * 10_000_000, 50_000));
     admission::Interference::new(t0, t0 + 1_000_000_000, ticks.chain(host))
+}
+
+/// Found by fuzzing (issue 18): a period of 1033333333127 ms (33 years) made automatic phasing
+/// multiply past u64 ("attempt to multiply with overflow"); times near u64::MAX did the same in
+/// the admission walk.
+#[test]
+fn fuzz_admission_of_periods_and_times_near_u64_max_does_not_overflow() {
+    let mut p = tasks_plan(&[
+        ("long", "1033333333127ms", "auto", None),
+        ("short", "70ms", "auto", Some("2ms")),
+    ]);
+    let huge = Event::new(u64::MAX - 1, 0, &[]);
+    p.events.push(huge);
+    let mut avoided = p.clone();
+    let given = admission::phase(&mut p, &[1]);
+    assert_eq!(given.len(), 2);
+    let r = admission::check(&p, &[1], &Config::default());
+    assert!(r.horizon > 0);
+    let t0 = 5_000_000_000;
+    let inf = tick_and_host(t0);
+    assert_eq!(
+        admission::phase_avoiding(&mut avoided, &[1], Some((&inf, t0))).len(),
+        2
+    );
+    assert_eq!(inf.hit_share(0, u64::MAX), 0.0);
+    assert!(inf.near_share(u64::MAX - 5, 3, u64::MAX) <= 1.0);
 }
 
 #[test]

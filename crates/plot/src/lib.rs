@@ -50,6 +50,25 @@ pub fn nines(percentile: f64) -> f64 {
     -(1.0 - (percentile / 100.0).min(0.999_999_999)).log10()
 }
 
+/// A cumulative distribution as a staircase (x in ms, y from 0 to 1): flat until each recorded
+/// value, then up, so values in whole ticks show as steps; it starts at zero below the minimum, so
+/// a distribution of one value still draws a step.
+pub fn cdf_points(r: &Recorder) -> Vec<(f64, f64)> {
+    let n = r.count().max(1) as f64;
+    let mut seen = 0u64;
+    let mut pts = Vec::new();
+    if let Some(min) = r.min() {
+        pts.push(((min as f64 / 1e6).max(1e-3), 0.0));
+    }
+    for v in r.histogram().iter_recorded() {
+        let x = (r.histogram().highest_equivalent(v.value_iterated_to()) as f64 / 1e6).max(1e-3);
+        pts.push((x, seen as f64 / n));
+        seen += v.count_at_value();
+        pts.push((x, seen as f64 / n));
+    }
+    pts
+}
+
 /// Points (nines, latency in us) from a recorder, from the median to the last sample's percentile.
 pub fn percentile_points(rec: &Recorder) -> Vec<(f64, f64)> {
     let n = rec.count();

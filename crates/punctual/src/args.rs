@@ -11,6 +11,18 @@ pub fn duration(s: &str) -> Result<u64, String> {
     punctual_time::parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
+/// A load spec whose CPUs are online (`--load cpu:2@0-1,io:1`).
+pub fn load_spec(s: &str) -> Result<punctual_load::LoadSpec, String> {
+    let spec: punctual_load::LoadSpec = s.parse()?;
+    let cpus: Vec<usize> = spec
+        .items
+        .iter()
+        .flat_map(|i| i.cpus.clone().unwrap_or_default())
+        .collect();
+    punctual_rt::affinity::check_online(&cpus).map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
 /// `off`, `0`, or a duration (rounded down to whole microseconds).
 pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
     match s {

@@ -55,9 +55,9 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Trace(a) => cmd::trace::run(a, env),
         Command::Simulate(a) => cmd::simulate::run(*a, env),
         Command::Run(a) => cmd::run::run(a, env),
-        Command::Plan(a) => cmd::run::plan_cmd(a),
+        Command::Plan(a) => cmd::run::plan_cmd(a, env),
         Command::Shield(a) => cmd::shield::run(a, env),
-        Command::InstallLib(a) => cmd::install_lib::run(a),
+        Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),
     }
 }

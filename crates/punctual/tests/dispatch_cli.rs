@@ -443,14 +443,29 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
     assert!(
         prefix.join("include/punctual.h").exists() && prefix.join("lib/libpunctual.so").exists()
     );
+    // The flags come from the installed punctual.pc alone (its Libs carry the run path, so the
+    // program starts without LD_LIBRARY_PATH), read as pkg-config would substitute them.
+    let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/punctual.pc")).unwrap();
+    let var = |k: &str| {
+        pc.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .unwrap_or_else(|| panic!("{k} in {pc}"))
+            .trim()
+            .replace("${prefix}", &prefix.display().to_string())
+    };
+    let libdir = var("libdir=");
+    let flags = format!("{} {}", var("Cflags:"), var("Libs:"))
+        .replace(
+            "${includedir}",
+            &prefix.join("include").display().to_string(),
+        )
+        .replace("${libdir}", &libdir);
+    assert!(flags.contains("-Wl,-rpath,"), "{flags}");
     let bin = t.path().join("periodic");
     let st = Std::new("gcc")
         .arg("-O2")
-        .arg(format!("-I{}", prefix.join("include").display()))
         .arg(repo().join("examples/c/periodic.c"))
-        .arg(format!("-L{}", prefix.join("lib").display()))
-        .arg("-lpunctual")
-        .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+        .args(flags.split_whitespace())
         .arg("-o")
         .arg(&bin)
         .status()
@@ -512,6 +527,35 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
     );
     let cs: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
     assert_eq!(cs["mode"], "wake client");
+
+    // A library that is not there is a usage error; --uninstall removes exactly what was installed.
+    let o = punctual()
+        .args([
+            "install-lib",
+            "--from",
+            "/nonexistent/libpunctual.so",
+            "--prefix",
+        ])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::write(prefix.join("lib/other.so"), b"not ours").unwrap();
+    let o = punctual()
+        .args(["install-lib", "--uninstall", "--prefix"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("removed 3 file(s)"));
+    for f in [
+        "lib/libpunctual.so",
+        "include/punctual.h",
+        "lib/pkgconfig/punctual.pc",
+    ] {
+        assert!(!prefix.join(f).exists(), "{f} left behind");
+    }
+    assert!(prefix.join("lib/other.so").exists());
 }
 
 #[test]

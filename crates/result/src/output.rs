@@ -81,10 +81,13 @@ impl Output {
     /// Write everything at once (atomically for files).
     pub fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
+            // A reader that went away (`| head`) wanted no more: that is not a failure.
             Output::Stdout => {
                 let mut out = std::io::stdout().lock();
-                out.write_all(bytes)?;
-                out.flush()
+                match out.write_all(bytes).and_then(|_| out.flush()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                    r => r,
+                }
             }
             Output::File(path) => write_atomic(path, bytes),
         }

@@ -60,21 +60,31 @@ impl Live {
         }
     }
 
-    /// Draw `spec` on stderr until `finish` (or drop).
+    /// Draw `spec` on stderr until `finish` (or drop). One draw per 250 ms tick: the figures are
+    /// read by the style when it draws, so updating them never draws on its own (indicatif's own
+    /// limiter lets bursts through).
     pub fn start(prefix: impl Into<String>, spec: LiveSpec) -> Live {
         let done = Arc::new(AtomicBool::new(false));
+        let figures = Arc::new(std::sync::Mutex::new(String::new()));
         let bar = indicatif::ProgressBar::with_draw_target(
             spec.total,
             indicatif::ProgressDrawTarget::stderr_with_hz(4),
         );
         let template = if spec.total.is_some() {
-            "{prefix} [{bar:30}] {elapsed}/{duration} {msg}"
+            "{prefix} [{bar:30}] {elapsed}/{duration} {figures}"
         } else {
-            "{prefix} {elapsed} {msg}"
+            "{prefix} {elapsed} {figures}"
         };
+        let shown = figures.clone();
         bar.set_style(
             indicatif::ProgressStyle::with_template(template)
                 .expect("static template")
+                .with_key(
+                    "figures",
+                    move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = w.write_str(&shown.lock().map(|f| f.clone()).unwrap_or_default());
+                    },
+                )
                 .progress_chars("=> "),
         );
         bar.set_prefix(prefix.into());
@@ -83,8 +93,10 @@ impl Live {
             std::thread::spawn(move || {
                 while !done.load(Ordering::Relaxed) {
                     let (at, msg) = poll();
+                    if let Ok(mut f) = figures.lock() {
+                        *f = msg;
+                    }
                     bar.set_position(at);
-                    bar.set_message(msg);
                     std::thread::sleep(std::time::Duration::from_millis(250));
                 }
             })

@@ -18,7 +18,7 @@ pub const MAX_DURATION: Ns = 100_000 * NS_PER_S;
 /// The longest quantum: an hour (Linux 2.4's longest was a few hundred milliseconds).
 pub const MAX_QUANTUM: Ns = 3_600 * NS_PER_S;
 /// The most one interrupt, switch or timer overshoot may cost: a second (the seeds measure
-/// microseconds).
+/// microseconds; larger costs would carry the engine's timestamps past u64, issue 18's fuzzing).
 pub const MAX_COST: Ns = NS_PER_S;
 
 /// How clock interrupts and timers work.
@@ -404,6 +404,22 @@ impl RunConfig {
                     format_ns(MAX_DURATION)
                 ),
             ));
+        }
+        for (flag, cost) in [
+            ("--irq-cost", self.costs.irq_direct),
+            ("--irq-indirect", self.costs.irq_indirect),
+            ("--switch-cost", self.costs.switch),
+        ] {
+            if cost > MAX_COST {
+                return Err(SimError::invalid(
+                    flag,
+                    format!(
+                        "{} is longer than the limit of {}; costs are microseconds, e.g. 2us",
+                        format_ns(cost),
+                        format_ns(MAX_COST)
+                    ),
+                ));
+            }
         }
         if self.costs.irq() >= self.tick_ns() {
             return Err(SimError::invalid(

@@ -18,8 +18,12 @@ pub struct Recorder {
     count: u64,
     min: u64,
     max: u64,
+    /// Exact: a sum of fewer than 2^64 u64 samples is below 2^128.
     sum: u128,
+    /// Exact sum of squares, 192 bits wide: `sum_sq_hi * 2^128 + sum_sq`. One square of a u64 fits
+    /// u128, two may not; fewer than 2^64 of them always fit 192 bits.
     sum_sq: u128,
+    sum_sq_hi: u64,
     within: [u64; WITHIN_NS.len()],
     missed_periods: u64,
     woke_late: u64,
@@ -42,6 +46,7 @@ impl Recorder {
             max: 0,
             sum: 0,
             sum_sq: 0,
+            sum_sq_hi: 0,
             within: [0; WITHIN_NS.len()],
             missed_periods: 0,
             woke_late: 0,
@@ -52,26 +57,38 @@ impl Recorder {
     #[inline]
     pub fn record(&mut self, ns: u64) {
         self.hist.saturating_record(ns);
-        self.count += 1;
+        self.count = self.count.saturating_add(1);
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
-        self.sum += ns as u128;
-        self.sum_sq += (ns as u128) * (ns as u128);
+        // Saturating only matters after merging crafted stored summaries; recorded samples alone
+        // cannot reach the bound.
+        self.sum = self.sum.saturating_add(ns as u128);
+        self.add_sq(0, (ns as u128) * (ns as u128));
         for (c, &t) in self.within.iter_mut().zip(WITHIN_NS.iter()) {
-            *c += (ns <= t) as u64;
+            *c = c.saturating_add((ns <= t) as u64);
         }
+    }
+
+    #[inline]
+    fn add_sq(&mut self, hi: u64, lo: u128) {
+        let (lo, carry) = self.sum_sq.overflowing_add(lo);
+        self.sum_sq = lo;
+        self.sum_sq_hi = self
+            .sum_sq_hi
+            .saturating_add(hi)
+            .saturating_add(carry as u64);
     }
 
     /// Count `n` periods whose release had already passed (never silently skipped).
     #[inline]
     pub fn add_missed(&mut self, n: u64) {
-        self.missed_periods += n;
+        self.missed_periods = self.missed_periods.saturating_add(n);
     }
 
     /// Count a wake-up that arrived after its target.
     #[inline]
     pub fn add_woke_late(&mut self) {
-        self.woke_late += 1;
+        self.woke_late = self.woke_late.saturating_add(1);
     }
 
     pub fn count(&self) -> u64 {
@@ -98,16 +115,17 @@ impl Recorder {
         self.hist
             .add(&other.hist)
             .map_err(|e| MergeError(format!("{e:?}")))?;
-        self.count += other.count;
+        // Saturating: recorders rebuilt from stored (possibly crafted) summaries can hold any counts.
+        self.count = self.count.saturating_add(other.count);
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
-        self.sum += other.sum;
-        self.sum_sq += other.sum_sq;
+        self.sum = self.sum.saturating_add(other.sum);
+        self.add_sq(other.sum_sq_hi, other.sum_sq);
         for (a, b) in self.within.iter_mut().zip(other.within.iter()) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
-        self.missed_periods += other.missed_periods;
-        self.woke_late += other.woke_late;
+        self.missed_periods = self.missed_periods.saturating_add(other.missed_periods);
+        self.woke_late = self.woke_late.saturating_add(other.woke_late);
         Ok(())
     }
 
@@ -126,6 +144,10 @@ impl Recorder {
             summary.within.us1000,
         ]
         .map(|f| (f * n).round() as u64);
+        // Float to integer casts saturate: a crafted summary gives large sums, never a panic.
+        let sq = (var + mean * mean) * n;
+        let hi = (sq / TWO_128).floor();
+        let (sum_sq_hi, sum_sq) = (hi as u64, (sq - hi * TWO_128).max(0.0) as u128);
         Recorder {
             hist,
             count: summary.count,
@@ -136,7 +158,8 @@ impl Recorder {
             },
             max: summary.max,
             sum: (mean * n).round() as u128,
-            sum_sq: ((var + mean * mean) * n).round() as u128,
+            sum_sq,
+            sum_sq_hi,
             within,
             missed_periods: summary.missed_periods,
             woke_late: summary.woke_late,
@@ -150,37 +173,72 @@ impl Recorder {
         }
         let n = self.count as u128;
         let mean = self.sum as f64 / self.count as f64;
-        // n*sum_sq - sum^2 is exact in u128 unless samples are hours long in their millions.
-        let var = match n
-            .checked_mul(self.sum_sq)
-            .and_then(|a| a.checked_sub(self.sum * self.sum))
-        {
-            Some(num) => num as f64 / (n * n) as f64,
-            None => (self.sum_sq as f64 / self.count as f64 - mean * mean).max(0.0),
+        // n*sum_sq - sum^2, exact: in u128 for everyday data, in 256 bits for samples hours long in
+        // their millions (or near u64::MAX).
+        let exact = (self.sum_sq_hi == 0)
+            .then(|| n.checked_mul(self.sum_sq))
+            .flatten()
+            .zip(self.sum.checked_mul(self.sum))
+            .map(|(a, b)| a.checked_sub(b).map(|num| num as f64));
+        let var = match exact {
+            Some(Some(num)) => num / (n * n) as f64,
+            // Sums rebuilt from a stored summary's rounded mean and deviation can disagree slightly.
+            Some(None) => (self.sum_sq as f64 / self.count as f64 - mean * mean).max(0.0),
+            None => {
+                wide::variance_numerator(self.count, self.sum_sq_hi, self.sum_sq, self.sum)
+                    / (n * n) as f64
+            }
         };
         (mean, var.sqrt())
+    }
+
+    /// The mean rounded to the nearest ns (halves up), in integers: exact for any samples.
+    fn rounded_mean(&self) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let n = self.count as u128;
+        let (q, r) = (self.sum / n, self.sum % n);
+        // r < n < 2^64, so 2r cannot overflow; q <= u64::MAX unless sums were saturated.
+        u64::try_from(q + (2 * r >= n) as u128).unwrap_or(u64::MAX)
     }
 
     /// Nearest-rank value at `milli_percent` (e.g. 99_999 for 99.999 %), from the histogram, clamped
     /// to the exact min and max.
     pub fn percentile(&self, milli_percent: u64) -> u64 {
+        self.percentiles_of([milli_percent])[0]
+    }
+
+    /// Several percentiles in one pass over the histogram (each pass walks up to the maximum's
+    /// bucket: tens of thousands of counts).
+    pub fn percentiles_of<const N: usize>(&self, milli_percents: [u64; N]) -> [u64; N] {
+        let mut out = [self.max; N];
         if self.count == 0 {
-            return 0;
+            return [0; N];
         }
-        let rank = nearest_rank_index(self.count, milli_percent);
+        let ranks = milli_percents.map(|mp| nearest_rank_index(self.count, mp));
+        let mut order: [usize; N] = std::array::from_fn(|i| i);
+        order.sort_unstable_by_key(|&i| ranks[i]);
+        let mut next = 0;
         let mut seen = 0u64;
         for v in self.hist.iter_recorded() {
-            seen += v.count_at_value();
-            if seen >= rank {
-                let value = self.hist.highest_equivalent(v.value_iterated_to());
-                if value >= self.hist.highest_equivalent(HIGHEST_NS) {
-                    // Saturated bucket: the samples there are an hour or more; max is the honest bound.
-                    return self.max;
-                }
-                return value.clamp(self.min, self.max);
+            if next == N {
+                break;
+            }
+            seen = seen.saturating_add(v.count_at_value());
+            let value = self.hist.highest_equivalent(v.value_iterated_to());
+            // Saturated bucket: the samples there are an hour or more; max is the honest bound.
+            let value = if value >= self.hist.highest_equivalent(HIGHEST_NS) {
+                self.max
+            } else {
+                value.clamp(self.min, self.max)
+            };
+            while next < N && seen >= ranks[order[next]] {
+                out[order[next]] = value;
+                next += 1;
             }
         }
-        self.max
+        out
     }
 
     /// Fraction of samples at or below `threshold_ns`, read from the histogram (exact for KURT's
@@ -193,14 +251,14 @@ impl Recorder {
             .hist
             .iter_recorded()
             .take_while(|v| v.value_iterated_to() <= threshold_ns)
-            .map(|v| v.count_at_value())
-            .sum();
+            .fold(0u64, |c, v| c.saturating_add(v.count_at_value()));
         c as f64 / self.count as f64
     }
 
     pub fn summary(&self) -> Summary {
-        let (mean, stddev) = self.moments();
-        let p = |mp| self.percentile(mp);
+        let (_, stddev) = self.moments();
+        let [p50, p90, p95, p99, p99_9, p99_99, p99_999] =
+            self.percentiles_of(PERCENTILES.map(|(_, mp)| mp));
         let frac = |c: u64| {
             if self.count == 0 {
                 0.0
@@ -209,19 +267,19 @@ impl Recorder {
             }
         };
         let percentiles = Percentiles {
-            p50: p(PERCENTILES[0].1),
-            p90: p(PERCENTILES[1].1),
-            p95: p(PERCENTILES[2].1),
-            p99: p(PERCENTILES[3].1),
-            p99_9: p(PERCENTILES[4].1),
-            p99_99: p(PERCENTILES[5].1),
-            p99_999: p(PERCENTILES[6].1),
+            p50,
+            p90,
+            p95,
+            p99,
+            p99_9,
+            p99_99,
+            p99_999,
         };
         Summary {
             count: self.count,
             min: self.min().unwrap_or(0),
             max: self.max,
-            mean: mean.round() as u64,
+            mean: self.rounded_mean(),
             stddev: stddev.round() as u64,
             median: percentiles.p50,
             percentiles,
@@ -235,6 +293,91 @@ impl Recorder {
             missed_periods: self.missed_periods,
             woke_late: self.woke_late,
         }
+    }
+}
+
+const TWO_128: f64 = 340_282_366_920_938_463_463_374_607_431_768_211_456.0;
+
+/// 256-bit integer arithmetic for the variance of extreme samples, as four 64-bit limbs (least
+/// significant first).
+mod wide {
+    type U256 = [u64; 4];
+
+    fn add_at(x: &mut U256, at: usize, v: u128) {
+        let mut carry = v;
+        let mut i = at;
+        while carry != 0 && i < 4 {
+            let s = x[i] as u128 + (carry as u64) as u128;
+            x[i] = s as u64;
+            carry = (carry >> 64) + (s >> 64);
+            i += 1;
+        }
+    }
+
+    fn mul_128_by_64(a: u128, b: u64) -> U256 {
+        let mut out = [0; 4];
+        add_at(&mut out, 0, (a as u64) as u128 * b as u128);
+        add_at(&mut out, 1, (a >> 64) * b as u128);
+        out
+    }
+
+    fn square_128(a: u128) -> U256 {
+        let (hi, lo) = ((a >> 64) as u64 as u128, (a as u64) as u128);
+        let mut out = [0; 4];
+        add_at(&mut out, 0, lo * lo);
+        add_at(&mut out, 1, hi * lo);
+        add_at(&mut out, 1, hi * lo);
+        add_at(&mut out, 2, hi * hi);
+        out
+    }
+
+    /// `x - y`, or zero when `y > x`.
+    fn sub(x: U256, y: U256) -> U256 {
+        let mut out = [0; 4];
+        let mut borrow = false;
+        for i in 0..4 {
+            let (d, b1) = x[i].overflowing_sub(y[i]);
+            let (d, b2) = d.overflowing_sub(borrow as u64);
+            out[i] = d;
+            borrow = b1 || b2;
+        }
+        if borrow {
+            [0; 4]
+        } else {
+            out
+        }
+    }
+
+    fn to_f64(x: U256) -> f64 {
+        x.iter().rev().fold(0.0, |acc, &limb| {
+            acc * 18_446_744_073_709_551_616.0 + limb as f64
+        })
+    }
+
+    /// `n * (hi * 2^128 + lo) - sum^2` as a float.
+    pub(super) fn variance_numerator(n: u64, hi: u64, lo: u128, sum: u128) -> f64 {
+        let mut ns = mul_128_by_64(lo, n);
+        add_at(&mut ns, 2, hi as u128 * n as u128);
+        to_f64(sub(ns, square_128(sum)))
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn wide_arithmetic_is_exact() {
+        // (2^64 - 1)^2 = 2^128 - 2^65 + 1.
+        let m = u64::MAX as u128;
+        assert_eq!(square_128(m), [1, u64::MAX - 1, 0, 0]);
+        assert_eq!(square_128(u128::MAX), [1, 0, u64::MAX - 1, u64::MAX]);
+        assert_eq!(
+            mul_128_by_64(u128::MAX, u64::MAX),
+            [1, u64::MAX, u64::MAX - 1, 0]
+        );
+        assert_eq!(sub([0, 0, 1, 0], [1, 0, 0, 0]), [u64::MAX, u64::MAX, 0, 0]);
+        assert_eq!(sub([0; 4], [1, 0, 0, 0]), [0; 4]);
+        // Two samples of u64::MAX: n * sum_sq - sum^2 = 2 * 2 m^2 - (2m)^2 = 0.
+        let sq = m * m;
+        let (lo, carry) = sq.overflowing_add(sq);
+        assert_eq!(variance_numerator(2, carry as u64, lo, 2 * m), 0.0);
     }
 }
 
@@ -357,7 +500,99 @@ mod tests {
         assert_eq!(d.within, r.within);
     }
 
+    /// Reference moments of `base + offsets[i]`: the offsets are small, so f64 is exact enough, and
+    /// the mean is rounded half up in integers.
+    fn shifted_reference(base: u64, offsets: &[u64]) -> (u64, f64) {
+        let n = offsets.len() as u128;
+        let sum: u128 = offsets.iter().map(|&o| o as u128).sum();
+        let mean = base + (sum / n) as u64 + (2 * (sum % n) >= n) as u64;
+        let m = sum as f64 / n as f64;
+        let var = offsets.iter().map(|&o| (o as f64 - m).powi(2)).sum::<f64>() / n as f64;
+        (mean, var.sqrt())
+    }
+
+    #[test]
+    fn several_percentiles_in_one_pass_follow_the_asked_order() {
+        let r = rec(&(1..=1000).collect::<Vec<u64>>());
+        let s = r.summary();
+        assert_eq!(
+            r.percentiles_of([99_000, 50_000, 99_999, 50_000]),
+            [s.percentiles.p99, s.median, s.percentiles.p99_999, s.median]
+        );
+        assert_eq!((s.median, s.percentiles.p99), (500, 990));
+        assert_eq!(Recorder::new().percentiles_of([50_000]), [0]);
+    }
+
+    #[test]
+    fn statistics_overflow_many_u64_max_samples_are_exact() {
+        // Two squares of u64::MAX already overflow u128: this took the old sum of squares past it.
+        let mut r = Recorder::new();
+        for _ in 0..10_000 {
+            r.record(u64::MAX);
+        }
+        let s = r.summary();
+        assert_eq!((s.count, s.min, s.max), (10_000, u64::MAX, u64::MAX));
+        assert_eq!((s.mean, s.stddev), (u64::MAX, 0));
+        assert_eq!(s.percentiles.p99_999, u64::MAX);
+        // Half 0, half u64::MAX: mean 2^63 (rounded up from 2^63 - 0.5), stddev (2^64 - 1) / 2.
+        let mut r = rec(&[0, u64::MAX, 0, u64::MAX]);
+        let s = r.summary();
+        assert_eq!(s.mean, 1 << 63);
+        assert_eq!(s.stddev, (u64::MAX as f64 / 2.0) as u64);
+        // Merging two such recorders keeps every sum exact.
+        r.merge(&r.clone()).unwrap();
+        assert_eq!(r.summary().mean, 1 << 63);
+        assert_eq!(r.summary().count, 8);
+    }
+
+    #[test]
+    fn statistics_overflow_merging_crafted_summaries_saturates() {
+        // A stored document can claim anything; rebuilding and merging must not panic.
+        let mut big = rec(&[u64::MAX]).summary();
+        big.count = u64::MAX;
+        big.mean = u64::MAX;
+        big.stddev = u64::MAX;
+        big.missed_periods = u64::MAX;
+        let h = Recorder::new().histogram().clone();
+        let mut a = Recorder::from_summary(&big, h.clone());
+        a.merge(&Recorder::from_summary(&big, h)).unwrap();
+        a.record(u64::MAX);
+        a.add_woke_late();
+        let s = a.summary();
+        assert_eq!(s.count, u64::MAX);
+        assert_eq!(s.missed_periods, u64::MAX);
+        assert_eq!(s.max, u64::MAX);
+    }
+
     proptest! {
+        #[test]
+        fn statistics_overflow_extreme_samples_give_exact_moments(
+            base in prop_oneof![Just(0u64), Just(HIGHEST_NS), Just(1u64 << 63), Just(u64::MAX - (1 << 20))],
+            offsets in proptest::collection::vec(0u64..1 << 20, 1..400),
+        ) {
+            let values: Vec<u64> = offsets.iter().map(|&o| base + o).collect();
+            let s = rec(&values).summary();
+            let (mean, sd) = shifted_reference(base, &offsets);
+            prop_assert_eq!(s.mean, mean);
+            prop_assert!((s.stddev as f64 - sd).abs() <= 0.5 + sd * 1e-9, "stddev {} against {sd}", s.stddev);
+            prop_assert_eq!(s.max, *values.iter().max().unwrap());
+            prop_assert_eq!(s.min, *values.iter().min().unwrap());
+        }
+
+        #[test]
+        fn statistics_overflow_merge_at_the_extremes_equals_one_recorder(
+            a in proptest::collection::vec(prop_oneof![Just(u64::MAX), Just(0u64), (u64::MAX - 1000)..=u64::MAX, 0u64..u64::MAX], 0..200),
+            b in proptest::collection::vec(prop_oneof![Just(u64::MAX), (u64::MAX - 1000)..=u64::MAX], 0..200),
+        ) {
+            let mut merged = rec(&a);
+            merged.merge(&rec(&b)).unwrap();
+            let all: Vec<u64> = a.iter().chain(b.iter()).copied().collect();
+            prop_assert_eq!(merged.summary(), rec(&all).summary());
+            let mut twice = merged.clone();
+            twice.merge(&merged).unwrap();
+            prop_assert_eq!(twice.summary().mean, merged.summary().mean);
+        }
+
         #[test]
         fn percentiles_within_a_tenth_of_a_percent_of_exact(
             mut values in proptest::collection::vec(0u64..5_000_000_000, 1..2000)

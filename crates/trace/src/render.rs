@@ -114,6 +114,27 @@ pub fn summary_table(a: &Analysis, trace: &TraceData) -> Table {
             ),
         ]);
     }
+    let backwards = a.backwards_timestamps + trace.integrity.backwards_timestamps;
+    if backwards + trace.integrity.out_of_window > 0 {
+        t.row([
+            "clock anomalies".to_string(),
+            format!(
+                "{backwards} timestamps before their CPU's previous one (put in time order), \
+                 {} events outside the recording (dropped)",
+                trace.integrity.out_of_window
+            ),
+        ]);
+    }
+    if a.unmeasured_sources > 0 {
+        t.row([
+            "unmeasured handlers".to_string(),
+            format!(
+                "{} runs of sources beyond the first {} (a damaged or crafted trace)",
+                a.unmeasured_sources,
+                crate::analyze::MAX_SOURCES
+            ),
+        ]);
+    }
     if a.inferred_switch_ins > 0 {
         t.row([
             "switch-ins from idle".to_string(),
@@ -146,11 +167,21 @@ pub fn summary_table(a: &Analysis, trace: &TraceData) -> Table {
 }
 
 pub fn tasks_table(a: &Analysis, stats: &[GroupStats], o: &ReportOptions) -> Table {
+    let mut t = tasks_header(o);
+    let w = a.window_ns();
+    for s in stats.iter().take(o.top) {
+        t.row(task_row(s, w));
+    }
+    tasks_notes(&mut t, stats.len(), o);
+    t
+}
+
+fn tasks_header(o: &ReportOptions) -> Table {
     let who = match o.by {
         GroupBy::Process => "process",
         GroupBy::Thread => "thread",
     };
-    let mut t = Table::new(&[
+    Table::new(&[
         who,
         "CPU",
         "quanta",
@@ -163,62 +194,72 @@ pub fn tasks_table(a: &Analysis, stats: &[GroupStats], o: &ReportOptions) -> Tab
         "p99",
         "max",
     ])
-    .titled("Effective quanta (switch-in to switch-out) and wake-up latency (waking to running)");
-    let w = a.window_ns();
-    for s in stats.iter().take(o.top) {
-        let q = &s.quanta;
-        let wk = &s.wakeup;
-        let qn = q.count();
-        let f = |r: &Recorder, p: u64| {
-            if r.count() == 0 {
-                "-".into()
-            } else {
-                format_ns(r.percentile(p))
-            }
-        };
-        t.row([
-            s.label.clone(),
-            pct(s.cpu_share(w)),
-            qn.to_string(),
-            format!("{:.2}", s.quanta_per_second(w)),
-            f(q, 50_000),
-            f(q, 99_000),
-            q.max().map_or("-".into(), format_ns),
-            if qn == 0 {
-                "-".into()
-            } else {
-                pct(s.preempted as f64 / qn as f64)
-            },
-            f(wk, 50_000),
-            f(wk, 99_000),
-            wk.max().map_or("-".into(), format_ns),
-        ]);
-    }
-    if stats.len() > o.top {
-        t.note(format!("{} more (--top N shows more)", stats.len() - o.top));
+    .titled("Effective quanta (switch-in to switch-out) and wake-up latency (waking to running)")
+}
+
+fn tasks_notes(t: &mut Table, groups: usize, o: &ReportOptions) {
+    if groups > o.top {
+        t.note(format!("{} more (--top N shows more)", groups - o.top));
     }
     t.note(
         "CPU: share of one CPU over the window. Quanta: runs whose start and end were both traced.",
     );
-    t
+}
+
+fn task_row(s: &GroupStats, w: u64) -> Vec<String> {
+    let q = &s.quanta;
+    let wk = &s.wakeup;
+    let qn = q.count();
+    let f = |r: &Recorder, p: u64| {
+        if r.count() == 0 {
+            "-".into()
+        } else {
+            format_ns(r.percentile(p))
+        }
+    };
+    vec![
+        s.label.clone(),
+        pct(s.cpu_share(w)),
+        qn.to_string(),
+        format!("{:.2}", s.quanta_per_second(w)),
+        f(q, 50_000),
+        f(q, 99_000),
+        q.max().map_or("-".into(), format_ns),
+        if qn == 0 {
+            "-".into()
+        } else {
+            pct(s.preempted as f64 / qn as f64)
+        },
+        f(wk, 50_000),
+        f(wk, 99_000),
+        wk.max().map_or("-".into(), format_ns),
+    ]
 }
 
 pub fn billing_table(stats: &[GroupStats], o: &ReportOptions) -> Table {
+    let mut t = billing_header(o);
+    for s in stats.iter().take(o.top) {
+        t.row(billing_row(s));
+    }
+    t
+}
+
+fn billing_header(o: &ReportOptions) -> Table {
     let mut header = vec!["task".to_string(), "CPU time".to_string()];
     header.extend(o.hz.iter().map(|h| format!("billing @{h}Hz")));
     header.extend(o.hz.iter().map(|h| format!("missed @{h}Hz")));
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut t = Table::new(&hdr).titled(format!(
+    Table::new(&hdr).titled(format!(
         "Billing by a virtual tick (phase {}): billed time / consumed time, and quanta never billed (Etsion Table 3)",
         format_ns(o.phase_ns)
-    ));
-    for s in stats.iter().take(o.top) {
-        let mut row = vec![s.label.clone(), format_ns(s.cpu_ns)];
-        row.extend(s.billing.iter().map(|b| opt_ratio(b.ratio())));
-        row.extend(s.billing.iter().map(|b| opt_pct(b.missed_fraction())));
-        t.row(row);
-    }
-    t
+    ))
+}
+
+fn billing_row(s: &GroupStats) -> Vec<String> {
+    let mut row = vec![s.label.clone(), format_ns(s.cpu_ns)];
+    row.extend(s.billing.iter().map(|b| opt_ratio(b.ratio())));
+    row.extend(s.billing.iter().map(|b| opt_pct(b.missed_fraction())));
+    row
 }
 
 pub fn sources_table(a: &Analysis) -> Table {
@@ -344,34 +385,43 @@ pub fn series(a: &Analysis, stats: &[GroupStats], o: &ReportOptions) -> Vec<Seri
     let w = a.window_ns();
     let mut out = Vec::new();
     for s in stats {
-        let billing: Vec<Value> = s
-            .billing
-            .iter()
-            .map(|b| {
-                json!({"hz": b.hz, "phase_ns": b.phase_ns, "ticks": b.ticks, "billed_ns": b.billed_ns(),
-                       "consumed_ns": b.consumed_ns, "ratio": b.ratio(), "quanta": b.quanta,
-                       "missed_quanta": b.missed_quanta, "missed_fraction": b.missed_fraction()})
-            })
-            .collect();
-        out.push(
-            Series::from_recorder(&s.label, kind::EFFECTIVE_QUANTUM, None, &s.quanta)
-                .with("task", s.key)
-                .with("threads", s.threads as u64)
-                .with("cpu_ns", s.cpu_ns)
-                .with("cpu_share", s.cpu_share(w))
-                .with("quanta_per_second", s.quanta_per_second(w))
-                .with("preempted", s.preempted)
-                .with("blocked", s.blocked)
-                .with("billing", billing),
-        );
-        if s.wakeup.count() > 0 {
-            out.push(
-                Series::from_recorder(&s.label, kind::WAKEUP_LATENCY, None, &s.wakeup)
-                    .with("task", s.key),
-            );
-        }
+        group_series(&mut out, s, w);
     }
     let _ = o;
+    source_series(&mut out, a);
+    out
+}
+
+fn group_series(out: &mut Vec<Series>, s: &GroupStats, w: u64) {
+    let billing: Vec<Value> = s
+        .billing
+        .iter()
+        .map(|b| {
+            json!({"hz": b.hz, "phase_ns": b.phase_ns, "ticks": b.ticks, "billed_ns": b.billed_ns(),
+                   "consumed_ns": b.consumed_ns, "ratio": b.ratio(), "quanta": b.quanta,
+                   "missed_quanta": b.missed_quanta, "missed_fraction": b.missed_fraction()})
+        })
+        .collect();
+    out.push(
+        Series::from_recorder(&s.label, kind::EFFECTIVE_QUANTUM, None, &s.quanta)
+            .with("task", s.key)
+            .with("threads", s.threads as u64)
+            .with("cpu_ns", s.cpu_ns)
+            .with("cpu_share", s.cpu_share(w))
+            .with("quanta_per_second", s.quanta_per_second(w))
+            .with("preempted", s.preempted)
+            .with("blocked", s.blocked)
+            .with("billing", billing),
+    );
+    if s.wakeup.count() > 0 {
+        out.push(
+            Series::from_recorder(&s.label, kind::WAKEUP_LATENCY, None, &s.wakeup)
+                .with("task", s.key),
+        );
+    }
+}
+
+fn source_series(out: &mut Vec<Series>, a: &Analysis) {
     for s in a.sources.values() {
         let kind = match s.source.context() {
             "hardirq" => kind::IRQ_DURATION,
@@ -383,7 +433,6 @@ pub fn series(a: &Analysis, stats: &[GroupStats], o: &ReportOptions) -> Vec<Seri
                 .with("subsystem", s.category.name()),
         );
     }
-    out
 }
 
 /// Effective-quantum CDFs of the busiest groups (Etsion Fig. 6's shape), x in microseconds.
@@ -394,6 +443,10 @@ pub fn quanta_cdf(stats: &[GroupStats], n: usize) -> Option<String> {
         .take(n)
         .map(|s| cdf_line(&s.label, &s.quanta))
         .collect();
+    quanta_plot(&lines)
+}
+
+fn quanta_plot(lines: &[Line]) -> Option<String> {
     if lines.is_empty() {
         return None;
     }
@@ -401,7 +454,7 @@ pub fn quanta_cdf(stats: &[GroupStats], n: usize) -> Option<String> {
         "Effective quantum (CDF)",
         "effective quantum (us)",
         "fraction of quanta",
-        &lines,
+        lines,
         true,
         false,
     )
@@ -440,14 +493,65 @@ pub fn irq_figure(a: &Analysis) -> Option<String> {
     punctual_plot::percentile_plot("Hard interrupt handler durations per subsystem", &named).ok()
 }
 
-/// Everything for `punctual trace analyze`.
+/// Everything for `punctual trace analyze`, the result document's series included.
 pub fn report(a: &Analysis, trace: &TraceData, o: &ReportOptions) -> Report {
-    let stats = ranked(a, o);
-    let mut tables = vec![
-        summary_table(a, trace),
-        tasks_table(a, &stats, o),
-        billing_table(&stats, o),
-    ];
+    report_with(a, trace, o, true)
+}
+
+/// Quanta CDF lines in the figure.
+const CDF_LINES: usize = 6;
+
+/// Everything for `punctual trace analyze`; `with_series`: build the result document's series, one
+/// per group and source (only an export needs them: `report.series` is empty otherwise).
+///
+/// Groups are ranked by CPU time first, then their statistics are built one at a time, turned into
+/// table rows, figure lines and series, and dropped: memory follows the rows shown, not the number
+/// of processes in the trace (a group's histograms take about half a megabyte).
+pub fn report_with(
+    a: &Analysis,
+    trace: &TraceData,
+    o: &ReportOptions,
+    with_series: bool,
+) -> Report {
+    let groups = a.groups(o.by);
+    let mut order: Vec<(u64, i32, usize)> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (a.cpu_ns(g), g.key, i))
+        .collect();
+    order.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    let w = a.window_ns();
+    let mut tasks = tasks_header(o);
+    let mut billing = billing_header(o);
+    let mut cdf = Vec::new();
+    let mut series = Vec::new();
+    for (rank, &(_, _, i)) in order.iter().enumerate() {
+        let shown = rank < o.top;
+        let g = &groups[i];
+        let wants_line = cdf.len() < CDF_LINES && a.runs(g).any(|r| r.whole);
+        if !(shown || with_series || wants_line) {
+            if cdf.len() < CDF_LINES {
+                continue;
+            }
+            break;
+        }
+        let s = a.stats(g, &o.hz, o.phase_ns);
+        if shown {
+            tasks.row(task_row(&s, w));
+            billing.row(billing_row(&s));
+        }
+        if cdf.len() < CDF_LINES && s.quanta.count() > 0 {
+            cdf.push(cdf_line(&s.label, &s.quanta));
+        }
+        if with_series {
+            group_series(&mut series, &s, w);
+        }
+    }
+    tasks_notes(&mut tasks, groups.len(), o);
+    if with_series {
+        source_series(&mut series, a);
+    }
+    let mut tables = vec![summary_table(a, trace), tasks, billing];
     if !a.sources.is_empty() {
         tables.push(sources_table(a));
         tables.push(kurt_table(a));
@@ -477,7 +581,7 @@ pub fn report(a: &Analysis, trace: &TraceData, o: &ReportOptions) -> Report {
         "lost": trace.trailer.as_ref().map(|t| serde_json::to_value(&t.lost).unwrap_or(Value::Null)),
     }));
     let mut figures = Vec::new();
-    if let Some(svg) = quanta_cdf(&stats, 6) {
+    if let Some(svg) = quanta_plot(&cdf) {
         figures.push(("trace-quanta-cdf".to_string(), svg));
     }
     if let Some(svg) = irq_figure(a) {
@@ -485,7 +589,7 @@ pub fn report(a: &Analysis, trace: &TraceData, o: &ReportOptions) -> Report {
     }
     Report {
         tables,
-        series: series(a, &stats, o),
+        series,
         extra,
         figures,
         timeline: tl,

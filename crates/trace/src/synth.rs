@@ -195,3 +195,97 @@ fn pids_of(k: &EventKind) -> Vec<i32> {
         _ => vec![],
     }
 }
+
+/// A busy machine's trace: `processes` short-lived processes, one after another on each of `cpus`
+/// CPUs over `duration_ns`, each created, run three times (woken, preempted, blocked) and exited;
+/// every fourth has a second thread. Each CPU also takes a local-timer vector every 4 ms and a
+/// device interrupt every 10 ms. The analysis of this trace must not grow with the number of
+/// processes faster than the trace itself does (issue 18).
+pub fn short_processes(processes: u32, cpus: u32, duration_ns: u64) -> Synth {
+    use crate::event::Vector;
+    const US: u64 = 1_000;
+    let cpus = cpus.max(1);
+    let per_cpu = processes.div_ceil(cpus).max(1) as u64;
+    let slot = duration_ns / (per_cpu + 1);
+    assert!(
+        slot >= 600 * US,
+        "{processes} processes do not fit in {duration_ns} ns on {cpus} CPUs (600 us each)"
+    );
+    let start = 1_000_000_000;
+    let mut s =
+        Synth::new(cpus, start, start + duration_ns).irq(24, "virtio1-req.0", Some("virtio_blk"));
+    for i in 0..processes {
+        let pid = 1000 + 2 * i as i32;
+        s = s.task(pid, pid, &format!("short-{i}"));
+        if i % 4 == 0 {
+            s = s.task(pid + 1, pid, &format!("short-{i}-t"));
+        }
+    }
+    for i in 0..processes {
+        let cpu = i % cpus;
+        let t = start + (i / cpus) as u64 * slot + 50 * US;
+        let pid = 1000 + 2 * i as i32;
+        s.event(
+            t,
+            cpu,
+            EventKind::WakeupNew {
+                pid,
+                prio: 120,
+                target_cpu: cpu as i32,
+            },
+        );
+        s.switch(t + 10 * US, cpu, 0, 0, pid);
+        if i % 4 == 0 {
+            let tid = pid + 1;
+            s.event(
+                t + 30 * US,
+                cpu,
+                EventKind::WakeupNew {
+                    pid: tid,
+                    prio: 120,
+                    target_cpu: cpu as i32,
+                },
+            );
+            s.switch(t + 40 * US, cpu, pid, PREEMPTED, tid);
+            s.event(t + 60 * US, cpu, EventKind::Exit { pid: tid });
+            s.switch(t + 65 * US, cpu, tid, 0x10, pid);
+        }
+        s.switch(t + 100 * US, cpu, pid, SLEEPING, 0);
+        s.waking(t + 200 * US, cpu, pid);
+        s.switch(t + 215 * US, cpu, 0, 0, pid);
+        s.switch(t + 300 * US, cpu, pid, PREEMPTED, 0);
+        s.switch(t + 310 * US, cpu, 0, 0, pid);
+        s.event(t + 400 * US, cpu, EventKind::Exit { pid });
+        s.switch(t + 410 * US, cpu, pid, 0x10, 0);
+    }
+    for cpu in 0..cpus {
+        let mut t = start + 1_000 * US + 7 * US * cpu as u64;
+        while t + 10 * US < start + duration_ns {
+            s.span(
+                cpu,
+                t,
+                t + 3 * US,
+                EventKind::VectorEntry {
+                    vector: Vector::LocalTimer,
+                },
+                EventKind::VectorExit {
+                    vector: Vector::LocalTimer,
+                },
+            );
+            if (t - start) % (10_000 * US) < 4_000 * US {
+                s.span(
+                    cpu,
+                    t + 4 * US,
+                    t + 6 * US,
+                    EventKind::IrqEntry { irq: 24 },
+                    EventKind::IrqExit {
+                        irq: 24,
+                        handled: true,
+                    },
+                );
+            }
+            t += 4_000 * US;
+        }
+    }
+    s
+}

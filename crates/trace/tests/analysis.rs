@@ -345,3 +345,155 @@ fn a_switch_in_from_idle_the_kernel_did_not_record_is_placed_at_the_wakeup() {
         .iter()
         .any(|r| r.start == MS && r.end == 2 * MS + 1_000));
 }
+
+/// A trace file written event by event, in the order given (a damaged or crafted file can hold any).
+fn file_of(events: &[(u64, u32, EventKind)], end_ns: u64) -> Vec<u8> {
+    use punctual_trace::file::{Header, TraceWriter, Trailer};
+    let header = Header {
+        clock: "mono".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        start_ns: 1_000,
+        host: None,
+        cpus: vec![0, 1],
+        events: vec!["irq/irq_handler_entry".into()],
+        buffer_kb: 1024,
+        command: vec![],
+        target: None,
+    };
+    let mut w = TraceWriter::new(Vec::new(), &header).unwrap();
+    for (ts, cpu, kind) in events {
+        w.push(*cpu, *ts, kind).unwrap();
+    }
+    w.finish(&Trailer {
+        end_ns,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_backwards_timestamp_never_gives_a_584_year_irq_duration() {
+    let entry = EventKind::IrqEntry { irq: 5 };
+    let exit = EventKind::IrqExit {
+        irq: 5,
+        handled: true,
+    };
+    // The exit's delta steps back past zero: wrapped, it was 2^64 - 10 ns, stretching the window to
+    // 584 years and the handler with it.
+    let bytes = file_of(
+        &[
+            (5_000, 0, entry),
+            (6_000, 0, exit),
+            (7_000, 0, entry),
+            (u64::MAX - 10, 0, exit),
+        ],
+        10 * MS,
+    );
+    let t = punctual_trace::file::read_trace(&bytes).unwrap();
+    assert!(
+        t.integrity
+            .damage
+            .iter()
+            .any(|d| d.reason.contains("timestamp (out of range)")),
+        "{:?}",
+        t.integrity
+    );
+    assert!(t.events.iter().all(|e| e.ts < 10 * MS));
+    let a = analyze(&t);
+    assert_eq!(a.window, (1_000, 10 * MS));
+    let d = &a.sources[&Source::Irq(5)].durations;
+    assert_eq!((d.count(), d.max()), (1, Some(1_000)));
+
+    // A plain step back on one CPU (the exit before its entry) is counted and the events are put in
+    // time order: the exit is unmatched, no duration is taken backwards.
+    let bytes = file_of(&[(5_000, 1, entry), (4_000, 1, exit)], 10 * MS);
+    let t = punctual_trace::file::read_trace(&bytes).unwrap();
+    assert_eq!(t.integrity.backwards_timestamps, 1);
+    assert!(t.integrity.complete(), "a clock step is not damage");
+    let a = analyze(&t);
+    assert_eq!(a.unmatched_exits, 1);
+    assert!(!a.sources.contains_key(&Source::Irq(5)));
+    let text = punctual_trace::render::summary_table(&a, &t).render();
+    assert!(text.contains("clock anomalies"), "{text}");
+    assert!(
+        text.contains("1 timestamps before their CPU's previous one"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_event_far_outside_the_recording_is_dropped_and_counted() {
+    // 2^62 ns is a forward jump that does not wrap, yet would make the trace 146 years long.
+    let bytes = file_of(
+        &[
+            (5_000, 0, EventKind::IrqEntry { irq: 5 }),
+            (
+                1 << 62,
+                0,
+                EventKind::IrqExit {
+                    irq: 5,
+                    handled: true,
+                },
+            ),
+        ],
+        10 * MS,
+    );
+    let t = punctual_trace::file::read_trace(&bytes).unwrap();
+    assert_eq!(t.integrity.out_of_window, 1);
+    assert_eq!(t.events.len(), 1);
+    let a = analyze(&t);
+    assert_eq!(a.window_ns(), 10 * MS - 1_000);
+    assert!(a.sources.is_empty(), "the handler's end was not believed");
+    let text = punctual_trace::render::summary_table(&a, &t).render();
+    assert!(text.contains("1 events outside the recording"), "{text}");
+}
+
+#[test]
+fn events_out_of_time_order_are_skipped_not_subtracted() {
+    // A trace built in memory out of order (the reader sorts; other sources may not).
+    let mut s = Synth::new(1, 0, 10 * MS);
+    s.span(
+        0,
+        2 * MS,
+        3 * MS,
+        EventKind::IrqEntry { irq: 5 },
+        EventKind::IrqExit {
+            irq: 5,
+            handled: true,
+        },
+    );
+    let mut t = s.build();
+    t.events.swap(0, 1);
+    let a = analyze(&t);
+    assert_eq!(a.backwards_timestamps, 1);
+    assert_eq!(a.unmatched_exits, 1);
+    assert!(a.sources.is_empty());
+}
+
+#[test]
+fn a_trace_naming_a_new_hrtimer_in_every_event_gets_a_bounded_number_of_histograms() {
+    use punctual_trace::analyze::MAX_SOURCES;
+    let mut s = Synth::new(1, 0, 10 * MS);
+    let n = MAX_SOURCES as u64 + 10;
+    for f in 0..n {
+        s.span(
+            0,
+            f * 2_000,
+            f * 2_000 + 500,
+            EventKind::HrtimerEntry {
+                timer: f,
+                function: 0xffff_0000 + f,
+            },
+            EventKind::HrtimerExit { timer: f },
+        );
+    }
+    let t = s.build();
+    let a = analyze(&t);
+    assert_eq!(a.sources.len(), MAX_SOURCES);
+    assert_eq!(a.unmeasured_sources, 10);
+    let text = punctual_trace::render::summary_table(&a, &t).render();
+    assert!(
+        text.contains("10 runs of sources beyond the first 4096"),
+        "{text}"
+    );
+}

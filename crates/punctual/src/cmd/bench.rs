@@ -2,15 +2,15 @@
 //! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`; this module
 //! checks the flags.
 
-use crate::args::{duration, DmaLatency, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, DmaLatency, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
-use punctual_bench::measure::{AlarmBench, Bench};
+use punctual_bench::measure::{AlarmBench, Bench, Micro};
 use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};
 use punctual_latency::alarms::{AlarmConfig, AlarmWorkload, Mechanism};
 use punctual_load::LoadSpec;
 use punctual_result::Failure;
 use punctual_rt::Policy;
-use punctual_session::{drive, Env, Exit, Measurement};
+use punctual_session::{drive, Env, Exit};
 use punctual_time::format_ns;
 
 #[derive(Args, Debug)]
@@ -41,7 +41,7 @@ pub enum BenchCmd {
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// Background load while measuring: KIND[:N][@CPUS],... (cpu, sort, io, find, build, hackbench, mem).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
     pub load: Option<LoadSpec>,
     #[command(flatten)]
     pub out: OutputArgs,
@@ -270,10 +270,7 @@ fn nonzero(flag: &str, v: u64) -> Result<(), Failure> {
 }
 
 /// Drive one micro-measurement with the session `rt` asks for.
-fn go<C>(cfg: C, rt: &RtArgs, c: &Common, env: &Env) -> anyhow::Result<Exit>
-where
-    Bench<C>: Measurement,
-{
+fn go<C: Micro>(cfg: C, rt: &RtArgs, c: &Common, env: &Env) -> anyhow::Result<Exit> {
     let outputs = c.out.outputs()?;
     let mut m = Bench {
         cfg,

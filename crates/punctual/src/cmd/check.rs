@@ -1,6 +1,6 @@
 //! `punctual check`: the main job. The measurement is `punctual_latency::measure::Check`.
 
-use crate::args::{duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
@@ -17,7 +17,7 @@ pub struct CheckArgs {
     #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
     /// Load for the loaded phases (default: one cpu load per online CPU, and io:1).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
     pub load: Option<punctual_load::LoadSpec>,
     #[command(flatten)]
     pub rt: RtArgs,

@@ -47,7 +47,7 @@ pub fn run(cmd: ExperimentCmd, env: &Env) -> anyhow::Result<Exit> {
                     e.duration().to_string(),
                 ]);
             }
-            print!("{}", t.render());
+            env.show(&t.render(), false);
             Ok(Exit::Ok)
         }
         ExperimentCmd::Run(a) => run_one(a, env),

@@ -1,47 +1,102 @@
-//! `punctual install-lib --prefix DIR`: install libpunctual.so and punctual.h (SPEC section 4).
+//! `punctual install-lib --prefix DIR`: install libpunctual.so, punctual.h and punctual.pc (SPEC
+//! section 4), or remove them (`--uninstall`).
 
 use clap::Args;
 use punctual_result::Failure;
-use std::path::PathBuf;
+use punctual_session::{Env, Exit};
+use std::path::{Path, PathBuf};
 
 const HEADER: &str = include_str!("../../../libpunctual/include/punctual.h");
+const LIB: &str = "libpunctual.so";
 
 #[derive(Args, Debug)]
 pub struct InstallLibArgs {
     /// Install into PREFIX/lib and PREFIX/include (and PREFIX/lib/pkgconfig/punctual.pc).
     #[arg(long, value_name = "DIR")]
     pub prefix: PathBuf,
+    /// The libpunctual.so to install (default: next to this punctual binary, else in the cargo
+    /// target directory of the current directory).
+    #[arg(long, value_name = "FILE", conflicts_with = "uninstall")]
+    pub from: Option<PathBuf>,
+    /// Remove what install-lib installed under PREFIX instead.
+    #[arg(long)]
+    pub uninstall: bool,
 }
 
-/// libpunctual.so is built next to the punctual binary (same cargo target directory).
+/// libpunctual.so beside the binary (a build of the workspace), or in `./target` (the source tree
+/// after `cargo build --release -p punctual-libpunctual`, whatever installed the binary).
 fn find_library() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
+    let dir = exe.parent()?.to_path_buf();
     [
-        dir.join("libpunctual.so"),
-        dir.join("deps/libpunctual.so"),
-        dir.join("../lib/libpunctual.so"),
+        dir.join(LIB),
+        dir.join("deps").join(LIB),
+        dir.join("../lib").join(LIB),
+        PathBuf::from("target/release").join(LIB),
+        PathBuf::from("target/debug").join(LIB),
     ]
     .into_iter()
     .find(|p| p.is_file())
 }
 
-pub fn run(a: InstallLibArgs) -> anyhow::Result<punctual_session::Exit> {
-    let lib = find_library().ok_or_else(|| {
-        Failure::system("libpunctual.so is not next to this punctual binary; build it with `cargo build --release -p punctual-libpunctual` (or build the whole workspace)")
-    })?;
-    let libdir = a.prefix.join("lib");
-    let incdir = a.prefix.join("include");
-    let pcdir = libdir.join("pkgconfig");
-    for d in [&libdir, &incdir, &pcdir] {
-        std::fs::create_dir_all(d)
-            .map_err(|e| Failure::usage(format!("--prefix: creating {}: {e}", d.display())))?;
+struct Layout {
+    lib: PathBuf,
+    header: PathBuf,
+    pc: PathBuf,
+}
+
+fn layout(prefix: &Path) -> Layout {
+    Layout {
+        lib: prefix.join("lib").join(LIB),
+        header: prefix.join("include/punctual.h"),
+        pc: prefix.join("lib/pkgconfig/punctual.pc"),
     }
-    let dest = libdir.join("libpunctual.so");
+}
+
+pub fn run(a: InstallLibArgs, env: &Env) -> anyhow::Result<Exit> {
+    let at = layout(&a.prefix);
+    if a.uninstall {
+        let mut removed = 0;
+        for f in [&at.lib, &at.header, &at.pc] {
+            match std::fs::remove_file(f) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(Failure::system(format!("removing {}: {e}", f.display())).into())
+                }
+            }
+        }
+        env.show(
+            &format!(
+                "removed {removed} file(s) of libpunctual from {}\n",
+                a.prefix.display()
+            ),
+            false,
+        );
+        return Ok(Exit::Ok);
+    }
+    let lib = match &a.from {
+        Some(f) if f.is_file() => f.clone(),
+        Some(f) => {
+            return Err(Failure::usage(format!("--from {}: no such file", f.display())).into())
+        }
+        None => find_library().ok_or_else(|| {
+            Failure::system(format!(
+                "{LIB} is neither next to this punctual binary nor in ./target: in the source tree run \
+                 `cargo build --release -p punctual-libpunctual`, then run install-lib from there or \
+                 pass --from target/release/{LIB}"
+            ))
+        })?,
+    };
+    for d in [&at.lib, &at.header, &at.pc] {
+        let dir = d.parent().expect("a file under the prefix");
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::usage(format!("--prefix: creating {}: {e}", dir.display())))?;
+    }
     // Through punctual's one file writer: atomic, never through a link someone else planted, the
     // owner and mode of a library being replaced kept.
     let copy = || -> std::io::Result<()> {
-        let mut out = punctual_result::output::AtomicFile::create_mode(&dest, 0o755)?;
+        let mut out = punctual_result::output::AtomicFile::create_mode(&at.lib, 0o755)?;
         std::io::copy(&mut std::fs::File::open(&lib)?, &mut out)?;
         out.commit()
     };
@@ -49,26 +104,31 @@ pub fn run(a: InstallLibArgs) -> anyhow::Result<punctual_session::Exit> {
         Failure::system(format!(
             "copying {} to {}: {e}",
             lib.display(),
-            dest.display()
+            at.lib.display()
         ))
     })?;
-    punctual_result::output::write_atomic(&incdir.join("punctual.h"), HEADER.as_bytes())?;
+    punctual_result::output::write_atomic(&at.header, HEADER.as_bytes())?;
+    // The run path is in the link line, so a program linked with `pkg-config --libs punctual`
+    // starts without ldconfig or LD_LIBRARY_PATH.
     let pc = format!(
-        "prefix={}\nlibdir=${{prefix}}/lib\nincludedir=${{prefix}}/include\n\nName: punctual\nDescription: periodic tasks with punctual's accuracy\nVersion: {}\nLibs: -L${{libdir}} -lpunctual\nCflags: -I${{includedir}}\n",
+        "prefix={}\nlibdir=${{prefix}}/lib\nincludedir=${{prefix}}/include\n\nName: punctual\n\
+         Description: periodic tasks with punctual's accuracy\nVersion: {}\n\
+         Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lpunctual\nCflags: -I${{includedir}}\n",
         a.prefix.display(),
         env!("CARGO_PKG_VERSION")
     );
-    punctual_result::output::write_atomic(&pcdir.join("punctual.pc"), pc.as_bytes())?;
-    println!(
-        "installed {} and {}",
-        dest.display(),
-        incdir.join("punctual.h").display()
+    punctual_result::output::write_atomic(&at.pc, pc.as_bytes())?;
+    env.show(
+        &format!(
+            "installed {} (from {}), {} and {}\n\
+             compile with: cc prog.c $(PKG_CONFIG_PATH={} pkg-config --cflags --libs punctual)\n",
+            at.lib.display(),
+            lib.display(),
+            at.header.display(),
+            at.pc.display(),
+            at.pc.parent().expect("pkgconfig dir").display()
+        ),
+        false,
     );
-    println!(
-        "compile with: cc prog.c -I{} -L{} -lpunctual -Wl,-rpath,{}",
-        incdir.display(),
-        libdir.display(),
-        libdir.display()
-    );
-    Ok(punctual_session::Exit::Ok)
+    Ok(Exit::Ok)
 }

@@ -1,7 +1,7 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency. The measurement is
 //! `punctual_latency::measure::Latency`; this file checks the flags.
 
-use crate::args::{duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::measure::Latency;
 use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
@@ -36,7 +36,7 @@ pub struct LatencyArgs {
     #[arg(long, value_name = "DURATION|auto")]
     pub spin_margin: Option<punctual_time::MarginPolicy>,
     /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
     pub load: Option<punctual_load::LoadSpec>,
     /// Also write cyclictest's -h histogram (1 us buckets) to FILE.
     #[arg(long, value_name = "FILE")]

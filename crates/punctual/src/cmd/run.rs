@@ -1,6 +1,6 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::args::{duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;
@@ -34,8 +34,8 @@ pub struct RunArgs {
     /// How long to wait for wake clients to attach before the first release.
     #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
     pub attach_timeout: u64,
-    /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, io).
-    #[arg(long, value_name = "SPEC")]
+    /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
+    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
     pub load: Option<punctual_load::LoadSpec>,
     /// Watch the CPUs for 0.5 s first and give automatic offsets that keep releases out of the
     /// interruptions seen (the timer tick and other periodic ones); the plan starts on their grid.
@@ -158,7 +158,7 @@ fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
     Ok(cpus)
 }
 
-pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
+pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
             let mut plan = load(&a.plan)?;
@@ -169,7 +169,7 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
                 .spin_margin
                 .unwrap_or_else(|| assumed_margin(plan.spin_margin));
             let r = admit(&mut plan, &cpus, a.bound, margin);
-            print!("{}", admission_table(&plan, &r).render());
+            env.show(&admission_table(&plan, &r).render(), false);
             Ok(Exit::limit_if(!r.feasible()))
         }
         PlanCmd::Compile(a) => {
@@ -234,6 +234,9 @@ pub fn plan_cmd(cmd: PlanCmd) -> anyhow::Result<Exit> {
 pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     // Validate everything before touching the system.
     a.rt.validate()?;
+    if a.duration == Some(0) {
+        return Err(Failure::usage("-D/--duration must be more than zero, e.g. 10s").into());
+    }
     let plan = load(&a.plan)?;
     preflight(&plan)?;
     let cpus = run_cpus(a.rt.affinity.as_deref(), &plan)?;

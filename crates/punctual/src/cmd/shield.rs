@@ -29,7 +29,7 @@ pub struct ShieldArgs {
 
 pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
     if a.restore {
-        return Ok(restore());
+        return Ok(restore(env));
     }
     let list = a.cpus.as_deref().expect("required unless --restore");
     let cpus =
@@ -51,16 +51,19 @@ pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
         .count();
     if a.dry_run {
         for m in &plan.moves {
-            println!("would move {m}");
+            env.show(&format!("would move {m}\n"), false);
         }
         for (what, why) in &plan.skipped {
-            println!("cannot move {what}: {why}");
+            env.show(&format!("cannot move {what}: {why}\n"), false);
         }
-        println!(
-            "shielding CPU {} would move {tasks} task(s) and {irqs} IRQ(s) to CPU {}; {} task(s) cannot move",
-            format_cpu_list(&cpus),
-            format_cpu_list(&plan.others),
-            plan.skipped.len()
+        env.show(
+            &format!(
+                "shielding CPU {} would move {tasks} task(s) and {irqs} IRQ(s) to CPU {}; {} task(s) cannot move\n",
+                format_cpu_list(&cpus),
+                format_cpu_list(&plan.others),
+                plan.skipped.len()
+            ),
+            false,
         );
         return Ok(Exit::Ok);
     }
@@ -75,23 +78,26 @@ pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
 
 /// `--restore`: what this start restored already (every command restores leftovers first) and
 /// anything left since; exit 3 when a change could not be restored or a journal was refused.
-fn restore() -> Exit {
+fn restore(env: &Env) -> Exit {
     punctual_rt::journal::restore_stale();
     let reports = punctual_rt::journal::earlier_restores();
     let mut troubled = false;
     for r in &reports {
         troubled |= !r.refused.is_empty() || r.journals.iter().any(|j| !j.failed.is_empty());
         for line in punctual_session::describe_restore(r) {
-            println!("{line}");
+            env.show(&format!("{line}\n"), false);
         }
     }
     if reports
         .iter()
         .all(|r| r.journals.is_empty() && r.refused.is_empty())
     {
-        println!(
-            "nothing to restore: no journal of a dead punctual run in {}",
-            punctual_rt::journal::state_dir().display()
+        env.show(
+            &format!(
+                "nothing to restore: no journal of a dead punctual run in {}\n",
+                punctual_rt::journal::state_dir().display()
+            ),
+            false,
         );
     }
     if troubled {

@@ -61,8 +61,8 @@ pub fn bill<'a>(runs: impl IntoIterator<Item = &'a Run>, hz: u32, phase_ns: u64)
     };
     for r in runs {
         let t = ticks_in(r.start, r.end, hz, phase_ns);
-        b.ticks += t;
-        b.consumed_ns += r.end - r.start;
+        b.ticks = b.ticks.saturating_add(t);
+        b.consumed_ns = b.consumed_ns.saturating_add(r.len());
         if r.complete() {
             b.quanta += 1;
             b.missed_quanta += (t == 0) as u64;

@@ -60,11 +60,56 @@ impl Run {
     }
 
     pub fn len(&self) -> u64 {
-        self.end - self.start
+        self.end.saturating_sub(self.start)
     }
 
     pub fn is_empty(&self) -> bool {
         self.end == self.start
+    }
+}
+
+/// Samples of one thread, kept as they are: a histogram per thread would cost its full size
+/// (about 270 KB at 1 ns-1 h and 3 digits) for each of the thousands of short-lived tasks a busy
+/// machine's trace holds, while a thread's samples cost 8 bytes each, a fraction of the events they
+/// come from. Groups fold them into one [`Recorder`] when a report asks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Latencies {
+    samples: Vec<u64>,
+}
+
+impl Latencies {
+    pub fn record(&mut self, ns: u64) {
+        self.samples.push(ns);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.samples.len() as u64
+    }
+
+    pub fn min(&self) -> Option<u64> {
+        self.samples.iter().copied().min()
+    }
+
+    pub fn max(&self) -> Option<u64> {
+        self.samples.iter().copied().max()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.samples.iter().copied()
+    }
+
+    /// Record every sample into `r` (the same figures as merging a recorder of them).
+    pub fn fold_into(&self, r: &mut Recorder) {
+        for &v in &self.samples {
+            r.record(v);
+        }
+    }
+
+    /// A recorder of these samples.
+    pub fn recorder(&self) -> Recorder {
+        let mut r = Recorder::new();
+        self.fold_into(&mut r);
+        r
     }
 }
 
@@ -76,7 +121,7 @@ pub struct Thread {
     pub comm: String,
     pub runs: Vec<Run>,
     /// Waking (or wakeup, when waking was not recorded) to running, where the switch-in was recorded.
-    pub wakeup: Recorder,
+    pub wakeup: Latencies,
     /// Wake-ups found (waking, or wakeup when waking was not recorded), latency known or not.
     pub wakeups: u64,
 }
@@ -88,7 +133,7 @@ impl Thread {
             tgid: trace.tgid(tid),
             comm: trace.comm(tid),
             runs: Vec::new(),
-            wakeup: Recorder::new(),
+            wakeup: Latencies::default(),
             wakeups: 0,
         }
     }
@@ -142,6 +187,11 @@ pub struct Analysis {
     pub wakeups_dropped: u64,
     /// Exits without a matching entry (handlers already running when tracing started).
     pub unmatched_exits: u64,
+    /// Handler runs of sources beyond the first [`MAX_SOURCES`]: counted, not measured.
+    pub unmeasured_sources: u64,
+    /// Events whose timestamp is before the previous event's (a damaged or crafted trace, or one
+    /// not in time order): skipped, so no duration is ever taken backwards.
+    pub backwards_timestamps: u64,
     pub events: u64,
     pub target: Option<Target>,
     pub cpus: usize,
@@ -188,6 +238,8 @@ pub fn analyze(trace: &TraceData) -> Analysis {
         inferred_switch_ins: 0,
         wakeups_dropped: 0,
         unmatched_exits: 0,
+        unmeasured_sources: 0,
+        backwards_timestamps: 0,
         events: trace.events.len() as u64,
         target: trace.header.target.clone(),
         cpus: trace.header.cpus.len(),
@@ -199,10 +251,16 @@ pub fn analyze(trace: &TraceData) -> Analysis {
     // The last sched_wakeup of each task: (the CPU it was put on, when).
     let mut woken_onto: HashMap<i32, (u32, u64)> = HashMap::new();
 
+    let mut last_ts = window.0;
     for &Event { ts, cpu, kind } in &trace.events {
         if ts < window.0 || ts > window.1 {
             continue;
         }
+        if ts < last_ts {
+            a.backwards_timestamps += 1;
+            continue;
+        }
+        last_ts = ts;
         let st = stacks.entry(cpu).or_insert_with(|| CpuStacks {
             hard: vec![],
             soft: vec![],
@@ -303,7 +361,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                     .entry(next_pid)
                     .or_insert_with(|| Thread::new(next_pid, trace));
                 if let Some(w) = pending.remove(&next_pid) {
-                    t.wakeup.record(ts - w);
+                    t.wakeup.record(ts.saturating_sub(w));
                 }
             }
             EventKind::Waking { pid, .. } => {
@@ -349,9 +407,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                 Some(i) => {
                     let (_, t0) = st.soft.remove(i);
                     st.soft.truncate(i);
-                    source(&mut a, trace, Source::Softirq(vec))
-                        .durations
-                        .record(ts - t0);
+                    record_source(&mut a, trace, Source::Softirq(vec), ts.saturating_sub(t0));
                 }
                 None => a.unmatched_exits += 1,
             },
@@ -361,9 +417,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                     Some(i) => {
                         let (_, f, t0) = st.timers.remove(i);
                         st.timers.truncate(i);
-                        source(&mut a, trace, Source::Hrtimer(f))
-                            .durations
-                            .record(ts - t0);
+                        record_source(&mut a, trace, Source::Hrtimer(f), ts.saturating_sub(t0));
                     }
                     None => a.unmatched_exits += 1,
                 }
@@ -408,16 +462,31 @@ pub fn analyze(trace: &TraceData) -> Analysis {
     a
 }
 
-fn source<'a>(a: &'a mut Analysis, trace: &TraceData, s: Source) -> &'a mut SourceStats {
-    a.sources.entry(s).or_insert_with(|| {
-        let (label, category) = describe_source(trace, s);
-        SourceStats {
-            source: s,
-            label,
-            category,
-            durations: Recorder::new(),
-        }
-    })
+/// Distinct interrupt-context sources measured. A machine shows tens to hundreds; each costs a
+/// histogram (about 270 KB), so a crafted trace naming a new hrtimer function or softirq in every
+/// event must not get one each: beyond this, handler runs of new sources are counted, not measured.
+pub const MAX_SOURCES: usize = 4096;
+
+fn record_source(a: &mut Analysis, trace: &TraceData, s: Source, ns: u64) {
+    if a.sources.len() >= MAX_SOURCES && !a.sources.contains_key(&s) {
+        a.unmeasured_sources += 1;
+        return;
+    }
+    a.sources
+        .entry(s)
+        .or_insert_with(|| new_source(trace, s))
+        .durations
+        .record(ns);
+}
+
+fn new_source(trace: &TraceData, s: Source) -> SourceStats {
+    let (label, category) = describe_source(trace, s);
+    SourceStats {
+        source: s,
+        label,
+        category,
+        durations: Recorder::new(),
+    }
 }
 
 fn close(a: &mut Analysis, trace: &TraceData, stack: &mut Vec<(Source, u64)>, s: Source, ts: u64) {
@@ -425,7 +494,7 @@ fn close(a: &mut Analysis, trace: &TraceData, stack: &mut Vec<(Source, u64)>, s:
         Some(i) => {
             let (_, t0) = stack.remove(i);
             stack.truncate(i);
-            source(a, trace, s).durations.record(ts - t0);
+            record_source(a, trace, s, ts.saturating_sub(t0));
         }
         None => a.unmatched_exits += 1,
     }
@@ -531,7 +600,7 @@ impl GroupStats {
 
 impl Analysis {
     pub fn window_ns(&self) -> u64 {
-        self.window.1 - self.window.0
+        self.window.1.saturating_sub(self.window.0)
     }
 
     /// Groups of threads, idle (pid 0) left out.
@@ -589,6 +658,11 @@ impl Analysis {
             .flat_map(|t| t.runs.iter())
     }
 
+    /// CPU time of a group (what reports rank by), without building its statistics.
+    pub fn cpu_ns(&self, g: &Group) -> u64 {
+        self.runs(g).fold(0, |c, r| c.saturating_add(r.len()))
+    }
+
     /// Quanta, CPU time, preemptions and billing at each rate in `hz` for a group.
     pub fn stats(&self, g: &Group, hz: &[u32], phase_ns: u64) -> GroupStats {
         let mut s = GroupStats {
@@ -603,7 +677,7 @@ impl Analysis {
             billing: Vec::new(),
         };
         for r in self.runs(g) {
-            s.cpu_ns += r.len();
+            s.cpu_ns = s.cpu_ns.saturating_add(r.len());
             if r.whole {
                 s.quanta.record(r.len().max(1));
                 match r.leave {
@@ -614,7 +688,7 @@ impl Analysis {
             }
         }
         for t in g.tids.iter().filter_map(|t| self.threads.get(t)) {
-            let _ = s.wakeup.merge(&t.wakeup);
+            t.wakeup.fold_into(&mut s.wakeup);
         }
         s.billing = hz
             .iter()
@@ -627,7 +701,7 @@ impl Analysis {
     pub fn idle_ns(&self) -> u64 {
         self.threads
             .get(&0)
-            .map(|t| t.runs.iter().map(Run::len).sum())
+            .map(|t| t.runs.iter().fold(0, |c: u64, r| c.saturating_add(r.len())))
             .unwrap_or(0)
     }
 
@@ -695,7 +769,7 @@ pub fn timeline(a: &Analysis, trace: &TraceData, tids: &[i32]) -> Vec<TimelineEn
             out.push(TimelineEntry {
                 tid,
                 cpu: r.cpu,
-                start_ns: r.start - a.window.0,
+                start_ns: r.start.saturating_sub(a.window.0),
                 ran_ns: r.len(),
                 ended,
                 next: if r.leave.is_some() {

@@ -43,7 +43,23 @@ pub struct Integrity {
     pub damage: Vec<Damage>,
     /// The trailer was found: the recording finished and nothing is missing.
     pub has_trailer: bool,
+    /// Events whose timestamp is before the previous one of the same CPU (a clock that stepped back,
+    /// or a damaged delta): kept, and put in time order with the rest.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backwards_timestamps: u64,
+    /// Events more than [`WINDOW_SLACK_NS`] outside the recording's start and end (a damaged or
+    /// crafted timestamp): dropped, so they cannot stretch the trace to centuries.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub out_of_window: u64,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// How far outside `[start_ns, end_ns]` an event may lie and still be believed (the recorder reads
+/// the clock just before switching tracing on and just after switching it off).
+pub const WINDOW_SLACK_NS: u64 = 1_000_000_000;
 
 impl Integrity {
     pub fn complete(&self) -> bool {
@@ -311,9 +327,14 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
         match h.kind {
             KIND_EVENTS => {
                 let before = events.len();
-                if let Err(reason) =
-                    decode_block(payload, h.cpu, &mut events, &mut comms, &mut irq_names)
-                {
+                if let Err(reason) = decode_block(
+                    payload,
+                    h.cpu,
+                    &mut events,
+                    &mut comms,
+                    &mut irq_names,
+                    &mut integrity.backwards_timestamps,
+                ) {
                     integrity.damage.push(Damage {
                         offset: at as u64,
                         reason,
@@ -348,6 +369,13 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
         integrity.bytes_read += (BLOCK_HEADER + h.len) as u64;
         at = pstart + h.len;
     }
+    if let Some(t) = &trailer {
+        let lo = header.start_ns.saturating_sub(WINDOW_SLACK_NS);
+        let hi = t.end_ns.saturating_add(WINDOW_SLACK_NS);
+        let before = events.len();
+        events.retain(|e| (lo..=hi).contains(&e.ts));
+        integrity.out_of_window = (before - events.len()) as u64;
+    }
     integrity.events = events.len() as u64;
     // Per-CPU streams are in order; a stable sort merges them and keeps each CPU's order on ties.
     events.sort_by_key(|e: &Event| e.ts);
@@ -367,6 +395,7 @@ fn decode_block(
     events: &mut Vec<Event>,
     comms: &mut HashMap<i32, String>,
     irq_names: &mut HashMap<i32, String>,
+    backwards: &mut u64,
 ) -> Result<(), String> {
     let mut c = Cursor {
         buf: payload,
@@ -391,7 +420,11 @@ fn decode_block(
             }
             _ => {
                 let delta = c.signed().ok_or_else(|| bad("timestamp"))?;
-                ts = ts.wrapping_add(delta as u64);
+                // A step past either end of the clock is damage, never a wrap to 584 years.
+                ts = ts
+                    .checked_add_signed(delta)
+                    .ok_or_else(|| bad("timestamp (out of range)"))?;
+                *backwards += (delta < 0) as u64;
                 let kind =
                     decode_kind(tag, &mut c).ok_or_else(|| bad(&format!("event (tag {tag})")))?;
                 events.push(Event { ts, cpu, kind });
