@@ -99,13 +99,6 @@ pub fn run(cfg: &DispatchConfig, stop: &AtomicBool) -> Result<DispatchOutcome, B
     if efd < 0 {
         return Err(BenchError::os("creating an eventfd"));
     }
-    struct Fd(libc::c_int);
-    impl Drop for Fd {
-        fn drop(&mut self) {
-            // SAFETY: our own fd.
-            unsafe { libc::close(self.0) };
-        }
-    }
     let efd = Fd(efd);
     let signo = libc::SIGUSR1;
     // The signal is blocked in the child before it waits; block it here too, so one raised before the
@@ -116,31 +109,7 @@ pub fn run(cfg: &DispatchConfig, stop: &AtomicBool) -> Result<DispatchOutcome, B
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, signo);
     }
-    let (efd_raw, pipe_r) = (efd.0, pipe.r);
-    let event = cfg.event;
-    let body = move || {
-        let mut v: u64 = 0;
-        // SAFETY: raw reads on inherited fds and sigwaitinfo; all async-signal-safe.
-        unsafe {
-            match event {
-                Event::Eventfd => loop {
-                    if libc::read(efd_raw, (&mut v as *mut u64).cast(), 8) == 8 {
-                        stamp(sh);
-                    }
-                },
-                Event::Pipe => loop {
-                    if libc::read(pipe_r, (&mut v as *mut u64).cast(), 1) == 1 {
-                        stamp(sh);
-                    }
-                },
-                Event::Signal => loop {
-                    if libc::sigwaitinfo(&set, std::ptr::null_mut()) == signo {
-                        stamp(sh);
-                    }
-                },
-            }
-        }
-    };
+    let body = waiter(cfg.event, efd.0, pipe.r, set, signo, sh);
     // The child is forked from the raiser's thread, which lives for the whole run: the parent-death
     // signal follows the thread that forked. The signal is blocked there first, so the child starts
     // with it blocked.
@@ -161,71 +130,15 @@ pub fn run(cfg: &DispatchConfig, stop: &AtomicBool) -> Result<DispatchOutcome, B
                     body,
                 )?
             };
-            let pid = child.pid();
-            let mono = libc::CLOCK_MONOTONIC;
-            let mut rec = Recorder::new();
-            let mut events = 0u64;
-            let first = read_clock(mono) + 20_000_000; // let the child settle into its wait
-            let end = first + cfg.duration_ns;
-            let mut next = first;
-            let one: u64 = 1;
-            'events: while next < end && !stop.load(Ordering::Relaxed) {
-                sleep_abs(mono, next);
-                let before = sh.served.load(Ordering::Acquire);
-                let t0 = read_clock(mono);
-                // SAFETY: writes on our own fds; kill of our own unreaped child.
-                let ok = unsafe {
-                    match cfg.event {
-                        Event::Eventfd => libc::write(efd_raw, (&one as *const u64).cast(), 8) == 8,
-                        Event::Pipe => libc::write(pipe.w, (&one as *const u64).cast(), 1) == 1,
-                        Event::Signal => libc::kill(pid, signo) == 0,
-                    }
-                };
-                if !ok {
-                    return Err(BenchError::os("raising the event"));
-                }
-                events += 1;
-                // Wait for the waiter: spin briefly, then poll gently (it may be stuck behind a load).
-                let mut spins = 0u32;
-                let deadline = t0 + 5_000_000_000;
-                loop {
-                    if sh.served.load(Ordering::Acquire) != before {
-                        break;
-                    }
-                    if spins < 20_000 {
-                        spins += 1;
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::sleep(std::time::Duration::from_micros(20));
-                        if stop.load(Ordering::Relaxed) {
-                            break 'events;
-                        }
-                        if read_clock(mono) > deadline {
-                            return Err(BenchError::Os {
-                                what: "the waiting process did not run within 5 s of the event",
-                                source: std::io::ErrorKind::TimedOut.into(),
-                            });
-                        }
-                    }
-                }
-                rec.record(sh.woke_at.load(Ordering::Acquire).saturating_sub(t0));
-                next += cfg.interval_ns;
-                let now = read_clock(mono);
-                if now >= next {
-                    // Releases already past (only those inside the run count as missed).
-                    let last = now.min(end.saturating_sub(1));
-                    let passed = if last >= next {
-                        (last - next) / cfg.interval_ns + 1
-                    } else {
-                        0
-                    };
-                    let missed = (now - next) / cfg.interval_ns + 1;
-                    rec.add_missed(passed);
-                    next += missed * cfg.interval_ns;
-                }
-            }
+            let raiser = Raiser {
+                efd: efd.0,
+                pipe_w: pipe.w,
+                pid: child.pid(),
+                signo,
+            };
+            let measured = raise_events(cfg, stop, sh, &raiser);
             drop(child);
-            Ok((rec, events))
+            measured
         },
     )?;
     let (latency, events) = outcome?;
@@ -234,4 +147,136 @@ pub fn run(cfg: &DispatchConfig, stop: &AtomicBool) -> Result<DispatchOutcome, B
         events,
         raiser_fallback,
     })
+}
+
+/// An eventfd, closed on drop.
+struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: our own fd.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// The waiting process's body: blocked in `read` or `sigwaitinfo` for the event, it stamps the
+/// clock each time it returns. It never returns.
+fn waiter(
+    event: Event,
+    efd: libc::c_int,
+    pipe_r: libc::c_int,
+    set: libc::sigset_t,
+    signo: libc::c_int,
+    sh: &Shared,
+) -> impl FnOnce() + Send + '_ {
+    move || {
+        let mut v: u64 = 0;
+        // SAFETY: raw reads on inherited fds and sigwaitinfo; all async-signal-safe.
+        unsafe {
+            match event {
+                Event::Eventfd => loop {
+                    if libc::read(efd, (&mut v as *mut u64).cast(), 8) == 8 {
+                        stamp(sh);
+                    }
+                },
+                Event::Pipe => loop {
+                    if libc::read(pipe_r, (&mut v as *mut u64).cast(), 1) == 1 {
+                        stamp(sh);
+                    }
+                },
+                Event::Signal => loop {
+                    if libc::sigwaitinfo(&set, std::ptr::null_mut()) == signo {
+                        stamp(sh);
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Where the raiser sends each kind of event: the eventfd, the pipe's write end, the waiter's pid.
+struct Raiser {
+    efd: libc::c_int,
+    pipe_w: libc::c_int,
+    pid: libc::pid_t,
+    signo: libc::c_int,
+}
+
+/// The measuring loop, on the raiser's thread: raise an event every interval, wait for the waiter
+/// to stamp, record the time between. Returns the latencies and the number of events raised.
+fn raise_events(
+    cfg: &DispatchConfig,
+    stop: &AtomicBool,
+    sh: &Shared,
+    raiser: &Raiser,
+) -> Result<(Recorder, u64), BenchError> {
+    let &Raiser {
+        efd: efd_raw,
+        pipe_w,
+        pid,
+        signo,
+    } = raiser;
+    let mono = libc::CLOCK_MONOTONIC;
+    let mut rec = Recorder::new();
+    let mut events = 0u64;
+    let first = read_clock(mono) + 20_000_000; // let the child settle into its wait
+    let end = first + cfg.duration_ns;
+    let mut next = first;
+    let one: u64 = 1;
+    'events: while next < end && !stop.load(Ordering::Relaxed) {
+        sleep_abs(mono, next);
+        let before = sh.served.load(Ordering::Acquire);
+        let t0 = read_clock(mono);
+        // SAFETY: writes on our own fds; kill of our own unreaped child.
+        let ok = unsafe {
+            match cfg.event {
+                Event::Eventfd => libc::write(efd_raw, (&one as *const u64).cast(), 8) == 8,
+                Event::Pipe => libc::write(pipe_w, (&one as *const u64).cast(), 1) == 1,
+                Event::Signal => libc::kill(pid, signo) == 0,
+            }
+        };
+        if !ok {
+            return Err(BenchError::os("raising the event"));
+        }
+        events += 1;
+        // Wait for the waiter: spin briefly, then poll gently (it may be stuck behind a load).
+        let mut spins = 0u32;
+        let deadline = t0 + 5_000_000_000;
+        loop {
+            if sh.served.load(Ordering::Acquire) != before {
+                break;
+            }
+            if spins < 20_000 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+                if stop.load(Ordering::Relaxed) {
+                    break 'events;
+                }
+                if read_clock(mono) > deadline {
+                    return Err(BenchError::Os {
+                        what: "the waiting process did not run within 5 s of the event",
+                        source: std::io::ErrorKind::TimedOut.into(),
+                    });
+                }
+            }
+        }
+        rec.record(sh.woke_at.load(Ordering::Acquire).saturating_sub(t0));
+        next += cfg.interval_ns;
+        let now = read_clock(mono);
+        if now >= next {
+            // Releases already past (only those inside the run count as missed).
+            let last = now.min(end.saturating_sub(1));
+            let passed = if last >= next {
+                (last - next) / cfg.interval_ns + 1
+            } else {
+                0
+            };
+            let missed = (now - next) / cfg.interval_ns + 1;
+            rec.add_missed(passed);
+            next += missed * cfg.interval_ns;
+        }
+    }
+    Ok((rec, events))
 }

@@ -134,28 +134,8 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval).capped(cfg.margin_cap),
         MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
     };
-    // Per task: release index of the next release, and the instant through which missed releases
-    // were already counted (catch_up runs them without counting them twice).
-    let mut next_k: Vec<u64> = vec![0; slots.len()];
-    let mut counted_through: Vec<u64> = vec![0; slots.len()];
-    let mut heap: BinaryHeap<Due> = BinaryHeap::with_capacity(slots.len());
-    for (i, s) in slots.iter().enumerate() {
-        if s.period.is_some() {
-            let t = cfg.start + s.offset;
-            heap.push(Due {
-                act_at: Reverse(t.saturating_sub(actions.lead(s.action))),
-                slot: i,
-            });
-        }
-    }
-    let mut ev = 0usize;
-    let skip_foreign = |ev: &mut usize| {
-        while *ev < cfg.events.len() && cfg.event_slot[cfg.events[*ev].action as usize].is_none() {
-            *ev += 1;
-        }
-    };
-    skip_foreign(&mut ev);
-    let mut event_seq = vec![0u64; slots.len()];
+    // Everything the loop keeps is allocated here, before the first release.
+    let mut sources = Sources::new(cfg, slots, &*actions);
     let mut last_block = clock.now();
     let mut end = LoopEnd {
         margin_ns: margin.margin(),
@@ -167,36 +147,13 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        // The next release: the earlier of the heap's top and the event cursor (ties: tasks first).
-        let task_due = heap.peek().map(|d| (d.act_at.0, d.slot));
-        let event_due = (ev < cfg.events.len()).then(|| {
-            let e = &cfg.events[ev];
-            let t = cfg.start + e.at;
-            (t.saturating_sub(actions.lead(e.action)), t)
-        });
-        let (act_at, from_event) = match (task_due, event_due) {
-            (None, None) => break,
-            (Some((a, _)), Some((b, _))) if b < a => (b, true),
-            (Some((a, _)), _) => (a, false),
-            (None, Some((b, _))) => (b, true),
+        let Some(r) = sources.next(cfg, slots, &*actions) else {
+            break;
         };
-        let (slot, target, seq, data): (usize, u64, u64, &[u8]) = if from_event {
-            let e = &cfg.events[ev];
-            let slot = cfg.event_slot[e.action as usize].expect("foreign events are skipped");
-            (slot, cfg.start + e.at, event_seq[slot], e.data())
-        } else {
-            let (_, slot) = task_due.expect("chosen");
-            let s = &slots[slot];
-            (
-                slot,
-                cfg.start + s.offset + next_k[slot] * s.period.expect("a task"),
-                next_k[slot],
-                &[][..],
-            )
-        };
-        if target >= cfg.end {
+        if r.target >= cfg.end {
             break;
         }
+        let act_at = r.act_at;
         // Long sleeps in slices, so a stop request is seen.
         let now = clock.now();
         let m = margin.margin();
@@ -224,6 +181,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
                 end.woke_late += 1;
             }
         }
+        let slot = r.slot;
         let spec = &slots[slot];
         heartbeat
             .action
@@ -232,96 +190,266 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             .action_since
             .store(w.done.max(1), Ordering::Release);
         let started = clock.now();
-        let fired = actions.fire(spec.action, target, seq, data);
+        let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();
         heartbeat.action_since.store(0, Ordering::Release);
 
-        let st = &mut stats[slot];
-        st.releases += 1;
-        if fired.error {
-            st.errors += 1;
+        let timed = Timed {
+            started,
+            done,
+            fired,
+            slept,
+            woke: w.woke,
+        };
+        let delegated = actions.delegated(spec.action);
+        let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
+        if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
+            stats[slot].lateness.add_missed(missed);
+            progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
         }
-        if spec.wcet.is_some_and(|w| done - started > w) {
-            st.overruns += 1;
-        }
-        let mut lateness = None;
-        if actions.delegated(spec.action) {
-            let own = started.saturating_sub(act_at);
-            if let Some(d) = st.dispatch.as_mut() {
-                d.record(own);
-            }
-            match fired.previous {
-                Some(Ack::Done {
-                    lateness: l,
-                    woke_late,
-                    ..
-                }) => {
-                    st.lateness.record(l);
-                    if woke_late {
-                        st.lateness.add_woke_late();
-                    }
-                    lateness = Some(l);
-                }
-                Some(Ack::Missed) => st.lateness.add_missed(1),
-                None => {}
-            }
-        } else {
-            let l = started.saturating_sub(target);
-            st.lateness.record(l);
-            if slept && w.woke > target {
-                st.lateness.add_woke_late();
-            }
-            lateness = Some(l);
-        }
+        publish(&progress[slot], stats[slot].releases, lateness);
+    }
+    collect_owed_reports(slots, stats, actions);
+    end.margin_ns = margin.margin();
+    end
+}
 
-        // Advance the source of this release.
-        if from_event {
-            event_seq[slot] += 1;
-            ev += 1;
-            skip_foreign(&mut ev);
-        } else {
-            heap.pop();
-            let p = spec.period.expect("a task");
-            let mut k = next_k[slot] + 1;
-            let next = cfg.start + spec.offset + k * p;
-            if done >= next {
-                // Releases whose instant passed while this one ran: missed.
-                let passed = (done - next) / p + 1;
-                let new = match spec.miss {
-                    MissPolicy::Skip => passed,
-                    MissPolicy::CatchUp => {
-                        let through = next + (passed - 1) * p;
-                        let already = if counted_through[slot] >= next {
-                            (counted_through[slot] - next) / p + 1
-                        } else {
-                            0
-                        };
-                        counted_through[slot] = counted_through[slot].max(through);
-                        passed.saturating_sub(already)
-                    }
-                };
-                stats[slot].lateness.add_missed(new);
-                progress[slot].missed.fetch_add(new, Ordering::Relaxed);
-                if spec.miss == MissPolicy::Skip {
-                    k += passed;
-                }
+/// Where the releases come from: the periodic tasks' heap and the event cursor, with each task's
+/// release index and each event slot's sequence number. Allocated once, before the loop.
+struct Sources {
+    heap: BinaryHeap<Due>,
+    /// Per task: release index of the next release.
+    next_k: Vec<u64>,
+    /// Per task: the instant through which missed releases were already counted (catch_up runs
+    /// them without counting them twice).
+    counted_through: Vec<u64>,
+    /// Index of the next event of this CPU in `LoopConfig::events` (or its length).
+    ev: usize,
+    /// Per event slot: sequence number of its next event.
+    event_seq: Vec<u64>,
+}
+
+/// The next release, as [`Sources::next`] chose it.
+struct Release<'e> {
+    /// When the dispatcher acts: the release instant less the action's lead.
+    act_at: u64,
+    from_event: bool,
+    slot: usize,
+    /// The release instant.
+    target: u64,
+    seq: u64,
+    data: &'e [u8],
+}
+
+/// One firing as the loop timed it.
+struct Timed {
+    started: u64,
+    done: u64,
+    fired: Fired,
+    /// The loop slept in the kernel before this release.
+    slept: bool,
+    /// When that sleep ended.
+    woke: u64,
+}
+
+impl Sources {
+    fn new<A: Actions + ?Sized>(cfg: &LoopConfig, slots: &[SlotSpec], actions: &A) -> Sources {
+        let mut heap: BinaryHeap<Due> = BinaryHeap::with_capacity(slots.len());
+        for (i, s) in slots.iter().enumerate() {
+            if s.period.is_some() {
+                let t = cfg.start + s.offset;
+                heap.push(Due {
+                    act_at: Reverse(t.saturating_sub(actions.lead(s.action))),
+                    slot: i,
+                });
             }
-            next_k[slot] = k;
-            let t = cfg.start + spec.offset + k * p;
-            heap.push(Due {
-                act_at: Reverse(t.saturating_sub(actions.lead(spec.action))),
-                slot,
-            });
         }
-        let pr = &progress[slot];
-        pr.releases.store(stats[slot].releases, Ordering::Relaxed);
-        if let Some(l) = lateness {
-            if l > pr.max_ns.load(Ordering::Relaxed) {
-                pr.max_ns.store(l, Ordering::Relaxed);
-            }
+        let mut sources = Sources {
+            heap,
+            next_k: vec![0; slots.len()],
+            counted_through: vec![0; slots.len()],
+            ev: 0,
+            event_seq: vec![0u64; slots.len()],
+        };
+        sources.skip_foreign(cfg);
+        sources
+    }
+
+    /// Moves the event cursor past events of actions on other CPUs.
+    #[inline(always)]
+    fn skip_foreign(&mut self, cfg: &LoopConfig) {
+        while self.ev < cfg.events.len()
+            && cfg.event_slot[cfg.events[self.ev].action as usize].is_none()
+        {
+            self.ev += 1;
         }
     }
-    // Reports still owed by delegated actions.
+
+    /// The next release: the earlier of the heap's top and the event cursor (ties: tasks first);
+    /// `None` when neither has one left.
+    #[inline(always)]
+    fn next<'e, A: Actions + ?Sized>(
+        &self,
+        cfg: &LoopConfig<'e>,
+        slots: &[SlotSpec],
+        actions: &A,
+    ) -> Option<Release<'e>> {
+        let task_due = self.heap.peek().map(|d| (d.act_at.0, d.slot));
+        let event_due = (self.ev < cfg.events.len()).then(|| {
+            let e = &cfg.events[self.ev];
+            let t = cfg.start + e.at;
+            (t.saturating_sub(actions.lead(e.action)), t)
+        });
+        let (act_at, from_event) = match (task_due, event_due) {
+            (None, None) => return None,
+            (Some((a, _)), Some((b, _))) if b < a => (b, true),
+            (Some((a, _)), _) => (a, false),
+            (None, Some((b, _))) => (b, true),
+        };
+        let (slot, target, seq, data): (usize, u64, u64, &[u8]) = if from_event {
+            let e = &cfg.events[self.ev];
+            let slot = cfg.event_slot[e.action as usize].expect("foreign events are skipped");
+            (slot, cfg.start + e.at, self.event_seq[slot], e.data())
+        } else {
+            let (_, slot) = task_due.expect("chosen");
+            let s = &slots[slot];
+            (
+                slot,
+                cfg.start + s.offset + self.next_k[slot] * s.period.expect("a task"),
+                self.next_k[slot],
+                &[][..],
+            )
+        };
+        Some(Release {
+            act_at,
+            from_event,
+            slot,
+            target,
+            seq,
+            data,
+        })
+    }
+
+    /// Moves the source of release `r` on; `done` is when its action returned. Returns the number
+    /// of releases newly counted as missed, when the task's next instant had passed by `done`.
+    #[inline(always)]
+    fn advance<A: Actions + ?Sized>(
+        &mut self,
+        cfg: &LoopConfig,
+        spec: &SlotSpec,
+        r: &Release,
+        done: u64,
+        actions: &A,
+    ) -> Option<u64> {
+        let slot = r.slot;
+        if r.from_event {
+            self.event_seq[slot] += 1;
+            self.ev += 1;
+            self.skip_foreign(cfg);
+            return None;
+        }
+        self.heap.pop();
+        let p = spec.period.expect("a task");
+        let mut k = self.next_k[slot] + 1;
+        let next = cfg.start + spec.offset + k * p;
+        let mut missed = None;
+        if done >= next {
+            // Releases whose instant passed while this one ran: missed.
+            let passed = (done - next) / p + 1;
+            let new = match spec.miss {
+                MissPolicy::Skip => passed,
+                MissPolicy::CatchUp => {
+                    let through = next + (passed - 1) * p;
+                    let already = if self.counted_through[slot] >= next {
+                        (self.counted_through[slot] - next) / p + 1
+                    } else {
+                        0
+                    };
+                    self.counted_through[slot] = self.counted_through[slot].max(through);
+                    passed.saturating_sub(already)
+                }
+            };
+            missed = Some(new);
+            if spec.miss == MissPolicy::Skip {
+                k += passed;
+            }
+        }
+        self.next_k[slot] = k;
+        let t = cfg.start + spec.offset + k * p;
+        self.heap.push(Due {
+            act_at: Reverse(t.saturating_sub(actions.lead(spec.action))),
+            slot,
+        });
+        missed
+    }
+}
+
+/// Counts one release in its slot's statistics. Returns its lateness for the live figures (`None`:
+/// a delegated action whose client has not reported on its previous release).
+#[inline(always)]
+fn record_release(
+    st: &mut SlotStats,
+    spec: &SlotSpec,
+    delegated: bool,
+    r: &Release,
+    t: &Timed,
+) -> Option<u64> {
+    st.releases += 1;
+    if t.fired.error {
+        st.errors += 1;
+    }
+    if spec.wcet.is_some_and(|w| t.done - t.started > w) {
+        st.overruns += 1;
+    }
+    let mut lateness = None;
+    if delegated {
+        let own = t.started.saturating_sub(r.act_at);
+        if let Some(d) = st.dispatch.as_mut() {
+            d.record(own);
+        }
+        match t.fired.previous {
+            Some(Ack::Done {
+                lateness: l,
+                woke_late,
+                ..
+            }) => {
+                st.lateness.record(l);
+                if woke_late {
+                    st.lateness.add_woke_late();
+                }
+                lateness = Some(l);
+            }
+            Some(Ack::Missed) => st.lateness.add_missed(1),
+            None => {}
+        }
+    } else {
+        let l = t.started.saturating_sub(r.target);
+        st.lateness.record(l);
+        if t.slept && t.woke > r.target {
+            st.lateness.add_woke_late();
+        }
+        lateness = Some(l);
+    }
+    lateness
+}
+
+/// The slot's live figures: releases so far and the largest lateness.
+#[inline(always)]
+fn publish(pr: &SlotProgress, releases: u64, lateness: Option<u64>) {
+    pr.releases.store(releases, Ordering::Relaxed);
+    if let Some(l) = lateness {
+        if l > pr.max_ns.load(Ordering::Relaxed) {
+            pr.max_ns.store(l, Ordering::Relaxed);
+        }
+    }
+}
+
+/// After the loop: the reports delegated actions still owe on their last release.
+fn collect_owed_reports<A: Actions + ?Sized>(
+    slots: &[SlotSpec],
+    stats: &mut [SlotStats],
+    actions: &mut A,
+) {
     for (i, s) in slots.iter().enumerate() {
         if actions.delegated(s.action) && stats[i].releases > 0 {
             match actions.finish(s.action) {
@@ -340,8 +468,6 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             }
         }
     }
-    end.margin_ns = margin.margin();
-    end
 }
 
 impl SlotStats {

@@ -631,131 +631,30 @@ pub fn execute(
         alarm,
     } = p;
     let n = cpus.len();
-    let heartbeats: Arc<[Heartbeat]> = (0..n).map(|_| Heartbeat::default()).collect();
-    let barrier = Arc::new(Barrier::new(n + 1));
-    let start = Arc::new(AtomicU64::new(0));
-    let setup_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-    let duration = cfg.duration;
-    let breather_every = cfg.watchdog.map(|w| w / 4);
+    let shared = Shared {
+        barrier: Arc::new(Barrier::new(n + 1)),
+        start: Arc::new(AtomicU64::new(0)),
+        setup_error: Arc::default(),
+        stop,
+        progress,
+        heartbeats: (0..n).map(|_| Heartbeat::default()).collect(),
+        plan,
+    };
     let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
     let mut handles = Vec::new();
-    for (ci, mut prep) in cpus.into_iter().enumerate() {
-        let (barrier, start, setup_error, stop, progress, heartbeats, plan) = (
-            barrier.clone(),
-            start.clone(),
-            setup_error.clone(),
-            stop.clone(),
-            progress.clone(),
-            heartbeats.clone(),
-            plan.clone(),
-        );
-        let req = ThreadRequest {
-            cpu: Some(prep.cpu),
-            policy: cfg.policy,
-            priority: cfg.priority,
-            timer_slack_ns: cfg.timer_slack_ns,
-            fall_back_on_refusal: true,
-        };
-        let margin = cfg.margin;
-        let h = std::thread::Builder::new()
-            .name(format!("punctual-d{}", prep.cpu))
-            .stack_size(512 << 10)
-            .spawn(move || -> Option<CpuDone> {
-                let guards = match setup_current_thread(&req) {
-                    Ok(g) => Some(g),
-                    Err(e) => {
-                        setup_error
-                            .lock()
-                            .unwrap()
-                            .get_or_insert(format!("dispatcher thread for CPU {}: {e}", prep.cpu));
-                        None
-                    }
-                };
-                let mut stats: Vec<SlotStats> = prep
-                    .specs
-                    .iter()
-                    .map(|s| {
-                        SlotStats::new(
-                            prep.actions.items[s.action as usize]
-                                .as_ref()
-                                .is_some_and(|a| a.delegated()),
-                        )
-                    })
-                    .collect();
-                barrier.wait();
-                barrier.wait();
-                let guards = guards?;
-                let s0 = start.load(Ordering::SeqCst);
-                if s0 == 0 {
-                    return None;
-                }
-                let end = duration.map(|d| s0 + d).unwrap_or(u64::MAX);
-                let lc = LoopConfig {
-                    start: s0,
-                    end,
-                    margin,
-                    interval: prep.interval,
-                    margin_cap: prep.margin_cap,
-                    breather_every,
-                    events: &plan.events,
-                    event_slot: &prep.event_slot,
-                };
-                let range = prep.first_slot..prep.first_slot + prep.specs.len();
-                let cpu0 = thread_cpu_time();
-                let wall0 = read_clock(libc::CLOCK_MONOTONIC);
-                let le: LoopEnd = engine::dispatch(
-                    &SystemClock::monotonic(),
-                    &lc,
-                    &prep.specs,
-                    &mut stats,
-                    &mut prep.actions,
-                    &stop,
-                    &progress[range],
-                    &heartbeats[ci],
-                );
-                let cpu_ns = thread_cpu_time() - cpu0;
-                let wall_ns = read_clock(libc::CLOCK_MONOTONIC) - wall0;
-                let result = CpuResult {
-                    cpu: prep.cpu,
-                    margin_ns: le.margin_ns,
-                    margin_cap_ns: prep.margin_cap,
-                    breathers: le.breathers,
-                    woke_late: le.woke_late,
-                    cpu_ns,
-                    wall_ns,
-                    policy: guards.policy,
-                    priority: guards.priority,
-                    fallback: guards.fallback.clone(),
-                };
-                drop(guards);
-                let reports = prep
-                    .actions
-                    .items
-                    .into_iter()
-                    .enumerate()
-                    .filter_map(|(i, a)| a.map(|a| (i as u16, a.report())))
-                    .collect();
-                Some(CpuDone {
-                    result,
-                    first_slot: prep.first_slot,
-                    specs_len: prep.specs.len(),
-                    stats,
-                    reports,
-                })
-            })
-            .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))?;
-        handles.push(h);
+    for (ci, prep) in cpus.into_iter().enumerate() {
+        handles.push(spawn_dispatcher(ci, prep, &shared, cfg)?);
     }
-    barrier.wait();
-    let failed = setup_error.lock().unwrap().clone();
+    shared.barrier.wait();
+    let failed = shared.setup_error.lock().unwrap().clone();
     let wd = match (&failed, cfg.watchdog) {
         (None, Some(threshold)) => {
-            let names = plan.actions.iter().map(|a| a.name.clone()).collect();
+            let names = shared.plan.actions.iter().map(|a| a.name.clone()).collect();
             Some(watchdog::Watchdog::start(
                 threshold,
                 &cpu_list,
-                heartbeats.clone(),
-                stop.clone(),
+                shared.heartbeats.clone(),
+                shared.stop.clone(),
                 cfg.policy.is_realtime(),
                 names,
                 alarm,
@@ -771,17 +670,185 @@ pub fn execute(
             cfg.start_grid,
         )
     };
-    start.store(s0, Ordering::SeqCst);
-    barrier.wait();
+    shared.start.store(s0, Ordering::SeqCst);
+    shared.barrier.wait();
 
-    // Wait for the threads; if the watchdog trips and a thread stays stuck, leave it behind.
+    let (done, stuck) = join_dispatchers(handles, &cpu_list, wd.as_ref())?;
+    let trip = wd.and_then(|w| {
+        if stuck.is_empty() {
+            w.stop()
+        } else {
+            w.tripped()
+        }
+    });
+    if let Some(e) = failed {
+        return Err(DispatchError::System(e));
+    }
+    end_clients(&mut clients);
+    let (slots, cpus) = gather_results(done, &slots, shared.plan.actions.len());
+    Ok(Outcome {
+        slots,
+        cpus,
+        start: s0,
+        trip,
+        stuck,
+    })
+}
+
+/// What the dispatcher threads share with [`execute`]: two barriers' worth of meeting point (ready,
+/// then go), the start instant (0: do not run), the first setup error, and the run's live state.
+#[derive(Clone)]
+struct Shared {
+    barrier: Arc<Barrier>,
+    start: Arc<AtomicU64>,
+    setup_error: Arc<std::sync::Mutex<Option<String>>>,
+    stop: Arc<AtomicBool>,
+    progress: Arc<[SlotProgress]>,
+    heartbeats: Arc<[Heartbeat]>,
+    plan: Arc<Plan>,
+}
+
+/// A dispatcher thread's settings, taken from the [`RunConfig`].
+#[derive(Clone, Copy)]
+struct ThreadSettings {
+    req: ThreadRequest,
+    margin: MarginPolicy,
+    duration: Option<u64>,
+    breather_every: Option<u64>,
+}
+
+fn spawn_dispatcher(
+    ci: usize,
+    prep: CpuPrep,
+    shared: &Shared,
+    cfg: &RunConfig,
+) -> Result<std::thread::JoinHandle<Option<CpuDone>>, DispatchError> {
+    let settings = ThreadSettings {
+        req: ThreadRequest {
+            cpu: Some(prep.cpu),
+            policy: cfg.policy,
+            priority: cfg.priority,
+            timer_slack_ns: cfg.timer_slack_ns,
+            fall_back_on_refusal: true,
+        },
+        margin: cfg.margin,
+        duration: cfg.duration,
+        breather_every: cfg.watchdog.map(|w| w / 4),
+    };
+    let shared = shared.clone();
+    std::thread::Builder::new()
+        .name(format!("punctual-d{}", prep.cpu))
+        .stack_size(512 << 10)
+        .spawn(move || dispatcher_thread(ci, prep, &shared, settings))
+        .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))
+}
+
+/// One dispatcher thread: set itself up, meet the others twice (ready, then the start instant),
+/// dispatch its slots, and hand back what it measured. `None`: setup failed here or elsewhere.
+fn dispatcher_thread(
+    ci: usize,
+    mut prep: CpuPrep,
+    shared: &Shared,
+    settings: ThreadSettings,
+) -> Option<CpuDone> {
+    let guards = match setup_current_thread(&settings.req) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            shared
+                .setup_error
+                .lock()
+                .unwrap()
+                .get_or_insert(format!("dispatcher thread for CPU {}: {e}", prep.cpu));
+            None
+        }
+    };
+    let mut stats: Vec<SlotStats> = prep
+        .specs
+        .iter()
+        .map(|s| {
+            SlotStats::new(
+                prep.actions.items[s.action as usize]
+                    .as_ref()
+                    .is_some_and(|a| a.delegated()),
+            )
+        })
+        .collect();
+    shared.barrier.wait();
+    shared.barrier.wait();
+    let guards = guards?;
+    let s0 = shared.start.load(Ordering::SeqCst);
+    if s0 == 0 {
+        return None;
+    }
+    let end = settings.duration.map(|d| s0 + d).unwrap_or(u64::MAX);
+    let lc = LoopConfig {
+        start: s0,
+        end,
+        margin: settings.margin,
+        interval: prep.interval,
+        margin_cap: prep.margin_cap,
+        breather_every: settings.breather_every,
+        events: &shared.plan.events,
+        event_slot: &prep.event_slot,
+    };
+    let range = prep.first_slot..prep.first_slot + prep.specs.len();
+    let cpu0 = thread_cpu_time();
+    let wall0 = read_clock(libc::CLOCK_MONOTONIC);
+    let le: LoopEnd = engine::dispatch(
+        &SystemClock::monotonic(),
+        &lc,
+        &prep.specs,
+        &mut stats,
+        &mut prep.actions,
+        &shared.stop,
+        &shared.progress[range],
+        &shared.heartbeats[ci],
+    );
+    let cpu_ns = thread_cpu_time() - cpu0;
+    let wall_ns = read_clock(libc::CLOCK_MONOTONIC) - wall0;
+    let result = CpuResult {
+        cpu: prep.cpu,
+        margin_ns: le.margin_ns,
+        margin_cap_ns: prep.margin_cap,
+        breathers: le.breathers,
+        woke_late: le.woke_late,
+        cpu_ns,
+        wall_ns,
+        policy: guards.policy,
+        priority: guards.priority,
+        fallback: guards.fallback.clone(),
+    };
+    drop(guards);
+    let reports = prep
+        .actions
+        .items
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, a)| a.map(|a| (i as u16, a.report())))
+        .collect();
+    Some(CpuDone {
+        result,
+        first_slot: prep.first_slot,
+        specs_len: prep.specs.len(),
+        stats,
+        reports,
+    })
+}
+
+/// Waits for the dispatcher threads; if the watchdog trips and a thread stays stuck, leaves it
+/// behind. Returns what the finished threads did and the CPUs of the stuck ones.
+fn join_dispatchers(
+    handles: Vec<std::thread::JoinHandle<Option<CpuDone>>>,
+    cpu_list: &[usize],
+    wd: Option<&watchdog::Watchdog>,
+) -> Result<(Vec<CpuDone>, Vec<usize>), DispatchError> {
     let mut tripped_at: Option<std::time::Instant> = None;
     let mut stuck = Vec::new();
     loop {
         if handles.iter().all(|h| h.is_finished()) {
             break;
         }
-        if tripped_at.is_none() && wd.as_ref().is_some_and(|w| w.tripped().is_some()) {
+        if tripped_at.is_none() && wd.is_some_and(|w| w.tripped().is_some()) {
             tripped_at = Some(std::time::Instant::now());
         }
         if tripped_at.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(1)) {
@@ -790,7 +857,7 @@ pub fn execute(
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let mut done = Vec::new();
-    for (h, &cpu) in handles.into_iter().zip(&cpu_list) {
+    for (h, &cpu) in handles.into_iter().zip(cpu_list) {
         if h.is_finished() {
             match h.join() {
                 Ok(Some(d)) => done.push(d),
@@ -805,17 +872,11 @@ pub fn execute(
             stuck.push(cpu);
         }
     }
-    let trip = wd.and_then(|w| {
-        if stuck.is_empty() {
-            w.stop()
-        } else {
-            w.tripped()
-        }
-    });
-    if let Some(e) = failed {
-        return Err(DispatchError::System(e));
-    }
-    // Clients spawned by wake actions see their channels end; give them a moment, then stop them.
+    Ok((done, stuck))
+}
+
+/// Clients spawned by wake actions see their channels end; give them a moment, then stop them.
+fn end_clients(clients: &mut [Child]) {
     let t0 = std::time::Instant::now();
     while clients
         .iter_mut()
@@ -824,18 +885,25 @@ pub fn execute(
     {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    for c in &mut clients {
+    for c in clients {
         if !matches!(c.try_wait(), Ok(Some(_))) {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
+}
 
+/// Each finished CPU's slot statistics beside their slot's description (in [`Prepared::slots`]
+/// order), an action's report with the first slot that uses it; and the per-CPU results.
+fn gather_results(
+    done: Vec<CpuDone>,
+    slots: &[SlotInfo],
+    actions: usize,
+) -> (Vec<SlotResult>, Vec<CpuResult>) {
     let mut results: Vec<Option<SlotResult>> = (0..slots.len()).map(|_| None).collect();
     let mut cpus_out = Vec::new();
     for d in done {
-        let mut reports: Vec<Option<ActionReport>> =
-            (0..plan.actions.len()).map(|_| None).collect();
+        let mut reports: Vec<Option<ActionReport>> = (0..actions).map(|_| None).collect();
         for (a, r) in d.reports {
             reports[a as usize] = Some(r);
         }
@@ -851,13 +919,7 @@ pub fn execute(
         }
         cpus_out.push(d.result);
     }
-    Ok(Outcome {
-        slots: results.into_iter().flatten().collect(),
-        cpus: cpus_out,
-        start: s0,
-        trip,
-        stuck,
-    })
+    (results.into_iter().flatten().collect(), cpus_out)
 }
 
 #[cfg(test)]

@@ -298,146 +298,48 @@ pub fn run(
     let mut producers: Vec<Option<rtrb::Producer<Sample>>> =
         producers.into_iter().map(Some).collect();
     producers.resize_with(n, || None);
-    let barrier = Barrier::new(n + 1);
-    let first = AtomicU64::new(0);
-    let setup_error: Mutex<Option<LatencyError>> = Mutex::new(None);
-    let abort = AtomicBool::new(false);
+    let meeting = Meeting {
+        barrier: Barrier::new(n + 1),
+        first: AtomicU64::new(0),
+        setup_error: Mutex::new(None),
+        abort: AtomicBool::new(false),
+    };
     let clock = cfg.clock.as_raw();
 
     let (results, written) = std::thread::scope(|s| {
         let writer = samples.map(|out| s.spawn(move || samples::drain(consumers, out)));
         let mut handles = Vec::new();
-        for (index, (cpu, mut tx)) in cfg
+        for (index, (cpu, tx)) in cfg
             .threads
             .iter()
             .copied()
             .zip(producers.drain(..))
             .enumerate()
         {
-            let (barrier, first, setup_error, abort) = (&barrier, &first, &setup_error, &abort);
+            let meeting = &meeting;
             let progress = &progress[index];
             let h = std::thread::Builder::new()
                 .name(format!("punctual-t{index}"))
                 .stack_size(STACK)
-                .spawn_scoped(s, move || -> Option<ThreadResult> {
-                    let req = ThreadRequest {
-                        cpu,
-                        policy: cfg.policy,
-                        priority: cfg.priority,
-                        timer_slack_ns: cfg.timer_slack_ns,
-                        fall_back_on_refusal: true,
-                    };
-                    let guards = match setup_current_thread(&req) {
-                        Ok(g) => Some(g),
-                        Err(source) => {
-                            setup_error
-                                .lock()
-                                .unwrap()
-                                .get_or_insert(LatencyError::Setup {
-                                    thread: index,
-                                    source,
-                                });
-                            None
-                        }
-                    };
-                    let mut rec = Recorder::new();
-                    barrier.wait(); // everyone is set up (or failed)
-                    barrier.wait(); // the main thread has published the first release time
-                    let guards = guards?;
-                    if abort.load(Ordering::SeqCst) {
-                        return None;
-                    }
-                    let first = first.load(Ordering::SeqCst);
-                    let sched = Schedule {
-                        first,
-                        interval: cfg.interval,
-                        until: cfg.stop,
-                    };
-                    let mut dropped = 0u64;
-                    let cpu0 = thread_cpu_time();
-                    let wall0 = read_clock(clock);
-                    let mut margin_ns = None;
-                    let mut drift_ns = None;
-                    let sink = Sink {
-                        rec: &mut rec,
-                        tx: &mut tx,
-                        dropped: &mut dropped,
-                        progress,
-                    };
-                    let timer_err = |mode, source| {
-                        let e = LatencyError::Timer {
-                            thread: index,
-                            mode,
-                            source,
-                        };
-                        setup_error.lock().unwrap().get_or_insert(e);
-                    };
-                    match cfg.mode {
-                        Mode::Abs => {
-                            measure(&mut AbsWaiter { clock }, sched, stop, sink);
-                        }
-                        Mode::Hybrid => {
-                            let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
-                            measure(&mut w, sched, stop, sink);
-                            margin_ns = w.margin();
-                        }
-                        Mode::Rel => {
-                            // Start the naive loop one interval before the first release, so its ideal
-                            // wake-ups coincide with the absolute schedule and the gap is pure drift.
-                            sleep_abs(clock, first.saturating_sub(cfg.interval));
-                            let mut w = RelWaiter {
-                                clock,
-                                interval: cfg.interval,
-                            };
-                            let e = measure(&mut w, sched, stop, sink);
-                            let ideal = first
-                                .saturating_add(e.n.saturating_sub(1).saturating_mul(cfg.interval));
-                            drift_ns = Some(e.last_done as i64 - ideal as i64);
-                        }
-                        Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => {
-                                measure(&mut w, sched, stop, sink);
-                            }
-                            Err(e) => {
-                                timer_err("timerfd", e);
-                                return None;
-                            }
-                        },
-                        Mode::Signal => match SignalWaiter::new(clock, first, cfg.interval) {
-                            Ok(mut w) => {
-                                measure(&mut w, sched, stop, sink);
-                            }
-                            Err(e) => {
-                                timer_err("signal", e);
-                                return None;
-                            }
-                        },
-                    }
-                    let result = ThreadResult {
+                .spawn_scoped(s, move || {
+                    let place = ThreadPlace {
                         index,
                         cpu,
-                        recorder: rec,
-                        cpu_ns: thread_cpu_time() - cpu0,
-                        wall_ns: read_clock(clock).saturating_sub(wall0),
-                        policy: guards.policy,
-                        priority: guards.priority,
-                        fallback: guards.fallback.clone(),
-                        margin_ns,
-                        drift_ns,
-                        dropped_samples: dropped,
+                        progress,
                     };
-                    drop(tx); // lets the writer finish
-                    Some(result)
+                    measuring_thread(cfg, stop, meeting, place, tx)
                 })
                 .expect("spawning a measuring thread");
             handles.push(h);
         }
-        barrier.wait();
-        if setup_error.lock().unwrap().is_some() {
-            abort.store(true, Ordering::SeqCst);
+        meeting.barrier.wait();
+        if meeting.setup_error.lock().unwrap().is_some() {
+            meeting.abort.store(true, Ordering::SeqCst);
         }
-        first.store(read_clock(clock) + LEAD_NS, Ordering::SeqCst);
-        barrier.wait();
+        meeting
+            .first
+            .store(read_clock(clock) + LEAD_NS, Ordering::SeqCst);
+        meeting.barrier.wait();
         let results: Vec<Option<ThreadResult>> = handles
             .into_iter()
             .map(|h| h.join().expect("measuring thread panicked"))
@@ -445,7 +347,7 @@ pub fn run(
         let written = writer.map(|w| w.join().expect("sample writer panicked"));
         (results, written)
     });
-    if let Some(e) = setup_error.into_inner().unwrap() {
+    if let Some(e) = meeting.setup_error.into_inner().unwrap() {
         return Err(e);
     }
     let samples_written = match written {
@@ -456,8 +358,163 @@ pub fn run(
     Ok(Outcome {
         threads: results.into_iter().flatten().collect(),
         samples_written,
-        first_release: first.into_inner(),
+        first_release: meeting.first.into_inner(),
     })
+}
+
+/// Where the measuring threads meet [`run`]'s thread: a barrier passed twice (everyone set up, then
+/// the first release published), the first release, the first error, and whether to give up.
+struct Meeting {
+    barrier: Barrier,
+    first: AtomicU64,
+    setup_error: Mutex<Option<LatencyError>>,
+    abort: AtomicBool,
+}
+
+/// Which measuring thread this is: its index, its CPU (`None`: floating), its live figures.
+struct ThreadPlace<'a> {
+    index: usize,
+    cpu: Option<usize>,
+    progress: &'a Progress,
+}
+
+/// One measuring thread: set itself up, meet the others, measure, and give back what it saw.
+/// `None` when it or another thread could not be set up (the error is in `meeting`).
+fn measuring_thread(
+    cfg: &Config,
+    stop: &AtomicBool,
+    meeting: &Meeting,
+    place: ThreadPlace,
+    mut tx: Option<rtrb::Producer<Sample>>,
+) -> Option<ThreadResult> {
+    let ThreadPlace {
+        index,
+        cpu,
+        progress,
+    } = place;
+    let clock = cfg.clock.as_raw();
+    let req = ThreadRequest {
+        cpu,
+        policy: cfg.policy,
+        priority: cfg.priority,
+        timer_slack_ns: cfg.timer_slack_ns,
+        fall_back_on_refusal: true,
+    };
+    let guards = match setup_current_thread(&req) {
+        Ok(g) => Some(g),
+        Err(source) => {
+            meeting
+                .setup_error
+                .lock()
+                .unwrap()
+                .get_or_insert(LatencyError::Setup {
+                    thread: index,
+                    source,
+                });
+            None
+        }
+    };
+    let mut rec = Recorder::new();
+    meeting.barrier.wait(); // everyone is set up (or failed)
+    meeting.barrier.wait(); // the main thread has published the first release time
+    let guards = guards?;
+    if meeting.abort.load(Ordering::SeqCst) {
+        return None;
+    }
+    let first = meeting.first.load(Ordering::SeqCst);
+    let sched = Schedule {
+        first,
+        interval: cfg.interval,
+        until: cfg.stop,
+    };
+    let mut dropped = 0u64;
+    let cpu0 = thread_cpu_time();
+    let wall0 = read_clock(clock);
+    let sink = Sink {
+        rec: &mut rec,
+        tx: &mut tx,
+        dropped: &mut dropped,
+        progress,
+    };
+    let (margin_ns, drift_ns) = match measure_in_mode(cfg, sched, stop, sink, index) {
+        Ok(figures) => figures,
+        Err(e) => {
+            meeting.setup_error.lock().unwrap().get_or_insert(e);
+            return None;
+        }
+    };
+    let result = ThreadResult {
+        index,
+        cpu,
+        recorder: rec,
+        cpu_ns: thread_cpu_time() - cpu0,
+        wall_ns: read_clock(clock).saturating_sub(wall0),
+        policy: guards.policy,
+        priority: guards.priority,
+        fallback: guards.fallback.clone(),
+        margin_ns,
+        drift_ns,
+        dropped_samples: dropped,
+    };
+    drop(tx); // lets the writer finish
+    Some(result)
+}
+
+/// Builds the waiter of `cfg.mode` and runs [`measure`] with it. Returns the spin margin at the end
+/// (hybrid) and the drift from the absolute schedule (rel); an error if the mode's timer could not
+/// be made. Inlined, so that nothing more than before lies between the caller's clock reads.
+#[inline(always)]
+fn measure_in_mode(
+    cfg: &Config,
+    sched: Schedule,
+    stop: &AtomicBool,
+    sink: Sink<'_>,
+    index: usize,
+) -> Result<(Option<u64>, Option<i64>), LatencyError> {
+    let clock = cfg.clock.as_raw();
+    let first = sched.first;
+    let timer_err = |mode, source| LatencyError::Timer {
+        thread: index,
+        mode,
+        source,
+    };
+    let mut margin_ns = None;
+    let mut drift_ns = None;
+    match cfg.mode {
+        Mode::Abs => {
+            measure(&mut AbsWaiter { clock }, sched, stop, sink);
+        }
+        Mode::Hybrid => {
+            let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
+            measure(&mut w, sched, stop, sink);
+            margin_ns = w.margin();
+        }
+        Mode::Rel => {
+            // Start the naive loop one interval before the first release, so its ideal
+            // wake-ups coincide with the absolute schedule and the gap is pure drift.
+            sleep_abs(clock, first.saturating_sub(cfg.interval));
+            let mut w = RelWaiter {
+                clock,
+                interval: cfg.interval,
+            };
+            let e = measure(&mut w, sched, stop, sink);
+            let ideal = first.saturating_add(e.n.saturating_sub(1).saturating_mul(cfg.interval));
+            drift_ns = Some(e.last_done as i64 - ideal as i64);
+        }
+        Mode::Timerfd => match TimerfdWaiter::new(clock, first, cfg.interval) {
+            Ok(mut w) => {
+                measure(&mut w, sched, stop, sink);
+            }
+            Err(e) => return Err(timer_err("timerfd", e)),
+        },
+        Mode::Signal => match SignalWaiter::new(clock, first, cfg.interval) {
+            Ok(mut w) => {
+                measure(&mut w, sched, stop, sink);
+            }
+            Err(e) => return Err(timer_err("signal", e)),
+        },
+    }
+    Ok((margin_ns, drift_ns))
 }
 
 #[cfg(test)]

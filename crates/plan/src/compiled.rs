@@ -95,79 +95,9 @@ pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Plan, PlanError> {
 /// Read a compiled plan of `size` bytes (when known): the header length and the event count must
 /// account for exactly the file's bytes before anything is allocated.
 pub fn read_sized(mut input: impl Read, file: &str, size: Option<u64>) -> Result<Plan, PlanError> {
-    let bad = |m: String| PlanError::Compiled {
-        file: file.to_string(),
-        message: m,
-    };
-    let corrupt = |field: &'static str, m: String| PlanError::Corrupt {
-        file: file.to_string(),
-        field,
-        message: m,
-    };
-    let mut fixed = [0u8; FIXED_HEADER];
-    input.read_exact(&mut fixed).map_err(|e| {
-        corrupt(
-            "fixed header",
-            format!("reading the {FIXED_HEADER}-byte header: {e} (file truncated?)"),
-        )
-    })?;
-    if !is_compiled(&fixed) {
-        return Err(bad(
-            "not a compiled plan (no PUNCPLAN magic); compile one with `punctual plan compile`"
-                .into(),
-        ));
-    }
-    let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
-        return Err(bad(format!(
-            "format version {version}; this punctual reads version {VERSION}"
-        )));
-    }
-    let hlen = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
-    let count = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
-    let reserved = u64::from_le_bytes(fixed[24..32].try_into().expect("8 bytes"));
-    if reserved != 0 {
-        return Err(corrupt(
-            "reserved",
-            format!("{reserved:#x} where version {VERSION} writes zero"),
-        ));
-    }
-    if hlen > MAX_HEADER {
-        return Err(corrupt(
-            "header length",
-            format!("{hlen} bytes is implausible (at most {MAX_HEADER})"),
-        ));
-    }
-    if count > MAX_EVENTS {
-        return Err(corrupt(
-            "event count",
-            format!("{count} events is implausible (at most {MAX_EVENTS})"),
-        ));
-    }
+    let (hlen, count) = read_fixed(&mut input, file)?;
     if let Some(size) = size {
-        let after_fixed = size.saturating_sub(FIXED_HEADER as u64);
-        if hlen as u64 > after_fixed {
-            return Err(corrupt(
-                "header length",
-                format!("{hlen} bytes, but the file has {after_fixed} after the fixed header"),
-            ));
-        }
-        let rest = after_fixed - hlen as u64;
-        // count <= 2^32, so count * 24 fits a u64.
-        let need = count * RECORD as u64;
-        if need != rest {
-            return Err(corrupt(
-                "event count",
-                format!(
-                    "{count} events need {need} bytes, but {rest} follow the header ({})",
-                    if need > rest {
-                        "file truncated, or the count is damaged"
-                    } else {
-                        "bytes after the events"
-                    }
-                ),
-            ));
-        }
+        check_size(file, hlen, count, size)?;
     }
     // Read through `take` so a stream shorter than announced costs only what it holds.
     let mut header = Vec::new();
@@ -175,30 +105,153 @@ pub fn read_sized(mut input: impl Read, file: &str, size: Option<u64>) -> Result
         .by_ref()
         .take(hlen as u64)
         .read_to_end(&mut header)
-        .map_err(|e| corrupt("header", format!("reading the plan header: {e}")))?;
+        .map_err(|e| corrupt(file, "header", format!("reading the plan header: {e}")))?;
     if got != hlen {
         return Err(corrupt(
+            file,
             "header length",
             format!("{hlen} bytes announced, the file ends after {got} (file truncated?)"),
         ));
     }
-    let header = String::from_utf8(header).map_err(|_| corrupt("header", "not UTF-8".into()))?;
+    let header =
+        String::from_utf8(header).map_err(|_| corrupt(file, "header", "not UTF-8".into()))?;
     // The header is canonical TOML; parse it with the same validation as a hand-written plan.
     let mut plan = match crate::parse::parse_str_allow_empty(&header, &format!("{file} (header)")) {
         Ok(p) => p,
-        Err(e) => return Err(bad(e.to_string())),
+        Err(e) => return Err(bad(file, e.to_string())),
     };
-    let count = count as usize;
-    // With a known size the count was checked against it; without, grow as records arrive.
+    let events = read_events(&mut input, file, count as usize, size.is_some(), &plan)?;
+    let mut extra = [0u8; 1];
+    if input
+        .read(&mut extra)
+        .map_err(|e| bad(file, e.to_string()))?
+        != 0
+    {
+        return Err(corrupt(
+            file,
+            "event count",
+            format!("bytes after the {count} events the header announces"),
+        ));
+    }
+    plan.events = events;
+    plan.source = file.to_string();
+    crate::parse::validate_plan(&plan).map_err(|m| bad(file, m))?;
+    Ok(plan)
+}
+
+/// A compiled plan that is not one this punctual reads (no magic, another version, a bad header).
+fn bad(file: &str, message: String) -> PlanError {
+    PlanError::Compiled {
+        file: file.to_string(),
+        message,
+    }
+}
+
+/// A compiled plan whose `field` contradicts the file.
+fn corrupt(file: &str, field: &'static str, message: String) -> PlanError {
+    PlanError::Corrupt {
+        file: file.to_string(),
+        field,
+        message,
+    }
+}
+
+/// The fixed header: magic, version, and the header length and event count it announces, each
+/// within its plausible limit. Returns (header length, event count).
+fn read_fixed(input: &mut impl Read, file: &str) -> Result<(usize, u64), PlanError> {
+    let mut fixed = [0u8; FIXED_HEADER];
+    input.read_exact(&mut fixed).map_err(|e| {
+        corrupt(
+            file,
+            "fixed header",
+            format!("reading the {FIXED_HEADER}-byte header: {e} (file truncated?)"),
+        )
+    })?;
+    if !is_compiled(&fixed) {
+        return Err(bad(
+            file,
+            "not a compiled plan (no PUNCPLAN magic); compile one with `punctual plan compile`"
+                .into(),
+        ));
+    }
+    let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(bad(
+            file,
+            format!("format version {version}; this punctual reads version {VERSION}"),
+        ));
+    }
+    let hlen = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
+    let count = u64::from_le_bytes(fixed[16..24].try_into().expect("8 bytes"));
+    let reserved = u64::from_le_bytes(fixed[24..32].try_into().expect("8 bytes"));
+    if reserved != 0 {
+        return Err(corrupt(
+            file,
+            "reserved",
+            format!("{reserved:#x} where version {VERSION} writes zero"),
+        ));
+    }
+    if hlen > MAX_HEADER {
+        return Err(corrupt(
+            file,
+            "header length",
+            format!("{hlen} bytes is implausible (at most {MAX_HEADER})"),
+        ));
+    }
+    if count > MAX_EVENTS {
+        return Err(corrupt(
+            file,
+            "event count",
+            format!("{count} events is implausible (at most {MAX_EVENTS})"),
+        ));
+    }
+    Ok((hlen, count))
+}
+
+/// The header length and the event count must account for exactly the file's `size` bytes.
+fn check_size(file: &str, hlen: usize, count: u64, size: u64) -> Result<(), PlanError> {
+    let after_fixed = size.saturating_sub(FIXED_HEADER as u64);
+    if hlen as u64 > after_fixed {
+        return Err(corrupt(
+            file,
+            "header length",
+            format!("{hlen} bytes, but the file has {after_fixed} after the fixed header"),
+        ));
+    }
+    let rest = after_fixed - hlen as u64;
+    // count <= 2^32, so count * 24 fits a u64.
+    let need = count * RECORD as u64;
+    if need != rest {
+        return Err(corrupt(
+            file,
+            "event count",
+            format!(
+                "{count} events need {need} bytes, but {rest} follow the header ({})",
+                if need > rest {
+                    "file truncated, or the count is damaged"
+                } else {
+                    "bytes after the events"
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `count` event records, each checked against `plan` and in time order. With a known size
+/// (`sized`) the count was checked against it; without, memory grows as records arrive.
+fn read_events(
+    input: &mut impl Read,
+    file: &str,
+    count: usize,
+    sized: bool,
+    plan: &Plan,
+) -> Result<Vec<Event>, PlanError> {
     let mut events = Vec::new();
-    let first = if size.is_some() {
-        count
-    } else {
-        count.min(4096)
-    };
+    let first = if sized { count } else { count.min(4096) };
     events
         .try_reserve_exact(first)
-        .map_err(|_| corrupt("event count", format!("no memory for {count} events")))?;
+        .map_err(|_| corrupt(file, "event count", format!("no memory for {count} events")))?;
     let mut buf = vec![0u8; RECORD * 4096];
     let mut left = count;
     let mut last = 0u64;
@@ -206,63 +259,70 @@ pub fn read_sized(mut input: impl Read, file: &str, size: Option<u64>) -> Result
         let n = left.min(4096);
         input.read_exact(&mut buf[..n * RECORD]).map_err(|e| {
             corrupt(
+                file,
                 "event count",
                 format!("event {} of {count}: {e} (file truncated?)", count - left),
             )
         })?;
         for i in 0..n {
             let e = decode_event(&buf[i * RECORD..(i + 1) * RECORD]);
-            let index = count - left + i;
-            if e.action as usize >= plan.actions.len() {
-                return Err(corrupt(
-                    "event action",
-                    format!(
-                        "event {index} names action {} but the plan has {}",
-                        e.action,
-                        plan.actions.len()
-                    ),
-                ));
-            }
-            if e.len as usize > EVENT_DATA {
-                return Err(corrupt(
-                    "event length",
-                    format!(
-                        "event {index} uses {} data bytes (at most {EVENT_DATA})",
-                        e.len
-                    ),
-                ));
-            }
-            if e.flags != 0 {
-                return Err(corrupt(
-                    "event flags",
-                    format!("event {index} has flags {:#x} (must be zero)", e.flags),
-                ));
-            }
-            if e.at < last {
-                return Err(corrupt(
-                    "event time",
-                    format!(
-                        "event {index} at {} ns comes before the previous one at {last} ns",
-                        e.at
-                    ),
-                ));
-            }
+            check_event(file, count - left + i, &e, plan, last)?;
             last = e.at;
             events.push(e);
         }
         left -= n;
     }
-    let mut extra = [0u8; 1];
-    if input.read(&mut extra).map_err(|e| bad(e.to_string()))? != 0 {
+    Ok(events)
+}
+
+/// Event `index` must name an action of `plan`, fit its data, have no flags, and come no earlier
+/// than the previous event (at `last`).
+fn check_event(
+    file: &str,
+    index: usize,
+    e: &Event,
+    plan: &Plan,
+    last: u64,
+) -> Result<(), PlanError> {
+    if e.action as usize >= plan.actions.len() {
         return Err(corrupt(
-            "event count",
-            format!("bytes after the {count} events the header announces"),
+            file,
+            "event action",
+            format!(
+                "event {index} names action {} but the plan has {}",
+                e.action,
+                plan.actions.len()
+            ),
         ));
     }
-    plan.events = events;
-    plan.source = file.to_string();
-    crate::parse::validate_plan(&plan).map_err(bad)?;
-    Ok(plan)
+    if e.len as usize > EVENT_DATA {
+        return Err(corrupt(
+            file,
+            "event length",
+            format!(
+                "event {index} uses {} data bytes (at most {EVENT_DATA})",
+                e.len
+            ),
+        ));
+    }
+    if e.flags != 0 {
+        return Err(corrupt(
+            file,
+            "event flags",
+            format!("event {index} has flags {:#x} (must be zero)", e.flags),
+        ));
+    }
+    if e.at < last {
+        return Err(corrupt(
+            file,
+            "event time",
+            format!(
+                "event {index} at {} ns comes before the previous one at {last} ns",
+                e.at
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Read a plan file of either form (TOML or compiled), by its first bytes.

@@ -263,149 +263,14 @@ impl Builder<'_> {
         let loc = &self.loc;
         let a = raw.get_ref();
         let kind = a.kind.get_ref().as_str();
-        // Fields that belong to other kinds are mistakes, not options to ignore.
-        let present: [(&str, Option<Range<usize>>); 10] = [
-            ("argv", a.argv.as_ref().map(|v| v.span())),
-            ("priority", a.priority.as_ref().map(|v| v.span())),
-            ("to", a.to.as_ref().map(|v| v.span())),
-            ("bytes", a.bytes.as_ref().map(|v| v.span())),
-            ("channel", a.channel.as_ref().map(|v| v.span())),
-            ("spawn", a.spawn.as_ref().map(|v| v.span())),
-            ("path", a.path.as_ref().map(|v| v.span())),
-            ("symbol", a.symbol.as_ref().map(|v| v.span())),
-            ("user", a.user.as_ref().map(|v| v.span())),
-            ("drop_caps", a.drop_caps.as_ref().map(|v| v.span())),
-        ];
-        let allowed: &[&str] = match kind {
-            "mark" => &[],
-            "exec" => &["argv", "priority", "user", "drop_caps"],
-            "udp" => &["to", "bytes"],
-            "wake" => &["channel", "spawn"],
-            "plugin" => &["path", "symbol"],
-            other => {
-                return Err(loc.at(
-                    a.kind.span(),
-                    format!("unknown action kind '{other}' (valid: {})", Action::KINDS),
-                ))
-            }
-        };
-        for (field, span) in &present {
-            if let Some(span) = span {
-                if !allowed.contains(field) {
-                    return Err(loc.at(
-                        span.clone(),
-                        format!(
-                            "'{field}' does not apply to a {kind} action (it takes: {})",
-                            list(allowed)
-                        ),
-                    ));
-                }
-            }
-        }
+        check_action_fields(loc, a, kind)?;
         let missing = |field: &str| loc.at(raw.span(), format!("a {kind} action needs '{field}'"));
         let action = match kind {
             "mark" => Action::Mark,
-            "exec" => {
-                let argv = a.argv.as_ref().ok_or_else(|| missing("argv"))?;
-                if argv.get_ref().is_empty() || argv.get_ref()[0].is_empty() {
-                    return Err(loc.at(argv.span(), "exec argv is empty; give the program and its arguments, e.g. [\"/usr/bin/true\"]"));
-                }
-                let mut v = argv.get_ref().clone();
-                if v[0].contains('/') {
-                    v[0] = self.resolve(&v[0]).to_string_lossy().into_owned();
-                }
-                let priority = match &a.priority {
-                    Some(p) if !(1..=99).contains(p.get_ref()) => {
-                        return Err(loc.at(
-                            p.span(),
-                            format!("exec priority {} is outside 1..=99", p.get_ref()),
-                        ))
-                    }
-                    Some(p) => Some(*p.get_ref() as u32),
-                    None => None,
-                };
-                let user = a.user.as_ref().map(|u| check_user(loc, u)).transpose()?;
-                Action::Exec {
-                    argv: v,
-                    priority,
-                    user,
-                    drop_caps: a.drop_caps.as_ref().is_some_and(|d| *d.get_ref()),
-                }
-            }
-            "udp" => {
-                let to = a.to.as_ref().ok_or_else(|| missing("to"))?;
-                if to.get_ref().parse::<std::net::SocketAddr>().is_err() {
-                    return Err(loc.at(
-                        to.span(),
-                        format!("udp to '{}' is not IP:PORT; give an address such as 127.0.0.1:9000 or [::1]:9000", to.get_ref()),
-                    ));
-                }
-                let bytes = match &a.bytes {
-                    None => 64,
-                    Some(b) => {
-                        let n = *b.get_ref();
-                        if n < UDP_HEADER as i64 || n > UDP_MAX as i64 {
-                            return Err(loc.at(
-                                b.span(),
-                                format!("udp bytes {n} is outside {UDP_HEADER}..={UDP_MAX} (the first {UDP_HEADER} bytes carry the sequence number and release time)"),
-                            ));
-                        }
-                        n as usize
-                    }
-                };
-                Action::Udp {
-                    to: to.get_ref().clone(),
-                    bytes,
-                }
-            }
-            "wake" => {
-                let channel = match &a.channel {
-                    Some(c) => {
-                        check_channel(c.get_ref()).map_err(|e| loc.at(c.span(), e))?;
-                        c.get_ref().clone()
-                    }
-                    None => String::new(), // filled with the task or action name by the caller
-                };
-                let spawn = match &a.spawn {
-                    Some(s) if s.get_ref().is_empty() || s.get_ref()[0].is_empty() => {
-                        return Err(loc.at(s.span(), "wake spawn is empty; give the client's argv, or drop spawn and start the client yourself"))
-                    }
-                    Some(s) => {
-                        let mut v = s.get_ref().clone();
-                        if v[0].contains('/') {
-                            v[0] = self.resolve(&v[0]).to_string_lossy().into_owned();
-                        }
-                        Some(v)
-                    }
-                    None => None,
-                };
-                Action::Wake { channel, spawn }
-            }
-            "plugin" => {
-                let path = a.path.as_ref().ok_or_else(|| missing("path"))?;
-                if !path.get_ref().contains('/') {
-                    return Err(loc.at(
-                        path.span(),
-                        format!(
-                            "plugin path '{}' must be an explicit path (./{0} or /abs/{0}); punctual never searches the library path",
-                            path.get_ref()
-                        ),
-                    ));
-                }
-                let symbol = match &a.symbol {
-                    Some(s) if s.get_ref().is_empty() || s.get_ref().contains('\0') => {
-                        return Err(
-                            loc.at(s.span(), "plugin symbol must be a non-empty C identifier")
-                        )
-                    }
-                    Some(s) => s.get_ref().clone(),
-                    None => Action::PLUGIN_SYMBOL.to_string(),
-                };
-                Action::Plugin {
-                    path: self.resolve(path.get_ref()),
-                    symbol,
-                }
-            }
+            "exec" => self.exec_action(a, &missing)?,
+            "udp" => udp_action(loc, a, &missing)?,
+            "wake" => self.wake_action(a)?,
+            "plugin" => self.plugin_action(a, &missing)?,
             _ => unreachable!("kind checked above"),
         };
         let cpu = a.cpu.as_ref().map(|c| cpu(loc, c)).transpose()?;
@@ -421,6 +286,96 @@ impl Builder<'_> {
             ));
         }
         Ok((action, cpu, wcet))
+    }
+
+    fn exec_action(
+        &self,
+        a: &RawAction,
+        missing: &dyn Fn(&str) -> PlanError,
+    ) -> Result<Action, PlanError> {
+        let loc = &self.loc;
+        let argv = a.argv.as_ref().ok_or_else(|| missing("argv"))?;
+        if argv.get_ref().is_empty() || argv.get_ref()[0].is_empty() {
+            return Err(loc.at(
+                argv.span(),
+                "exec argv is empty; give the program and its arguments, e.g. [\"/usr/bin/true\"]",
+            ));
+        }
+        let mut v = argv.get_ref().clone();
+        if v[0].contains('/') {
+            v[0] = self.resolve(&v[0]).to_string_lossy().into_owned();
+        }
+        let priority = match &a.priority {
+            Some(p) if !(1..=99).contains(p.get_ref()) => {
+                return Err(loc.at(
+                    p.span(),
+                    format!("exec priority {} is outside 1..=99", p.get_ref()),
+                ))
+            }
+            Some(p) => Some(*p.get_ref() as u32),
+            None => None,
+        };
+        let user = a.user.as_ref().map(|u| check_user(loc, u)).transpose()?;
+        Ok(Action::Exec {
+            argv: v,
+            priority,
+            user,
+            drop_caps: a.drop_caps.as_ref().is_some_and(|d| *d.get_ref()),
+        })
+    }
+
+    fn wake_action(&self, a: &RawAction) -> Result<Action, PlanError> {
+        let loc = &self.loc;
+        let channel = match &a.channel {
+            Some(c) => {
+                check_channel(c.get_ref()).map_err(|e| loc.at(c.span(), e))?;
+                c.get_ref().clone()
+            }
+            None => String::new(), // filled with the task or action name by the caller
+        };
+        let spawn = match &a.spawn {
+            Some(s) if s.get_ref().is_empty() || s.get_ref()[0].is_empty() => {
+                return Err(loc.at(s.span(), "wake spawn is empty; give the client's argv, or drop spawn and start the client yourself"))
+            }
+            Some(s) => {
+                let mut v = s.get_ref().clone();
+                if v[0].contains('/') {
+                    v[0] = self.resolve(&v[0]).to_string_lossy().into_owned();
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        Ok(Action::Wake { channel, spawn })
+    }
+
+    fn plugin_action(
+        &self,
+        a: &RawAction,
+        missing: &dyn Fn(&str) -> PlanError,
+    ) -> Result<Action, PlanError> {
+        let loc = &self.loc;
+        let path = a.path.as_ref().ok_or_else(|| missing("path"))?;
+        if !path.get_ref().contains('/') {
+            return Err(loc.at(
+                path.span(),
+                format!(
+                    "plugin path '{}' must be an explicit path (./{0} or /abs/{0}); punctual never searches the library path",
+                    path.get_ref()
+                ),
+            ));
+        }
+        let symbol = match &a.symbol {
+            Some(s) if s.get_ref().is_empty() || s.get_ref().contains('\0') => {
+                return Err(loc.at(s.span(), "plugin symbol must be a non-empty C identifier"))
+            }
+            Some(s) => s.get_ref().clone(),
+            None => Action::PLUGIN_SYMBOL.to_string(),
+        };
+        Ok(Action::Plugin {
+            path: self.resolve(path.get_ref()),
+            symbol,
+        })
     }
 
     fn push(
@@ -475,6 +430,84 @@ impl Builder<'_> {
                 )
             })
     }
+}
+
+/// Refuses an unknown kind, and fields that belong to other kinds: those are mistakes, not options
+/// to ignore.
+fn check_action_fields(loc: &Locator, a: &RawAction, kind: &str) -> Result<(), PlanError> {
+    let present: [(&str, Option<Range<usize>>); 10] = [
+        ("argv", a.argv.as_ref().map(|v| v.span())),
+        ("priority", a.priority.as_ref().map(|v| v.span())),
+        ("to", a.to.as_ref().map(|v| v.span())),
+        ("bytes", a.bytes.as_ref().map(|v| v.span())),
+        ("channel", a.channel.as_ref().map(|v| v.span())),
+        ("spawn", a.spawn.as_ref().map(|v| v.span())),
+        ("path", a.path.as_ref().map(|v| v.span())),
+        ("symbol", a.symbol.as_ref().map(|v| v.span())),
+        ("user", a.user.as_ref().map(|v| v.span())),
+        ("drop_caps", a.drop_caps.as_ref().map(|v| v.span())),
+    ];
+    let allowed: &[&str] = match kind {
+        "mark" => &[],
+        "exec" => &["argv", "priority", "user", "drop_caps"],
+        "udp" => &["to", "bytes"],
+        "wake" => &["channel", "spawn"],
+        "plugin" => &["path", "symbol"],
+        other => {
+            return Err(loc.at(
+                a.kind.span(),
+                format!("unknown action kind '{other}' (valid: {})", Action::KINDS),
+            ))
+        }
+    };
+    for (field, span) in &present {
+        if let Some(span) = span {
+            if !allowed.contains(field) {
+                return Err(loc.at(
+                    span.clone(),
+                    format!(
+                        "'{field}' does not apply to a {kind} action (it takes: {})",
+                        list(allowed)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn udp_action(
+    loc: &Locator,
+    a: &RawAction,
+    missing: &dyn Fn(&str) -> PlanError,
+) -> Result<Action, PlanError> {
+    let to = a.to.as_ref().ok_or_else(|| missing("to"))?;
+    if to.get_ref().parse::<std::net::SocketAddr>().is_err() {
+        return Err(loc.at(
+            to.span(),
+            format!(
+                "udp to '{}' is not IP:PORT; give an address such as 127.0.0.1:9000 or [::1]:9000",
+                to.get_ref()
+            ),
+        ));
+    }
+    let bytes = match &a.bytes {
+        None => 64,
+        Some(b) => {
+            let n = *b.get_ref();
+            if n < UDP_HEADER as i64 || n > UDP_MAX as i64 {
+                return Err(loc.at(
+                    b.span(),
+                    format!("udp bytes {n} is outside {UDP_HEADER}..={UDP_MAX} (the first {UDP_HEADER} bytes carry the sequence number and release time)"),
+                ));
+            }
+            n as usize
+        }
+    };
+    Ok(Action::Udp {
+        to: to.get_ref().clone(),
+        bytes,
+    })
 }
 
 fn list(v: &[&str]) -> String {
@@ -572,8 +605,6 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
         by_name: HashMap::new(),
         inline: HashMap::new(),
     };
-
-    // Header.
     let mut plan = Plan {
         name: "plan".into(),
         cpus: None,
@@ -586,65 +617,196 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
         source: file.to_string(),
     };
     if let Some(h) = &raw.plan {
-        if let Some(n) = &h.name {
-            plan.name = check_name(&loc, "plan", n)?;
-        }
-        if let Some(c) = &h.cpus {
-            let s = match c.get_ref() {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                other => {
-                    return Err(loc.at(
-                        c.span(),
-                        format!(
-                            "cpus: expected a CPU list like \"1\" or \"2-3\", found {}",
-                            other.type_str()
-                        ),
-                    ))
-                }
-            };
-            let list = punctual_time::cpus::parse_cpu_list(&s)
-                .map_err(|e| loc.at(c.span(), format!("cpus: {e}")))?;
-            plan.cpus = Some(list);
-        }
-        plan.shield = h.shield.unwrap_or(false);
-        if let Some(m) = &h.spin_margin {
-            plan.spin_margin = match m.get_ref() {
-                toml::Value::String(s) if s == "auto" => MarginPolicy::Auto,
-                _ => {
-                    MarginPolicy::Fixed(duration(&loc, "spin_margin", m).map_err(|e| match e {
-                        PlanError::At {
-                            file,
-                            line,
-                            column,
-                            message,
-                        } => PlanError::At {
-                            file,
-                            line,
-                            column,
-                            message: format!("{message}; or \"auto\""),
-                        },
-                        other => other,
-                    })?)
-                }
-            };
-        }
-        if let Some(d) = &h.duration {
-            let ns = duration(&loc, "duration", d)?;
-            if ns == 0 {
-                return Err(loc.at(
-                    d.span(),
-                    "duration must be more than zero (or leave it out)",
-                ));
-            }
-            plan.duration = Some(ns);
-        }
+        header(&loc, h, &mut plan)?;
     }
-
     // Named actions first, so tasks and events can `use` them wherever they appear in the file.
     for a in &raw.action {
+        b.named_action(a)?;
+    }
+    let mut task_names: HashMap<String, Range<usize>> = HashMap::new();
+    for t in &raw.task {
+        let task = b.task(t, &mut task_names)?;
+        plan.tasks.push(task);
+    }
+    for e in &raw.event {
+        let event = b.event(e)?;
+        plan.events.push(event);
+    }
+    plan.events.sort_by_key(|e| e.at);
+    plan.actions = b.actions;
+    Ok(plan)
+}
+
+/// The `[plan]` table, into the defaults already in `plan`.
+fn header(loc: &Locator, h: &RawHeader, plan: &mut Plan) -> Result<(), PlanError> {
+    if let Some(n) = &h.name {
+        plan.name = check_name(loc, "plan", n)?;
+    }
+    if let Some(c) = &h.cpus {
+        plan.cpus = Some(header_cpus(loc, c)?);
+    }
+    plan.shield = h.shield.unwrap_or(false);
+    if let Some(m) = &h.spin_margin {
+        plan.spin_margin = header_spin_margin(loc, m)?;
+    }
+    if let Some(d) = &h.duration {
+        let ns = duration(loc, "duration", d)?;
+        if ns == 0 {
+            return Err(loc.at(
+                d.span(),
+                "duration must be more than zero (or leave it out)",
+            ));
+        }
+        plan.duration = Some(ns);
+    }
+    Ok(())
+}
+
+fn header_cpus(loc: &Locator, c: &Spanned<toml::Value>) -> Result<Vec<usize>, PlanError> {
+    let s = match c.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        other => {
+            return Err(loc.at(
+                c.span(),
+                format!(
+                    "cpus: expected a CPU list like \"1\" or \"2-3\", found {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    punctual_time::cpus::parse_cpu_list(&s).map_err(|e| loc.at(c.span(), format!("cpus: {e}")))
+}
+
+fn header_spin_margin(loc: &Locator, m: &Spanned<toml::Value>) -> Result<MarginPolicy, PlanError> {
+    Ok(match m.get_ref() {
+        toml::Value::String(s) if s == "auto" => MarginPolicy::Auto,
+        _ => MarginPolicy::Fixed(duration(loc, "spin_margin", m).map_err(|e| match e {
+            PlanError::At {
+                file,
+                line,
+                column,
+                message,
+            } => PlanError::At {
+                file,
+                line,
+                column,
+                message: format!("{message}; or \"auto\""),
+            },
+            other => other,
+        })?),
+    })
+}
+
+/// A task's offset: 0 when left out, "auto", or a duration in [0, period).
+fn task_offset(
+    loc: &Locator,
+    name: &str,
+    offset: Option<&Spanned<toml::Value>>,
+    period: u64,
+) -> Result<Offset, PlanError> {
+    Ok(match offset {
+        None => Offset::Fixed(0),
+        Some(o) if matches!(o.get_ref(), toml::Value::String(s) if s == "auto") => Offset::Auto,
+        Some(o) => {
+            let ns = duration(loc, "offset", o)?;
+            if ns >= period {
+                return Err(loc.at(
+                    o.span(),
+                    format!(
+                        "task '{name}': offset {} is not less than the period {}; offsets lie in [0, period), or use \"auto\"",
+                        exact_duration(ns),
+                        exact_duration(period)
+                    ),
+                ));
+            }
+            Offset::Fixed(ns)
+        }
+    })
+}
+
+/// A task's wcet, if given: more than zero and at most the period.
+fn task_wcet(
+    loc: &Locator,
+    name: &str,
+    wcet: Option<&Spanned<toml::Value>>,
+    period: u64,
+) -> Result<Option<u64>, PlanError> {
+    let Some(w) = wcet else {
+        return Ok(None);
+    };
+    let ns = duration(loc, "wcet", w)?;
+    if ns == 0 {
+        return Err(loc.at(
+            w.span(),
+            format!("task '{name}': wcet must be more than zero (or leave it out)"),
+        ));
+    }
+    if ns > period {
+        return Err(loc.at(
+            w.span(),
+            format!(
+                "task '{name}': wcet {} is above the period {}, so every release would overrun the next",
+                exact_duration(ns),
+                exact_duration(period)
+            ),
+        ));
+    }
+    Ok(Some(ns))
+}
+
+fn miss_policy(
+    loc: &Locator,
+    name: &str,
+    miss: Option<&Spanned<String>>,
+) -> Result<MissPolicy, PlanError> {
+    match miss.map(|m| (m.get_ref().as_str(), m.span())) {
+        None | Some(("skip", _)) => Ok(MissPolicy::Skip),
+        Some(("catch_up", _)) | Some(("catch-up", _)) => Ok(MissPolicy::CatchUp),
+        Some((other, span)) => Err(loc.at(
+            span,
+            format!("task '{name}': unknown miss policy '{other}' (valid: skip, catch_up)"),
+        )),
+    }
+}
+
+/// The `data` bytes of an event: at most [`EVENT_DATA`], each in 0..=255.
+fn event_data(
+    loc: &Locator,
+    data: Option<&Spanned<Vec<Spanned<i64>>>>,
+) -> Result<Vec<u8>, PlanError> {
+    let Some(d) = data else {
+        return Ok(Vec::new());
+    };
+    if d.get_ref().len() > EVENT_DATA {
+        return Err(loc.at(
+            d.span(),
+            format!(
+                "event data has {} bytes; at most {EVENT_DATA} fit in an event",
+                d.get_ref().len()
+            ),
+        ));
+    }
+    d.get_ref()
+        .iter()
+        .map(|v| {
+            u8::try_from(*v.get_ref()).map_err(|_| {
+                loc.at(
+                    v.span(),
+                    format!("event data byte {} is outside 0..=255", v.get_ref()),
+                )
+            })
+        })
+        .collect()
+}
+
+impl Builder<'_> {
+    /// One `[[action]]`: it must have a name, unique among named actions.
+    fn named_action(&mut self, a: &Spanned<RawAction>) -> Result<(), PlanError> {
+        let loc = &self.loc;
         let name = match &a.get_ref().name {
-            Some(n) => check_name(&loc, "action", n)?,
+            Some(n) => check_name(loc, "action", n)?,
             None => {
                 return Err(loc.at(
                     a.span(),
@@ -652,13 +814,13 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
                 ))
             }
         };
-        if b.by_name.contains_key(&name) {
+        if self.by_name.contains_key(&name) {
             return Err(loc.at(
                 a.get_ref().name.as_ref().unwrap().span(),
                 format!("a second [[action]] named '{name}'"),
             ));
         }
-        let (mut action, cpu, wcet) = b.action(a)?;
+        let (mut action, cpu, wcet) = self.action(a)?;
         if let Action::Wake { channel, .. } = &mut action {
             if channel.is_empty() {
                 check_channel(&name)
@@ -666,103 +828,38 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
                 *channel = name.clone();
             }
         }
-        b.push(name, action, cpu, wcet, a.span())?;
+        self.push(name, action, cpu, wcet, a.span())?;
+        Ok(())
     }
 
-    // Tasks.
-    let mut task_names: HashMap<String, Range<usize>> = HashMap::new();
-    for t in &raw.task {
+    /// One `[[task]]`; `task_names` holds the names seen so far, to refuse a second one.
+    fn task(
+        &mut self,
+        t: &Spanned<RawTask>,
+        task_names: &mut HashMap<String, Range<usize>>,
+    ) -> Result<Task, PlanError> {
+        let loc = &self.loc;
         let rt = t.get_ref();
-        let name = check_name(&loc, "task", &rt.name)?;
+        let name = check_name(loc, "task", &rt.name)?;
         if task_names.insert(name.clone(), rt.name.span()).is_some() {
             return Err(loc.at(
                 rt.name.span(),
                 format!("a second task named '{name}'; task names must be unique"),
             ));
         }
-        let period = duration(&loc, "period", &rt.period)?;
+        let period = duration(loc, "period", &rt.period)?;
         if period == 0 {
             return Err(loc.at(
                 rt.period.span(),
                 format!("task '{name}': period must be more than zero"),
             ));
         }
-        let offset = match &rt.offset {
-            None => Offset::Fixed(0),
-            Some(o) if matches!(o.get_ref(), toml::Value::String(s) if s == "auto") => Offset::Auto,
-            Some(o) => {
-                let ns = duration(&loc, "offset", o)?;
-                if ns >= period {
-                    return Err(loc.at(
-                        o.span(),
-                        format!(
-                            "task '{name}': offset {} is not less than the period {}; offsets lie in [0, period), or use \"auto\"",
-                            exact_duration(ns),
-                            exact_duration(period)
-                        ),
-                    ));
-                }
-                Offset::Fixed(ns)
-            }
-        };
-        let wcet = rt
-            .wcet
-            .as_ref()
-            .map(|w| duration(&loc, "wcet", w))
-            .transpose()?;
-        if let (Some(w), Some(span)) = (wcet, rt.wcet.as_ref().map(|w| w.span())) {
-            if w == 0 {
-                return Err(loc.at(
-                    span,
-                    format!("task '{name}': wcet must be more than zero (or leave it out)"),
-                ));
-            }
-            if w > period {
-                return Err(loc.at(
-                    span,
-                    format!(
-                        "task '{name}': wcet {} is above the period {}, so every release would overrun the next",
-                        exact_duration(w),
-                        exact_duration(period)
-                    ),
-                ));
-            }
-        }
-        let cpu_ = rt.cpu.as_ref().map(|c| cpu(&loc, c)).transpose()?;
-        let miss = match rt.miss.as_ref().map(|m| (m.get_ref().as_str(), m.span())) {
-            None | Some(("skip", _)) => MissPolicy::Skip,
-            Some(("catch_up", _)) | Some(("catch-up", _)) => MissPolicy::CatchUp,
-            Some((other, span)) => {
-                return Err(loc.at(
-                    span,
-                    format!("task '{name}': unknown miss policy '{other}' (valid: skip, catch_up)"),
-                ))
-            }
-        };
-        let action = match (&rt.action, &rt.use_) {
-            (Some(_), Some(u)) => {
-                return Err(loc.at(u.span(), format!("task '{name}' has both action and use; keep one")))
-            }
-            (None, None) => {
-                return Err(loc.at(t.span(), format!("task '{name}' has no action; add action = {{ kind = \"mark\" }} or use = \"NAME\"")))
-            }
-            (None, Some(u)) => b.lookup(u)?,
-            (Some(a), None) => {
-                if let Some(c) = &a.get_ref().cpu {
-                    return Err(loc.at(c.span(), format!("task '{name}': put cpu on the task, not on its inline action")));
-                }
-                let (mut action, _, _) = b.action(a)?;
-                if let Action::Wake { channel, .. } = &mut action {
-                    if channel.is_empty() {
-                        check_channel(&name).map_err(|e| loc.at(rt.name.span(), format!("{e}; or set channel in the wake action")))?;
-                        *channel = name.clone();
-                    }
-                }
-                let label = a.get_ref().name.as_ref().map(|n| n.get_ref().clone()).unwrap_or_else(|| name.clone());
-                b.push(label, action, None, wcet, a.span())?
-            }
-        };
-        plan.tasks.push(Task {
+        let offset = task_offset(loc, &name, rt.offset.as_ref(), period)?;
+        let wcet = task_wcet(loc, &name, rt.wcet.as_ref(), period)?;
+        let cpu_ = rt.cpu.as_ref().map(|c| cpu(loc, c)).transpose()?;
+        let miss = miss_policy(loc, &name, rt.miss.as_ref())?;
+        let action = self.task_action(t, &name, wcet)?;
+        Ok(Task {
             name,
             period,
             offset,
@@ -770,26 +867,66 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
             action,
             cpu: cpu_,
             miss,
-        });
+        })
     }
 
-    // Events.
-    for e in &raw.event {
-        let re = e.get_ref();
-        let at = duration(&loc, "at", &re.at)?;
-        let action = match (&re.action, &re.use_) {
+    /// A task's action: `use` of a named one, or an inline one added to the table under the task's name.
+    fn task_action(
+        &mut self,
+        t: &Spanned<RawTask>,
+        name: &str,
+        wcet: Option<u64>,
+    ) -> Result<u16, PlanError> {
+        let loc = &self.loc;
+        let rt = t.get_ref();
+        match (&rt.action, &rt.use_) {
             (Some(_), Some(u)) => {
-                return Err(loc.at(u.span(), "event has both action and use; keep one"))
+                Err(loc.at(u.span(), format!("task '{name}' has both action and use; keep one")))
             }
             (None, None) => {
-                return Err(loc.at(
-                    e.span(),
-                    "event has no action; add action = { kind = \"mark\" } or use = \"NAME\"",
-                ))
+                Err(loc.at(t.span(), format!("task '{name}' has no action; add action = {{ kind = \"mark\" }} or use = \"NAME\"")))
             }
-            (None, Some(u)) => b.lookup(u)?,
+            (None, Some(u)) => self.lookup(u),
             (Some(a), None) => {
-                let (mut action, cpu_, wcet) = b.action(a)?;
+                if let Some(c) = &a.get_ref().cpu {
+                    return Err(loc.at(c.span(), format!("task '{name}': put cpu on the task, not on its inline action")));
+                }
+                let (mut action, _, _) = self.action(a)?;
+                if let Action::Wake { channel, .. } = &mut action {
+                    if channel.is_empty() {
+                        check_channel(name).map_err(|e| loc.at(rt.name.span(), format!("{e}; or set channel in the wake action")))?;
+                        *channel = name.to_string();
+                    }
+                }
+                let label = a.get_ref().name.as_ref().map(|n| n.get_ref().clone()).unwrap_or_else(|| name.to_string());
+                self.push(label, action, None, wcet, a.span())
+            }
+        }
+    }
+
+    /// One `[[event]]`.
+    fn event(&mut self, e: &Spanned<RawEvent>) -> Result<Event, PlanError> {
+        let re = e.get_ref();
+        let at = duration(&self.loc, "at", &re.at)?;
+        let action = self.event_action(e)?;
+        let data = event_data(&self.loc, re.data.as_ref())?;
+        Ok(Event::new(at, action, &data))
+    }
+
+    /// An event's action: `use` of a named one, or an inline one; identical unnamed inline actions
+    /// share one table entry.
+    fn event_action(&mut self, e: &Spanned<RawEvent>) -> Result<u16, PlanError> {
+        let loc = &self.loc;
+        let re = e.get_ref();
+        match (&re.action, &re.use_) {
+            (Some(_), Some(u)) => Err(loc.at(u.span(), "event has both action and use; keep one")),
+            (None, None) => Err(loc.at(
+                e.span(),
+                "event has no action; add action = { kind = \"mark\" } or use = \"NAME\"",
+            )),
+            (None, Some(u)) => self.lookup(u),
+            (Some(a), None) => {
+                let (mut action, cpu_, wcet) = self.action(a)?;
                 if let Action::Wake { channel, .. } = &action {
                     if channel.is_empty() {
                         return Err(loc.at(
@@ -802,50 +939,21 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
                     channel.shrink_to_fit();
                 }
                 let key = (action.clone(), cpu_, wcet);
-                match b.inline.get(&key) {
-                    Some(&i) if a.get_ref().name.is_none() => i as u16,
+                match self.inline.get(&key) {
+                    Some(&i) if a.get_ref().name.is_none() => Ok(i as u16),
                     _ => {
                         let name = match &a.get_ref().name {
-                            Some(n) => check_name(&loc, "action", n)?,
+                            Some(n) => check_name(loc, "action", n)?,
                             None => default_event_name(&action),
                         };
-                        let i = b.push(name, action, cpu_, wcet, a.span())?;
-                        b.inline.insert(key, i as usize);
-                        i
+                        let i = self.push(name, action, cpu_, wcet, a.span())?;
+                        self.inline.insert(key, i as usize);
+                        Ok(i)
                     }
                 }
             }
-        };
-        let data: Vec<u8> = match &re.data {
-            None => Vec::new(),
-            Some(d) => {
-                if d.get_ref().len() > EVENT_DATA {
-                    return Err(loc.at(
-                        d.span(),
-                        format!(
-                            "event data has {} bytes; at most {EVENT_DATA} fit in an event",
-                            d.get_ref().len()
-                        ),
-                    ));
-                }
-                d.get_ref()
-                    .iter()
-                    .map(|v| {
-                        u8::try_from(*v.get_ref()).map_err(|_| {
-                            loc.at(
-                                v.span(),
-                                format!("event data byte {} is outside 0..=255", v.get_ref()),
-                            )
-                        })
-                    })
-                    .collect::<Result<_, _>>()?
-            }
-        };
-        plan.events.push(Event::new(at, action, &data));
+        }
     }
-    plan.events.sort_by_key(|e| e.at);
-    plan.actions = b.actions;
-    Ok(plan)
 }
 
 /// Checks across the whole plan (also run on decoded binary plans).

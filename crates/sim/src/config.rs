@@ -300,6 +300,16 @@ impl RunConfig {
 
     /// Refuse what cannot be simulated meaningfully, naming the setting that fixes it.
     pub fn validate(&self) -> Result<(), SimError> {
+        self.validate_tick()?;
+        self.validate_costs()?;
+        self.validate_run()?;
+        self.validate_tasks()?;
+        self.validate_size()?;
+        Ok(())
+    }
+
+    /// The tick rate and the quantum.
+    fn validate_tick(&self) -> Result<(), SimError> {
         if self.hz == 0 || self.hz > MAX_HZ {
             return Err(SimError::invalid(
                 "--hz",
@@ -336,6 +346,11 @@ impl RunConfig {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// Interrupt, switch and timer costs.
+    fn validate_costs(&self) -> Result<(), SimError> {
         for (flag, cost) in [
             ("--irq-cost", self.costs.irq_direct),
             ("--irq-indirect", self.costs.irq_indirect),
@@ -363,6 +378,11 @@ impl RunConfig {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// CPUs, duration, and what the costs leave of a tick.
+    fn validate_run(&self) -> Result<(), SimError> {
         if self.cpus == 0 || self.cpus > 256 {
             return Err(SimError::invalid(
                 "--cpus",
@@ -419,6 +439,11 @@ impl RunConfig {
                 "must be more than zero for soft and firm timers, e.g. 100us",
             ));
         }
+        Ok(())
+    }
+
+    /// Each task, unique names, and the tasks work is handed to.
+    fn validate_tasks(&self) -> Result<(), SimError> {
         if self.tasks.is_empty() {
             return Err(SimError::invalid(
                 "--workload",
@@ -474,6 +499,11 @@ impl RunConfig {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The run's size against `max_events`.
+    fn validate_size(&self) -> Result<(), SimError> {
         let est = self.estimate_events();
         if est > self.max_events {
             return Err(SimError::invalid(

@@ -191,6 +191,21 @@ impl Ctx<'_> {
         }
     }
 
+    /// A duration key, or `default` when it is left out.
+    fn dur_or(&self, s: &Option<Spanned<String>>, key: &str, default: Ns) -> Result<Ns, SimError> {
+        s.as_ref().map_or(Ok(default), |v| self.dur(v, key))
+    }
+
+    /// A duration-or-range key, or `default` when it is left out.
+    fn range_or(
+        &self,
+        s: &Option<Spanned<DurOrRange>>,
+        key: &str,
+        default: (Ns, Ns),
+    ) -> Result<(Ns, Ns), SimError> {
+        s.as_ref().map_or(Ok(default), |v| self.range(v, key))
+    }
+
     fn int(&self, s: &Spanned<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, SimError> {
         let v = *s.get_ref();
         if v < lo || v > hi {
@@ -350,7 +365,64 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
 
 fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
     let b = t.behaviour.get_ref().as_str();
-    // Which parameters each behaviour takes: anything else is refused, so typos do not pass.
+    check_task_keys(cx, t, b)?;
+    let behaviour = behaviour(cx, t, b)?;
+    if let Some(n) = &t.name {
+        // Names are echoed in messages and tables: nothing that steers a terminal.
+        punctual_time::text::check_name("task", n.get_ref()).map_err(|e| cx.at(n.span(), e))?;
+    }
+    behaviour
+        .validate(t.name.as_ref().map_or(b, |n| n.get_ref()))
+        .map_err(|e| cx.at(t.behaviour.span(), e.to_string()))?;
+    let count = t
+        .count
+        .as_ref()
+        .map_or(Ok(1), |c| cx.int(c, "count", 1, 4096))? as usize;
+    let class = t
+        .policy
+        .as_ref()
+        .map(|p| p.get_ref().parse::<Class>().map_err(|e| cx.at(p.span(), e)))
+        .transpose()?;
+    let priority = t
+        .priority
+        .as_ref()
+        .map_or(Ok(50), |p| cx.int(p, "priority", 1, 99))? as u32;
+    let nice = t
+        .nice
+        .as_ref()
+        .map_or(Ok(0), |n| cx.int(n, "nice", -20, 19))? as i32;
+    let cpu = t
+        .cpu
+        .as_ref()
+        .map(|c| cx.int(c, "cpu", 0, 255))
+        .transpose()?
+        .map(|c| c as usize);
+    let base = t
+        .name
+        .as_ref()
+        .map_or_else(|| b.to_string(), |n| n.get_ref().clone());
+    Ok((0..count)
+        .map(|i| {
+            let name = if count > 1 {
+                format!("{base} {i}")
+            } else {
+                base.clone()
+            };
+            TaskSpec {
+                name,
+                group: base.clone(),
+                behaviour: behaviour.clone(),
+                class,
+                priority,
+                nice,
+                cpu,
+            }
+        })
+        .collect())
+}
+
+/// Refuses an unknown behaviour, and parameters behaviour `b` does not take, so typos do not pass.
+fn check_task_keys(cx: &Ctx, t: &TaskSection, b: &str) -> Result<(), SimError> {
     let allowed: &[&str] = match b {
         "blk" => &["delay", "handler"],
         "pct" => &["pct", "delay"],
@@ -406,12 +478,11 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
             }
         }
     }
-    let dur_or = |s: &Option<Spanned<String>>, key: &str, d: Ns| {
-        s.as_ref().map_or(Ok(d), |v| cx.dur(v, key))
-    };
-    let range_or = |s: &Option<Spanned<DurOrRange>>, key: &str, d: (Ns, Ns)| {
-        s.as_ref().map_or(Ok(d), |v| cx.range(v, key))
-    };
+    Ok(())
+}
+
+/// The behaviour `b` (already checked by [`check_task_keys`]) with its parameters, defaults filled in.
+fn behaviour(cx: &Ctx, t: &TaskSection, b: &str) -> Result<Behaviour, SimError> {
     let need = |s: &Option<Spanned<String>>, key: &str| -> Result<Ns, SimError> {
         match s {
             Some(v) => cx.dur(v, key),
@@ -421,10 +492,10 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
             )),
         }
     };
-    let behaviour = match b {
+    Ok(match b {
         "blk" => Behaviour::Blk {
-            delay: range_or(&t.delay, "delay", ETSION_DELAY)?,
-            handler: dur_or(&t.handler, "handler", 0)?,
+            delay: cx.range_or(&t.delay, "delay", ETSION_DELAY)?,
+            handler: cx.dur_or(&t.handler, "handler", 0)?,
         },
         "pct" => {
             let pct =
@@ -437,70 +508,26 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
                 };
             Behaviour::Pct {
                 pct,
-                delay: range_or(&t.delay, "delay", ETSION_DELAY)?,
+                delay: cx.range_or(&t.delay, "delay", ETSION_DELAY)?,
             }
         }
         "cont" => Behaviour::Cont {
-            delay: range_or(&t.delay, "delay", ETSION_DELAY)?,
+            delay: cx.range_or(&t.delay, "delay", ETSION_DELAY)?,
         },
         "cpu" => Behaviour::Cpu,
         "periodic" => Behaviour::Periodic {
             period: need(&t.period, "period")?,
             wcet: need(&t.wcet, "wcet")?,
-            offset: dur_or(&t.offset, "offset", 0)?,
+            offset: cx.dur_or(&t.offset, "offset", 0)?,
         },
         "typist" => Behaviour::Typist {
-            interval: dur_or(&t.interval, "interval", defaults::TYPIST_INTERVAL)?,
-            burst: range_or(&t.burst, "burst", defaults::TYPIST_BURST)?,
+            interval: cx.dur_or(&t.interval, "interval", defaults::TYPIST_INTERVAL)?,
+            burst: cx.range_or(&t.burst, "burst", defaults::TYPIST_BURST)?,
             server: t.server.as_ref().map(|s| s.get_ref().clone()),
         },
-        "player" => {
-            let fps_milli = match &t.fps {
-                None => 60_000,
-                Some(f) => {
-                    let text = match f.get_ref() {
-                        Fps::Int(i) => i.to_string(),
-                        Fps::Float(x) => x.to_string(),
-                    };
-                    parse_fps(&text).map_err(|e| cx.at(f.span(), format!("fps: {e}")))?
-                }
-            };
-            let poll = match &t.poll {
-                None => Poll::Every(defaults::XINE_POLL),
-                Some(p) if p.get_ref() == "frame" => Poll::PerFrame,
-                Some(p) => Poll::Every(cx.dur(p, "poll").map_err(|_| {
-                    cx.at(
-                        p.span(),
-                        format!(
-                            "poll: '{}' is neither a duration (4ms) nor \"frame\"",
-                            p.get_ref()
-                        ),
-                    )
-                })?),
-            };
-            let work = range_or(
-                &t.work,
-                "work",
-                (defaults::PLAYER_WORK, defaults::PLAYER_WORK),
-            )?
-            .0;
-            Behaviour::Player {
-                fps_milli,
-                poll,
-                work,
-                frames: t
-                    .frames
-                    .as_ref()
-                    .map(|f| cx.int(f, "frames", 1, i64::MAX))
-                    .transpose()?
-                    .map(|v| v as u64),
-                start: dur_or(&t.start, "start", 0)?,
-                server: t.server.as_ref().map(|s| s.get_ref().clone()),
-                decoder: t.decoder.as_ref().map(|s| s.get_ref().clone()),
-            }
-        }
+        "player" => player(cx, t)?,
         "decoder" => Behaviour::Decoder {
-            work: range_or(&t.work, "work", defaults::DECODE_WORK)?,
+            work: cx.range_or(&t.work, "work", defaults::DECODE_WORK)?,
             buffer: t
                 .buffer
                 .as_ref()
@@ -509,66 +536,61 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
                 })? as u32,
         },
         "server" => Behaviour::Server {
-            work: range_or(&t.work, "work", defaults::X_EVENT_WORK)?,
+            work: cx.range_or(&t.work, "work", defaults::X_EVENT_WORK)?,
         },
         "game" => Behaviour::Game {
-            frame: range_or(&t.frame, "frame", defaults::GAME_FRAME)?,
-            gpu: range_or(&t.gpu, "gpu", defaults::GAME_GPU)?,
+            frame: cx.range_or(&t.frame, "frame", defaults::GAME_FRAME)?,
+            gpu: cx.range_or(&t.gpu, "gpu", defaults::GAME_GPU)?,
         },
         _ => unreachable!("checked above"),
-    };
-    if let Some(n) = &t.name {
-        // Names are echoed in messages and tables: nothing that steers a terminal.
-        punctual_time::text::check_name("task", n.get_ref()).map_err(|e| cx.at(n.span(), e))?;
-    }
-    behaviour
-        .validate(t.name.as_ref().map_or(b, |n| n.get_ref()))
-        .map_err(|e| cx.at(t.behaviour.span(), e.to_string()))?;
-    let count = t
-        .count
-        .as_ref()
-        .map_or(Ok(1), |c| cx.int(c, "count", 1, 4096))? as usize;
-    let class = t
-        .policy
-        .as_ref()
-        .map(|p| p.get_ref().parse::<Class>().map_err(|e| cx.at(p.span(), e)))
-        .transpose()?;
-    let priority = t
-        .priority
-        .as_ref()
-        .map_or(Ok(50), |p| cx.int(p, "priority", 1, 99))? as u32;
-    let nice = t
-        .nice
-        .as_ref()
-        .map_or(Ok(0), |n| cx.int(n, "nice", -20, 19))? as i32;
-    let cpu = t
-        .cpu
-        .as_ref()
-        .map(|c| cx.int(c, "cpu", 0, 255))
-        .transpose()?
-        .map(|c| c as usize);
-    let base = t
-        .name
-        .as_ref()
-        .map_or_else(|| b.to_string(), |n| n.get_ref().clone());
-    Ok((0..count)
-        .map(|i| {
-            let name = if count > 1 {
-                format!("{base} {i}")
-            } else {
-                base.clone()
+    })
+}
+
+fn player(cx: &Ctx, t: &TaskSection) -> Result<Behaviour, SimError> {
+    let fps_milli = match &t.fps {
+        None => 60_000,
+        Some(f) => {
+            let text = match f.get_ref() {
+                Fps::Int(i) => i.to_string(),
+                Fps::Float(x) => x.to_string(),
             };
-            TaskSpec {
-                name,
-                group: base.clone(),
-                behaviour: behaviour.clone(),
-                class,
-                priority,
-                nice,
-                cpu,
-            }
-        })
-        .collect())
+            parse_fps(&text).map_err(|e| cx.at(f.span(), format!("fps: {e}")))?
+        }
+    };
+    let poll = match &t.poll {
+        None => Poll::Every(defaults::XINE_POLL),
+        Some(p) if p.get_ref() == "frame" => Poll::PerFrame,
+        Some(p) => Poll::Every(cx.dur(p, "poll").map_err(|_| {
+            cx.at(
+                p.span(),
+                format!(
+                    "poll: '{}' is neither a duration (4ms) nor \"frame\"",
+                    p.get_ref()
+                ),
+            )
+        })?),
+    };
+    let work = cx
+        .range_or(
+            &t.work,
+            "work",
+            (defaults::PLAYER_WORK, defaults::PLAYER_WORK),
+        )?
+        .0;
+    Ok(Behaviour::Player {
+        fps_milli,
+        poll,
+        work,
+        frames: t
+            .frames
+            .as_ref()
+            .map(|f| cx.int(f, "frames", 1, i64::MAX))
+            .transpose()?
+            .map(|v| v as u64),
+        start: cx.dur_or(&t.start, "start", 0)?,
+        server: t.server.as_ref().map(|s| s.get_ref().clone()),
+        decoder: t.decoder.as_ref().map(|s| s.get_ref().clone()),
+    })
 }
 
 /// Read and parse a scenario file.

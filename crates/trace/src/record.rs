@@ -16,6 +16,7 @@ use crate::kernel::tracefs::Tracefs;
 use crate::kernel::EventGroups;
 use crate::TraceError;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -228,17 +229,7 @@ pub fn record(
         let _ = std::fs::remove_dir(&orphan);
     }
     let inst = Instance::create(&fs, &instance_name(std::process::id()))?;
-    inst.set_clock("mono")?;
-    inst.set_buffer_kb(cfg.buffer_kb)?;
-    let _ = inst.write("options/record-tgid", "1");
-    let mut decoder = Decoder::default();
-    let mut enabled = Vec::new();
-    for ev in cfg.groups.kernel_events() {
-        if let Some(f) = inst.enable(&ev)? {
-            decoder.add(&f)?;
-            enabled.push(ev.path());
-        }
-    }
+    let (decoder, enabled) = configure_instance(&inst, cfg)?;
     let layout = inst.page_layout(fs.root())?;
     let cpus: Vec<u32> = punctual_rt::online_cpus()
         .into_iter()
@@ -248,195 +239,60 @@ pub fn record(
     for &c in &cpus {
         pipes.push((c, inst.open_pipe(c)?));
     }
-    // A new file renamed into place at once: never written through a link someone else planted,
-    // and a crash still leaves the recording valid to its last whole block.
-    let file = punctual_result::output::open_stream(&cfg.output)
-        .map_err(|e| TraceError::io(format!("creating {}", cfg.output.display()), e))?;
-    let started_at = punctual_result::now_rfc3339();
-    let start_ns = now_mono();
-    let header = Header {
-        clock: "mono".into(),
-        started_at: started_at.clone(),
-        start_ns,
-        host: cfg.host.clone(),
-        cpus: cpus.clone(),
-        events: enabled.clone(),
-        buffer_kb: cfg.buffer_kb,
-        command: cfg.argv.clone(),
-        target: None,
-    };
-    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header)
-        .map_err(|e| TraceError::io("writing the trace file", e))?;
-    let mut sink = Sink {
-        writer,
-        decoder,
-        layout,
-        comms: HashMap::new(),
-        irq_names: HashMap::new(),
-        functions: HashSet::new(),
-        lost: BTreeMap::new(),
-        undecodable: 0,
-    };
+    let (mut sink, start_ns) = open_sink(cfg, decoder, layout, &cpus, &enabled)?;
 
     let cpu_at_start = own_cpu_ns();
     inst.write("tracing_on", "1")?;
-    let mut child = None;
-    let mut target = None;
-    if let Some(argv) = &cfg.command {
-        let c = std::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .spawn()
-            .map_err(|e| TraceError::Usage(format!("-- {}: {e}", argv[0])))?;
-        target = Some(Target {
-            pid: c.id() as i32,
-            argv: argv.clone(),
-        });
-        child = Some(c);
-    }
-    let child_fd = child.as_ref().and_then(|c| pidfd_open(c.id() as i32));
-    let deadline = cfg.duration.map(|d| start_ns + d);
-    let mut page = vec![0u8; layout.page_size()];
-    let mut target_status = None;
-    let drain = |sink: &mut Sink<_>, page: &mut Vec<u8>| -> Result<(), TraceError> {
-        for (cpu, f) in &pipes {
-            let mut f = f;
-            loop {
-                match f.read(page) {
-                    Ok(0) => break,
-                    Ok(n) => sink.page(*cpu, &page[..n])?,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        return Err(TraceError::io(
-                            format!("reading cpu{cpu}/trace_pipe_raw"),
-                            e,
-                        ))
-                    }
-                }
-            }
+    let (mut child, target) = match &cfg.command {
+        Some(argv) => {
+            let (c, t) = spawn_command(argv)?;
+            (Some(c), Some(t))
         }
-        sink.writer
-            .flush()
-            .map_err(|e| TraceError::io("writing the trace file", e))?;
-        progress
-            .events
-            .store(sink.writer.events(), Ordering::Relaxed);
-        progress
-            .bytes
-            .store(sink.writer.bytes_written(), Ordering::Relaxed);
-        progress.lost.store(
-            sink.lost.values().map(|l| l.in_band).sum(),
-            Ordering::Relaxed,
-        );
-        Ok(())
+        None => (None, None),
     };
-    let result = (|| -> Result<(), TraceError> {
-        loop {
-            let now = now_mono();
-            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
-                return Ok(());
-            }
-            if let Some(c) = child.as_mut() {
-                if let Ok(Some(status)) = c.try_wait() {
-                    target_status = Some(status.code().unwrap_or(
-                        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0),
-                    ));
-                    return Ok(());
-                }
-            }
-            let mut timeout = cfg.drain_interval.as_millis() as u64;
-            if let Some(d) = deadline {
-                timeout = timeout.min((d - now).div_ceil(1_000_000));
-            }
-            let mut fds: Vec<libc::pollfd> = pipes
-                .iter()
-                .map(|(_, f)| libc::pollfd {
-                    fd: f.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect();
-            if let Some(fd) = &child_fd {
-                fds.push(libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-            // SAFETY: fds is a valid array of pollfd for the duration of the call.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout as i32) };
-            drain(&mut sink, &mut page)?;
-        }
-    })();
+    let ends = Ends {
+        stop,
+        deadline: cfg.duration.map(|d| start_ns + d),
+        interval: cfg.drain_interval,
+        child_fd: child.as_ref().and_then(|c| pidfd_open(c.id() as i32)),
+    };
+    let mut drain = Drain {
+        pipes: &pipes,
+        page: vec![0u8; layout.page_size()],
+        progress,
+    };
+    let mut target_status = None;
+    let result = drain_until_end(
+        &mut drain,
+        &mut sink,
+        &ends,
+        child.as_mut(),
+        &mut target_status,
+    );
     // Stop tracing first, then take what is left in the buffers.
     let _ = inst.write("tracing_on", "0");
     let end_ns = now_mono();
-    let final_drain = drain(&mut sink, &mut page);
+    let final_drain = drain.pass(&mut sink);
     let recorder_cpu_ns = own_cpu_ns().saturating_sub(cpu_at_start);
-    if let Some(mut c) = child.take() {
+    if let Some(c) = child.take() {
         if target_status.is_none() {
-            // Interrupted or out of time: the command was ours to start, so it is ours to end.
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let t0 = std::time::Instant::now();
-            let status = loop {
-                if let Ok(Some(s)) = c.try_wait() {
-                    break Some(s);
-                }
-                if t0.elapsed() > Duration::from_secs(2) {
-                    let _ = c.kill();
-                    break c.wait().ok();
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            };
-            target_status = status.map(|s| s.code().unwrap_or(-1));
+            target_status = end_command(c);
         }
     }
     result?;
     final_drain?;
-    for &c in &cpus {
-        let st = inst.cpu_stats(c);
-        let e = sink.lost.entry(c).or_default();
-        e.overrun = st.overrun;
-        e.commit_overrun = st.commit_overrun;
-        e.dropped = st.dropped;
-    }
-    sink.lost.retain(|_, l| l.any());
+    add_kernel_lost(&mut sink.lost, &inst, &cpus);
     let interrupted = stop.load(Ordering::Relaxed)
         && target_status.is_none()
-        && deadline.is_none_or(|d| end_ns < d);
-    let tgids = saved_tgids(fs.root());
-    let tasks = sink
-        .comms
-        .iter()
-        .map(|(pid, name)| {
-            let tgid = tgids.get(pid).copied().or_else(|| proc_tgid(*pid));
-            (
-                *pid,
-                TaskInfo {
-                    tgid,
-                    comm: String::from_utf8_lossy(name).into_owned(),
-                },
-            )
-        })
-        .collect();
-    let irqs = sink
-        .irq_names
-        .iter()
-        .map(|(irq, name)| {
-            let name = String::from_utf8_lossy(name).into_owned();
-            let driver = irq_driver(*irq, &name);
-            (*irq, IrqInfo { name, driver })
-        })
-        .collect();
+        && ends.deadline.is_none_or(|d| end_ns < d);
     let trailer = Trailer {
         ended_at: punctual_result::now_rfc3339(),
         end_ns,
         interrupted,
         events: 0,
         lost: sink.lost.clone(),
-        tasks,
-        irqs,
+        tasks: task_infos(&sink.comms, fs.root()),
+        irqs: irq_infos(&sink.irq_names),
         symbols: resolve_symbols(&sink.functions),
         target_status,
     };
@@ -469,6 +325,241 @@ pub fn record(
         tracefs,
         recorder_cpu_ns,
     })
+}
+
+/// Clock, buffer size and events of the private instance; the decoder learns each enabled event's
+/// format. Returns the decoder and the paths of the events enabled.
+fn configure_instance(
+    inst: &Instance,
+    cfg: &RecordConfig,
+) -> Result<(Decoder, Vec<String>), TraceError> {
+    inst.set_clock("mono")?;
+    inst.set_buffer_kb(cfg.buffer_kb)?;
+    let _ = inst.write("options/record-tgid", "1");
+    let mut decoder = Decoder::default();
+    let mut enabled = Vec::new();
+    for ev in cfg.groups.kernel_events() {
+        if let Some(f) = inst.enable(&ev)? {
+            decoder.add(&f)?;
+            enabled.push(ev.path());
+        }
+    }
+    Ok((decoder, enabled))
+}
+
+/// The output file with its header written, and the monotonic time the recording starts at.
+fn open_sink(
+    cfg: &RecordConfig,
+    decoder: Decoder,
+    layout: PageLayout,
+    cpus: &[u32],
+    enabled: &[String],
+) -> Result<(Sink<BufWriter<File>>, u64), TraceError> {
+    // A new file renamed into place at once: never written through a link someone else planted,
+    // and a crash still leaves the recording valid to its last whole block.
+    let file = punctual_result::output::open_stream(&cfg.output)
+        .map_err(|e| TraceError::io(format!("creating {}", cfg.output.display()), e))?;
+    let started_at = punctual_result::now_rfc3339();
+    let start_ns = now_mono();
+    let header = Header {
+        clock: "mono".into(),
+        started_at,
+        start_ns,
+        host: cfg.host.clone(),
+        cpus: cpus.to_vec(),
+        events: enabled.to_vec(),
+        buffer_kb: cfg.buffer_kb,
+        command: cfg.argv.clone(),
+        target: None,
+    };
+    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), &header)
+        .map_err(|e| TraceError::io("writing the trace file", e))?;
+    let sink = Sink {
+        writer,
+        decoder,
+        layout,
+        comms: HashMap::new(),
+        irq_names: HashMap::new(),
+        functions: HashSet::new(),
+        lost: BTreeMap::new(),
+        undecodable: 0,
+    };
+    Ok((sink, start_ns))
+}
+
+fn spawn_command(argv: &[String]) -> Result<(std::process::Child, Target), TraceError> {
+    let c = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .spawn()
+        .map_err(|e| TraceError::Usage(format!("-- {}: {e}", argv[0])))?;
+    let target = Target {
+        pid: c.id() as i32,
+        argv: argv.to_vec(),
+    };
+    Ok((c, target))
+}
+
+/// Ends the traced command if it still runs (interrupted or out of time): it was ours to start, so
+/// it is ours to end. Returns its exit status, if it could be had.
+fn end_command(mut c: std::process::Child) -> Option<i32> {
+    let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Ok(Some(s)) = c.try_wait() {
+            break Some(s);
+        }
+        if t0.elapsed() > Duration::from_secs(2) {
+            let _ = c.kill();
+            break c.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    status.map(|s| s.code().unwrap_or(-1))
+}
+
+/// Reading every CPU's pipe into the sink.
+struct Drain<'a> {
+    pipes: &'a [(u32, File)],
+    page: Vec<u8>,
+    progress: &'a RecordProgress,
+}
+
+impl Drain<'_> {
+    /// Reads each pipe until it would block, flushes, and updates the live figures.
+    fn pass<W: Write>(&mut self, sink: &mut Sink<W>) -> Result<(), TraceError> {
+        for (cpu, f) in self.pipes {
+            let mut f = f;
+            loop {
+                match f.read(&mut self.page) {
+                    Ok(0) => break,
+                    Ok(n) => sink.page(*cpu, &self.page[..n])?,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        return Err(TraceError::io(
+                            format!("reading cpu{cpu}/trace_pipe_raw"),
+                            e,
+                        ))
+                    }
+                }
+            }
+        }
+        sink.writer
+            .flush()
+            .map_err(|e| TraceError::io("writing the trace file", e))?;
+        let progress = self.progress;
+        progress
+            .events
+            .store(sink.writer.events(), Ordering::Relaxed);
+        progress
+            .bytes
+            .store(sink.writer.bytes_written(), Ordering::Relaxed);
+        progress.lost.store(
+            sink.lost.values().map(|l| l.in_band).sum(),
+            Ordering::Relaxed,
+        );
+        Ok(())
+    }
+}
+
+/// What ends the drain: the stop flag, the deadline (monotonic ns), or the command's exit (its
+/// pidfd wakes the poll).
+struct Ends<'a> {
+    stop: &'a AtomicBool,
+    deadline: Option<u64>,
+    interval: Duration,
+    child_fd: Option<std::os::fd::OwnedFd>,
+}
+
+/// Sleeps in `poll` on the pipes and drains them until one of `ends` comes; the command's exit
+/// status goes to `target_status`.
+fn drain_until_end<W: Write>(
+    drain: &mut Drain,
+    sink: &mut Sink<W>,
+    ends: &Ends,
+    mut child: Option<&mut std::process::Child>,
+    target_status: &mut Option<i32>,
+) -> Result<(), TraceError> {
+    loop {
+        let now = now_mono();
+        if ends.stop.load(Ordering::Relaxed) || ends.deadline.is_some_and(|d| now >= d) {
+            return Ok(());
+        }
+        if let Some(c) = child.as_mut() {
+            if let Ok(Some(status)) = c.try_wait() {
+                *target_status = Some(status.code().unwrap_or(
+                    128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0),
+                ));
+                return Ok(());
+            }
+        }
+        let mut timeout = ends.interval.as_millis() as u64;
+        if let Some(d) = ends.deadline {
+            timeout = timeout.min((d - now).div_ceil(1_000_000));
+        }
+        let mut fds: Vec<libc::pollfd> = drain
+            .pipes
+            .iter()
+            .map(|(_, f)| libc::pollfd {
+                fd: f.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if let Some(fd) = &ends.child_fd {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: fds is a valid array of pollfd for the duration of the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout as i32) };
+        drain.pass(sink)?;
+    }
+}
+
+/// Adds what the kernel counted as lost on each CPU to what the pages reported, and keeps only the
+/// CPUs that lost something.
+fn add_kernel_lost(lost: &mut BTreeMap<u32, LostStats>, inst: &Instance, cpus: &[u32]) {
+    for &c in cpus {
+        let st = inst.cpu_stats(c);
+        let e = lost.entry(c).or_default();
+        e.overrun = st.overrun;
+        e.commit_overrun = st.commit_overrun;
+        e.dropped = st.dropped;
+    }
+    lost.retain(|_, l| l.any());
+}
+
+/// The tasks seen, with their thread group where the kernel or /proc still knows it.
+fn task_infos(comms: &HashMap<i32, Vec<u8>>, root: &std::path::Path) -> BTreeMap<i32, TaskInfo> {
+    let tgids = saved_tgids(root);
+    comms
+        .iter()
+        .map(|(pid, name)| {
+            let tgid = tgids.get(pid).copied().or_else(|| proc_tgid(*pid));
+            (
+                *pid,
+                TaskInfo {
+                    tgid,
+                    comm: String::from_utf8_lossy(name).into_owned(),
+                },
+            )
+        })
+        .collect()
+}
+
+fn irq_infos(irq_names: &HashMap<i32, Vec<u8>>) -> BTreeMap<i32, IrqInfo> {
+    irq_names
+        .iter()
+        .map(|(irq, name)| {
+            let name = String::from_utf8_lossy(name).into_owned();
+            let driver = irq_driver(*irq, &name);
+            (*irq, IrqInfo { name, driver })
+        })
+        .collect()
 }
 
 /// `saved_tgids` of the top level (filled because the instance sets `record-tgid`).

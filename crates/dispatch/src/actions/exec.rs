@@ -187,6 +187,193 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The reaper thread: collects finished children every 10 ms until the action stops, and raises
+/// the alarm for a child that died of RLIMIT_RTTIME. `shown` names the program in the alarm.
+fn spawn_reaper(
+    sh: Arc<Shared>,
+    children: Arc<Mutex<Vec<Child>>>,
+    opts: ExecOptions,
+    shown: String,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name("punctual-reap".into())
+        .spawn(move || {
+            while !sh.done.load(Ordering::Acquire) {
+                children.lock().unwrap().retain_mut(|c| match c.try_wait() {
+                    Ok(Some(st)) => {
+                        if let Some(why) = rttime_death(st, &opts) {
+                            opts.alarm.raise(format!(
+                                "exec action '{}': child {} ({}) died of {why}: it ran at a real-time priority without blocking",
+                                opts.name,
+                                c.id(),
+                                shown,
+                            ));
+                        }
+                        false
+                    }
+                    _ => true,
+                });
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+        .map_err(|e| format!("exec: starting the reaper thread: {e}"))
+}
+
+/// The preparer thread's state: it forks each child ahead of its release, records how late the
+/// child started, and at the end stops what still runs.
+struct Preparer {
+    program: PathBuf,
+    args: Vec<String>,
+    setup: ChildSetup,
+    /// The gate's read end, which every child waits on.
+    gate_r: OwnedFd,
+    stamp: Stamp,
+    /// Release instants, in firing order, from the dispatcher.
+    rx: rtrb::Consumer<u64>,
+    sh: Arc<Shared>,
+    children: Arc<Mutex<Vec<Child>>>,
+    reaper: std::thread::JoinHandle<()>,
+}
+
+impl Preparer {
+    fn run(mut self) {
+        while !self.sh.done.load(Ordering::Acquire) {
+            self.stamp.get().store(0, Ordering::Release);
+            let mut cmd = self.gated_command();
+            // Blocks until the child is released and has exec'd (or failed to).
+            let r = cmd.spawn();
+            let started = self.stamp.get().load(Ordering::Acquire);
+            self.count_spawn(r, started);
+        }
+        let Preparer {
+            reaper,
+            children,
+            sh,
+            gate_r,
+            ..
+        } = self;
+        let _ = reaper.join();
+        // The run is over: stop what still runs.
+        let mut children = std::mem::take(&mut *children.lock().unwrap());
+        stop_children(&mut children, &sh);
+        drop(gate_r);
+    }
+
+    /// The next child: prepared by `setup`, then held between fork and exec until its release.
+    fn gated_command(&self) -> Command {
+        let gate = self.gate_r.as_raw_fd();
+        let stamp_ptr = self.stamp.0 as usize;
+        let stop_ptr = self.stamp.0 as usize + 8;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args).stdin(Stdio::null());
+        let setup = self.setup.clone();
+        // SAFETY: only async-signal-safe calls between fork and exec (`apply` included).
+        unsafe {
+            cmd.pre_exec(move || {
+                setup.apply()?;
+                wait_at_gate(gate, stop_ptr, stamp_ptr);
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// Counts a spawn: the start latency of a released child (against its release instant), or
+    /// the error of one that could not start.
+    fn count_spawn(&mut self, r: std::io::Result<Child>, started: u64) {
+        let sh = &self.sh;
+        match r {
+            Ok(child) => {
+                if started != 0 {
+                    if let Ok(target) = self.rx.pop() {
+                        sh.start_latency
+                            .lock()
+                            .unwrap()
+                            .record(started.saturating_sub(target));
+                    }
+                    sh.started.fetch_add(1, Ordering::Relaxed);
+                }
+                self.children.lock().unwrap().push(child);
+            }
+            Err(e) => {
+                if started != 0 {
+                    let _ = self.rx.pop();
+                }
+                sh.spawn_errors.fetch_add(1, Ordering::Relaxed);
+                sh.first_error
+                    .lock()
+                    .unwrap()
+                    .get_or_insert_with(|| e.to_string());
+                if !sh.done.load(Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        }
+    }
+}
+
+/// In the child, between fork and exec: waits for the release byte on the gate, looking every
+/// 50 ms whether the run has ended (a child of another exec action forked before this gate was
+/// registered may still hold its write end, so EOF alone cannot be relied on), then stamps the
+/// time into the shared page. Exits the child if the run ends first. Async-signal-safe calls only.
+///
+/// # Safety
+/// Only in a forked child; `stop_ptr` and `stamp_ptr` point at atomics in the shared page.
+unsafe fn wait_at_gate(gate: RawFd, stop_ptr: usize, stamp_ptr: usize) {
+    let mut b = 0u8;
+    loop {
+        if (*(stop_ptr as *const AtomicU64)).load(Ordering::Acquire) != 0 {
+            libc::_exit(0); // the run ended before this child was needed
+        }
+        let mut pfd = libc::pollfd {
+            fd: gate,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 50) <= 0 {
+            continue;
+        }
+        let n = libc::read(gate, &mut b as *mut u8 as *mut libc::c_void, 1);
+        if n == 1 {
+            break;
+        }
+        if n == 0 {
+            libc::_exit(0);
+        }
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    let now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    (*(stamp_ptr as *const AtomicU64)).store(now, Ordering::Release);
+}
+
+/// At the end of the run: children still running get 200 ms to end, then SIGTERM and 500 ms,
+/// then SIGKILL.
+fn stop_children(children: &mut Vec<Child>, sh: &Shared) {
+    let t0 = std::time::Instant::now();
+    while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(200) {
+        children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for c in children.iter_mut() {
+        sh.killed_at_end.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    }
+    let t0 = std::time::Instant::now();
+    while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(500) {
+        children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for c in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 impl Exec {
     pub fn prepare(argv: &[String], opts: ExecOptions) -> Result<Exec, String> {
         let program = resolve(&argv[0])?;
@@ -197,7 +384,7 @@ impl Exec {
         let setup = opts.setup().close_now(gate_w.as_raw_fd());
         let stamp = Stamp::new().map_err(|e| format!("exec: {e}"))?;
         let stop_word = StopWord(stamp.0 as usize + 8);
-        let (tx, mut rx) = rtrb::RingBuffer::<u64>::new(65_536);
+        let (tx, rx) = rtrb::RingBuffer::<u64>::new(65_536);
         let shared = Arc::new(Shared {
             start_latency: Mutex::new(Recorder::new()),
             spawn_errors: AtomicU64::new(0),
@@ -207,138 +394,23 @@ impl Exec {
             done: AtomicBool::new(false),
         });
         let args: Vec<String> = argv[1..].to_vec();
-        let sh = shared.clone();
         let children: Arc<Mutex<Vec<Child>>> = Arc::default();
-        let reaper = {
-            let (sh, children, opts) = (shared.clone(), children.clone(), opts.clone());
-            let shown = program.display().to_string();
-            std::thread::Builder::new()
-                .name("punctual-reap".into())
-                .spawn(move || {
-                    while !sh.done.load(Ordering::Acquire) {
-                        children.lock().unwrap().retain_mut(|c| match c.try_wait() {
-                            Ok(Some(st)) => {
-                                if let Some(why) = rttime_death(st, &opts) {
-                                    opts.alarm.raise(format!(
-                                        "exec action '{}': child {} ({}) died of {why}: it ran at a real-time priority without blocking",
-                                        opts.name,
-                                        c.id(),
-                                        shown,
-                                    ));
-                                }
-                                false
-                            }
-                            _ => true,
-                        });
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                    }
-                })
-                .map_err(|e| format!("exec: starting the reaper thread: {e}"))?
+        let shown = program.display().to_string();
+        let reaper = spawn_reaper(shared.clone(), children.clone(), opts, shown)?;
+        let preparer = Preparer {
+            program,
+            args,
+            setup,
+            gate_r,
+            stamp,
+            rx,
+            sh: shared.clone(),
+            children,
+            reaper,
         };
         let preparer = std::thread::Builder::new()
             .name("punctual-exec".into())
-            .spawn(move || {
-                let gate = gate_r.as_raw_fd();
-                let stamp_ptr = stamp.0 as usize;
-                let stop_ptr = stamp.0 as usize + 8;
-                while !sh.done.load(Ordering::Acquire) {
-                    stamp.get().store(0, Ordering::Release);
-                    let mut cmd = Command::new(&program);
-                    cmd.args(&args).stdin(Stdio::null());
-                    let setup = setup.clone();
-                    // SAFETY: only async-signal-safe calls between fork and exec (`apply` included).
-                    unsafe {
-                        cmd.pre_exec(move || {
-                            setup.apply()?;
-                            // Wait for the gate, looking every 50 ms whether the run has ended (a
-                            // child of another exec action forked before this gate was registered
-                            // may still hold its write end, so EOF alone cannot be relied on).
-                            let mut b = 0u8;
-                            loop {
-                                if (*(stop_ptr as *const AtomicU64)).load(Ordering::Acquire) != 0 {
-                                    libc::_exit(0); // the run ended before this child was needed
-                                }
-                                let mut pfd = libc::pollfd {
-                                    fd: gate,
-                                    events: libc::POLLIN,
-                                    revents: 0,
-                                };
-                                if libc::poll(&mut pfd, 1, 50) <= 0 {
-                                    continue;
-                                }
-                                let n = libc::read(gate, &mut b as *mut u8 as *mut libc::c_void, 1);
-                                if n == 1 {
-                                    break;
-                                }
-                                if n == 0 {
-                                    libc::_exit(0);
-                                }
-                            }
-                            let mut ts = libc::timespec {
-                                tv_sec: 0,
-                                tv_nsec: 0,
-                            };
-                            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-                            let now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-                            (*(stamp_ptr as *const AtomicU64)).store(now, Ordering::Release);
-                            Ok(())
-                        });
-                    }
-                    // Blocks until the child is released and has exec'd (or failed to).
-                    let r = cmd.spawn();
-                    let started = stamp.get().load(Ordering::Acquire);
-                    match r {
-                        Ok(child) => {
-                            if started != 0 {
-                                if let Ok(target) = rx.pop() {
-                                    sh.start_latency
-                                        .lock()
-                                        .unwrap()
-                                        .record(started.saturating_sub(target));
-                                }
-                                sh.started.fetch_add(1, Ordering::Relaxed);
-                            }
-                            children.lock().unwrap().push(child);
-                        }
-                        Err(e) => {
-                            if started != 0 {
-                                let _ = rx.pop();
-                            }
-                            sh.spawn_errors.fetch_add(1, Ordering::Relaxed);
-                            sh.first_error
-                                .lock()
-                                .unwrap()
-                                .get_or_insert_with(|| e.to_string());
-                            if !sh.done.load(Ordering::Acquire) {
-                                std::thread::sleep(std::time::Duration::from_millis(10));
-                            }
-                        }
-                    }
-                }
-                let _ = reaper.join();
-                // The run is over: stop what still runs.
-                let mut children = std::mem::take(&mut *children.lock().unwrap());
-                let t0 = std::time::Instant::now();
-                while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(200) {
-                    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                for c in &mut children {
-                    sh.killed_at_end.fetch_add(1, Ordering::Relaxed);
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-                }
-                let t0 = std::time::Instant::now();
-                while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(500) {
-                    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                for c in &mut children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                drop(gate_r);
-            })
+            .spawn(move || preparer.run())
             .map_err(|e| {
                 shared.done.store(true, Ordering::Release); // lets the reaper end
                 format!("exec: starting the preparer thread: {e}")

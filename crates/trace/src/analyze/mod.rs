@@ -244,12 +244,14 @@ pub fn analyze(trace: &TraceData) -> Analysis {
         target: trace.header.target.clone(),
         cpus: trace.header.cpus.len(),
     };
-    let mut cpus: HashMap<u32, CpuState> = HashMap::new();
+    let mut sched = Scheduling {
+        uses_waking,
+        cpus: HashMap::new(),
+        running: HashMap::new(),
+        pending: HashMap::new(),
+        woken_onto: HashMap::new(),
+    };
     let mut stacks: HashMap<u32, CpuStacks> = HashMap::new();
-    let mut running: HashMap<i32, u32> = HashMap::new();
-    let mut pending: HashMap<i32, u64> = HashMap::new();
-    // The last sched_wakeup of each task: (the CPU it was put on, when).
-    let mut woken_onto: HashMap<i32, (u32, u64)> = HashMap::new();
 
     let mut last_ts = window.0;
     for &Event { ts, cpu, kind } in &trace.events {
@@ -273,104 +275,184 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                 next_pid,
                 ..
             } => {
-                let state = cpus
-                    .remove(&cpu)
-                    .unwrap_or(CpuState::Start { since: window.0 });
                 let leave = Some(leave_reason(prev_state));
-                let run = match state {
-                    CpuState::Start { since } => Some(Run {
-                        start: since,
-                        end: ts,
-                        cpu,
-                        whole: false,
-                        leave,
-                        next_pid,
-                    }),
-                    CpuState::Running { pid, since } if pid == prev_pid => Some(Run {
-                        start: since,
-                        end: ts,
-                        cpu,
-                        whole: true,
-                        leave,
-                        next_pid,
-                    }),
-                    CpuState::Running { pid: 0, since } if prev_pid != 0 => {
-                        match woken_onto.get(&prev_pid) {
-                            // The idle task's switch-out was not recorded: the task started when it
-                            // was woken onto this idle CPU.
-                            Some(&(c, w)) if c == cpu && (since..=ts).contains(&w) => {
-                                a.inferred_switch_ins += 1;
-                                let idle = Run {
-                                    start: since,
-                                    end: w,
-                                    cpu,
-                                    whole: true,
-                                    leave: Some(Leave::Preempted),
-                                    next_pid: prev_pid,
-                                };
-                                a.threads
-                                    .entry(0)
-                                    .or_insert_with(|| Thread::new(0, trace))
-                                    .runs
-                                    .push(idle);
-                                pending.remove(&prev_pid);
-                                Some(Run {
-                                    start: w,
-                                    end: ts,
-                                    cpu,
-                                    whole: true,
-                                    leave,
-                                    next_pid,
-                                })
-                            }
-                            _ => {
-                                a.inconsistent_switches += 1;
-                                None
-                            }
-                        }
+                let switch = Switch {
+                    ts,
+                    cpu,
+                    prev_pid,
+                    leave,
+                    next_pid,
+                };
+                sched.switch(&mut a, trace, switch);
+            }
+            EventKind::Waking { .. } | EventKind::Wakeup { .. } | EventKind::WakeupNew { .. } => {
+                sched.wakeup(&mut a, trace, ts, kind)
+            }
+            EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+            EventKind::Lost { .. } => {
+                a.loss_markers += 1;
+                sched.lost(&mut a, cpu);
+                st.hard.clear();
+                st.soft.clear();
+                st.timers.clear();
+            }
+            EventKind::IrqEntry { .. }
+            | EventKind::IrqExit { .. }
+            | EventKind::VectorEntry { .. }
+            | EventKind::VectorExit { .. }
+            | EventKind::SoftirqEntry { .. }
+            | EventKind::SoftirqExit { .. }
+            | EventKind::HrtimerEntry { .. }
+            | EventKind::HrtimerExit { .. } => st.handler_event(&mut a, trace, ts, kind),
+        }
+    }
+    sched.end_runs(&mut a, trace);
+    for t in a.threads.values_mut() {
+        t.runs.sort_by_key(|r| r.start);
+    }
+    a
+}
+
+/// What [`analyze`] follows of the scheduler between events.
+struct Scheduling {
+    /// `sched_waking` was recorded: it, not `sched_wakeup`, starts a wake-up.
+    uses_waking: bool,
+    cpus: HashMap<u32, CpuState>,
+    /// The CPU each task runs on.
+    running: HashMap<i32, u32>,
+    /// Tasks woken and not yet switched in: when the wake-up began.
+    pending: HashMap<i32, u64>,
+    /// The last sched_wakeup of each task: (the CPU it was put on, when).
+    woken_onto: HashMap<i32, (u32, u64)>,
+}
+
+/// One `sched_switch`, its leave reason already decoded.
+#[derive(Clone, Copy)]
+struct Switch {
+    ts: u64,
+    cpu: u32,
+    prev_pid: i32,
+    leave: Option<Leave>,
+    next_pid: i32,
+}
+
+/// The thread `pid`, added on first sight.
+fn thread<'a>(a: &'a mut Analysis, trace: &TraceData, pid: i32) -> &'a mut Thread {
+    a.threads
+        .entry(pid)
+        .or_insert_with(|| Thread::new(pid, trace))
+}
+
+impl Scheduling {
+    /// Ends the run of `prev_pid` and starts the one of `next_pid`, whose wake-up latency ends here.
+    fn switch(&mut self, a: &mut Analysis, trace: &TraceData, s: Switch) {
+        let state = self
+            .cpus
+            .remove(&s.cpu)
+            .unwrap_or(CpuState::Start { since: a.window.0 });
+        if let Some(run) = self.ended_run(a, trace, state, s) {
+            thread(a, trace, s.prev_pid).runs.push(run);
+        }
+        if self.running.get(&s.prev_pid) == Some(&s.cpu) {
+            self.running.remove(&s.prev_pid);
+        }
+        self.cpus.insert(
+            s.cpu,
+            CpuState::Running {
+                pid: s.next_pid,
+                since: s.ts,
+            },
+        );
+        if s.next_pid != 0 {
+            self.running.insert(s.next_pid, s.cpu);
+        }
+        let t = thread(a, trace, s.next_pid);
+        if let Some(w) = self.pending.remove(&s.next_pid) {
+            t.wakeup.record(s.ts.saturating_sub(w));
+        }
+    }
+
+    /// The run of `s.prev_pid` that the switch ends, given what the CPU was known to run (`state`);
+    /// `None` when the run is unknown.
+    fn ended_run(
+        &mut self,
+        a: &mut Analysis,
+        trace: &TraceData,
+        state: CpuState,
+        s: Switch,
+    ) -> Option<Run> {
+        let Switch {
+            ts,
+            cpu,
+            prev_pid,
+            leave,
+            next_pid,
+        } = s;
+        match state {
+            CpuState::Start { since } => Some(Run {
+                start: since,
+                end: ts,
+                cpu,
+                whole: false,
+                leave,
+                next_pid,
+            }),
+            CpuState::Running { pid, since } if pid == prev_pid => Some(Run {
+                start: since,
+                end: ts,
+                cpu,
+                whole: true,
+                leave,
+                next_pid,
+            }),
+            CpuState::Running { pid: 0, since } if prev_pid != 0 => {
+                match self.woken_onto.get(&prev_pid) {
+                    // The idle task's switch-out was not recorded: the task started when it
+                    // was woken onto this idle CPU.
+                    Some(&(c, w)) if c == cpu && (since..=ts).contains(&w) => {
+                        a.inferred_switch_ins += 1;
+                        let idle = Run {
+                            start: since,
+                            end: w,
+                            cpu,
+                            whole: true,
+                            leave: Some(Leave::Preempted),
+                            next_pid: prev_pid,
+                        };
+                        thread(a, trace, 0).runs.push(idle);
+                        self.pending.remove(&prev_pid);
+                        Some(Run {
+                            start: w,
+                            end: ts,
+                            cpu,
+                            whole: true,
+                            leave,
+                            next_pid,
+                        })
                     }
-                    CpuState::Running { .. } => {
-                        // The switch that ended the other task is missing: nothing sure about either.
+                    _ => {
                         a.inconsistent_switches += 1;
                         None
                     }
-                    CpuState::Lost => None,
-                };
-                if let Some(run) = run {
-                    a.threads
-                        .entry(prev_pid)
-                        .or_insert_with(|| Thread::new(prev_pid, trace))
-                        .runs
-                        .push(run);
-                }
-                if running.get(&prev_pid) == Some(&cpu) {
-                    running.remove(&prev_pid);
-                }
-                cpus.insert(
-                    cpu,
-                    CpuState::Running {
-                        pid: next_pid,
-                        since: ts,
-                    },
-                );
-                if next_pid != 0 {
-                    running.insert(next_pid, cpu);
-                }
-                let t = a
-                    .threads
-                    .entry(next_pid)
-                    .or_insert_with(|| Thread::new(next_pid, trace));
-                if let Some(w) = pending.remove(&next_pid) {
-                    t.wakeup.record(ts.saturating_sub(w));
                 }
             }
+            CpuState::Running { .. } => {
+                // The switch that ended the other task is missing: nothing sure about either.
+                a.inconsistent_switches += 1;
+                None
+            }
+            CpuState::Lost => None,
+        }
+    }
+
+    /// `sched_waking`, `sched_wakeup` or `sched_wakeup_new`: counts the wake-up and starts its
+    /// latency, unless the task already runs.
+    fn wakeup(&mut self, a: &mut Analysis, trace: &TraceData, ts: u64, kind: EventKind) {
+        match kind {
             EventKind::Waking { pid, .. } => {
-                a.threads
-                    .entry(pid)
-                    .or_insert_with(|| Thread::new(pid, trace))
-                    .wakeups += 1;
-                if !running.contains_key(&pid) {
-                    pending.entry(pid).or_insert(ts);
+                thread(a, trace, pid).wakeups += 1;
+                if !self.running.contains_key(&pid) {
+                    self.pending.entry(pid).or_insert(ts);
                 }
             }
             EventKind::Wakeup {
@@ -379,87 +461,87 @@ pub fn analyze(trace: &TraceData) -> Analysis {
             | EventKind::WakeupNew {
                 pid, target_cpu, ..
             } => {
-                woken_onto.insert(pid, (target_cpu as u32, ts));
+                self.woken_onto.insert(pid, (target_cpu as u32, ts));
                 let new = matches!(kind, EventKind::WakeupNew { .. });
-                if new || !uses_waking {
+                if new || !self.uses_waking {
                     if !new {
-                        a.threads
-                            .entry(pid)
-                            .or_insert_with(|| Thread::new(pid, trace))
-                            .wakeups += 1;
+                        thread(a, trace, pid).wakeups += 1;
                     }
-                    if !running.contains_key(&pid) {
-                        pending.entry(pid).or_insert(ts);
+                    if !self.running.contains_key(&pid) {
+                        self.pending.entry(pid).or_insert(ts);
                     }
                 }
             }
-            EventKind::Fork { .. } | EventKind::Exit { .. } => {}
-            EventKind::IrqEntry { irq } => st.hard.push((Source::Irq(irq), ts)),
-            EventKind::VectorEntry { vector } => st.hard.push((Source::Vector(vector), ts)),
-            EventKind::IrqExit { irq, .. } => {
-                close(&mut a, trace, &mut st.hard, Source::Irq(irq), ts)
+            _ => unreachable!("only wake-ups are passed"),
+        }
+    }
+
+    /// Events were lost on `cpu`: its current run and every pending wake-up are unknown.
+    fn lost(&mut self, a: &mut Analysis, cpu: u32) {
+        if let Some(CpuState::Running { pid, .. }) = self.cpus.insert(cpu, CpuState::Lost) {
+            a.runs_dropped += 1;
+            self.running.remove(&pid);
+        }
+        a.wakeups_dropped += self.pending.len() as u64;
+        self.pending.clear();
+    }
+
+    /// Runs still going when tracing stopped: CPU time, not quanta.
+    fn end_runs(self, a: &mut Analysis, trace: &TraceData) {
+        let end = a.window.1;
+        for (cpu, state) in self.cpus {
+            if let CpuState::Running { pid, since } = state {
+                if end > since {
+                    let run = Run {
+                        start: since,
+                        end,
+                        cpu,
+                        whole: false,
+                        leave: None,
+                        next_pid: 0,
+                    };
+                    thread(a, trace, pid).runs.push(run);
+                }
             }
+        }
+    }
+}
+
+impl CpuStacks {
+    /// An interrupt, softirq or hrtimer entry or exit: an exit records its handler's duration.
+    fn handler_event(&mut self, a: &mut Analysis, trace: &TraceData, ts: u64, kind: EventKind) {
+        match kind {
+            EventKind::IrqEntry { irq } => self.hard.push((Source::Irq(irq), ts)),
+            EventKind::VectorEntry { vector } => self.hard.push((Source::Vector(vector), ts)),
+            EventKind::IrqExit { irq, .. } => close(a, trace, &mut self.hard, Source::Irq(irq), ts),
             EventKind::VectorExit { vector } => {
-                close(&mut a, trace, &mut st.hard, Source::Vector(vector), ts)
+                close(a, trace, &mut self.hard, Source::Vector(vector), ts)
             }
-            EventKind::SoftirqEntry { vec } => st.soft.push((vec, ts)),
-            EventKind::SoftirqExit { vec } => match st.soft.iter().rposition(|(v, _)| *v == vec) {
-                Some(i) => {
-                    let (_, t0) = st.soft.remove(i);
-                    st.soft.truncate(i);
-                    record_source(&mut a, trace, Source::Softirq(vec), ts.saturating_sub(t0));
-                }
-                None => a.unmatched_exits += 1,
-            },
-            EventKind::HrtimerEntry { timer, function } => st.timers.push((timer, function, ts)),
-            EventKind::HrtimerExit { timer } => {
-                match st.timers.iter().rposition(|(t, _, _)| *t == timer) {
+            EventKind::SoftirqEntry { vec } => self.soft.push((vec, ts)),
+            EventKind::SoftirqExit { vec } => {
+                match self.soft.iter().rposition(|(v, _)| *v == vec) {
                     Some(i) => {
-                        let (_, f, t0) = st.timers.remove(i);
-                        st.timers.truncate(i);
-                        record_source(&mut a, trace, Source::Hrtimer(f), ts.saturating_sub(t0));
+                        let (_, t0) = self.soft.remove(i);
+                        self.soft.truncate(i);
+                        record_source(a, trace, Source::Softirq(vec), ts.saturating_sub(t0));
                     }
                     None => a.unmatched_exits += 1,
                 }
             }
-            EventKind::Lost { .. } => {
-                a.loss_markers += 1;
-                if let Some(CpuState::Running { pid, .. }) = cpus.insert(cpu, CpuState::Lost) {
-                    a.runs_dropped += 1;
-                    running.remove(&pid);
+            EventKind::HrtimerEntry { timer, function } => self.timers.push((timer, function, ts)),
+            EventKind::HrtimerExit { timer } => {
+                match self.timers.iter().rposition(|(t, _, _)| *t == timer) {
+                    Some(i) => {
+                        let (_, f, t0) = self.timers.remove(i);
+                        self.timers.truncate(i);
+                        record_source(a, trace, Source::Hrtimer(f), ts.saturating_sub(t0));
+                    }
+                    None => a.unmatched_exits += 1,
                 }
-                st.hard.clear();
-                st.soft.clear();
-                st.timers.clear();
-                a.wakeups_dropped += pending.len() as u64;
-                pending.clear();
             }
+            _ => unreachable!("only handler events are passed"),
         }
     }
-    // Runs still going when tracing stopped: CPU time, not quanta.
-    for (cpu, state) in cpus {
-        if let CpuState::Running { pid, since } = state {
-            if window.1 > since {
-                let run = Run {
-                    start: since,
-                    end: window.1,
-                    cpu,
-                    whole: false,
-                    leave: None,
-                    next_pid: 0,
-                };
-                a.threads
-                    .entry(pid)
-                    .or_insert_with(|| Thread::new(pid, trace))
-                    .runs
-                    .push(run);
-            }
-        }
-    }
-    for t in a.threads.values_mut() {
-        t.runs.sort_by_key(|r| r.start);
-    }
-    a
 }
 
 /// Distinct interrupt-context sources measured. A machine shows tens to hundreds; each costs a

@@ -269,8 +269,8 @@ fn what_it_seems(bytes: &[u8]) -> String {
     }
 }
 
-/// Parse a whole file held in memory.
-pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
+/// The magic, the version and the JSON header. Returns the header, where it starts and its length.
+fn read_header(bytes: &[u8]) -> Result<(Header, usize, usize), ReadError> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return Err(ReadError::NotPunctual {
             seems: what_it_seems(bytes),
@@ -296,6 +296,12 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
         })?;
     let header: Header =
         serde_json::from_slice(hjson).map_err(|e| ReadError::Header(e.to_string()))?;
+    Ok((header, hstart, hlen))
+}
+
+/// Parse a whole file held in memory.
+pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
+    let (header, hstart, hlen) = read_header(bytes)?;
 
     let mut integrity = Integrity {
         file_bytes: bytes.len() as u64,
