@@ -163,15 +163,24 @@ fn step(steps: &mut Vec<Step>, q: &str, fact: String, answer: &str) {
     });
 }
 
-fn done(steps: Vec<Step>, verdict: Verdict, reason: String, next: Vec<String>) -> Advice {
+fn done(steps: &mut Vec<Step>, verdict: Verdict, reason: String, next: Vec<String>) -> Advice {
     Advice {
-        steps,
+        steps: std::mem::take(steps),
         verdict,
         reason,
         next,
         crossover_ns: None,
         measured_by: Vec::new(),
     }
+}
+
+fn decided(
+    steps: &mut Vec<Step>,
+    verdict: Verdict,
+    reason: String,
+    next: Vec<String>,
+) -> Option<Advice> {
+    Some(done(steps, verdict, reason, next))
 }
 
 const MEASURE_RT: &str = "punctual check   (30 s: real-time start latency, idle and under load)";
@@ -181,15 +190,133 @@ const MEASURE_FAST: &str =
 /// Fig. 9, step by step.
 pub fn advise(n: &Needs, f: &Facts) -> Advice {
     let mut steps = Vec::new();
+    if let Some(a) = principles(n, f, &mut steps) {
+        return a;
+    }
+    let w = match work_fits(n, f, &mut steps) {
+        Ok(w) => w,
+        Err(a) => return a,
+    };
+    let Work {
+        deadline,
+        work,
+        rt_slowdown,
+        rt_work,
+    } = w;
+    let virt = virtualised(f, &mut steps);
+    // 6. The real-time bubble: settle it with this machine's start latency.
+    let Some(rt) = &f.real_time else {
+        return unmeasured(f, &mut steps);
+    };
+    if let Some(a) = real_time_misses(n, f, rt, &w, virt, &mut steps) {
+        return a;
+    }
+    let rt_total = rt.p99_9_ns.saturating_add(rt_work);
+    // Both meet it? Then real fast keeps the throughput (Figs. 5-7: total delay decides).
+    let settings = format!(
+        "--policy fifo -p 98 (punctual's sleep-then-spin, mlockall, cpu_dma_latency 0){}: \
+         p99.9 {} measured",
+        rt.cpu
+            .map(|c| format!(", CPU {c} kept for it (punctual shield --cpus {c})"))
+            .unwrap_or_default(),
+        format_ns(rt.p99_9_ns),
+    );
+    let queue_wait = neighbours(n, f, &w, &mut steps);
+    let queue_ok = queue_wait.is_none_or(|(_, fits, _)| fits);
+    let mut a = if let Some(fast) = &f.real_fast {
+        let fast_total = fast.p99_9_ns.saturating_add(work);
+        let fast_ok =
+            fast_total <= deadline && n.jitter_ns.is_none_or(|j| fast.p99_9_ns <= j) && queue_ok;
+        step(
+            &mut steps,
+            "Does real fast meet it too?",
+            format!(
+                "p99.9 start {} + work {} = {}",
+                format_ns(fast.p99_9_ns),
+                format_ns(work),
+                format_ns(fast_total),
+            ),
+            if fast_ok { "yes: real fast" } else { "no" },
+        );
+        if fast_ok {
+            done(
+                &mut steps,
+                Verdict::RealFast,
+                format!(
+                    "both meet the {} deadline ({} real fast, {} real time at p99.9); real fast \
+                     keeps the throughput",
+                    format_ns(deadline),
+                    format_ns(fast_total),
+                    format_ns(rt_total)
+                ),
+                vec![],
+            )
+        } else {
+            done(
+                &mut steps,
+                Verdict::RealTime,
+                format!(
+                    "real time completes by {} at p99.9, real fast by {}{}; the deadline is {}",
+                    format_ns(rt_total),
+                    format_ns(fast_total),
+                    match queue_wait {
+                        Some((wait, false, _)) => format!(
+                            " measured, but by {} behind its CPU-bound neighbours",
+                            format_ns(wait.saturating_add(work))
+                        ),
+                        _ => String::new(),
+                    },
+                    format_ns(deadline)
+                ),
+                vec![settings],
+            )
+        }
+    } else {
+        let mut a = done(
+            &mut steps,
+            Verdict::RealTime,
+            format!(
+                "real time completes by {} at p99.9 against the {} deadline; real fast was not \
+                 measured",
+                format_ns(rt_total),
+                format_ns(deadline)
+            ),
+            vec![settings],
+        );
+        a.next
+            .push(format!("to see whether real fast would do: {MEASURE_FAST}"));
+        a
+    };
+    if let Some((wait, false, q_max)) = queue_wait {
+        a.next.push(format!(
+            "under time sharing the neighbours alone can hold the work back {}: a quantum under {} \
+             would bound it (Etsion section 8), at the price of more switches",
+            format_ns(wait),
+            format_ns(q_max)
+        ));
+    }
+    a.measured_by = [Some(rt), f.real_fast.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|m| m.source.clone())
+        .collect();
+    if let (Some(fast), true) = (&f.real_fast, rt_slowdown > 1.0) {
+        a.crossover_ns = crossover(rt.p99_9_ns, rt_slowdown, fast.p99_9_ns, 1.0);
+    }
+    a
+}
+
+/// Steps 1-4: throughput, utilization, memory, long work items (principles 1, 2, 3, 6).
+fn principles(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Option<Advice> {
     // 1. Throughput or latency (principle 1).
     if n.throughput_only {
         step(
-            &mut steps,
+            steps,
             "Does only throughput matter?",
             "--throughput-only".into(),
             "yes: real fast",
         );
-        return done(
+        return decided(
             steps,
             Verdict::RealFast,
             "only the amount of work done per second matters: a real-time configuration buys \
@@ -199,7 +326,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
         );
     }
     step(
-        &mut steps,
+        steps,
         "Does only throughput matter?",
         format!(
             "a deadline of {}",
@@ -211,12 +338,12 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
     match n.utilization {
         Some(u) if u > pb::UTILIZATION_LIMIT => {
             step(
-                &mut steps,
+                steps,
                 "Must the CPUs run above 50 % at peak?",
                 format!("--utilization {:.0} %", u * 100.0),
                 "yes: real fast",
             );
-            return done(
+            return decided(
                 steps,
                 Verdict::RealFast,
                 format!(
@@ -229,13 +356,13 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             );
         }
         Some(u) => step(
-            &mut steps,
+            steps,
             "Must the CPUs run above 50 % at peak?",
             format!("--utilization {:.0} %", u * 100.0),
             "no",
         ),
         None => step(
-            &mut steps,
+            steps,
             "Must the CPUs run above 50 % at peak?",
             "not given (--utilization): assumed no".into(),
             "no",
@@ -245,12 +372,12 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
     match (n.memory_bytes, f.mem_available_bytes) {
         (Some(m), Some(avail)) if m > avail => {
             step(
-                &mut steps,
+                steps,
                 "Does the workload fill memory?",
                 format!("needs {}, {} available", bytes(m), bytes(avail)),
                 "yes: real fast",
             );
-            return done(
+            return decided(
                 steps,
                 Verdict::RealFast,
                 format!(
@@ -263,7 +390,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             );
         }
         (Some(m), avail) => step(
-            &mut steps,
+            steps,
             "Does the workload fill memory?",
             format!(
                 "needs {}, {} available",
@@ -273,7 +400,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             "no",
         ),
         (None, _) => step(
-            &mut steps,
+            steps,
             "Does the workload fill memory?",
             "not given (--memory): assumed no".into(),
             "no",
@@ -282,12 +409,12 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
     // 4. Long work items (principle 6): the start latency is lost in the noise.
     if let Some(w) = n.work_ns.filter(|&w| w >= pb::LONG_WORK_NS) {
         step(
-            &mut steps,
+            steps,
             "Does each work item take hundreds of milliseconds?",
             format!("--work {}", format_ns(w)),
             "yes: real fast",
         );
-        return done(
+        return decided(
             steps,
             Verdict::RealFast,
             format!(
@@ -299,13 +426,25 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
         );
     }
     step(
-        &mut steps,
+        steps,
         "Does each work item take hundreds of milliseconds?",
         n.work_ns
             .map(|w| format!("--work {}", format_ns(w)))
             .unwrap_or_else(|| "not given (--work): assumed short".into()),
         "no",
     );
+    None
+}
+
+/// The deadline, the work and what the real-time configuration makes of it.
+struct Work {
+    deadline: u64,
+    work: u64,
+    rt_slowdown: f64,
+    rt_work: u64,
+}
+
+fn work_fits(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Result<Work, Advice> {
     let deadline = n.deadline_ns.unwrap_or_default();
     let kind = n.kind.unwrap_or(WorkKind::Compute);
     let rt_slowdown = if f.host.realtime {
@@ -317,7 +456,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
     let rt_work = (work as f64 * rt_slowdown) as u64;
     if rt_work > deadline {
         step(
-            &mut steps,
+            steps,
             "Does the work itself fit the deadline?",
             format!(
                 "{} of work{} against {}",
@@ -327,7 +466,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             ),
             "no",
         );
-        return done(
+        return Err(done(
             steps,
             Verdict::Cannot,
             format!(
@@ -336,9 +475,18 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
                 format_ns(deadline)
             ),
             vec!["a faster CPU, or work split into smaller items".into()],
-        );
+        ));
     }
-    // 5. Virtualization (principle 4): the host can stop this machine's CPUs.
+    Ok(Work {
+        deadline,
+        work,
+        rt_slowdown,
+        rt_work,
+    })
+}
+
+/// Step 5, principle 4: the host can stop this machine's CPUs.
+fn virtualised(f: &Facts, steps: &mut Vec<Step>) -> bool {
     let virt = if f.host.virtualized {
         let steal = f
             .real_time
@@ -352,7 +500,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             })
             .unwrap_or_default();
         step(
-            &mut steps,
+            steps,
             "Does it run virtualised?",
             format!("this machine is a virtual machine{steal}"),
             "yes: real fast, unless this machine's figures below meet the deadline",
@@ -360,39 +508,58 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
         true
     } else {
         step(
-            &mut steps,
+            steps,
             "Does it run virtualised?",
             "no hypervisor found".into(),
             "no",
         );
         false
     };
-    // 6. The real-time bubble: settle it with this machine's start latency.
-    let Some(rt) = &f.real_time else {
-        step(
-            &mut steps,
-            "Does real time meet the deadline here?",
-            "no start-latency measurement found".into(),
-            "unknown: measure",
-        );
-        let mut next = vec![MEASURE_RT.to_string()];
-        if f.real_fast.is_none() {
-            next.push(MEASURE_FAST.into());
-        }
-        next.push("then ask again (or pass result files with --from)".into());
-        return done(
-            steps,
-            Verdict::BenchmarkBoth,
-            "the flow leads to the real-time bubble; only this machine's start latency can \
+    virt
+}
+
+/// No start latency measured: say what to run.
+fn unmeasured(f: &Facts, steps: &mut Vec<Step>) -> Advice {
+    step(
+        steps,
+        "Does real time meet the deadline here?",
+        "no start-latency measurement found".into(),
+        "unknown: measure",
+    );
+    let mut next = vec![MEASURE_RT.to_string()];
+    if f.real_fast.is_none() {
+        next.push(MEASURE_FAST.into());
+    }
+    next.push("then ask again (or pass result files with --from)".into());
+    done(
+        steps,
+        Verdict::BenchmarkBoth,
+        "the flow leads to the real-time bubble; only this machine's start latency can \
              settle it"
-                .into(),
-            next,
-        );
-    };
+            .into(),
+        next,
+    )
+}
+
+/// Does the real-time configuration meet the deadline (and the jitter) here? If not, the verdict.
+fn real_time_misses(
+    n: &Needs,
+    f: &Facts,
+    rt: &Measured,
+    w: &Work,
+    virt: bool,
+    steps: &mut Vec<Step>,
+) -> Option<Advice> {
+    let Work {
+        deadline,
+        rt_slowdown,
+        rt_work,
+        ..
+    } = *w;
     let rt_total = rt.p99_9_ns.saturating_add(rt_work);
     let jitter_ok = n.jitter_ns.is_none_or(|j| rt.p99_9_ns <= j);
     step(
-        &mut steps,
+        steps,
         "Does real time meet the deadline here?",
         format!(
             "p99.9 start {} + work {}{} = {} against {}{}",
@@ -450,25 +617,22 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
         }
         let mut a = done(steps, Verdict::Cannot, what, next);
         a.measured_by.push(rt.source.clone());
-        return a;
+        return Some(a);
     }
-    // Both meet it? Then real fast keeps the throughput (Figs. 5-7: total delay decides).
-    let settings = format!(
-        "--policy fifo -p 98 (punctual's sleep-then-spin, mlockall, cpu_dma_latency 0){}: \
-         p99.9 {} measured",
-        rt.cpu
-            .map(|c| format!(", CPU {c} kept for it (punctual shield --cpus {c})"))
-            .unwrap_or_default(),
-        format_ns(rt.p99_9_ns),
-    );
-    // Etsion section 8: behind N-1 CPU-bound neighbours, time sharing may start the work a
-    // quantum for each of them late, whatever a quiet measurement showed.
-    let queue_wait = match (n.competing, &f.quantum) {
+    None
+}
+
+/// Etsion section 8: behind N-1 CPU-bound neighbours, time sharing may start the work a quantum
+/// for each of them late, whatever a quiet measurement showed: (wait, fits, the largest quantum
+/// that would fit).
+fn neighbours(n: &Needs, f: &Facts, w: &Work, steps: &mut Vec<Step>) -> Option<(u64, bool, u64)> {
+    let Work { deadline, work, .. } = *w;
+    match (n.competing, &f.quantum) {
         (Some(c), Some((q, from))) if c > 1 => {
             let wait = q.saturating_mul(u64::from(c - 1));
             let fits = wait.saturating_add(work) <= deadline;
             step(
-                &mut steps,
+                steps,
                 "Can the CPU-bound neighbours delay real fast past it?",
                 format!(
                     "{} others x {} quantum ({from}) = {} + work {} against {}",
@@ -487,89 +651,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
             Some((wait, fits, deadline.saturating_sub(work) / u64::from(c - 1)))
         }
         _ => None,
-    };
-    let queue_ok = queue_wait.is_none_or(|(_, fits, _)| fits);
-    let mut a = if let Some(fast) = &f.real_fast {
-        let fast_total = fast.p99_9_ns.saturating_add(work);
-        let fast_ok =
-            fast_total <= deadline && n.jitter_ns.is_none_or(|j| fast.p99_9_ns <= j) && queue_ok;
-        step(
-            &mut steps,
-            "Does real fast meet it too?",
-            format!(
-                "p99.9 start {} + work {} = {}",
-                format_ns(fast.p99_9_ns),
-                format_ns(work),
-                format_ns(fast_total),
-            ),
-            if fast_ok { "yes: real fast" } else { "no" },
-        );
-        if fast_ok {
-            done(
-                steps,
-                Verdict::RealFast,
-                format!(
-                    "both meet the {} deadline ({} real fast, {} real time at p99.9); real fast \
-                     keeps the throughput",
-                    format_ns(deadline),
-                    format_ns(fast_total),
-                    format_ns(rt_total)
-                ),
-                vec![],
-            )
-        } else {
-            done(
-                steps,
-                Verdict::RealTime,
-                format!(
-                    "real time completes by {} at p99.9, real fast by {}{}; the deadline is {}",
-                    format_ns(rt_total),
-                    format_ns(fast_total),
-                    match queue_wait {
-                        Some((wait, false, _)) => format!(
-                            " measured, but by {} behind its CPU-bound neighbours",
-                            format_ns(wait.saturating_add(work))
-                        ),
-                        _ => String::new(),
-                    },
-                    format_ns(deadline)
-                ),
-                vec![settings],
-            )
-        }
-    } else {
-        let mut a = done(
-            steps,
-            Verdict::RealTime,
-            format!(
-                "real time completes by {} at p99.9 against the {} deadline; real fast was not \
-                 measured",
-                format_ns(rt_total),
-                format_ns(deadline)
-            ),
-            vec![settings],
-        );
-        a.next
-            .push(format!("to see whether real fast would do: {MEASURE_FAST}"));
-        a
-    };
-    if let Some((wait, false, q_max)) = queue_wait {
-        a.next.push(format!(
-            "under time sharing the neighbours alone can hold the work back {}: a quantum under {} \
-             would bound it (Etsion section 8), at the price of more switches",
-            format_ns(wait),
-            format_ns(q_max)
-        ));
     }
-    a.measured_by = [Some(rt), f.real_fast.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|m| m.source.clone())
-        .collect();
-    if let (Some(fast), true) = (&f.real_fast, rt_slowdown > 1.0) {
-        a.crossover_ns = crossover(rt.p99_9_ns, rt_slowdown, fast.p99_9_ns, 1.0);
-    }
-    a
 }
 
 /// The work duration above which the slower-starting configuration completes first: start_a + w
