@@ -405,22 +405,7 @@ impl RunConfig {
                 ),
             ));
         }
-        for (flag, cost) in [
-            ("--irq-cost", self.costs.irq_direct),
-            ("--irq-indirect", self.costs.irq_indirect),
-            ("--switch-cost", self.costs.switch),
-        ] {
-            if cost > MAX_COST {
-                return Err(SimError::invalid(
-                    flag,
-                    format!(
-                        "{} is longer than the limit of {}; costs are microseconds, e.g. 2us",
-                        format_ns(cost),
-                        format_ns(MAX_COST)
-                    ),
-                ));
-            }
-        }
+        // The costs were bounded by validate_costs, which runs first.
         if self.costs.irq() >= self.tick_ns() {
             return Err(SimError::invalid(
                 "--irq-cost",
