@@ -43,6 +43,10 @@ pub enum Command {
     Plan(cmd::run::PlanCmd),
     /// Real-time mode: move other tasks and IRQs off chosen CPUs; always restorable (--restore).
     Shield(cmd::shield::ShieldArgs),
+    /// Compare results: matching series side by side with a noise-aware verdict per series.
+    Compare(cmd::compare::CompareArgs),
+    /// One self-contained HTML report (inline SVG, no script) of one or more results.
+    Report(cmd::report::ReportArgs),
     /// Install libpunctual.so and punctual.h (the periodic-task C API) under a prefix.
     InstallLib(cmd::install_lib::InstallLibArgs),
     /// Internal: one periodic process of the kurt-periodic experiment.

@@ -207,14 +207,18 @@ pub fn text(c: &Comparison) -> String {
 
 /// A Markdown cell: one line, no pipe that would split the cell, no control characters.
 fn md(s: &str) -> String {
-    punctual_time::text::display_text(s, punctual_result::table::MAX_CELL_CHARS).replace('|', "\\|")
+    md_text(s, punctual_result::table::MAX_CELL_CHARS)
+}
+
+fn md_text(s: &str, max: usize) -> String {
+    punctual_time::text::display_text(s, max).replace('|', "\\|")
 }
 
 /// GitHub-flavoured Markdown tables (for pull requests and CI summaries).
 pub fn markdown(c: &Comparison) -> String {
     let mut out = String::new();
     for s in sections(c) {
-        out.push_str(&format!("### {}\n\n", md(&s.title)));
+        out.push_str(&format!("### {}\n\n", md_text(&s.title, 2_000)));
         if !s.rows.is_empty() {
             out.push_str(&format!(
                 "| {} |\n",
@@ -226,7 +230,8 @@ pub fn markdown(c: &Comparison) -> String {
             ));
             out.push('|');
             for i in 0..s.header.len() {
-                out.push_str(if i < 2 { " --- |" } else { " ---: |" });
+                let text = i < 2 || i + 1 == s.header.len() && s.header[i].starts_with("verdict");
+                out.push_str(if text { " --- |" } else { " ---: |" });
             }
             out.push('\n');
             for r in &s.rows {
@@ -238,7 +243,7 @@ pub fn markdown(c: &Comparison) -> String {
             out.push('\n');
         }
         for n in &s.notes {
-            out.push_str(&format!("- {}\n", md(n)));
+            out.push_str(&format!("- {}\n", md_text(n, 2_000)));
         }
         if !s.notes.is_empty() {
             out.push('\n');
