@@ -143,9 +143,9 @@ fn show(v: &Value) -> String {
     }
 }
 
-/// A bucket width of 1, 2 or 5 times a power of ten, giving about 150 buckets up to `upper`.
+/// A bucket width of 1, 2 or 5 times a power of ten, giving about 300 buckets up to `upper`.
 fn bucket_width(upper: u64) -> u64 {
-    let raw = (upper / 150).max(1);
+    let raw = (upper / 300).max(1);
     let mut p = 1u64;
     loop {
         for m in [1, 2, 5] {
@@ -224,9 +224,9 @@ pub fn report(inputs: &[ReportInput<'_>], timelines: &[Timeline]) -> Result<Repo
             &mut out,
             &title,
             &format!(
-                "The worst of {} samples per {} of the run, per thread (log axis).",
-                t.samples,
-                format_ns(t.bin_ns)
+                "The worst sample in each {} of the run, per thread ({} samples; log axis).",
+                format_ns(t.bin_ns),
+                t.samples
             ),
             line_plot(
                 &title,
@@ -509,39 +509,19 @@ fn document(
             )?;
         }
         for ((name, r), s) in recs.iter().zip(&with_samples) {
-            let p9999 = r.percentile(99_990);
+            // The whole range: the log count axis is there so that rare long samples show.
             let max = r.max().unwrap_or(0);
-            // A few far outliers would squeeze the body into one bar: cut at p99.99 then, and say so.
-            let upper = if max <= 10 * r.percentile(99_000).max(1) {
-                max
-            } else {
-                p9999
-            };
-            let width = bucket_width(upper.max(1));
-            let buckets: Vec<(f64, f64, u64)> = histogram_buckets(r, width)
-                .into_iter()
-                .filter(|b| b.0 * 1000.0 <= upper as f64)
-                .collect();
-            let beyond = r
-                .count()
-                .saturating_sub(buckets.iter().map(|b| b.2).sum::<u64>());
+            let width = bucket_width(max.max(1));
+            let buckets = histogram_buckets(r, width);
             let title = format!(
                 "{label}: histogram of {}",
                 series_title(name, &s.kind, s.cpu)
             );
-            let caption = if beyond > 0 {
-                format!(
-                    "Counts per {} bucket on a logarithmic count axis; {beyond} samples above {} (up to {}) not drawn.",
-                    format_ns(width),
-                    format_ns(upper),
-                    format_ns(max)
-                )
-            } else {
-                format!(
-                    "Counts per {} bucket on a logarithmic count axis.",
-                    format_ns(width)
-                )
-            };
+            let caption = format!(
+                "Counts per {} bucket up to the maximum ({}) on a logarithmic count axis.",
+                format_ns(width),
+                format_ns(max)
+            );
             figs.add(
                 out,
                 &title,

@@ -254,11 +254,17 @@ pub fn markdown(c: &Comparison) -> String {
 
 /// The comparison as JSON (`punctual.compare/1`).
 pub fn json(c: &Comparison) -> String {
-    let mut v = serde_json::to_value(c).expect("comparisons always serialise");
-    if let Some(o) = v.as_object_mut() {
-        o.insert("schema".into(), "punctual.compare/1".into());
+    #[derive(serde::Serialize)]
+    struct Document<'a> {
+        schema: &'static str,
+        #[serde(flatten)]
+        comparison: &'a Comparison,
     }
-    let mut s = serde_json::to_string_pretty(&v).expect("a JSON value always serialises");
+    let doc = Document {
+        schema: "punctual.compare/1",
+        comparison: c,
+    };
+    let mut s = serde_json::to_string_pretty(&doc).expect("comparisons always serialise");
     s.push('\n');
     s
 }
