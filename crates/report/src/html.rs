@@ -110,9 +110,9 @@ impl Figures {
     ) -> Result<(), ReportError> {
         let svg = svg.map_err(|e| ReportError::Plot(format!("{title}: {e}")))?;
         let at = svg.find('>').map(|i| i + 1).unwrap_or(0);
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<figure>{}<title>{}</title>{}<figcaption>{}</figcaption></figure>\n",
+            "<figure>{}<title>{}</title>{}<figcaption>{}</figcaption></figure>",
             &svg[..at],
             esc(title),
             &svg[at..],
