@@ -229,9 +229,15 @@ pub fn markdown(c: &Comparison) -> String {
                     .join(" | ")
             ));
             out.push('|');
+            // Right-aligned where every cell is a number (with its unit), as the text tables do.
             for i in 0..s.header.len() {
-                let text = i < 2 || i + 1 == s.header.len() && s.header[i].starts_with("verdict");
-                out.push_str(if text { " --- |" } else { " ---: |" });
+                let numeric = i > 0
+                    && s.rows.iter().all(|r| {
+                        r.get(i).is_some_and(|c| {
+                            c.starts_with(|ch: char| ch.is_ascii_digit() || ch == '+' || ch == '-')
+                        })
+                    });
+                out.push_str(if numeric { " ---: |" } else { " --- |" });
             }
             out.push('\n');
             for r in &s.rows {
