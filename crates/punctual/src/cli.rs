@@ -46,6 +46,10 @@ pub enum Command {
     /// Real time or real fast? McKenney's decision flow (Fig. 9) with this machine's facts and
     /// measured start latency; exit 1 when the deadline cannot be met here.
     Advise(cmd::advise::AdviseArgs),
+    /// Compare results: matching series side by side with a noise-aware verdict per series.
+    Compare(cmd::compare::CompareArgs),
+    /// One self-contained HTML report (inline SVG, no script) of one or more results.
+    Report(cmd::report::ReportArgs),
     /// Install libpunctual.so and punctual.h (the periodic-task C API) under a prefix.
     InstallLib(cmd::install_lib::InstallLibArgs),
     /// Internal: one periodic process of the kurt-periodic experiment.

@@ -57,6 +57,8 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Run(a) => cmd::run::run(a, env),
         Command::Plan(a) => cmd::run::plan_cmd(a, env),
         Command::Shield(a) => cmd::shield::run(a, env),
+        Command::Compare(a) => cmd::compare::run(a, env),
+        Command::Report(a) => cmd::report::run(a, env),
         Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::Advise(a) => cmd::advise::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),

@@ -3,11 +3,13 @@
 pub mod advise;
 pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod experiment;
 pub mod install_lib;
 pub mod kurt;
 pub mod latency;
 pub mod load_body;
+pub mod report;
 pub mod run;
 pub mod shield;
 pub mod simulate;
