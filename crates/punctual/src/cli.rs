@@ -43,6 +43,8 @@ pub enum Command {
     Plan(cmd::run::PlanCmd),
     /// Real-time mode: move other tasks and IRQs off chosen CPUs; always restorable (--restore).
     Shield(cmd::shield::ShieldArgs),
+    /// The results store: list, show, export, remove and import stored results.
+    Results(cmd::results::ResultsArgs),
     /// Install libpunctual.so and punctual.h (the periodic-task C API) under a prefix.
     InstallLib(cmd::install_lib::InstallLibArgs),
     /// Internal: one periodic process of the kurt-periodic experiment.

@@ -57,6 +57,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Run(a) => cmd::run::run(a, env),
         Command::Plan(a) => cmd::run::plan_cmd(a, env),
         Command::Shield(a) => cmd::shield::run(a, env),
+        Command::Results(a) => cmd::results::run(a, env),
         Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),
     }

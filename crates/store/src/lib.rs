@@ -52,6 +52,7 @@ const MIGRATIONS: &[&[&str]] = &[&[
         virtualized BIGINT NOT NULL,
         worst_series TEXT,
         worst_p99_ns BIGINT,
+        tables TEXT,
         doc TEXT NOT NULL
     )",
     "CREATE INDEX results_started ON results (started_ns)",
@@ -234,6 +235,19 @@ impl Store {
         figures: &[(String, Vec<u8>)],
         tags: &[(String, String)],
     ) -> Result<String, StoreError> {
+        self.put_with_tables(doc, figures, tags, None)
+    }
+
+    /// [`Store::put`], also keeping the tables as the command showed them, so `results show`
+    /// prints them again exactly (most tables are drawn from the run's outcome, not only from the
+    /// document).
+    pub fn put_with_tables(
+        &self,
+        doc: &ResultDoc,
+        figures: &[(String, Vec<u8>)],
+        tags: &[(String, String)],
+        tables: Option<&str>,
+    ) -> Result<String, StoreError> {
         check_tags(tags)?;
         for (i, (name, _)) in figures.iter().enumerate() {
             if name.is_empty() || figures[..i].iter().any(|(n, _)| n == name) {
@@ -243,7 +257,19 @@ impl Store {
             }
         }
         let mut db = self.db();
-        transaction(&mut **db, |db| insert(db, doc, figures, tags))
+        transaction(&mut **db, |db| insert(db, doc, figures, tags, tables))
+    }
+
+    /// The tables as the command showed them when `id` was stored (`None` for results imported
+    /// from files, whose tables were not kept).
+    pub fn tables(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .db()
+            .query("SELECT tables FROM results WHERE id = ?", &[id.into()])?;
+        match rows.into_iter().next() {
+            Some(r) => Ok(r[0].opt_text()),
+            None => Err(StoreError::UnknownId { spec: id.into() }),
+        }
     }
 
     /// A result by id, unique id prefix, `latest`, `latest~N`, or the path of a result file.
@@ -640,7 +666,7 @@ fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<String, StoreError> {
     if let Some(r) = rows.into_iter().find(|r| r[1].text() == json) {
         return Ok(r[0].text());
     }
-    insert(db, doc, &[], &[])
+    insert(db, doc, &[], &[], None)
 }
 
 fn insert(
@@ -648,6 +674,7 @@ fn insert(
     doc: &ResultDoc,
     figures: &[(String, Vec<u8>)],
     tags: &[(String, String)],
+    tables: Option<&str>,
 ) -> Result<String, StoreError> {
     let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let now = time::OffsetDateTime::now_utc();
@@ -676,14 +703,20 @@ fn insert(
     db.exec(
         "INSERT INTO results (id, digest, stored_at, stored_ns, started_at, started_ns, command, \
          experiment, status, hostname, kernel, preempt, cpu_model, virtualized, worst_series, \
-         worst_p99_ns, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         worst_p99_ns, tables, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             id.clone().into(),
             digest(&json).into(),
             punctual_result::rfc3339_at(now_ns).into(),
             clamp_ns(now_ns).into(),
             doc.started_at.clone().into(),
-            clamp_ns(parse_rfc3339(&doc.started_at).unwrap_or(0)).into(),
+            // Simulations carry simulated timestamps (the epoch): they sort by when they were stored.
+            clamp_ns(
+                parse_rfc3339(&doc.started_at)
+                    .filter(|&t| t > 0)
+                    .unwrap_or(now_ns),
+            )
+            .into(),
             command.into(),
             experiment.into(),
             status.into(),
@@ -696,6 +729,7 @@ fn insert(
             worst.map_or(Val::Null, |w| {
                 Val::Int(i64::try_from(w.1).unwrap_or(i64::MAX))
             }),
+            tables.map(str::to_string).into(),
             json.into(),
         ],
     )?;

@@ -7,6 +7,7 @@ pub mod install_lib;
 pub mod kurt;
 pub mod latency;
 pub mod load_body;
+pub mod results;
 pub mod run;
 pub mod shield;
 pub mod simulate;
