@@ -51,11 +51,15 @@ const MIGRATIONS: &[&[&str]] = &[&[
         cpu_model TEXT NOT NULL,
         virtualized BIGINT NOT NULL,
         worst_series TEXT,
-        worst_p99_ns BIGINT,
-        tables TEXT,
-        doc TEXT NOT NULL
+        worst_p99_ns BIGINT
     )",
-    "CREATE INDEX results_started ON results (started_ns)",
+    "CREATE INDEX results_order ON results (started_ns, stored_ns, id)",
+    // Documents apart from the columns listed, so a listing reads a small table.
+    "CREATE TABLE documents (
+        result_id TEXT PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+        doc TEXT NOT NULL,
+        tables TEXT
+    )",
     "CREATE INDEX results_command ON results (command)",
     "CREATE INDEX results_host ON results (hostname)",
     "CREATE INDEX results_digest ON results (digest)",
@@ -263,9 +267,11 @@ impl Store {
     /// The tables as the command showed them when `id` was stored (`None` for results imported
     /// from files, whose tables were not kept).
     pub fn tables(&self, id: &str) -> Result<Option<String>, StoreError> {
-        let rows = self
-            .db()
-            .query("SELECT tables FROM results WHERE id = ?", &[id.into()])?;
+        let rows = self.db().query(
+            "SELECT d.tables FROM results r LEFT JOIN documents d ON d.result_id = r.id \
+                 WHERE r.id = ?",
+            &[id.into()],
+        )?;
         match rows.into_iter().next() {
             Some(r) => Ok(r[0].opt_text()),
             None => Err(StoreError::UnknownId { spec: id.into() }),
@@ -286,7 +292,10 @@ impl Store {
             }
         };
         let mut db = self.db();
-        let rows = db.query("SELECT doc FROM results WHERE id = ?", &[id.clone().into()])?;
+        let rows = db.query(
+            "SELECT doc FROM documents WHERE result_id = ?",
+            &[id.clone().into()],
+        )?;
         let text = rows
             .into_iter()
             .next()
@@ -437,14 +446,31 @@ impl Store {
                     .map(|s| (s, u64::try_from(r[12].int()).unwrap_or(0))),
             })
             .collect();
-        // One query for every listed result's tags, rather than one per result.
-        let tag_rows = db.query(
-            &format!(
-                "SELECT t.result_id, t.key, t.value FROM tags t JOIN results r \
-                 ON r.id = t.result_id{clause} ORDER BY t.key"
-            ),
-            &params,
-        )?;
+        // One query for the listed results' tags, rather than one per result: by id for a short
+        // listing, with the listing's own conditions for a long one.
+        let tag_rows = if entries.len() <= 200 {
+            if entries.is_empty() {
+                Vec::new()
+            } else {
+                let marks = vec!["?"; entries.len()].join(", ");
+                let ids: Vec<Val> = entries.iter().map(|e| e.id.clone().into()).collect();
+                db.query(
+                    &format!(
+                        "SELECT result_id, key, value FROM tags WHERE result_id IN ({marks}) \
+                         ORDER BY key"
+                    ),
+                    &ids,
+                )?
+            }
+        } else {
+            db.query(
+                &format!(
+                    "SELECT t.result_id, t.key, t.value FROM tags t JOIN results r \
+                     ON r.id = t.result_id{clause} ORDER BY t.key"
+                ),
+                &params,
+            )?
+        };
         let index: HashMap<String, usize> = entries
             .iter()
             .enumerate()
@@ -467,6 +493,7 @@ impl Store {
             let key = [Val::from(id.as_str())];
             db.exec("DELETE FROM figures WHERE result_id = ?", &key)?;
             db.exec("DELETE FROM tags WHERE result_id = ?", &key)?;
+            db.exec("DELETE FROM documents WHERE result_id = ?", &key)?;
             db.exec("DELETE FROM results WHERE id = ?", &key)?;
             Ok(())
         })?;
@@ -660,7 +687,8 @@ fn digest(json: &str) -> String {
 fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<String, StoreError> {
     let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let rows = db.query(
-        "SELECT id, doc FROM results WHERE digest = ?",
+        "SELECT r.id, d.doc FROM results r JOIN documents d ON d.result_id = r.id \
+         WHERE r.digest = ?",
         &[digest(&json).into()],
     )?;
     if let Some(r) = rows.into_iter().find(|r| r[1].text() == json) {
@@ -703,7 +731,7 @@ fn insert(
     db.exec(
         "INSERT INTO results (id, digest, stored_at, stored_ns, started_at, started_ns, command, \
          experiment, status, hostname, kernel, preempt, cpu_model, virtualized, worst_series, \
-         worst_p99_ns, tables, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         worst_p99_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             id.clone().into(),
             digest(&json).into(),
@@ -729,8 +757,14 @@ fn insert(
             worst.map_or(Val::Null, |w| {
                 Val::Int(i64::try_from(w.1).unwrap_or(i64::MAX))
             }),
-            tables.map(str::to_string).into(),
+        ],
+    )?;
+    db.exec(
+        "INSERT INTO documents (result_id, doc, tables) VALUES (?, ?, ?)",
+        &[
+            id.clone().into(),
             json.into(),
+            tables.map(str::to_string).into(),
         ],
     )?;
     for (name, bytes) in figures {
