@@ -179,7 +179,11 @@ fn postgres_store_round_trips_and_lists_across_hosts() {
                             format!("<svg>{host}{i}</svg>").into_bytes(),
                         );
                         let tags = vec![("machine".to_string(), host.to_string())];
-                        (store.put(&d, &[fig.clone()], &tags).unwrap(), d, fig)
+                        (
+                            store.put(&d, std::slice::from_ref(&fig), &tags).unwrap(),
+                            d,
+                            fig,
+                        )
                     })
                     .collect::<Vec<_>>()
             })

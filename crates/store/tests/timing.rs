@@ -16,7 +16,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 #[ignore = "a measurement: run with --ignored --nocapture"]
 fn time_to_store_one_document_and_list_ten_thousand() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_in(dir.path()).unwrap();
+    // PUNCTUAL_STORE_TIMING_DIR keeps the database, to time `punctual results list` on it.
+    let kept = std::env::var_os("PUNCTUAL_STORE_TIMING_DIR").map(std::path::PathBuf::from);
+    let dir_path = kept.clone().unwrap_or_else(|| dir.path().to_path_buf());
+    let store = Store::open_in(&dir_path).unwrap();
     // A latency run's document: four threads and their total, each with its histogram.
     let doc = common::doc(
         &["punctual", "latency", "-t", "4", "-D", "60s"],
