@@ -268,6 +268,7 @@ fn without_privileges_it_falls_back_says_how_to_fix_and_records_it() {
         .arg(bin_path())
         .args(["latency", "-t", "1", "-l", "50", "--json"])
         .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
         .output()
         .unwrap();
     assert_eq!(
