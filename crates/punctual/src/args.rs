@@ -130,11 +130,46 @@ impl RtArgs {
 }
 
 impl OutputArgs {
-    /// `--json`, `--csv` and `--fail-above`, paths checked.
+    /// `--json`, `--csv`, `--fail-above` and the results store, paths checked and the store opened.
     pub fn outputs(&self) -> Result<Outputs, Failure> {
-        Ok(Outputs::new()
-            .json_csv(self.json.as_ref(), self.csv.as_ref())?
-            .fail_above(self.fail_above))
+        self.store.apply(
+            Outputs::new()
+                .json_csv(self.json.as_ref(), self.csv.as_ref())?
+                .fail_above(self.fail_above),
+        )
+    }
+}
+
+/// `KEY=VALUE` for `--tag`.
+pub fn tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("'{s}': a tag is KEY=VALUE (kernel=6.12-rt)")),
+    }
+}
+
+/// The results store, for every command that writes a result document.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// Do not keep this result in the results store.
+    #[arg(long, conflicts_with_all = ["tags", "store"])]
+    pub no_store: bool,
+    /// Tag the stored result, e.g. --tag kernel=6.12-rt (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    pub tags: Vec<(String, String)>,
+    /// The results store: a SQLite file or postgres://USER@HOST/DB (default: PUNCTUAL_STORE, or
+    /// results.db in the data directory).
+    #[arg(long, value_name = "PATH|URL")]
+    pub store: Option<String>,
+}
+
+impl StoreArgs {
+    /// Add the store to `out` unless `--no-store`.
+    pub fn apply(&self, out: Outputs) -> Result<Outputs, Failure> {
+        if self.no_store {
+            return Ok(out);
+        }
+        out.store(self.store.as_deref(), self.tags.clone())
     }
 }
 
@@ -150,4 +185,6 @@ pub struct OutputArgs {
     /// Exit 1 if any sample exceeds this (e.g. 100us).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub fail_above: Option<u64>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }

@@ -50,6 +50,8 @@ pub enum Command {
     Compare(cmd::compare::CompareArgs),
     /// One self-contained HTML report (inline SVG, no script) of one or more results.
     Report(cmd::report::ReportArgs),
+    /// The results store: list, show, export, remove and import stored results.
+    Results(cmd::results::ResultsArgs),
     /// Install libpunctual.so and punctual.h (the periodic-task C API) under a prefix.
     InstallLib(cmd::install_lib::InstallLibArgs),
     /// Internal: one periodic process of the kurt-periodic experiment.

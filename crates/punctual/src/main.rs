@@ -59,6 +59,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Shield(a) => cmd::shield::run(a, env),
         Command::Compare(a) => cmd::compare::run(a, env),
         Command::Report(a) => cmd::report::run(a, env),
+        Command::Results(a) => cmd::results::run(a, env),
         Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::Advise(a) => cmd::advise::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),

@@ -268,6 +268,7 @@ fn without_privileges_it_falls_back_says_how_to_fix_and_records_it() {
         .arg(bin_path())
         .args(["latency", "-t", "1", "-l", "50", "--json"])
         .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
         .output()
         .unwrap();
     assert_eq!(
@@ -352,14 +353,21 @@ fn check_runs_its_four_phases_stores_the_result_and_gives_a_verdict() {
         assert!((450..=500).contains(&n), "{}: {n} releases", s["name"]);
     }
     assert_eq!(doc["verdict"].as_array().unwrap().len(), 3);
-    // Stored in the results directory, path printed.
-    let stored: Vec<_> = std::fs::read_dir(data.join("results"))
-        .unwrap()
-        .flatten()
-        .collect();
-    assert_eq!(stored.len(), 1);
-    assert!(stdout.contains(&stored[0].path().display().to_string()));
-    valid_doc(&stored[0].path());
+    // Stored in the results store, its id printed, the same document coming back out.
+    let id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Result stored: "))
+        .unwrap_or_else(|| panic!("no stored id in:\n{stdout}"))
+        .to_string();
+    assert!(data.join("results.db").exists());
+    let exported = dir.path().join("export");
+    punctual()
+        .env("PUNCTUAL_DATA_DIR", &data)
+        .args(["results", "export", &id, "-o"])
+        .arg(&exported)
+        .assert()
+        .success();
+    assert_eq!(valid_doc(&exported.join(format!("{id}.json"))), doc);
     // The load processes were reaped.
     for r in doc["settings"]["load_reports"].as_array().unwrap() {
         assert!(!pid_alive(r["pid"].as_i64().unwrap()));

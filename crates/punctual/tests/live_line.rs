@@ -103,6 +103,10 @@ fn shield_and_trace_record_show_a_live_line() {
 #[test]
 fn nothing_is_drawn_when_stderr_is_not_a_terminal() {
     let out = std::process::Command::new(bin_path())
+        .env(
+            "PUNCTUAL_DATA_DIR",
+            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
+        )
         .args(["bench", "gaps", "-D", "1s"])
         .output()
         .unwrap();

@@ -57,7 +57,7 @@ fn kurt_irq_quick_runs_through_the_binary() {
         "Network       0.35   0.64    2.74",
         "What each phase generated and traced",
         "1 MiB writes with fsync (io load)",
-        "Result saved:",
+        "Result stored:",
     ] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }

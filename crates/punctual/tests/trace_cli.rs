@@ -8,7 +8,13 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn punctual() -> Command {
-    Command::cargo_bin("punctual").unwrap()
+    let mut c = Command::cargo_bin("punctual").unwrap();
+    // Keep stored results out of the user's data directory.
+    c.env(
+        "PUNCTUAL_DATA_DIR",
+        std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
+    );
+    c
 }
 
 fn bin() -> PathBuf {

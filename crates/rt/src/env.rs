@@ -7,6 +7,7 @@
 //! | `PUNCTUAL_STATE_DIR` | where journals are written and replayed, where tracefs is mounted | [`trusted_dir`] |
 //! | `PUNCTUAL_SHM_DIR` | where wake channels are created and looked for | [`trusted_dir`] |
 //! | `PUNCTUAL_DATA_DIR` | where the results store writes | [`trusted_dir`] |
+//! | `PUNCTUAL_STORE` | the results store: a SQLite file or a `postgres://` URL | a file only where [`check_private_path`] allows its directory (checked by `punctual-store`) |
 //! | `PUNCTUAL_TRACEFS` | which tracefs tree to use | honoured only if it is a tracefs mount (checked by `punctual-trace`) |
 //! | `PUNCTUAL_WAKE_CHANNEL` | the channel a client attaches to | honoured (a name, checked like plan names) |
 //! | `PUNCTUAL_SHIELDED_CPUS` | tells `run` its CPUs are shielded (spin budget) | honoured (a hint, no file is touched) |

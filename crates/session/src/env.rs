@@ -167,7 +167,10 @@ impl Env {
     pub fn real() -> Env {
         use std::io::IsTerminal;
         Env {
-            command: std::env::args().collect(),
+            // A store URL on the command line may carry a password: documents never do.
+            command: std::env::args()
+                .map(|a| punctual_store::redact(&a))
+                .collect(),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("punctual")),
             system: Box::new(RealSystem),
             terminal: Terminal::Real {

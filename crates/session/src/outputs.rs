@@ -29,7 +29,8 @@ pub enum FigureTarget {
 pub struct Outputs {
     exports: Vec<(&'static str, Output, Box<dyn Exporter>)>,
     figures: Option<FigureTarget>,
-    store: bool,
+    /// The results store, opened when the outputs were checked, and the tags to store with.
+    store: Option<(punctual_store::Store, Vec<(String, String)>)>,
     /// `--fail-above`: exit 1 when the measurement's worst value is above.
     pub fail_above: Option<u64>,
 }
@@ -107,11 +108,21 @@ impl Outputs {
         Ok(self)
     }
 
-    /// Keep the document in the results store (checked writable now: exit 3 before measuring).
-    pub fn store(mut self) -> Result<Outputs, Failure> {
-        crate::store::check_writable().map_err(Failure::system)?;
-        self.store = true;
+    /// Keep the document, its figures and `tags` in the results store at `location` (`--store`;
+    /// `None`: `PUNCTUAL_STORE` or the data directory). The store is opened now, so an unwritable
+    /// one fails before anything is measured (exit 3, naming `--no-store`).
+    pub fn store(
+        mut self,
+        location: Option<&str>,
+        tags: Vec<(String, String)>,
+    ) -> Result<Outputs, Failure> {
+        self.store = Some((crate::store::open(location)?, tags));
         Ok(self)
+    }
+
+    /// Whether the document goes into the results store.
+    pub fn stores(&self) -> bool {
+        self.store.is_some()
     }
 
     pub fn fail_above(mut self, limit: Option<u64>) -> Outputs {
@@ -151,14 +162,23 @@ impl Outputs {
             }
             None => {}
         }
-        if self.store {
-            let stored = crate::store::save(doc)
-                .map_err(|e| Failure::system(format!("saving the result: {e}")))?;
-            wrote.push_str(&format!("Result saved: {}\n", stored.display()));
-        }
         for (flag, out, exporter) in &self.exports {
             out.write(&exporter.export(doc))
                 .map_err(|e| Failure::system(format!("writing {flag} {out}: {e}")))?;
+        }
+        // Last: the history. Figures are stored with this result only, so no later run (nor an
+        // interrupted one) replaces them.
+        if let Some((store, tags)) = &self.store {
+            for note in store.take_notes() {
+                env.note(&note);
+            }
+            let figures: Vec<(String, Vec<u8>)> = report
+                .figures
+                .iter()
+                .map(|f| (format!("{}.svg", f.name), f.svg.clone().into_bytes()))
+                .collect();
+            let id = store.put_with_tables(doc, &figures, tags, Some(&text))?;
+            wrote.push_str(&format!("Result stored: {id}\n"));
         }
         if !wrote.is_empty() {
             if !text.is_empty() {

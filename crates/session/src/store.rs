@@ -1,49 +1,27 @@
-//! The results store: every document `punctual check` (and anything else asked to keep its result)
-//! writes, under the XDG data directory (`$XDG_DATA_HOME/punctual/results`, usually
-//! `~/.local/share/punctual/results`). `PUNCTUAL_DATA_DIR` overrides the `punctual` directory (a
-//! privileged process believes it only as `punctual_rt::env::trusted_dir` says).
+//! The results store as the lifecycle's last step: every result document, with its figures and the
+//! user's tags, goes into `punctual_store::Store` (SQLite in the data directory, or PostgreSQL).
+//! The store is opened when the outputs are checked, before anything runs, so an unwritable data
+//! directory or an unreachable server costs no measurement.
 
-use punctual_result::ResultDoc;
+use punctual_result::Failure;
+use punctual_store::Store;
 use std::path::PathBuf;
 
-pub fn data_dir() -> PathBuf {
-    if let Some(d) = punctual_rt::env::trusted_dir(punctual_rt::env::DATA_DIR).path() {
-        return d;
-    }
-    dirs::data_dir()
-        .unwrap_or_else(|| PathBuf::from(".local/share"))
-        .join("punctual")
-}
+pub use punctual_store::data_dir;
 
+/// Where the store used to keep JSON files (imported into the database on first use), and where
+/// experiments put their figures when nothing else is asked for.
 pub fn results_dir() -> PathBuf {
     data_dir().join("results")
 }
 
-/// File name for a document: start time (colons replaced, so it sorts and is portable), the
-/// subcommand, and the pid to keep concurrent runs apart.
-pub fn file_name(doc: &ResultDoc) -> String {
-    let stamp: String = doc
-        .started_at
-        .chars()
-        .map(|c| if c == ':' { '-' } else { c })
-        .collect();
-    let cmd = doc.command.get(1).map(String::as_str).unwrap_or("run");
-    format!("{stamp}-{cmd}-{}.json", std::process::id())
-}
-
-/// Save a document in the store and return its path.
-pub fn save(doc: &ResultDoc) -> std::io::Result<PathBuf> {
-    let dir = results_dir();
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(file_name(doc));
-    punctual_result::output::write_atomic(&path, doc.to_json().as_bytes())?;
-    Ok(path)
-}
-
-/// Check, before a run, that the store can take a document.
-pub fn check_writable() -> Result<(), String> {
-    let dir = results_dir();
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot create the results directory {}: {e}", dir.display()))?;
-    punctual_result::Output::File(dir.join("probe.json")).check_writable()
+/// Open the store a run will write to: `location` (`--store`: a path or a `postgres://` URL), or
+/// `PUNCTUAL_STORE`, or `results.db` in the data directory. Exit 3 when it cannot be written,
+/// with how to avoid it (`--no-store`).
+pub fn open(location: Option<&str>) -> Result<Store, Failure> {
+    match location {
+        Some(l) => Store::open(l),
+        None => Store::open_default(),
+    }
+    .map_err(Failure::from)
 }

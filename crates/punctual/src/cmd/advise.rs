@@ -168,24 +168,25 @@ fn load(path: &Path) -> Result<ResultDoc, Failure> {
     })
 }
 
-/// The newest stored `check` result, if any.
-fn latest_check() -> Option<(PathBuf, ResultDoc)> {
-    let dir = punctual_session::store::results_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.contains("-check-") && n.ends_with(".json"))
-        })
-        .collect();
-    // Names start with the start time: the last sorts newest.
-    files.sort();
-    files
+/// The newest `check` of this host in the results store, if any.
+fn latest_check(host: &str) -> Result<Option<(String, ResultDoc)>, Failure> {
+    let store = punctual_session::store::open(None)?;
+    let filter = punctual_store::Filter {
+        command: Some("check".into()),
+        host: Some(host.into()),
+        last: Some(1),
+        ..Default::default()
+    };
+    let Some(entry) = store
+        .list(&filter)
+        .map_err(Failure::from)?
         .into_iter()
-        .rev()
-        .find_map(|p| Some((p.clone(), load(&p).ok()?)))
+        .next()
+    else {
+        return Ok(None);
+    };
+    let doc = store.resolve(&entry.id).map_err(Failure::from)?.doc;
+    Ok(Some((format!("stored check {}", entry.id), doc)))
 }
 
 pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
@@ -216,9 +217,7 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
         quantum,
     };
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
-        latest_check()
-            .map(|(p, d)| vec![(p.display().to_string(), d)])
-            .unwrap_or_default()
+        latest_check(&facts.host.hostname)?.into_iter().collect()
     } else {
         a.from
             .iter()

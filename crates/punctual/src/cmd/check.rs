@@ -44,7 +44,7 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let outputs = a.out.outputs()?.store()?;
+    let outputs = a.out.outputs()?;
     let cfg = CheckConfig {
         cpu,
         duration: a.duration,

@@ -42,18 +42,15 @@ pub struct CompareArgs {
     pub json: Option<Output>,
 }
 
-/// A result named on the command line, as a document. Today a result file; the results store
-/// resolves ids, id prefixes, `latest` and `latest~N` here.
+/// A result named on the command line, as a document: a result file, else a stored id, id
+/// prefix, `latest` or `latest~N` from the results store (`PUNCTUAL_STORE` or the data directory).
 pub fn resolve(spec: &str) -> Result<ResultDoc, Failure> {
     let path = Path::new(spec);
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Failure::usage(format!(
-                "'{}' is not a result file, and ids (and latest) need the results store, which \
-                 this build does not have: give a file written with --json FILE",
-                punctual_time::text::display_name(spec)
-            )))
+            let store = punctual_session::store::open(None)?;
+            return Ok(store.resolve(spec).map_err(Failure::from)?.doc);
         }
         Err(e) => return Err(Failure::usage(format!("reading {spec}: {e}"))),
     };

@@ -25,12 +25,15 @@ pub struct ExperimentRunArgs {
     /// Use the simulator where the experiment has a simulated half.
     #[arg(long)]
     pub sim: bool,
-    /// Directory for the SVG figures (default: the results directory).
+    /// Directory for the SVG figures (default: kept with the stored result only, see `punctual
+    /// results export`; with --no-store, the results directory).
     #[arg(long, value_name = "DIR")]
     pub figures: Option<std::path::PathBuf>,
     /// Write the result document to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
     pub json: Option<Output>,
+    #[command(flatten)]
+    pub store: crate::args::StoreArgs,
 }
 
 pub fn run(cmd: ExperimentCmd, env: &Env) -> anyhow::Result<Exit> {
@@ -70,13 +73,16 @@ fn run_one(a: ExperimentRunArgs, env: &Env) -> anyhow::Result<Exit> {
         ))
         .into());
     };
+    let mut out = Outputs::new().export("--json", a.json.as_ref(), Json)?;
+    // Figures are stored with the result; files only where asked, or where they would otherwise
+    // be lost (--no-store).
     let figures = a
         .figures
         .clone()
-        .unwrap_or_else(punctual_session::store::results_dir);
-    let out = Outputs::new()
-        .export("--json", a.json.as_ref(), Json)?
-        .figures_dir("--figures", figures)?
-        .store()?;
+        .or_else(|| a.store.no_store.then(punctual_session::store::results_dir));
+    if let Some(dir) = figures {
+        out = out.figures_dir("--figures", dir)?;
+    }
+    let out = a.store.apply(out)?;
     Ok(exp.run(Options { quick: a.quick }, &out, env)?)
 }

@@ -10,6 +10,7 @@ pub mod kurt;
 pub mod latency;
 pub mod load_body;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod shield;
 pub mod simulate;

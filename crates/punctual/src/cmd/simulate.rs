@@ -94,6 +94,8 @@ pub struct SimOutput {
     /// Exit 1 if any simulated alarm latency exceeds this (e.g. 1ms).
     #[arg(long, value_name = "DURATION")]
     pub fail_above: Option<String>,
+    #[command(flatten)]
+    pub store: crate::args::StoreArgs,
 }
 
 #[derive(Args, Debug)]
@@ -243,10 +245,12 @@ fn sweep_configs(base: &RunConfig, hz: &[u32], quanta: &[Quantum]) -> Vec<RunCon
 
 /// `--json`, `--csv`, `--plot` and `--fail-above`, paths checked.
 fn outputs(out: &SimOutput) -> Result<Outputs, Failure> {
-    Ok(Outputs::new()
-        .json_csv(out.json.as_ref(), out.csv.as_ref())?
-        .figure_file("--plot", out.plot.as_ref())?
-        .fail_above(dur("--fail-above", &out.fail_above)?))
+    out.store.apply(
+        Outputs::new()
+            .json_csv(out.json.as_ref(), out.csv.as_ref())?
+            .figure_file("--plot", out.plot.as_ref())?
+            .fail_above(dur("--fail-above", &out.fail_above)?),
+    )
 }
 
 pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {

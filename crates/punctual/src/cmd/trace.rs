@@ -82,6 +82,8 @@ pub struct AnalyzeArgs {
     /// Write one CSV row per series to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<Output>,
+    #[command(flatten)]
+    pub store: crate::args::StoreArgs,
 }
 
 pub fn run(cmd: TraceCmd, env: &Env) -> anyhow::Result<Exit> {
@@ -138,6 +140,7 @@ fn analyze_cmd(a: AnalyzeArgs, env: &Env) -> anyhow::Result<Exit> {
         }
         outputs = outputs.figures_dir("--figures", dir.clone())?;
     }
+    let outputs = a.store.apply(outputs)?;
     let mut m = Analyze {
         file: a.file.clone(),
         opts: ReportOptions {

@@ -1,0 +1,376 @@
+//! The results store through the binary (issue 13): every command's document stored as the
+//! lifecycle's last step, `punctual results list|show|export|rm|import`, and the bad cases.
+
+mod common;
+
+use common::is_root;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn punctual(data: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_punctual"));
+    c.env("PUNCTUAL_DATA_DIR", data)
+        .env_remove("PUNCTUAL_STORE");
+    c
+}
+
+fn run(data: &Path, args: &[&str]) -> Output {
+    punctual(data).args(args).output().unwrap()
+}
+
+fn ok(data: &Path, args: &[&str]) -> String {
+    let out = run(data, args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stored_id(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Result stored: "))
+        .unwrap_or_else(|| panic!("no 'Result stored:' line in:\n{stdout}"))
+        .to_string()
+}
+
+const SIM: [&str; 7] = [
+    "simulate",
+    "--hz",
+    "100",
+    "--workload",
+    "cont:2,blk:1",
+    "--duration",
+    "1s",
+];
+
+#[test]
+fn each_command_stores_its_result_and_show_prints_its_tables_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut runs: Vec<Vec<&str>> = vec![
+        SIM.to_vec(),
+        vec![
+            "simulate", "frames", "--fps", "60", "--hz", "100", "--frames", "50",
+        ],
+        vec!["experiment", "run", "etsion-billing", "--sim", "--quick"],
+    ];
+    if is_root() {
+        runs.push(vec!["latency", "-t", "1", "-l", "20"]);
+        runs.push(vec!["bench", "trap", "-D", "200ms"]);
+    } else {
+        eprintln!("SKIPPED each_command_stores_its_result (latency, bench part): needs root");
+    }
+    let mut ids = Vec::new();
+    for args in &runs {
+        let stdout = ok(&data, args);
+        let id = stored_id(&stdout);
+        // `show` prints the tables exactly as the command did.
+        let tables = stdout.split("\nResult stored: ").next().unwrap();
+        let tables = tables.trim_end_matches('\n');
+        let shown = ok(&data, &["results", "show", &id]);
+        assert!(
+            shown.contains(tables),
+            "{args:?}: show does not repeat the tables:\n{tables}\n---\n{shown}"
+        );
+        ids.push(id);
+    }
+    let listed = ok(&data, &["results", "list"]);
+    for id in &ids {
+        assert!(listed.contains(id.as_str()), "{id} not in\n{listed}");
+    }
+    assert!(listed.contains("experiment etsion-billing"), "{listed}");
+    // The experiment's figures were stored with it (no --figures given: nowhere else).
+    let exp = &ids[2];
+    let out = dir.path().join("out");
+    let wrote = ok(
+        &data,
+        &["results", "export", exp, "-o", out.to_str().unwrap()],
+    );
+    assert!(wrote.contains(&format!("{exp}.json")) && wrote.contains(&format!("{exp}.csv")));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join(format!("{exp}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(doc["experiment"], "etsion-billing");
+    for fig in ["etsion-billing-fig4.svg", "etsion-billing-fig6.svg"] {
+        assert!(
+            std::fs::read_to_string(out.join(fig))
+                .unwrap()
+                .starts_with("<svg"),
+            "{fig}"
+        );
+        assert!(
+            !data.join("results").join(fig).exists(),
+            "figures are not loose files any more"
+        );
+    }
+    assert!(
+        std::fs::read_to_string(out.join(format!("{exp}.csv")))
+            .unwrap()
+            .lines()
+            .count()
+            > 1
+    );
+    // latest is the last stored run; rm takes it away.
+    assert!(ok(&data, &["results", "show", "latest"]).contains(ids.last().unwrap().as_str()));
+    ok(&data, &["results", "rm", &ids[0], &ids[1]]);
+    let listed = ok(&data, &["results", "list"]);
+    assert!(!listed.contains(ids[0].as_str()) && !listed.contains(ids[1].as_str()));
+    assert!(listed.contains(ids[2].as_str()));
+}
+
+#[test]
+fn no_store_skips_it_and_tags_filter_the_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut args = SIM.to_vec();
+    args.push("--no-store");
+    let stdout = ok(&data, &args);
+    assert!(!stdout.contains("Result stored"), "{stdout}");
+    assert!(
+        !data.join("results.db").exists(),
+        "--no-store opens no store"
+    );
+    let mut args = SIM.to_vec();
+    args.extend(["--tag", "kernel=6.12-rt", "--tag", "board=a"]);
+    let tagged = stored_id(&ok(&data, &args));
+    let plain = stored_id(&ok(&data, &SIM));
+    let listed = ok(&data, &["results", "list", "--tag", "kernel=6.12-rt"]);
+    assert!(
+        listed.contains(&tagged) && !listed.contains(&plain),
+        "{listed}"
+    );
+    assert!(listed.contains("board=a,kernel=6.12-rt"), "{listed}");
+    let listed = ok(&data, &["results", "list", "--last", "1"]);
+    assert!(
+        listed.contains(&plain) && !listed.contains(&tagged),
+        "{listed}"
+    );
+    let listed = ok(&data, &["results", "list", "--command", "latency"]);
+    assert!(!listed.contains(&plain), "{listed}");
+    // A tag without '=' is bad input, before anything runs.
+    let mut args = SIM.to_vec();
+    args.extend(["--tag", "kernel"]);
+    assert_eq!(run(&data, &args).status.code(), Some(2));
+    let mut args = SIM.to_vec();
+    args.extend(["--no-store", "--tag", "a=b"]);
+    assert_eq!(
+        run(&data, &args).status.code(),
+        Some(2),
+        "--no-store with --tag"
+    );
+}
+
+/// A result file like another machine's, started on `day`.
+fn result_file(dir: &Path, source: &serde_json::Value, day: u32) -> PathBuf {
+    let mut doc = source.clone();
+    doc["started_at"] = format!("2026-10-{:02}T00:00:00Z", day).into();
+    doc["host"]["hostname"] = "elsewhere".into();
+    let path = dir.join(format!("r{day}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn unknown_and_ambiguous_ids_are_usage_errors_listing_the_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let json = dir.path().join("sim.json");
+    let mut args = SIM.to_vec();
+    args.extend(["--no-store", "--json", json.to_str().unwrap()]);
+    ok(&data, &args);
+    let source: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let files: Vec<PathBuf> = (1..=24)
+        .map(|d| result_file(dir.path(), &source, d))
+        .collect();
+    let mut import = vec!["results", "import"];
+    import.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let imported = ok(&data, &import);
+    let ids: Vec<String> = imported
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 24);
+    let listed = ok(&data, &["results", "list", "--host", "elsewhere"]);
+    assert_eq!(listed.lines().count(), 2 + 24, "{listed}");
+    // Importing the same file again stores nothing new.
+    ok(&data, &["results", "import", files[0].to_str().unwrap()]);
+    assert_eq!(ok(&data, &["results", "list"]).lines().count(), 2 + 24);
+
+    let first = (0..16)
+        .map(|d| format!("{d:x}"))
+        .find(|p| ids.iter().filter(|i| i.starts_with(p.as_str())).count() >= 2)
+        .unwrap();
+    let out = run(&data, &["results", "show", &first]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ambiguous"), "{err}");
+    for id in ids.iter().filter(|i| i.starts_with(first.as_str())) {
+        assert!(
+            err.contains(id.as_str()),
+            "candidate {id} not listed: {err}"
+        );
+    }
+    let out = run(&data, &["results", "show", "zzz-not-an-id"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("punctual results list"));
+    let out = run(&data, &["results", "rm", &ids[0], "0123456789ab"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        ok(&data, &["results", "list"]).contains(&ids[0]),
+        "one bad id removes nothing"
+    );
+    // An imported result has no tables of its command: show says so and gives the series.
+    let shown = ok(&data, &["results", "show", &ids[3]]);
+    assert!(
+        shown.contains("imported from a file") && shown.contains("p99"),
+        "{shown}"
+    );
+    // A file is shown without storing it.
+    let shown = ok(&data, &["results", "show", files[5].to_str().unwrap()]);
+    assert!(shown.contains("2026-10-06"), "{shown}");
+}
+
+/// Makes a directory unwritable even for root (`chattr +i`), and writable again on every path.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(dir: &Path) -> Option<Immutable> {
+        let ok = if is_root() {
+            Command::new("chattr")
+                .arg("+i")
+                .arg(dir)
+                .status()
+                .is_ok_and(|s| s.success())
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).is_ok()
+        };
+        ok.then(|| Immutable(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        if is_root() {
+            let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+#[test]
+fn an_unwritable_data_dir_exits_3_before_measuring_and_no_store_avoids_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let Some(_guard) = Immutable::set(&data) else {
+        eprintln!("SKIPPED an_unwritable_data_dir_exits_3_before_measuring: cannot make {} unwritable (chattr)", data.display());
+        return;
+    };
+    let out = run(&data, &SIM);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--no-store"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing was measured: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut args = SIM.to_vec();
+    args.push("--no-store");
+    ok(&data, &args);
+}
+
+#[test]
+fn a_newer_schema_is_refused_with_exit_3_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    ok(&data, &SIM);
+    let db = data.join("results.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute("UPDATE schema_version SET version = version + 5", [])
+            .unwrap();
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    for args in [&["results", "list"][..], &SIM[..]] {
+        let out = run(&data, args);
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("schema version") && err.contains("untouched"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+#[test]
+fn two_processes_storing_at_once_both_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let json = dir.path().join("sim.json");
+    let mut args = SIM.to_vec();
+    args.extend(["--no-store", "--json", json.to_str().unwrap()]);
+    ok(&data, &args);
+    let source: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // Two importers of 20 files each and two measuring commands, all on a fresh data directory.
+    let mut children = Vec::new();
+    for half in 0..2u32 {
+        let sub = dir.path().join(format!("files{half}"));
+        std::fs::create_dir(&sub).unwrap();
+        let files: Vec<PathBuf> = (1..=20)
+            .map(|d| result_file(&sub, &source, d + half * 20 - half * 12))
+            .collect();
+        let mut c = punctual(&data);
+        c.args(["results", "import"])
+            .args(&files)
+            .stdout(std::process::Stdio::null());
+        children.push(c.spawn().unwrap());
+        children.push(
+            punctual(&data)
+                .args(SIM)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let listed = ok(&data, &["results", "list"]);
+    // Days 1-20 and 9-28: the 12 days both halves have are the same document, stored once; + 2 runs.
+    assert_eq!(listed.lines().count(), 2 + 28 + 2, "{listed}");
+}
+
+#[test]
+fn an_unreachable_postgres_exits_3_and_never_shows_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let url = format!(
+        "postgresql://u:hunter2@/db?host={}&connect_timeout=2",
+        dir.path().join("nosock").display()
+    );
+    let mut args = SIM.to_vec();
+    args.extend(["--store", &url]);
+    let out = run(&data, &args);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("PostgreSQL") && err.contains("u:***@"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+    assert!(out.stdout.is_empty());
+}

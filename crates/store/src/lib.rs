@@ -1,0 +1,907 @@
+//! The results store: every result document punctual writes, with its figures and the user's tags,
+//! in a SQLite database in the data directory (`results.db`), or in PostgreSQL so a fleet of
+//! machines shares one history (`--store postgres://...`, `PUNCTUAL_STORE`).
+//!
+//! Results are addressed like git commits: a 12-hex-digit id, any unambiguous prefix of it,
+//! `latest`, `latest~N` (by the time the measurement started), or the path of a result file. The
+//! schema is versioned (`schema_version`, migrations applied in order); a database from a newer
+//! punctual is refused and never written. The JSON files the store used to keep
+//! (`DATA/results/*.json`) are imported once, the first time the default store opens.
+//!
+//! A library: it never prints. What happened while opening (files imported or skipped) is kept
+//! for the caller in [`Store::take_notes`].
+
+mod db;
+mod error;
+mod url;
+
+pub use error::StoreError;
+pub use url::redact;
+
+use db::{transaction, Db, Dialect, Postgres, Sqlite, Val};
+use punctual_result::ResultDoc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The environment variable naming the store (a path or a `postgres://` URL).
+pub const STORE_VAR: &str = "PUNCTUAL_STORE";
+
+/// The schema version this punctual writes (the number of migrations).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Each migration takes the schema from its index to its index + 1. Statements are written once
+/// for both backends (see `db`): only `TEXT`, `BIGINT` and `BLOB`.
+const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE schema_version (version BIGINT NOT NULL)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE results (
+        id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        stored_at TEXT NOT NULL,
+        stored_ns BIGINT NOT NULL,
+        started_at TEXT NOT NULL,
+        started_ns BIGINT NOT NULL,
+        command TEXT NOT NULL,
+        experiment TEXT,
+        status TEXT NOT NULL,
+        hostname TEXT NOT NULL,
+        kernel TEXT NOT NULL,
+        preempt TEXT NOT NULL,
+        cpu_model TEXT NOT NULL,
+        virtualized BIGINT NOT NULL,
+        worst_series TEXT,
+        worst_p99_ns BIGINT
+    )",
+    "CREATE INDEX results_order ON results (started_ns, stored_ns, id)",
+    // Documents apart from the columns listed, so a listing reads a small table.
+    "CREATE TABLE documents (
+        result_id TEXT PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+        doc TEXT NOT NULL,
+        tables TEXT
+    )",
+    "CREATE INDEX results_command ON results (command)",
+    "CREATE INDEX results_host ON results (hostname)",
+    "CREATE INDEX results_digest ON results (digest)",
+    "CREATE TABLE figures (
+        result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        bytes BLOB NOT NULL,
+        PRIMARY KEY (result_id, name)
+    )",
+    "CREATE TABLE tags (
+        result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (result_id, key)
+    )",
+    "CREATE INDEX tags_key_value ON tags (key, value)",
+]];
+
+/// The `meta` key recording that the old JSON files were imported.
+const JSON_IMPORTED: &str = "json_files_imported";
+
+/// Where results are kept: `$XDG_DATA_HOME/punctual` (usually `~/.local/share/punctual`), or
+/// `PUNCTUAL_DATA_DIR` when a privileged process may believe it (`punctual_rt::env::trusted_dir`).
+pub fn data_dir() -> PathBuf {
+    if let Some(d) = punctual_rt::env::trusted_dir(punctual_rt::env::DATA_DIR).path() {
+        return d;
+    }
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from(".local/share"))
+        .join("punctual")
+}
+
+/// A stored result, or one read from a file (`id` is `None` then).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stored {
+    pub id: Option<String>,
+    pub doc: ResultDoc,
+    /// (name, bytes): `etsion-latency-fig7.svg`.
+    pub figures: Vec<(String, Vec<u8>)>,
+    pub tags: Vec<(String, String)>,
+}
+
+/// What to list. Every field narrows; the default lists everything, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// `latency`, or `trace` for every `trace ...` subcommand, or `trace analyze`.
+    pub command: Option<String>,
+    pub experiment: Option<String>,
+    /// The hostname the result was measured on.
+    pub host: Option<String>,
+    /// Every one must be set on the result.
+    pub tags: Vec<(String, String)>,
+    /// Started at or after: RFC 3339 (`2026-11-01T08:00:00Z`), a date (`2026-11-01`, UTC), or a
+    /// duration ago (`24h`, `7d`).
+    pub since: Option<String>,
+    /// Only the newest N.
+    pub last: Option<usize>,
+}
+
+/// One line of a listing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub id: String,
+    pub started_at: String,
+    pub stored_at: String,
+    /// The subcommand: `latency`, `bench ctxsw`, `trace analyze`, `experiment run`.
+    pub command: String,
+    pub experiment: Option<String>,
+    /// `ok`, `limit_exceeded`, `interrupted`, `watchdog`.
+    pub status: String,
+    pub hostname: String,
+    pub kernel: String,
+    pub preempt: String,
+    pub cpu_model: String,
+    pub virtualized: bool,
+    pub tags: Vec<(String, String)>,
+    /// The series with the highest p99, and that p99 in ns.
+    pub worst_p99: Option<(String, u64)>,
+}
+
+/// A results store: a SQLite file or a PostgreSQL database.
+pub struct Store {
+    db: Mutex<Box<dyn Db>>,
+    notes: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.location())
+    }
+}
+
+impl Store {
+    /// `PUNCTUAL_STORE` when set (a path or a `postgres://` URL), else `results.db` in
+    /// [`data_dir`], importing the old JSON files there on first use.
+    pub fn open_default() -> Result<Store, StoreError> {
+        match std::env::var(STORE_VAR) {
+            Ok(v) if !v.is_empty() => {
+                if !is_postgres(&v) && punctual_rt::env::privileged() {
+                    // Like PUNCTUAL_DATA_DIR: root writes there only if nobody else could have
+                    // prepared the place.
+                    let dir = Path::new(&v).parent().unwrap_or(Path::new("/"));
+                    punctual_rt::env::check_private_path(dir).map_err(|why| {
+                        StoreError::Invalid(format!(
+                            "{STORE_VAR}={v} is not used by a privileged punctual: {why}"
+                        ))
+                    })?;
+                }
+                Store::open(&v)
+            }
+            _ => Store::open_in(&data_dir()),
+        }
+    }
+
+    /// A SQLite file at `path` (created with its directory when missing), or a PostgreSQL
+    /// database (`postgres://user@host/db`, `postgresql:///db?host=/run/postgresql`).
+    pub fn open(url_or_path: &str) -> Result<Store, StoreError> {
+        if is_postgres(url_or_path) {
+            let mut db = Postgres::connect(url_or_path)?;
+            migrate(&mut db)?;
+            return Ok(Store::new(Box::new(db)));
+        }
+        let path = Path::new(url_or_path);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            create_dir(dir)?;
+        }
+        Store::open_sqlite(path, None)
+    }
+
+    /// `DIR/results.db`, importing `DIR/results/*.json` the first time (the default store, with
+    /// DIR the data directory).
+    pub fn open_in(dir: &Path) -> Result<Store, StoreError> {
+        create_dir(dir)?;
+        Store::open_sqlite(&dir.join("results.db"), Some(&dir.join("results")))
+    }
+
+    fn open_sqlite(path: &Path, json_dir: Option<&Path>) -> Result<Store, StoreError> {
+        let mut db = Sqlite::open(path)?;
+        // The version is read before anything is written: a newer or corrupt file stays as it was.
+        check_version(&mut db)?;
+        db.setup()?;
+        migrate(&mut db)?;
+        let store = Store::new(Box::new(db));
+        if let Some(dir) = json_dir {
+            store.import_json_once(dir)?;
+        }
+        Ok(store)
+    }
+
+    fn new(db: Box<dyn Db>) -> Store {
+        Store {
+            db: Mutex::new(db),
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Box<dyn Db>> {
+        // A panic while holding the lock leaves the connection usable: every write is a transaction.
+        self.db.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where the store is: a path, or a URL with its password hidden.
+    pub fn location(&self) -> String {
+        self.db().location().to_string()
+    }
+
+    /// What opening the store did that the user should read (JSON files imported or skipped).
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Keep a document with its figures (name, bytes) and tags; return its new id.
+    pub fn put(
+        &self,
+        doc: &ResultDoc,
+        figures: &[(String, Vec<u8>)],
+        tags: &[(String, String)],
+    ) -> Result<String, StoreError> {
+        self.put_with_tables(doc, figures, tags, None)
+    }
+
+    /// [`Store::put`], also keeping the tables as the command showed them, so `results show`
+    /// prints them again exactly (most tables are drawn from the run's outcome, not only from the
+    /// document).
+    pub fn put_with_tables(
+        &self,
+        doc: &ResultDoc,
+        figures: &[(String, Vec<u8>)],
+        tags: &[(String, String)],
+        tables: Option<&str>,
+    ) -> Result<String, StoreError> {
+        check_tags(tags)?;
+        for (i, (name, _)) in figures.iter().enumerate() {
+            if name.is_empty() || figures[..i].iter().any(|(n, _)| n == name) {
+                return Err(StoreError::Invalid(format!(
+                    "figure names must be distinct and not empty ('{name}')"
+                )));
+            }
+        }
+        let mut db = self.db();
+        transaction(&mut **db, |db| insert(db, doc, figures, tags, tables))
+    }
+
+    /// The tables as the command showed them when `id` was stored (`None` for results imported
+    /// from files, whose tables were not kept).
+    pub fn tables(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let rows = self.db().query(
+            "SELECT d.tables FROM results r LEFT JOIN documents d ON d.result_id = r.id \
+                 WHERE r.id = ?",
+            &[id.into()],
+        )?;
+        match rows.into_iter().next() {
+            Some(r) => Ok(r[0].opt_text()),
+            None => Err(StoreError::UnknownId { spec: id.into() }),
+        }
+    }
+
+    /// A result by id, unique id prefix, `latest`, `latest~N`, or the path of a result file.
+    pub fn resolve(&self, spec: &str) -> Result<Stored, StoreError> {
+        let id = match self.resolve_id(spec)? {
+            Resolved::Id(id) => id,
+            Resolved::File(path) => {
+                return Ok(Stored {
+                    id: None,
+                    doc: read_doc(&path)?,
+                    figures: Vec::new(),
+                    tags: Vec::new(),
+                })
+            }
+        };
+        let mut db = self.db();
+        let rows = db.query(
+            "SELECT doc FROM documents WHERE result_id = ?",
+            &[id.clone().into()],
+        )?;
+        let text = rows
+            .into_iter()
+            .next()
+            .map(|r| r[0].text())
+            .ok_or_else(|| StoreError::UnknownId { spec: spec.into() })?;
+        let doc = ResultDoc::from_json(&text).map_err(|e| StoreError::Corrupt {
+            location: db.location().to_string(),
+            reason: format!("result {id} does not parse: {e}"),
+        })?;
+        let figures = db
+            .query(
+                "SELECT name, bytes FROM figures WHERE result_id = ? ORDER BY name",
+                &[id.clone().into()],
+            )?
+            .into_iter()
+            .map(|mut r| {
+                let bytes = r.pop().map(Val::blob).unwrap_or_default();
+                (r[0].text(), bytes)
+            })
+            .collect();
+        let tags = db
+            .query(
+                "SELECT key, value FROM tags WHERE result_id = ? ORDER BY key",
+                &[id.clone().into()],
+            )?
+            .into_iter()
+            .map(|r| (r[0].text(), r[1].text()))
+            .collect();
+        Ok(Stored {
+            id: Some(id),
+            doc,
+            figures,
+            tags,
+        })
+    }
+
+    /// The full id `spec` names in the store (an id, a unique prefix, `latest`, `latest~N`).
+    pub fn resolve_stored_id(&self, spec: &str) -> Result<String, StoreError> {
+        match self.resolve_id(spec)? {
+            Resolved::Id(id) => Ok(id),
+            Resolved::File(p) => Err(StoreError::Invalid(format!(
+                "{} is a file, not a stored result (import it with `punctual results import`)",
+                p.display()
+            ))),
+        }
+    }
+
+    fn resolve_id(&self, spec: &str) -> Result<Resolved, StoreError> {
+        if let Some(rest) = spec.strip_prefix("latest") {
+            let n: i64 = match rest.strip_prefix('~') {
+                None if rest.is_empty() => 0,
+                Some(n) => n.parse().map_err(|_| {
+                    StoreError::Invalid(format!(
+                        "'{spec}': latest~N takes a count (latest~1 is the one before the latest)"
+                    ))
+                })?,
+                None => return self.resolve_path_or_unknown(spec),
+            };
+            let rows = self.db().query(
+                "SELECT id FROM results ORDER BY started_ns DESC, stored_ns DESC, id DESC \
+                 LIMIT 1 OFFSET ?",
+                &[n.into()],
+            )?;
+            return rows
+                .into_iter()
+                .next()
+                .map(|r| Resolved::Id(r[0].text()))
+                .ok_or_else(|| StoreError::UnknownId { spec: spec.into() });
+        }
+        let is_prefix =
+            !spec.is_empty() && spec.len() <= ID_LEN && spec.bytes().all(|b| b.is_ascii_hexdigit());
+        if is_prefix && !Path::new(spec).is_file() {
+            let prefix = spec.to_ascii_lowercase();
+            let ids: Vec<String> = self
+                .db()
+                .query(
+                    "SELECT id FROM results WHERE id LIKE ? ORDER BY id LIMIT 11",
+                    &[format!("{prefix}%").into()],
+                )?
+                .into_iter()
+                .map(|r| r[0].text())
+                .collect();
+            return match ids.len() {
+                0 => Err(StoreError::UnknownId { spec: spec.into() }),
+                1 => Ok(Resolved::Id(ids.into_iter().next().unwrap_or_default())),
+                _ => {
+                    let mut candidates = ids;
+                    if candidates.len() > 10 {
+                        candidates.truncate(10);
+                        candidates.push("...".into());
+                    }
+                    Err(StoreError::Ambiguous {
+                        prefix: spec.into(),
+                        candidates,
+                    })
+                }
+            };
+        }
+        self.resolve_path_or_unknown(spec)
+    }
+
+    fn resolve_path_or_unknown(&self, spec: &str) -> Result<Resolved, StoreError> {
+        let path = Path::new(spec);
+        if path.is_file() {
+            return Ok(Resolved::File(path.to_path_buf()));
+        }
+        if spec.contains('/') || spec.ends_with(".json") {
+            return Err(StoreError::NotAResult {
+                path: path.to_path_buf(),
+                reason: "no such file".into(),
+            });
+        }
+        Err(StoreError::UnknownId { spec: spec.into() })
+    }
+
+    /// The stored results `filter` selects, newest first.
+    pub fn list(&self, filter: &Filter) -> Result<Vec<Entry>, StoreError> {
+        let (clause, params) = where_clause(filter)?;
+        let mut sql = format!(
+            "SELECT id, started_at, stored_at, command, experiment, status, hostname, kernel, \
+             preempt, cpu_model, virtualized, worst_series, worst_p99_ns FROM results r{clause} \
+             ORDER BY started_ns DESC, stored_ns DESC, id DESC"
+        );
+        let mut p = params.clone();
+        if let Some(n) = filter.last {
+            sql.push_str(" LIMIT ?");
+            p.push(Val::Int(i64::try_from(n).unwrap_or(i64::MAX)));
+        }
+        let mut db = self.db();
+        let rows = db.query(&sql, &p)?;
+        let mut entries: Vec<Entry> = rows
+            .into_iter()
+            .map(|r| Entry {
+                id: r[0].text(),
+                started_at: r[1].text(),
+                stored_at: r[2].text(),
+                command: r[3].text(),
+                experiment: r[4].opt_text(),
+                status: r[5].text(),
+                hostname: r[6].text(),
+                kernel: r[7].text(),
+                preempt: r[8].text(),
+                cpu_model: r[9].text(),
+                virtualized: r[10].int() != 0,
+                tags: Vec::new(),
+                worst_p99: r[11]
+                    .opt_text()
+                    .map(|s| (s, u64::try_from(r[12].int()).unwrap_or(0))),
+            })
+            .collect();
+        // One query for the listed results' tags, rather than one per result: by id for a short
+        // listing, with the listing's own conditions for a long one.
+        let tag_rows = if entries.len() <= 200 {
+            if entries.is_empty() {
+                Vec::new()
+            } else {
+                let marks = vec!["?"; entries.len()].join(", ");
+                let ids: Vec<Val> = entries.iter().map(|e| e.id.clone().into()).collect();
+                db.query(
+                    &format!(
+                        "SELECT result_id, key, value FROM tags WHERE result_id IN ({marks}) \
+                         ORDER BY key"
+                    ),
+                    &ids,
+                )?
+            }
+        } else {
+            db.query(
+                &format!(
+                    "SELECT t.result_id, t.key, t.value FROM tags t JOIN results r \
+                     ON r.id = t.result_id{clause} ORDER BY t.key"
+                ),
+                &params,
+            )?
+        };
+        let index: HashMap<String, usize> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id.clone(), i))
+            .collect();
+        for r in tag_rows {
+            if let Some(&i) = index.get(&r[0].text()) {
+                entries[i].tags.push((r[1].text(), r[2].text()));
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Remove a stored result (an id, a unique prefix, `latest`...) with its figures and tags;
+    /// return its full id.
+    pub fn remove(&self, id: &str) -> Result<String, StoreError> {
+        let id = self.resolve_stored_id(id)?;
+        let mut db = self.db();
+        transaction(&mut **db, |db| {
+            let key = [Val::from(id.as_str())];
+            db.exec("DELETE FROM figures WHERE result_id = ?", &key)?;
+            db.exec("DELETE FROM tags WHERE result_id = ?", &key)?;
+            db.exec("DELETE FROM documents WHERE result_id = ?", &key)?;
+            db.exec("DELETE FROM results WHERE id = ?", &key)?;
+            Ok(())
+        })?;
+        Ok(id)
+    }
+
+    /// Store a result file (from this machine or another); return its id. A document already
+    /// stored (the same bytes of JSON) is not stored twice: its existing id is returned.
+    pub fn import(&self, path: &Path) -> Result<String, StoreError> {
+        let doc = read_doc(path)?;
+        let mut db = self.db();
+        transaction(&mut **db, |db| import_doc(db, &doc))
+    }
+
+    fn import_json_once(&self, dir: &Path) -> Result<(), StoreError> {
+        let mut db = self.db();
+        if done(&mut **db)? {
+            return Ok(());
+        }
+        let notes = transaction(&mut **db, |db| {
+            // Another process may have imported them while this one waited for the lock.
+            if done(db)? {
+                return Ok(Vec::new());
+            }
+            let mut notes = Vec::new();
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            files.sort();
+            let mut imported = 0;
+            for f in &files {
+                match read_doc(f) {
+                    Ok(doc) => {
+                        import_doc(db, &doc)?;
+                        imported += 1;
+                    }
+                    Err(e) => notes.push(format!(
+                        "not imported into the results store: {e}; the file is left in place"
+                    )),
+                }
+            }
+            if imported > 0 {
+                notes.push(format!(
+                    "imported {imported} result file(s) from {} into the results store (the files are left in place)",
+                    dir.display()
+                ));
+            }
+            db.exec(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                &[JSON_IMPORTED.into(), punctual_result::now_rfc3339().into()],
+            )?;
+            Ok(notes)
+        })?;
+        self.notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(notes);
+        Ok(())
+    }
+}
+
+enum Resolved {
+    Id(String),
+    File(PathBuf),
+}
+
+const ID_LEN: usize = 12;
+
+fn is_postgres(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+fn create_dir(dir: &Path) -> Result<(), StoreError> {
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::Unwritable {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+fn done(db: &mut dyn Db) -> Result<bool, StoreError> {
+    Ok(!db
+        .query(
+            "SELECT value FROM meta WHERE key = ?",
+            &[JSON_IMPORTED.into()],
+        )?
+        .is_empty())
+}
+
+fn read_doc(path: &Path) -> Result<ResultDoc, StoreError> {
+    let text = std::fs::read_to_string(path).map_err(|e| StoreError::NotAResult {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    ResultDoc::from_json(&text).map_err(|e| StoreError::NotAResult {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+fn check_tags(tags: &[(String, String)]) -> Result<(), StoreError> {
+    for (i, (k, v)) in tags.iter().enumerate() {
+        if k.is_empty() || k.contains('=') || k.chars().chain(v.chars()).any(char::is_control) {
+            return Err(StoreError::Invalid(format!(
+                "--tag {k}={v}: a tag is KEY=VALUE, the key not empty, without '=' or control characters"
+            )));
+        }
+        if tags[..i].iter().any(|(other, _)| other == k) {
+            return Err(StoreError::Invalid(format!("--tag {k}: given twice")));
+        }
+    }
+    Ok(())
+}
+
+fn read_version(db: &mut dyn Db) -> Result<i64, StoreError> {
+    if !db.has_table("schema_version")? {
+        return Ok(0);
+    }
+    Ok(db
+        .query("SELECT MAX(version) FROM schema_version", &[])?
+        .first()
+        .map_or(0, |r| r[0].int()))
+}
+
+fn check_version(db: &mut dyn Db) -> Result<i64, StoreError> {
+    let found = read_version(db)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            location: db.location().to_string(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found)
+}
+
+fn migrate(db: &mut dyn Db) -> Result<(), StoreError> {
+    if check_version(db)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    transaction(db, |db| {
+        if db.dialect() == Dialect::Postgres {
+            // Machines of a fleet creating the schema at once: one does, the others wait and see it.
+            db.exec("SELECT pg_advisory_xact_lock(7213013)", &[])?;
+        }
+        let from = check_version(db)?;
+        for m in &MIGRATIONS[from as usize..] {
+            for stmt in *m {
+                db.exec(stmt, &[])?;
+            }
+        }
+        if from == 0 {
+            db.exec(
+                "INSERT INTO schema_version (version) VALUES (?)",
+                &[SCHEMA_VERSION.into()],
+            )?;
+        } else {
+            db.exec(
+                "UPDATE schema_version SET version = ?",
+                &[SCHEMA_VERSION.into()],
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// The id: 12 hex digits of a hash of the document and the time it was stored (and a counter, in
+/// the unlikely case the first is taken).
+fn new_id(json: &str, now_ns: i128, attempt: u32) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    json.hash(&mut h);
+    now_ns.hash(&mut h);
+    std::process::id().hash(&mut h);
+    attempt.hash(&mut h);
+    format!("{:016x}", h.finish())[..ID_LEN].to_string()
+}
+
+fn digest(json: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    json.hash(&mut h);
+    let a = h.finish();
+    json.len().hash(&mut h);
+    format!("{a:016x}{:016x}", h.finish())
+}
+
+fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<String, StoreError> {
+    let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let rows = db.query(
+        "SELECT r.id, d.doc FROM results r JOIN documents d ON d.result_id = r.id \
+         WHERE r.digest = ?",
+        &[digest(&json).into()],
+    )?;
+    if let Some(r) = rows.into_iter().find(|r| r[1].text() == json) {
+        return Ok(r[0].text());
+    }
+    insert(db, doc, &[], &[], None)
+}
+
+fn insert(
+    db: &mut dyn Db,
+    doc: &ResultDoc,
+    figures: &[(String, Vec<u8>)],
+    tags: &[(String, String)],
+    tables: Option<&str>,
+) -> Result<String, StoreError> {
+    let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let now = time::OffsetDateTime::now_utc();
+    let now_ns = now.unix_timestamp_nanos();
+    let mut id = String::new();
+    for attempt in 0.. {
+        id = new_id(&json, now_ns, attempt);
+        if db
+            .query("SELECT 1 FROM results WHERE id = ?", &[id.clone().into()])?
+            .is_empty()
+        {
+            break;
+        }
+    }
+    let (command, experiment) = command_of(doc);
+    let worst = doc
+        .series
+        .iter()
+        .max_by_key(|s| s.summary.percentiles.p99)
+        .map(|s| (s.name.clone(), s.summary.percentiles.p99));
+    let status = serde_json::to_value(doc.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let h = &doc.host;
+    db.exec(
+        "INSERT INTO results (id, digest, stored_at, stored_ns, started_at, started_ns, command, \
+         experiment, status, hostname, kernel, preempt, cpu_model, virtualized, worst_series, \
+         worst_p99_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        &[
+            id.clone().into(),
+            digest(&json).into(),
+            punctual_result::rfc3339_at(now_ns).into(),
+            clamp_ns(now_ns).into(),
+            doc.started_at.clone().into(),
+            // Simulations carry simulated timestamps (the epoch): they sort by when they were stored.
+            clamp_ns(
+                parse_rfc3339(&doc.started_at)
+                    .filter(|&t| t > 0)
+                    .unwrap_or(now_ns),
+            )
+            .into(),
+            command.into(),
+            experiment.into(),
+            status.into(),
+            h.hostname.clone().into(),
+            h.kernel.clone().into(),
+            h.preempt.clone().into(),
+            h.cpu_model.clone().into(),
+            i64::from(h.virtualized).into(),
+            worst.as_ref().map(|w| w.0.clone()).into(),
+            worst.map_or(Val::Null, |w| {
+                Val::Int(i64::try_from(w.1).unwrap_or(i64::MAX))
+            }),
+        ],
+    )?;
+    db.exec(
+        "INSERT INTO documents (result_id, doc, tables) VALUES (?, ?, ?)",
+        &[
+            id.clone().into(),
+            json.into(),
+            tables.map(str::to_string).into(),
+        ],
+    )?;
+    for (name, bytes) in figures {
+        db.exec(
+            "INSERT INTO figures (result_id, name, media_type, bytes) VALUES (?, ?, ?, ?)",
+            &[
+                id.clone().into(),
+                name.clone().into(),
+                media_type(name, bytes).into(),
+                Val::Blob(bytes.clone()),
+            ],
+        )?;
+    }
+    for (k, v) in tags {
+        db.exec(
+            "INSERT INTO tags (result_id, key, value) VALUES (?, ?, ?)",
+            &[id.clone().into(), k.clone().into(), v.clone().into()],
+        )?;
+    }
+    Ok(id)
+}
+
+fn clamp_ns(ns: i128) -> i64 {
+    i64::try_from(ns).unwrap_or(if ns < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// A figure's media type, from its name or, failing that, its first bytes.
+pub fn media_type(name: &str, bytes: &[u8]) -> &'static str {
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("csv") => "text/csv",
+        Some("json") => "application/json",
+        Some("html") => "text/html",
+        _ if bytes.starts_with(b"<svg") || bytes.starts_with(b"<?xml") => "image/svg+xml",
+        _ if bytes.starts_with(b"\x89PNG") => "image/png",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The subcommand a document came from (`latency`, `bench ctxsw`, `trace analyze`, `experiment
+/// run`) and the experiment's name, from the command line recorded in it.
+pub fn command_of(doc: &ResultDoc) -> (String, Option<String>) {
+    let words: Vec<&str> = doc
+        .command
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .take_while(|w| !w.starts_with('-'))
+        .collect();
+    let is_sub = |w: &&str| {
+        w.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    let command = match words.first() {
+        None => "unknown".to_string(),
+        Some(&w) if ["trace", "bench", "simulate", "experiment", "plan"].contains(&w) => {
+            match words.get(1).copied().filter(is_sub) {
+                Some(sub) => format!("{w} {sub}"),
+                None => w.to_string(),
+            }
+        }
+        Some(&w) => w.to_string(),
+    };
+    let experiment = doc
+        .extra
+        .get("experiment")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .or_else(|| {
+            (words.first() == Some(&"experiment") && words.get(1) == Some(&"run"))
+                .then(|| words.get(2).map(|s| s.to_string()))
+                .flatten()
+        });
+    (command, experiment)
+}
+
+fn parse_rfc3339(s: &str) -> Option<i128> {
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp_nanos())
+}
+
+/// `--since`: RFC 3339, a date (UTC midnight), or a duration ago (`24h`, `30m`, `7d`).
+pub fn parse_since(s: &str) -> Result<i128, StoreError> {
+    if let Some(t) = parse_rfc3339(s) {
+        return Ok(t);
+    }
+    let date_fmt = time::macros::format_description!("[year]-[month]-[day]");
+    if let Ok(d) = time::Date::parse(s, &date_fmt) {
+        return Ok(d.midnight().assume_utc().unix_timestamp_nanos());
+    }
+    let ago = match s.strip_suffix('d').and_then(|n| n.parse::<u64>().ok()) {
+        Some(days) => Some(u128::from(days) * 86_400 * 1_000_000_000),
+        None => punctual_time::parse_duration_ns(s).ok().map(u128::from),
+    };
+    match ago {
+        Some(ns) => Ok(time::OffsetDateTime::now_utc().unix_timestamp_nanos() - ns as i128),
+        None => Err(StoreError::Invalid(format!(
+            "--since {s}: give a time (2026-11-01T08:00:00Z), a date (2026-11-01) or a duration ago (24h, 7d)"
+        ))),
+    }
+}
+
+fn where_clause(f: &Filter) -> Result<(String, Vec<Val>), StoreError> {
+    let mut conds: Vec<String> = Vec::new();
+    let mut params: Vec<Val> = Vec::new();
+    if let Some(c) = &f.command {
+        conds.push("(r.command = ? OR r.command LIKE ?)".into());
+        params.push(c.clone().into());
+        params.push(format!("{c} %").into());
+    }
+    if let Some(e) = &f.experiment {
+        conds.push("r.experiment = ?".into());
+        params.push(e.clone().into());
+    }
+    if let Some(h) = &f.host {
+        conds.push("r.hostname = ?".into());
+        params.push(h.clone().into());
+    }
+    for (k, v) in &f.tags {
+        conds.push(
+            "EXISTS (SELECT 1 FROM tags x WHERE x.result_id = r.id AND x.key = ? AND x.value = ?)"
+                .into(),
+        );
+        params.push(k.clone().into());
+        params.push(v.clone().into());
+    }
+    if let Some(s) = &f.since {
+        conds.push("r.started_ns >= ?".into());
+        params.push(clamp_ns(parse_since(s)?).into());
+    }
+    let clause = if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    };
+    Ok((clause, params))
+}
