@@ -8,7 +8,7 @@
 //! at the same speed); measured slowdowns replace them when given.
 
 use crate::published::mckenney as pb;
-use punctual_result::{HostFacts, Table};
+use punctual_result::{HostFacts, ResultDoc, Table};
 use punctual_time::format_ns;
 use serde::Serialize;
 
@@ -136,6 +136,113 @@ pub struct Advice {
     pub crossover_ns: Option<u64>,
     /// The measurements the figures come from.
     pub measured_by: Vec<String>,
+}
+
+// Facts this machine and its results give.
+
+/// Available memory (`MemAvailable`), bytes.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// EEVDF's base slice: debugfs when mounted, else the kernel's default for this many CPUs
+/// (0.75 ms x (1 + log2 of the CPUs, at most 8)).
+pub fn base_slice(cpus: usize) -> (u64, String) {
+    if let Some(ns) = std::fs::read_to_string("/sys/kernel/debug/sched/base_slice_ns")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+    {
+        return (ns, "the kernel's base slice".into());
+    }
+    let factor = 1 + cpus.clamp(1, 8).ilog2() as u64;
+    (
+        750_000 * factor,
+        format!("the default base slice for {cpus} CPUs"),
+    )
+}
+
+/// Which configuration a document measured, and its start latency.
+pub enum Reading {
+    RealTime(Measured),
+    RealFast(Measured),
+}
+
+/// The start latency a `check` or `latency` document measured, and which configuration it was
+/// (a `--policy other` latency stands for real fast).
+pub fn reading(doc: &ResultDoc, source: &str) -> Result<Reading, String> {
+    let cmd = doc.command.get(1).map(String::as_str).unwrap_or("");
+    let series: Vec<_> = match cmd {
+        "check" => {
+            // The hybrid phase under load: what real time buys on a busy machine.
+            let s = ["punctual hybrid loaded", "punctual hybrid idle"]
+                .iter()
+                .find_map(|n| doc.series.iter().find(|s| s.name == *n))
+                .ok_or_else(|| format!("{source}: a check result without its hybrid phases"))?;
+            vec![s]
+        }
+        "latency" => doc.series.iter().collect(),
+        other => {
+            return Err(format!(
+                "{source} is a `{other}` result; advise reads `check` and `latency` results"
+            ))
+        }
+    };
+    let worst = series
+        .iter()
+        .max_by_key(|s| s.summary.percentiles.p99_9)
+        .ok_or_else(|| format!("{source}: the result has no series"))?;
+    let max = series.iter().map(|s| s.summary.max).max().unwrap_or(0);
+    let cpu = worst.cpu;
+    // check runs four phases of duration_ns each; latency one.
+    let phases = if cmd == "check" { 4 } else { 1 };
+    let wall = doc
+        .settings
+        .extra
+        .get("duration_ns")
+        .and_then(|v| v.as_u64())
+        .map(|d| d * phases);
+    let steal = doc.settings.extra.get("steal_ns").and_then(|m| {
+        let stolen = m.get(cpu?.to_string())?.as_u64()?;
+        Some(stolen as f64 / wall.filter(|&w| w > 0)? as f64)
+    });
+    let m = Measured {
+        source: format!("{source}: {} on CPU {}", worst.name, fmt_cpu(cpu)),
+        p99_9_ns: worst.summary.percentiles.p99_9,
+        max_ns: max,
+        cpu,
+        steal,
+    };
+    Ok(if doc.settings.policy.as_deref() == Some("other") {
+        Reading::RealFast(m)
+    } else {
+        Reading::RealTime(m)
+    })
+}
+
+fn fmt_cpu(c: Option<usize>) -> String {
+    c.map(|c| c.to_string()).unwrap_or_else(|| "-".into())
+}
+
+impl Facts {
+    /// Take a reading; with several of a kind, the worst p99.9 decides (a deadline must hold in
+    /// all of them).
+    pub fn add(&mut self, r: Reading) {
+        let (slot, m) = match r {
+            Reading::RealTime(m) => (&mut self.real_time, m),
+            Reading::RealFast(m) => (&mut self.real_fast, m),
+        };
+        if slot.as_ref().is_none_or(|old| m.p99_9_ns > old.p99_9_ns) {
+            *slot = Some(m);
+        }
+    }
 }
 
 /// The flow needs a deadline unless only throughput matters.

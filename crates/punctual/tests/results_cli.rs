@@ -354,6 +354,37 @@ fn two_processes_storing_at_once_both_succeed() {
     assert_eq!(listed.lines().count(), 2 + 28 + 2, "{listed}");
 }
 
+/// Processes that open a fresh store at the same instant meet in SQLite's lock upgrade (the
+/// switch to WAL, the first migration), which answers "database is locked" without waiting: all
+/// of them must still store their result.
+#[test]
+fn processes_creating_the_store_at_once_all_succeed() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                punctual(&data)
+                    .args(["latency", "-D", "200ms", "--policy", "other"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let listed = ok(&data, &["results", "list"]);
+        assert_eq!(listed.lines().count(), 2 + 4, "{listed}");
+    }
+}
+
 #[test]
 fn an_unreachable_postgres_exits_3_and_never_shows_the_password() {
     let dir = tempfile::tempdir().unwrap();

@@ -114,7 +114,7 @@ pub(crate) struct Sqlite {
 }
 
 /// Two punctual processes storing at once wait for each other this long at most.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Sqlite {
     pub fn open(path: &Path) -> Result<Sqlite, StoreError> {
@@ -159,6 +159,10 @@ fn sqlite_err(location: &str, e: rusqlite::Error) -> StoreError {
     let code = e.sqlite_error_code();
     match code {
         Some(C::NotADatabase | C::DatabaseCorrupt) => StoreError::Corrupt {
+            location: location.into(),
+            reason: e.to_string(),
+        },
+        Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Busy {
             location: location.into(),
             reason: e.to_string(),
         },

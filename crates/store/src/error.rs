@@ -45,6 +45,9 @@ pub enum StoreError {
     #[error("cannot reach the PostgreSQL results store {location}: {reason}. Check the server and the URL, or pass --no-store")]
     Unreachable { location: String, reason: String },
 
+    /// Another punctual held the database longer than the busy timeout.
+    #[error("results store {location}: {reason} (another punctual kept it busy)")]
+    Busy { location: String, reason: String },
     /// Any other database error.
     #[error("results store {location}: {reason}")]
     Db { location: String, reason: String },
@@ -62,6 +65,7 @@ impl StoreError {
             | StoreError::NewerSchema { .. }
             | StoreError::Unwritable { .. }
             | StoreError::Unreachable { .. }
+            | StoreError::Busy { .. }
             | StoreError::Db { .. } => Class::System,
         }
     }

@@ -197,7 +197,22 @@ impl Store {
         Store::open_sqlite(&dir.join("results.db"), Some(&dir.join("results")))
     }
 
+    /// Two processes creating the database at once can meet in SQLite's lock upgrade (switching
+    /// to WAL, the first migration), where it answers "locked" at once instead of waiting: the
+    /// whole opening is retried until the busy timeout.
     fn open_sqlite(path: &Path, json_dir: Option<&Path>) -> Result<Store, StoreError> {
+        let start = std::time::Instant::now();
+        loop {
+            match Store::open_sqlite_once(path, json_dir) {
+                Err(StoreError::Busy { .. }) if start.elapsed() < db::BUSY_TIMEOUT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn open_sqlite_once(path: &Path, json_dir: Option<&Path>) -> Result<Store, StoreError> {
         let mut db = Sqlite::open(path)?;
         // The version is read before anything is written: a newer or corrupt file stays as it was.
         check_version(&mut db)?;

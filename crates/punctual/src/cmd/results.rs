@@ -3,7 +3,7 @@
 use crate::args::tag;
 use clap::{Args, Subcommand};
 use punctual_result::export::{Csv, Exporter};
-use punctual_result::{Failure, ResultDoc, Table};
+use punctual_result::{Failure, Table};
 use punctual_session::{Env, Exit};
 use punctual_store::{Filter, Store, Stored};
 use punctual_time::format_ns;
@@ -213,7 +213,7 @@ fn show(store: &Store, spec: &str, env: &Env) -> anyhow::Result<Exit> {
             }
         }
         None => {
-            text.push_str(&series_table(d).render());
+            text.push_str(&punctual_result::table::series_table(d).render());
             text.push_str(
                 "\n(The command's own tables were not kept with this result (it was imported from \
                  a file): this is the summary of each series in its document.)\n",
@@ -230,33 +230,6 @@ fn show(store: &Store, spec: &str, env: &Env) -> anyhow::Result<Exit> {
     }
     env.show(&text, false);
     Ok(Exit::Ok)
-}
-
-/// Every series' summary, from the document alone.
-fn series_table(d: &ResultDoc) -> Table {
-    let mut t = Table::new(&[
-        "series", "kind", "cpu", "samples", "min", "p50", "p99", "p99.9", "max", "mean", "missed",
-    ]);
-    for s in &d.series {
-        let m = &s.summary;
-        t.row([
-            s.name.clone(),
-            s.kind.clone(),
-            s.cpu.map(|c| c.to_string()).unwrap_or_default(),
-            m.count.to_string(),
-            format_ns(m.min),
-            format_ns(m.percentiles.p50),
-            format_ns(m.percentiles.p99),
-            format_ns(m.percentiles.p99_9),
-            format_ns(m.max),
-            format_ns(m.mean),
-            m.missed_periods.to_string(),
-        ]);
-    }
-    if d.series.is_empty() {
-        t.note("this result has no series");
-    }
-    t
 }
 
 fn export(store: &Store, spec: &str, dir: &std::path::Path, env: &Env) -> anyhow::Result<Exit> {
