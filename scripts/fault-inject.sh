@@ -246,13 +246,13 @@ try:
                 drift = settings_diff(batch, pre)
                 foreign = set(foreign_punctuals(BATCH))
                 args = [a.replace("OUT/", outdir + "/") for a in argv]
-            if plan_exec in args:
-                # A channel name of its own, so a socket left by one injection is not taken for
-                # the next one's (a new dispatcher removes a stale socket of its own name).
-                own = os.path.join(inj, "exec-wake-udp.toml")
-                with open(own, "w") as f:
-                    f.write(open(plan_exec).read().replace("CHANNEL", f"fi-{os.getpid()}-{n}"))
-                args = [own if a == plan_exec else a for a in args]
+                if plan_exec in args:
+                    # A channel name of its own, so a socket left by one injection is not taken for
+                    # the next one's (a new dispatcher removes a stale socket of its own name).
+                    own = os.path.join(inj, "exec-wake-udp.toml")
+                    with open(own, "w") as f:
+                        f.write(open(plan_exec).read().replace("CHANNEL", f"fi-{os.getpid()}-{n}"))
+                    args = [own if a == plan_exec else a for a in args]
                 log = open(os.path.join(inj, "punctual.log"), "w")
                 t0 = time.monotonic()
                 proc = spawn(args, tag, log, {"PUNCTUAL_DATA_DIR": datadir})

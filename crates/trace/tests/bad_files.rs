@@ -15,14 +15,14 @@ fn unreadable_trace_files_are_named_in_the_refusal() {
     ] {
         let path = d.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        let e = Analyze {
+        let m = Analyze {
             file: path.clone(),
             opts: ReportOptions::default(),
             partial: false,
-        }
-        .load()
-        .err()
-        .expect("an unreadable trace must be refused");
+        };
+        let Err(e) = m.load() else {
+            panic!("{name}: an unreadable trace must be refused");
+        };
         assert_eq!(e.class, Class::Usage, "{}", e.message);
         assert!(e.message.contains(name), "{}", e.message);
         // Named once, not twice.

@@ -70,13 +70,17 @@ fn run_one(a: ExperimentRunArgs, env: &Env) -> anyhow::Result<Exit> {
         ))
         .into());
     };
-    let figures = a
-        .figures
-        .clone()
-        .unwrap_or_else(punctual_session::store::results_dir);
-    let out = Outputs::new()
-        .export("--json", a.json.as_ref(), Json)?
-        .figures_dir("--figures", figures)?
-        .store()?;
+    // Without --figures the figures go to the results store: a store that cannot be created is
+    // the system's refusal (exit 3, as for the document), not bad input naming a flag never given.
+    let out = Outputs::new().export("--json", a.json.as_ref(), Json)?;
+    let out = match a.figures.clone() {
+        Some(dir) => out.figures_dir("--figures", dir)?.store()?,
+        None => {
+            let out = out.store()?;
+            let dir = punctual_session::store::results_dir();
+            out.figures_dir("the results store", dir)
+                .map_err(|e| Failure::system(e.message))?
+        }
+    };
     Ok(exp.run(Options { quick: a.quick }, &out, env)?)
 }
