@@ -18,6 +18,10 @@
 # back) so the next injection starts clean. At the end `punctual shield --restore` runs and any
 # setting still differing from the first snapshot is written back.
 #
+# Interrupted itself (SIGINT, SIGTERM, SIGHUP), it stops the run under test (SIGINT, SIGKILL after
+# 15 s), kills what that run left, runs `shield --restore` and writes back every setting of the
+# first snapshot, then exits 130. (SIGKILL of the script escapes this; `punctual shield --restore`
+# and the next punctual start then repair what a run left.)
 # Traffic stays on loopback (the udp action targets a socket this script binds on 127.0.0.1).
 # Needs root and python3. Exit 0: nothing left behind and every exit code as expected; 1 otherwise.
 #   scripts/fault-inject.sh                       # 8 commands x 3 signals x 6 delays = 144 injections
