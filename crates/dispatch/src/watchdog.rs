@@ -2,7 +2,7 @@
 //! never returns on a real-time thread, is stopped.
 //!
 //! - A canary thread in the normal class on each dispatcher CPU notes the time every quarter of the
-//!   threshold. It runs whenever real-time work on that CPU blocks (the dispatcher's breathers see to
+//!   threshold (every 0.5 s when that is sooner). It runs whenever real-time work on that CPU blocks (the dispatcher's breathers see to
 //!   that) or the kernel's real-time throttling gives normal work its share; a silent canary means
 //!   real-time work held the CPU for the whole threshold with throttling off (real-time mode). (A
 //!   FIFO-1 canary, as rtkit has, would be silenced by the throttling itself on a busy CPU.)
@@ -165,7 +165,9 @@ impl Watchdog {
     ) -> Watchdog {
         let stop = Arc::new(AtomicBool::new(false));
         let tripped: Arc<Mutex<Option<Trip>>> = Arc::new(Mutex::new(None));
-        let tick = (threshold / 4).max(1_000_000);
+        // At most 0.5 s (the default threshold's quarter): stop() joins threads sleeping a tick, so
+        // a long threshold (--watchdog 60s, or 584 years) must not hold the end of a run.
+        let tick = (threshold / 4).clamp(1_000_000, 500_000_000);
         let mut threads = Vec::new();
         let cheeps: Arc<[AtomicU64]> = cpus.iter().map(|_| AtomicU64::new(now())).collect();
         if realtime {

@@ -684,6 +684,33 @@ fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
 }
 
 /// Ask a live socket who it is; the dispatcher's pid.
+/// Remove the sockets in `dir` of channels whose dispatcher is gone (killed before it could remove
+/// them; found by scripts/fault-inject.sh, issue 19): each is probed as [`Server::create`] does, so a
+/// live channel, another user's socket (unless we are root) and anything that is not a socket are
+/// left. Called at every punctual start with the journals' restore. Returns the names removed.
+pub fn remove_stale(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(name) = file.to_str().and_then(|f| f.strip_prefix("punctual-wake-")) else {
+            continue;
+        };
+        if check_name(name).is_err() {
+            continue;
+        }
+        let path = e.path();
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if is_socket && clear_stale(&path, name).is_ok() {
+            removed.push(name.to_string());
+        }
+    }
+    removed.sort();
+    removed
+}
+
 fn probe(s: &mut UnixStream) -> io::Result<i32> {
     s.set_read_timeout(Some(std::time::Duration::from_millis(500)))?;
     s.write_all(&[HELLO_PROBE])?;
@@ -1093,6 +1120,32 @@ mod tests {
             .file_type()
             .is_socket());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn stale_channel_sockets_of_killed_dispatchers_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        // Killed dispatchers: sockets nobody listens on.
+        drop(std::os::unix::net::UnixListener::bind(path_of(dir.path(), "dead1")).unwrap());
+        drop(std::os::unix::net::UnixListener::bind(path_of(dir.path(), "dead2")).unwrap());
+        // A live channel, a file that is not a socket, a link, and something not ours by name.
+        let live = Server::create(dir.path(), "live", 0).unwrap();
+        std::fs::write(path_of(dir.path(), "plain"), "x").unwrap();
+        let victim = dir.path().join("victim");
+        drop(std::os::unix::net::UnixListener::bind(&victim).unwrap());
+        std::os::unix::fs::symlink(&victim, path_of(dir.path(), "link")).unwrap();
+        drop(std::os::unix::net::UnixListener::bind(dir.path().join("other-sock")).unwrap());
+
+        assert_eq!(remove_stale(dir.path()), vec!["dead1", "dead2"]);
+        assert!(!path_of(dir.path(), "dead1").exists());
+        assert!(!path_of(dir.path(), "dead2").exists());
+        assert!(live.path().exists(), "a live channel is left");
+        assert_eq!(live.client(), None);
+        assert!(path_of(dir.path(), "plain").exists());
+        assert!(std::fs::symlink_metadata(path_of(dir.path(), "link")).is_ok());
+        assert!(victim.exists());
+        assert!(dir.path().join("other-sock").exists());
+        assert_eq!(remove_stale(dir.path()), Vec::<String>::new());
     }
 
     #[test]

@@ -413,7 +413,7 @@ pub fn events_from_csv(
                 n,
                 format!(
                     "no [[action]] named '{}' (defined: {})",
-                    a.trim(),
+                    punctual_time::text::display_name(a.trim()),
                     v.join(", ")
                 ),
             )

@@ -130,9 +130,21 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, text[line_start..offset].chars().count() + 1)
 }
 
+/// The longest time a plan may name (a period, an offset, a duration, an event's time): a year, the
+/// longest run punctual accepts. Release instants are sums of these; a period of
+/// 18446744073709551615ns wrapped them and the run went on past its -D (issue 19's bad-input run).
+pub const MAX_TIME_NS: u64 = 365 * 86_400_000_000_000;
+
 fn duration(loc: &Locator, field: &str, v: &Spanned<toml::Value>) -> Result<u64, PlanError> {
     match v.get_ref() {
-        toml::Value::String(s) => parse_duration_ns(s).map_err(|e| loc.at(v.span(), format!("{field}: {e}"))),
+        toml::Value::String(s) => match parse_duration_ns(s) {
+            Ok(ns) if ns > MAX_TIME_NS => Err(loc.at(
+                v.span(),
+                format!("{field}: {} is longer than the limit of 365 days", punctual_time::text::display_name(s)),
+            )),
+            Ok(ns) => Ok(ns),
+            Err(e) => Err(loc.at(v.span(), format!("{field}: {e}"))),
+        },
         toml::Value::Integer(i) if *i < 0 => {
             Err(loc.at(v.span(), format!("{field}: {i} is negative; durations are zero or more")))
         }
@@ -420,7 +432,7 @@ impl Builder<'_> {
                     use_.span(),
                     format!(
                         "no [[action]] named '{}' (defined: {})",
-                        use_.get_ref(),
+                        punctual_time::text::display_name(use_.get_ref()),
                         if names.is_empty() {
                             "none".to_string()
                         } else {

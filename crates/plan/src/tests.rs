@@ -470,10 +470,13 @@ fn tick_and_host(t0: u64) -> admission::Interference {
 /// the admission walk.
 #[test]
 fn fuzz_admission_of_periods_and_times_near_u64_max_does_not_overflow() {
+    // The parser now refuses times beyond a year; admission must still hold for plans built in
+    // code (and compiled plans' events), so the period is set past the parser.
     let mut p = tasks_plan(&[
-        ("long", "1033333333127ms", "auto", None),
+        ("long", "1h", "auto", None),
         ("short", "70ms", "auto", Some("2ms")),
     ]);
+    p.tasks[0].period = 1_033_333_333_127_000_000;
     let huge = Event::new(u64::MAX - 1, 0, &[]);
     p.events.push(huge);
     let mut avoided = p.clone();
@@ -743,4 +746,54 @@ fn names_with_escape_sequences_or_bidi_overrides_are_refused_and_shown_escaped()
         "n".repeat(1 << 20)
     ));
     assert!(e.len() < 1000, "{} bytes", e.len());
+}
+
+/// Found by scripts/bad-input.sh (issue 19 item 11): a `use` naming no action, and an events CSV
+/// naming no action, echoed the name raw (escape sequences, bidi overrides, 1 MB of it).
+#[test]
+fn unknown_action_names_are_shown_escaped_and_cut() {
+    let e = err(&format!(
+        "[[task]]\nname = \"t\"\nperiod = \"1ms\"\nuse = \"\\u001B[31mred\\n\\u202Eevil{}\"\n",
+        "x".repeat(1 << 20)
+    ));
+    assert!(
+        e.contains("no [[action]] named"),
+        "{}",
+        &e[..e.len().min(300)]
+    );
+    assert!(!e.chars().any(punctual_time::text::needs_escape), "{e:?}");
+    assert!(e.len() < 1000, "{} bytes", e.len());
+
+    let p = parse_str(GOOD, "p.toml", None).unwrap();
+    let csv = format!(
+        "at_ns,action,data_hex\n5,\u{1b}]0;x\u{7}{},\n",
+        "y".repeat(100_000)
+    );
+    let e = compiled::events_from_csv(&p, csv.as_bytes(), "e.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.chars().any(punctual_time::text::needs_escape), "{e:?}");
+    assert!(e.len() < 1000, "{} bytes", e.len());
+}
+
+/// Found by scripts/bad-input.sh (issue 19 item 9): a period of 18446744073709551615ns was
+/// admitted, and `run -D 1s` of it ran on past 20 s; 584-year durations and periods were admitted.
+#[test]
+fn times_beyond_a_year_are_refused() {
+    for (field, body) in [
+        ("period", "[[task]]\nname = \"t\"\nperiod = \"18446744073709551615ns\"\naction = { kind = \"mark\" }\n"),
+        ("period", "[[task]]\nname = \"t\"\nperiod = \"18446744073s\"\naction = { kind = \"mark\" }\n"),
+        ("duration", "[plan]\nduration = \"18446744073s\"\n[[task]]\nname = \"t\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n"),
+        ("at", "[[event]]\nat = \"8785h\"\naction = { kind = \"mark\" }\n"),
+    ] {
+        let e = err(body);
+        assert!(e.contains(field) && e.contains("limit of 365 days"), "{e}");
+    }
+    // A year itself is accepted.
+    parse_str(
+        "[plan]\nduration = \"8760h\"\n[[task]]\nname = \"t\"\nperiod = \"8760h\"\naction = { kind = \"mark\" }\n",
+        "p.toml",
+        None,
+    )
+    .unwrap();
 }

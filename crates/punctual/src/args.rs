@@ -12,12 +12,42 @@ pub fn duration(s: &str) -> Result<u64, String> {
 }
 
 /// How long something runs (`-D`, timeouts): a bare number suggests seconds.
-pub fn run_length(s: &str) -> Result<u64, String> {
+fn run_length(s: &str) -> Result<u64, String> {
     punctual_time::parse_duration_hinting(s, "s").map_err(|e| e.to_string())
+}
+
+/// A run's length (`-D`): more than zero and at most latency's limit of a year, because the end of
+/// the run is computed as now plus this and a larger value wraps the clock into an instant already
+/// past (`-D 18446744073s` ended at once with exit 0).
+pub fn run_duration(s: &str) -> Result<u64, String> {
+    let ns = run_length(s)?;
+    if ns == 0 {
+        return Err("a run must last more than zero, e.g. 10s".into());
+    }
+    at_most(s, ns, punctual_latency::MAX_RUN, "365 days")
+}
+
+/// A wait bounded by the user (a timeout, a delay, a threshold): at most an hour, for the same
+/// reason as [`run_duration`]; an alarm 584 years away kept `bench alarm` running for ever.
+pub fn wait_duration(s: &str) -> Result<u64, String> {
+    let ns = duration(s)?;
+    at_most(s, ns, punctual_latency::MAX_INTERVAL, "1 h")
+}
+
+fn at_most(s: &str, ns: u64, max: u64, said: &str) -> Result<u64, String> {
+    if ns > max {
+        return Err(format!("'{s}' is longer than the limit of {said}"));
+    }
+    Ok(ns)
 }
 
 /// A load spec whose CPUs are online (`--load cpu:2@0-1,io:1`).
 pub fn load_spec(s: &str) -> Result<punctual_load::LoadSpec, String> {
+    // `--load=` (a variable left empty in a script) is a mistake, not a request for no load; the
+    // library reads "" as none for plans and defaults, the flag asks for it by name.
+    if s.trim().is_empty() {
+        return Err("empty; give e.g. cpu:1,io:1, or none".into());
+    }
     let spec: punctual_load::LoadSpec = s.parse()?;
     let cpus: Vec<usize> = spec
         .items

@@ -43,15 +43,18 @@ fn bare_number_interval_gets_a_unit_hint() {
     );
 }
 
+/// Issue 18.10: the hint is the unit that makes the number plausible for that flag: a run's length
+/// in seconds.
 #[test]
 fn bare_number_duration_gets_a_unit_hint() {
     refused(
         &["latency", "-D", "10"],
-        &["--duration", "did you mean 10us?"],
+        &["--duration", "did you mean 10s?"],
     );
+    refused(&["check", "-D", "30"], &["--duration", "did you mean 30s?"]);
     refused(
-        &["check", "-D", "30"],
-        &["--duration", "did you mean 30us?"],
+        &["simulate", "-w", "cont:1", "-D", "60"],
+        &["-D/--duration", "did you mean 60s?"],
     );
 }
 
@@ -174,7 +177,7 @@ fn unwritable_output_is_caught_before_measuring() {
 #[test]
 fn zero_loops_and_zero_duration() {
     refused(&["latency", "-l", "0"], &["-l/--loops"]);
-    refused(&["latency", "-D", "0s"], &["-D/--duration"]);
+    refused(&["latency", "-D", "0s"], &["--duration", "more than zero"]);
 }
 
 #[test]
@@ -259,4 +262,180 @@ fn unknown_experiment() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("unknown experiment"));
+}
+
+/// [`refused`] for commands without --json/--csv: exit 2 naming the flag, in a directory that
+/// stays empty.
+fn refused_plain(args: &[&str], message: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = punctual()
+        .current_dir(dir.path())
+        .args(args)
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    for m in message {
+        assert!(
+            stderr.contains(m),
+            "stderr for {args:?} lacks '{m}':\n{stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// Found by scripts/bad-input.sh (issue 19 item 9): `-D 18446744073s` made `run`, `bench`,
+/// `trace record` end at once with exit 0 (the end wrapped) and `shield` hold for ever; `shield
+/// -D 0s` shielded and lifted at once with exit 0.
+#[test]
+fn run_durations_beyond_a_year_or_zero_are_refused_by_every_command() {
+    let plan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        plan.path(),
+        "[[task]]\nname = \"t\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n",
+    )
+    .unwrap();
+    let p = plan.path().to_str().unwrap();
+    for d in ["18446744073709551615ns", "18446744073s", "8761h", "0s"] {
+        refused(&["run", p, "-D", d], &["--duration"]);
+        refused(&["check", "-D", d], &["--duration"]);
+        for b in ["ctxsw", "trap", "memcpy", "dispatch", "gaps"] {
+            refused(&["bench", b, "-D", d], &["--duration"]);
+        }
+        refused_plain(
+            &["trace", "record", "-o", "t.ptf", "-D", d],
+            &["--duration"],
+        );
+        refused_plain(&["shield", "--cpus", "0", "-D", d], &["--duration"]);
+    }
+}
+
+/// Found by scripts/bad-input.sh (issue 19 item 9): `bench alarm --max-delay 18446744073s` ran
+/// until interrupted; `run --watchdog/--attach-timeout 18446744073s` were taken; an RR timeslice
+/// beyond the sysctl's range was refused by the kernel after the start, as exit 3.
+#[test]
+fn waits_beyond_an_hour_and_timeslices_beyond_the_sysctl_are_refused() {
+    let plan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        plan.path(),
+        "[[task]]\nname = \"t\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n",
+    )
+    .unwrap();
+    let p = plan.path().to_str().unwrap();
+    for d in ["18446744073709551615ns", "18446744073s", "61min"] {
+        refused(&["bench", "alarm", "--max-delay", d], &["--max-delay"]);
+        refused(&["bench", "alarm", "--min-delay", d], &["--min-delay"]);
+        refused(&["run", p, "--watchdog", d], &["--watchdog"]);
+        refused(&["run", p, "--attach-timeout", d], &["--attach-timeout"]);
+        refused_plain(
+            &["plan", "check", p, "--spin-margin", d],
+            &["--spin-margin"],
+        );
+        refused_plain(
+            &["simulate", "frames", "--frames", "2", "--poll", d],
+            &["--poll"],
+        );
+    }
+    refused_plain(
+        &["simulate", "frames", "--frames", "2", "--poll", "0s"],
+        &["--poll"],
+    );
+    refused(
+        &["bench", "alarm", "--rr-timeslice", "18446744073s"],
+        &["--rr-timeslice"],
+    );
+}
+
+/// Found by scripts/bad-input.sh (issue 19 item 10): `--load=` ran without load (the check's title
+/// said "with load "), `--bound 50%%` was read as 50 %, `shield --restore --cpus 1` ignored --cpus.
+#[test]
+fn empty_loads_doubled_percent_signs_and_restore_with_cpus_are_refused() {
+    let plan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        plan.path(),
+        "[[task]]\nname = \"t\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n",
+    )
+    .unwrap();
+    let p = plan.path().to_str().unwrap();
+    refused(&["latency", "-D", "1s", "--load="], &["--load"]);
+    refused(&["check", "-D", "2s", "--load= "], &["--load"]);
+    refused(&["run", p, "-D", "1s", "--load="], &["--load"]);
+    refused(&["run", p, "-D", "1s", "--bound", "50%%"], &["--bound"]);
+    refused_plain(
+        &["shield", "--restore", "--cpus", "0"],
+        &["--restore", "--cpus"],
+    );
+    refused_plain(
+        &["shield", "--restore", "-D", "1s"],
+        &["--restore", "--duration"],
+    );
+}
+
+/// Found by scripts/bad-input.sh (issue 19): `latency --json F --csv F` measured, then wrote the
+/// CSV over the JSON, exit 0.
+#[test]
+fn two_exports_to_one_file_are_refused_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("out");
+    let out = punctual()
+        .args(["latency", "-D", "1s", "--json"])
+        .arg(&f)
+        .arg("--csv")
+        .arg(&f)
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("--json") && stderr.contains("--csv"),
+        "{stderr}"
+    );
+    assert!(!f.exists());
+}
+
+/// Found by scripts/bad-input.sh (issue 19 item 11): an unknown experiment's name was echoed raw.
+#[test]
+fn unknown_experiment_names_are_shown_escaped() {
+    let out = punctual()
+        .args(["experiment", "run", "\u{1b}[31mred\u{202e}"])
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("unknown experiment"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{202e}'),
+        "{stderr:?}"
+    );
+}
+
+/// Found by scripts/bad-input.sh (issue 19): a scenario's own quantum or duration was refused
+/// naming only `--quantum`/`-D`, flags the user never gave; `plan check -a 999` named neither the
+/// flag nor the plan ("dispatcher CPUs").
+#[test]
+fn scenario_values_name_the_file_and_offline_affinity_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = dir.path().join("quantum-zero.toml");
+    std::fs::write(
+        &sc,
+        "[sim]\nname = \"s\"\nhz = 100\nquantum = \"0ms\"\nduration = \"1s\"\nworkload = \"cont:2\"\n",
+    )
+    .unwrap();
+    refused(
+        &["simulate", "scenario", sc.to_str().unwrap()],
+        &["quantum-zero.toml"],
+    );
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        "[[task]]\nname = \"t\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n",
+    )
+    .unwrap();
+    let out = punctual()
+        .args(["plan", "check", plan.to_str().unwrap(), "-a", "999"])
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("--affinity"), "{stderr}");
 }

@@ -6,7 +6,27 @@
 use crate::{Env, Report};
 use punctual_result::export::Exporter;
 use punctual_result::{Failure, Output, ResultDoc};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Whether two output paths end in the same file: the same inode when both exist, else the same
+/// name in the same (canonical) directory, so `out.json` and `./out.json` match.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    let place = |p: &Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        (
+            std::fs::canonicalize(&dir).unwrap_or(dir),
+            p.file_name().map(|n| n.to_owned()),
+        )
+    };
+    place(a) == place(b)
+}
 
 /// A named SVG figure.
 #[derive(Clone, Debug)]
@@ -57,6 +77,31 @@ impl Outputs {
             return Err(Failure::usage(format!(
                 "{flag} -: only one export can go to stdout"
             )));
+        }
+        if let Output::File(path) = out {
+            let figure = match &self.figures {
+                Some(FigureTarget::File {
+                    flag,
+                    out: Output::File(p),
+                }) => Some((*flag, p)),
+                _ => None,
+            };
+            let others = self
+                .exports
+                .iter()
+                .filter_map(|(f, o, _)| match o {
+                    Output::File(p) => Some((*f, p)),
+                    Output::Stdout => None,
+                })
+                .chain(figure);
+            for (other, p) in others {
+                if same_file(path, p) {
+                    return Err(Failure::usage(format!(
+                        "{flag} and {other} name the same file {}: the second would replace the first; give each its own",
+                        path.display()
+                    )));
+                }
+            }
         }
         Ok(())
     }

@@ -41,5 +41,12 @@ pub fn restore_leftovers(env: &Env) -> RestoreReport {
     for line in describe_restore(&report) {
         env.note(&line);
     }
+    // A dispatcher killed before its clients attached leaves its channel's socket behind.
+    let dir = punctual_periodic::channel::shm_dir();
+    for name in punctual_periodic::channel::remove_stale(&dir) {
+        env.note(&format!(
+            "removed the socket of wake channel '{name}' left by a killed run"
+        ));
+    }
     report
 }

@@ -137,7 +137,15 @@ impl Analyze {
     /// Read and analyse now (the answers to bad input, a missing task among them, come before
     /// anything is written).
     pub fn load(&self) -> Result<(TraceData, Analysis), Failure> {
-        let trace = read_trace_file(&self.file).map_err(|e| Failure::from(TraceError::from(e)))?;
+        let trace = read_trace_file(&self.file).map_err(|e| {
+            // "not a punctual trace file" alone does not say which file (issue 19's bad-input run).
+            let mut f = Failure::from(TraceError::from(e));
+            let shown = punctual_time::text::display_path(&self.file);
+            if !f.message.contains(shown.as_str()) {
+                f.message = format!("{shown}: {}", f.message);
+            }
+            f
+        })?;
         let analysis = analyze(&trace);
         if let Some(sel) = &self.opts.task {
             if analysis.select(sel).is_empty() {

@@ -2,7 +2,9 @@
 //! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`; this module
 //! checks the flags.
 
-use crate::args::{duration, load_spec, run_length, DmaLatency, OutputArgs, RtArgs};
+use crate::args::{
+    duration, load_spec, run_duration, wait_duration, DmaLatency, OutputArgs, RtArgs,
+};
 use clap::{Args, Subcommand};
 use punctual_bench::measure::{AlarmBench, Bench, Micro};
 use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};
@@ -53,7 +55,7 @@ pub struct CtxswArgs {
     #[arg(long, default_value = "pipe")]
     pub channel: ctxsw::Channel,
     /// How long to measure.
-    #[arg(short = 'D', long, default_value = "5s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "5s", value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -63,7 +65,7 @@ pub struct CtxswArgs {
 
 #[derive(Args, Debug)]
 pub struct TrapArgs {
-    #[arg(short = 'D', long, default_value = "2s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "2s", value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -86,7 +88,7 @@ pub struct MemcpyArgs {
     )]
     pub method: Vec<memcpy::Method>,
     /// Time spent copying at each size.
-    #[arg(short = 'D', long, default_value = "1s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "1s", value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -102,7 +104,7 @@ pub struct DispatchArgs {
     /// Time between events.
     #[arg(short = 'i', long, default_value = "10ms", value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
-    #[arg(short = 'D', long, default_value = "10s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "10s", value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     /// CPU that raises the events (default: the first online CPU). The waiter runs on -a (default:
     /// the last online CPU) in the class of --policy/-p.
@@ -116,7 +118,7 @@ pub struct DispatchArgs {
 
 #[derive(Args, Debug)]
 pub struct GapsArgs {
-    #[arg(short = 'D', long, default_value = "10s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "10s", value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     /// Steps between two clock reads longer than this are gaps.
     #[arg(long, default_value = "1us", value_parser = duration, value_name = "DURATION")]
@@ -147,10 +149,10 @@ pub struct AlarmArgs {
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub alarms: u64,
     /// Shortest delay to an alarm.
-    #[arg(long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1ms", value_parser = wait_duration, value_name = "DURATION")]
     pub min_delay: u64,
     /// Longest delay to an alarm.
-    #[arg(long, default_value = "1000ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1000ms", value_parser = wait_duration, value_name = "DURATION")]
     pub max_delay: u64,
     /// Set the SCHED_RR timeslice for the run (whole milliseconds; restored afterwards).
     #[arg(long, value_parser = duration, value_name = "DURATION")]
@@ -305,9 +307,11 @@ fn alarm(a: AlarmArgs, env: &Env) -> anyhow::Result<Exit> {
         return Err(Failure::usage("--min-delay must not be longer than --max-delay").into());
     }
     let timeslice_ms = match a.rr_timeslice {
-        Some(ns) if ns == 0 || ns % 1_000_000 != 0 => {
+        // The sysctl takes 1 to i32::MAX ms; above that the kernel's refusal came after the
+        // measurement had started, as exit 3.
+        Some(ns) if ns == 0 || ns % 1_000_000 != 0 || ns / 1_000_000 > i32::MAX as u64 => {
             return Err(Failure::usage(format!(
-                "--rr-timeslice {}: the kernel takes whole milliseconds, 1ms or more (it then rounds up to whole ticks)",
+                "--rr-timeslice {}: the kernel takes whole milliseconds, 1ms to 2147483647ms (it then rounds up to whole ticks)",
                 format_ns(ns)
             ))
             .into())

@@ -1,6 +1,6 @@
 //! `punctual check`: the main job. The measurement is `punctual_latency::measure::Check`.
 
-use crate::args::{duration, load_spec, run_length, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
@@ -11,7 +11,7 @@ use punctual_time::format_ns;
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// Total duration; each of the four phases gets a quarter.
-    #[arg(short = 'D', long, default_value = "30s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "30s", value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     /// Period between releases.
     #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]

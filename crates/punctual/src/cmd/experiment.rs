@@ -68,7 +68,7 @@ fn run_one(a: ExperimentRunArgs, env: &Env) -> anyhow::Result<Exit> {
         };
         return Err(Failure::usage(format!(
             "unknown {which} '{}' (valid: {})",
-            a.name,
+            punctual_time::text::display_name(&a.name),
             names.join(", ")
         ))
         .into());

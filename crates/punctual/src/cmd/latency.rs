@@ -1,7 +1,7 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency. The measurement is
 //! `punctual_latency::measure::Latency`; this file checks the flags.
 
-use crate::args::{duration, load_spec, run_length, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::measure::Latency;
 use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
@@ -20,7 +20,7 @@ pub struct LatencyArgs {
     #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
     /// How long to measure (default 10s).
-    #[arg(short = 'D', long, value_parser = run_length, value_name = "DURATION", conflicts_with = "loops")]
+    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "loops")]
     pub duration: Option<u64>,
     /// Stop after N samples per thread instead of after a duration.
     #[arg(short = 'l', long, value_name = "N")]

@@ -1,6 +1,6 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::args::{duration, load_spec, run_length, OutputArgs, RtArgs};
+use crate::args::{load_spec, run_duration, wait_duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;
@@ -17,7 +17,7 @@ pub struct RunArgs {
     /// The plan: TOML, or compiled with `punctual plan compile`.
     pub plan: PathBuf,
     /// How long to run (default: the plan's duration, or until its last event, or until Ctrl-C).
-    #[arg(short = 'D', long, value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
     /// Spin margin: a duration, or auto (overrides the plan's spin_margin).
     #[arg(long, value_name = "DURATION|auto")]
@@ -33,7 +33,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "2s", value_parser = watchdog, value_name = "DURATION|off")]
     pub watchdog: WatchdogArg,
     /// How long to wait for wake clients to attach before the first release.
-    #[arg(long, default_value = "10s", value_parser = run_length, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = wait_duration, value_name = "DURATION")]
     pub attach_timeout: u64,
     /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
     #[arg(long, value_name = "SPEC", value_parser = load_spec)]
@@ -68,7 +68,7 @@ pub struct PlanCheckArgs {
     #[arg(long, default_value = "90%", value_parser = percent, value_name = "PERCENT")]
     pub bound: f64,
     /// Spin margin assumed for the CPU cost (default: the plan's fixed margin, or 50us for auto).
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, value_parser = wait_duration, value_name = "DURATION")]
     pub spin_margin: Option<u64>,
 }
 
@@ -92,8 +92,10 @@ pub struct PlanDecodeArgs {
 }
 
 fn percent(s: &str) -> Result<f64, String> {
+    // One sign, not any number of them ("50%%" was read as 50 %).
     let v: f64 = s
-        .trim_end_matches('%')
+        .strip_suffix('%')
+        .unwrap_or(s)
         .parse()
         .map_err(|_| format!("'{s}' is not a percentage like 90%"))?;
     if !(v > 0.0 && v <= 100.0) {
@@ -110,7 +112,7 @@ fn watchdog(s: &str) -> Result<WatchdogArg, String> {
     if s == "off" {
         return Ok(WatchdogArg(None));
     }
-    let ns = duration(s).map_err(|e| format!("{e}; or off"))?;
+    let ns = wait_duration(s).map_err(|e| format!("{e}; or off"))?;
     if ns < 100_000_000 {
         return Err(format!(
             "'{s}' is too short for a watchdog; use 100ms or more, or off"
@@ -154,8 +156,14 @@ fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
     };
     let mut all = cpus.clone();
     all.extend(plan.named_cpus());
+    // Name where the CPUs came from: the flag when given, else the plan (issue 19's bad-input run).
+    let from = if flag.is_some() {
+        "-a/--affinity"
+    } else {
+        "the plan's CPUs"
+    };
     punctual_rt::affinity::check_online(&all)
-        .map_err(|e| Failure::usage(format!("dispatcher CPUs: {e}")))?;
+        .map_err(|e| Failure::usage(format!("{from}: {e}")))?;
     Ok(cpus)
 }
 

@@ -1,6 +1,6 @@
 //! `punctual shield`: real-time mode by hand (KURT's switch_to_rt / switch_to_normal).
 
-use crate::args::run_length;
+use crate::args::run_duration;
 use clap::Args;
 use punctual_dispatch::measure::HoldShield;
 use punctual_dispatch::shield::{self, Move};
@@ -11,7 +11,12 @@ use punctual_session::{drive, Env, Exit, Outputs};
 #[derive(Args, Debug)]
 pub struct ShieldArgs {
     /// CPUs to keep for real-time work (everything movable leaves them).
-    #[arg(long, value_name = "CPUS", required_unless_present = "restore")]
+    #[arg(
+        long,
+        value_name = "CPUS",
+        required_unless_present = "restore",
+        conflicts_with = "restore"
+    )]
     pub cpus: Option<String>,
     /// Print what would change, change nothing.
     #[arg(long, conflicts_with = "restore")]
@@ -20,7 +25,7 @@ pub struct ShieldArgs {
     #[arg(long)]
     pub restore: bool,
     /// Hold the shield this long (default: until the command ends, or until Ctrl-C).
-    #[arg(short = 'D', long, value_parser = run_length, value_name = "DURATION")]
+    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "restore")]
     pub duration: Option<u64>,
     /// A command to run on the shielded CPUs while the shield holds.
     #[arg(last = true, value_name = "COMMAND")]

@@ -267,6 +267,16 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
                     punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?;
             }
             apply(&s.knobs, &mut base, &mut hz, &mut quanta)?;
+            // A value from the file is refused naming the file (the checks name the flags that
+            // can override it).
+            for c in sweep_configs(&base, &hz, &quanta) {
+                c.validate().map_err(|e| {
+                    Failure::usage(format!(
+                        "{}: {e}",
+                        punctual_time::text::display_path(&s.file)
+                    ))
+                })?;
+            }
             let label = sc.name.unwrap_or_else(|| s.file.display().to_string());
             run_sweep(
                 sweep_configs(&base, &hz, &quanta),
@@ -334,10 +344,15 @@ fn run_frames(f: FramesArgs, env: &Env) -> anyhow::Result<Exit> {
     let poll = match f.poll.as_deref() {
         None => Poll::Every(punctual_sim::behaviour::defaults::XINE_POLL),
         Some("frame") => Poll::PerFrame,
-        Some(p) => Poll::Every(
-            punctual_time::parse_duration_ns(p)
-                .map_err(|e| usage("--poll", format!("{e}; or frame")))?,
-        ),
+        // Checked here, not only by the simulator, whose messages name the player task and, for
+        // an absurd interval, the duration it implies.
+        Some(p) => match crate::args::wait_duration(p) {
+            Ok(0) => {
+                return Err(usage("--poll", "must be more than zero, e.g. 4ms; or frame").into())
+            }
+            Ok(ns) => Poll::Every(ns),
+            Err(e) => return Err(usage("--poll", format!("{e}; or frame")).into()),
+        },
     };
     let background = match &f.workload {
         Some(w) => punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?,

@@ -1,7 +1,7 @@
 //! `punctual trace record|analyze`: kernel scheduling traces through a private tracefs instance
 //! (klogger's successor), and the seeds' answers from them.
 
-use crate::args::{duration, run_length};
+use crate::args::{duration, run_duration};
 use clap::{Args, Subcommand};
 use punctual_result::{Failure, Output};
 use punctual_session::{drive, Env, Exit, Outputs};
@@ -26,7 +26,7 @@ pub struct RecordArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Output,
     /// How long to record (default 10s; with a COMMAND, its lifetime).
-    #[arg(short = 'D', long, value_parser = run_length, value_name = "DURATION", conflicts_with = "command")]
+    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "command")]
     pub duration: Option<u64>,
     /// Event groups: sched (switches, wake-ups, forks, exits), irq (handlers, softirqs, system
     /// vectors), timer (hrtimer callbacks), or all.

@@ -312,6 +312,7 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
     let mut comms = HashMap::new();
     let mut irq_names = HashMap::new();
     let mut trailer = None;
+    let mut trailer_at = 0u64;
     let mut at = hstart + hlen;
     while at < bytes.len() {
         let Some(h) = block_header(&bytes[at..]) else {
@@ -392,6 +393,7 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
             }
             KIND_TRAILER => match serde_json::from_slice::<Trailer>(payload) {
                 Ok(t) => {
+                    trailer_at = at as u64;
                     trailer = Some(t);
                     integrity.has_trailer = true;
                 }
@@ -410,6 +412,18 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
         at = pstart + h.len;
     }
     if let Some(t) = &trailer {
+        // Whole blocks cut out leave every remaining block intact: only the recorder's count in the
+        // trailer tells (found by scripts/bad-input.sh, issue 19; it was read as complete).
+        let decoded = events.len() as u64;
+        if t.events != decoded && integrity.damage.is_empty() {
+            integrity.damage.push(Damage {
+                offset: trailer_at,
+                reason: format!(
+                    "the trailer counts {} events, the blocks hold {decoded}: blocks are missing",
+                    t.events
+                ),
+            });
+        }
         let lo = header.start_ns.saturating_sub(WINDOW_SLACK_NS);
         let hi = t.end_ns.saturating_add(WINDOW_SLACK_NS);
         let before = events.len();
@@ -525,6 +539,34 @@ mod tests {
             ..Default::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_trace_missing_whole_blocks_is_not_complete() {
+        let bytes = sample_file(2_000);
+        let th = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+        // Walk the blocks; cut out the second event block whole (its neighbours stay intact).
+        let mut blocks = Vec::new();
+        let mut off = 14 + th;
+        while off + 20 <= bytes.len() && &bytes[off..off + 4] == b"PTBK" {
+            let len = u32::from_le_bytes(bytes[off + 12..off + 16].try_into().unwrap()) as usize;
+            blocks.push((off, bytes[off + 4], 20 + len));
+            off += 20 + len;
+        }
+        let events: Vec<_> = blocks.iter().filter(|b| b.1 == KIND_EVENTS).collect();
+        assert!(events.len() >= 2, "{blocks:?}");
+        let (at, _, len) = *events[1];
+        let cut = [&bytes[..at], &bytes[at + len..]].concat();
+        let t = read_trace(&cut).unwrap();
+        assert!(t.events.len() < 2_000);
+        assert!(!t.integrity.complete(), "{}", t.integrity.describe());
+        assert!(
+            t.integrity.describe().contains("blocks are missing"),
+            "{}",
+            t.integrity.describe()
+        );
+        // The whole file is still complete.
+        assert!(read_trace(&bytes).unwrap().integrity.complete());
     }
 
     #[test]

@@ -1,0 +1,56 @@
+//! A long watchdog threshold does not hold the end of a run (found by scripts/bad-input.sh, issue 19
+//! item 9): the watchdog's threads slept a quarter of the threshold between checks and `stop` joins
+//! them, so `run --watchdog 60s` ended 15 s late and `--watchdog 18446744073s` never ended, Ctrl-C
+//! included.
+
+use punctual_dispatch::engine::Heartbeat;
+use punctual_dispatch::watchdog::{Alarm, Watchdog};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn stop_takes(threshold_ns: u64) -> Duration {
+    let cpu = punctual_rt::affinity::last_online_cpu();
+    let heartbeats: Arc<[Heartbeat]> = vec![Heartbeat::default()].into();
+    // Not real-time: no canary, no RLIMIT_RTTIME, no privileges needed; the watchdog thread's loop
+    // is the one under test.
+    let w = Watchdog::start(
+        threshold_ns,
+        &[cpu],
+        heartbeats,
+        Arc::new(AtomicBool::new(false)),
+        false,
+        vec!["a".into()],
+        Alarm::default(),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    let trip = w.stop();
+    let took = t0.elapsed();
+    assert!(trip.is_none(), "nothing should have tripped: {trip:?}");
+    took
+}
+
+#[test]
+fn watchdog_with_a_long_threshold_stops_promptly() {
+    let minute = 60_000_000_000u64;
+    let took = stop_takes(minute);
+    // Before the fix: a quarter of the threshold (15 s).
+    assert!(
+        took < Duration::from_nanos(minute / 8),
+        "stopping a 60 s watchdog took {took:?}"
+    );
+}
+
+#[test]
+fn watchdog_with_an_absurd_threshold_stops_at_all() {
+    // 18446744073 s, the bad-input script's value: before the fix `stop` slept for 146 years.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(stop_takes(18_446_744_073_000_000_000));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "stopping a watchdog of 18446744073 s did not return within a minute"
+    );
+}
