@@ -86,10 +86,12 @@ impl RunPlan {
     /// `-p 99` with the watchdog on: the watchdog needs the one priority above the dispatcher, so
     /// the dispatcher runs at 98, said at the start and kept in the document.
     fn priority_fallback(&self, ctx: &Ctx) -> Option<punctual_result::Fallback> {
-        (self.cfg.priority < ctx.rt.priority).then(|| punctual_result::Fallback {
+        let lowered =
+            self.cfg.watchdog.is_some() && ctx.rt.policy.is_realtime() && ctx.rt.priority > 98;
+        lowered.then(|| punctual_result::Fallback {
             setting: "priority".into(),
             wanted: ctx.rt.priority.to_string(),
-            got: self.cfg.priority.to_string(),
+            got: "98".into(),
             why: "the watchdog runs one priority above the dispatcher, so it can stop a stuck run"
                 .into(),
             fix: "--watchdog off runs the dispatcher at the priority asked (and nothing stops a \

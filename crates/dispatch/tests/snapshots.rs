@@ -31,9 +31,10 @@ wcet = "200us"
 action = { kind = "mark" }
 "#;
 
+/// What `punctual run` asks for by default: FIFO one below the watchdog's 99.
 const WANT: RtWant = RtWant {
     policy: Policy::Fifo,
-    priority: 99,
+    priority: 98,
     mlock: true,
     dma_latency_us: Some(0),
 };

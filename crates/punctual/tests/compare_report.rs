@@ -65,7 +65,7 @@ fn compare_fail_on_regression_exit_codes() {
         .args(["compare", &a, "latest~1"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("results store"));
+        .stderr(predicates::str::contains("no stored result 'latest~1'"));
     punctual()
         .args(["compare", &a, &b, "--percentile", "101"])
         .assert()

@@ -53,8 +53,8 @@ fn kurt_irq_quick_runs_through_the_binary() {
     for needle in [
         "Table 4.3: duration for which interrupts are disabled (us), KURT 1998 beside this machine",
         // KURT's disk row and the network maximum, as published.
-        "Disk          0.55  34.68  250.45",
-        "Network       0.35   0.64    2.74",
+        "Disk device driver and buffer management code                       0.55  34.68  250.45",
+        "Network device driver and protocol stack code                       0.35   0.64    2.74",
         "What each phase generated and traced",
         "1 MiB writes with fsync (io load)",
         "Result stored:",

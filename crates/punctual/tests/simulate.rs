@@ -288,7 +288,7 @@ fn bad_input_exits_2_and_writes_nothing() {
         ),
         (
             vec!["simulate", "-w", "cont:2", "-D", "60"],
-            "did you mean 60us?",
+            "did you mean 60s?",
         ),
         (
             vec![

@@ -314,6 +314,63 @@ fn document(
     if let Some(e) = d.extra.get("experiment") {
         let _ = writeln!(out, "<p>Experiment <b>{}</b></p>", esc(&show(e)));
     }
+    host_section(out, d);
+    settings_section(out, d);
+    verdict_section(out, d);
+    series_section(out, d);
+    let with_samples: Vec<&Series> = d.series.iter().filter(|s| s.summary.count > 0).collect();
+    if !with_samples.is_empty() {
+        let recs: Vec<(String, Recorder)> = with_samples
+            .iter()
+            .map(|s| Ok((s.name.clone(), recorder(&inp.source, s)?)))
+            .collect::<Result<_, ReportError>>()?;
+        // One CDF figure holds at most 8 lines (the palette); more series take more figures.
+        for (part, chunk) in recs.chunks(8).enumerate() {
+            let refs: Vec<(String, &Recorder)> =
+                chunk.iter().map(|(n, r)| (n.clone(), r)).collect();
+            let title = if recs.len() > 8 {
+                format!(
+                    "{label}: CDF, series {}-{}",
+                    part * 8 + 1,
+                    part * 8 + chunk.len()
+                )
+            } else {
+                format!("{label}: CDF")
+            };
+            figs.add(
+                out,
+                &title,
+                "Latency against percentile on an exponential axis (the SVR4 study's and Etsion Fig. 7's style).",
+                percentile_plot(&title, &refs),
+            )?;
+        }
+        for ((name, r), s) in recs.iter().zip(&with_samples) {
+            // The whole range: the log count axis is there so that rare long samples show.
+            let max = r.max().unwrap_or(0);
+            let width = bucket_width(max.max(1));
+            let buckets = histogram_buckets(r, width);
+            let title = format!(
+                "{label}: histogram of {}",
+                series_title(name, &s.kind, s.cpu)
+            );
+            let caption = format!(
+                "Counts per {} bucket up to the maximum ({}) on a logarithmic count axis.",
+                format_ns(width),
+                format_ns(max)
+            );
+            figs.add(
+                out,
+                &title,
+                &caption,
+                histogram_plot(&title, "latency (us)", &buckets),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The host facts the result was measured on.
+fn host_section(out: &mut String, d: &ResultDoc) {
     out.push_str("<h3>Host</h3>\n");
     let h = &d.host;
     let facts = [
@@ -338,7 +395,10 @@ fn document(
             .map(|(k, v)| vec![k.to_string(), v.clone()])
             .collect::<Vec<_>>(),
     );
+}
 
+/// Settings, the extras and the fallbacks.
+fn settings_section(out: &mut String, d: &ResultDoc) {
     out.push_str("<h3>Settings</h3>\n");
     let s = &d.settings;
     let mut rows = vec![
@@ -391,7 +451,10 @@ fn document(
         );
         out.push_str("</div>\n");
     }
+}
 
+/// `check` verdicts, where the document has them.
+fn verdict_section(out: &mut String, d: &ResultDoc) {
     if let Some(Value::Array(classes)) = d.extra.get("verdict") {
         out.push_str("<h3>Check verdicts</h3>\n");
         let cell = |v: &Value| match v {
@@ -430,7 +493,10 @@ fn document(
             &rows,
         );
     }
+}
 
+/// Each series' numbers.
+fn series_section(out: &mut String, d: &ResultDoc) {
     out.push_str("<h3>Series</h3>\n");
     let rows: Vec<Vec<String>> = d
         .series
@@ -481,56 +547,6 @@ fn document(
         &rows,
     );
     published(out, d);
-
-    let with_samples: Vec<&Series> = d.series.iter().filter(|s| s.summary.count > 0).collect();
-    if !with_samples.is_empty() {
-        let recs: Vec<(String, Recorder)> = with_samples
-            .iter()
-            .map(|s| Ok((s.name.clone(), recorder(&inp.source, s)?)))
-            .collect::<Result<_, ReportError>>()?;
-        // One CDF figure holds at most 8 lines (the palette); more series take more figures.
-        for (part, chunk) in recs.chunks(8).enumerate() {
-            let refs: Vec<(String, &Recorder)> =
-                chunk.iter().map(|(n, r)| (n.clone(), r)).collect();
-            let title = if recs.len() > 8 {
-                format!(
-                    "{label}: CDF, series {}-{}",
-                    part * 8 + 1,
-                    part * 8 + chunk.len()
-                )
-            } else {
-                format!("{label}: CDF")
-            };
-            figs.add(
-                out,
-                &title,
-                "Latency against percentile on an exponential axis (the SVR4 study's and Etsion Fig. 7's style).",
-                percentile_plot(&title, &refs),
-            )?;
-        }
-        for ((name, r), s) in recs.iter().zip(&with_samples) {
-            // The whole range: the log count axis is there so that rare long samples show.
-            let max = r.max().unwrap_or(0);
-            let width = bucket_width(max.max(1));
-            let buckets = histogram_buckets(r, width);
-            let title = format!(
-                "{label}: histogram of {}",
-                series_title(name, &s.kind, s.cpu)
-            );
-            let caption = format!(
-                "Counts per {} bucket up to the maximum ({}) on a logarithmic count axis.",
-                format_ns(width),
-                format_ns(max)
-            );
-            figs.add(
-                out,
-                &title,
-                &caption,
-                histogram_plot(&title, "latency (us)", &buckets),
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// Series that carry published numbers (`published_*` extras): ours beside the seed's.

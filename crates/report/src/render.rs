@@ -31,7 +31,16 @@ fn change_cell(c: &Change) -> String {
 }
 
 fn sections(c: &Comparison) -> Vec<Section> {
-    let mut out = Vec::new();
+    let mut out = vec![matching(c), verdicts(c)];
+    differences(c, &mut out);
+    if !c.unmatched.is_empty() {
+        out.push(unmatched(c));
+    }
+    out
+}
+
+/// The matching series side by side, ratios to the first result.
+fn matching(c: &Comparison) -> Section {
     let mut rows = Vec::new();
     for s in &c.series {
         for (i, r) in s.rows.iter().enumerate() {
@@ -67,7 +76,7 @@ fn sections(c: &Comparison) -> Vec<Section> {
             )
         })
         .collect();
-    out.push(Section {
+    Section {
         title: "compare: matching series (ratios to A)".into(),
         header: [
             "series",
@@ -84,8 +93,11 @@ fn sections(c: &Comparison) -> Vec<Section> {
         .to_vec(),
         rows,
         notes: results,
-    });
+    }
+}
 
+/// Each series' percentile changes with their intervals, and its verdict.
+fn verdicts(c: &Comparison) -> Section {
     let mut header = vec!["series".to_string(), "result".to_string()];
     let names: Vec<String> = c
         .series
@@ -120,7 +132,7 @@ fn sections(c: &Comparison) -> Vec<Section> {
             rows.push(row);
         }
     }
-    out.push(Section {
+    Section {
         title: format!(
             "verdicts: {:.0} % bootstrap intervals of each percentile's difference ({} resamples of the histograms, seed {:#x})",
             100.0 * c.confidence,
@@ -133,8 +145,11 @@ fn sections(c: &Comparison) -> Vec<Section> {
             "A regression or improvement needs the p{} interval to exclude zero and a change of at least {} %.",
             c.percentile, c.min_change_percent
         )],
-    });
+    }
+}
 
+/// Host facts and settings that differ between the results.
+fn differences(c: &Comparison, out: &mut Vec<Section>) {
     for (title, diffs) in [
         ("host differences", &c.host_differences),
         ("settings differences", &c.settings_differences),
@@ -159,29 +174,30 @@ fn sections(c: &Comparison) -> Vec<Section> {
         }
         out.push(s);
     }
-    if !c.unmatched.is_empty() {
-        out.push(Section {
-            title: "series not compared (not in every result)".into(),
-            header: ["series", "in", "why"].map(String::from).to_vec(),
-            rows: c
-                .unmatched
-                .iter()
-                .map(|u| {
-                    vec![
-                        series_title(&u.name, &u.kind, u.cpu),
-                        if u.in_results.is_empty() {
-                            "-".into()
-                        } else {
-                            u.in_results.join(", ")
-                        },
-                        u.why.clone(),
-                    ]
-                })
-                .collect(),
-            notes: Vec::new(),
-        });
+}
+
+/// Series not in every result, with why.
+fn unmatched(c: &Comparison) -> Section {
+    Section {
+        title: "series not compared (not in every result)".into(),
+        header: ["series", "in", "why"].map(String::from).to_vec(),
+        rows: c
+            .unmatched
+            .iter()
+            .map(|u| {
+                vec![
+                    series_title(&u.name, &u.kind, u.cpu),
+                    if u.in_results.is_empty() {
+                        "-".into()
+                    } else {
+                        u.in_results.join(", ")
+                    },
+                    u.why.clone(),
+                ]
+            })
+            .collect(),
+        notes: Vec::new(),
     }
-    out
 }
 
 /// The human tables.

@@ -157,6 +157,33 @@ impl std::fmt::Display for Table {
     }
 }
 
+/// Every series' summary, from the document alone.
+pub fn series_table(d: &crate::ResultDoc) -> Table {
+    let mut t = Table::new(&[
+        "series", "kind", "cpu", "samples", "min", "p50", "p99", "p99.9", "max", "mean", "missed",
+    ]);
+    for s in &d.series {
+        let m = &s.summary;
+        t.row([
+            s.name.clone(),
+            s.kind.clone(),
+            s.cpu.map(|c| c.to_string()).unwrap_or_default(),
+            m.count.to_string(),
+            format_ns(m.min),
+            format_ns(m.percentiles.p50),
+            format_ns(m.percentiles.p99),
+            format_ns(m.percentiles.p99_9),
+            format_ns(m.max),
+            format_ns(m.mean),
+            m.missed_periods.to_string(),
+        ]);
+    }
+    if d.series.is_empty() {
+        t.note("this result has no series");
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,31 +233,4 @@ mod tests {
         t.note("times are lateness after the intended release");
         insta::assert_snapshot!(t.render());
     }
-}
-
-/// Every series' summary, from the document alone.
-pub fn series_table(d: &crate::ResultDoc) -> Table {
-    let mut t = Table::new(&[
-        "series", "kind", "cpu", "samples", "min", "p50", "p99", "p99.9", "max", "mean", "missed",
-    ]);
-    for s in &d.series {
-        let m = &s.summary;
-        t.row([
-            s.name.clone(),
-            s.kind.clone(),
-            s.cpu.map(|c| c.to_string()).unwrap_or_default(),
-            m.count.to_string(),
-            format_ns(m.min),
-            format_ns(m.percentiles.p50),
-            format_ns(m.percentiles.p99),
-            format_ns(m.percentiles.p99_9),
-            format_ns(m.max),
-            format_ns(m.mean),
-            m.missed_periods.to_string(),
-        ]);
-    }
-    if d.series.is_empty() {
-        t.note("this result has no series");
-    }
-    t
 }

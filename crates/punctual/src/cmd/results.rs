@@ -28,6 +28,7 @@ pub enum ResultsCmd {
     /// Write a result's document (JSON), its CSV and its figures into DIR.
     Export {
         id: String,
+        /// The directory to write ID.json, ID.csv and the figures into (created if missing).
         #[arg(short = 'o', long, value_name = "DIR")]
         output: PathBuf,
     },
