@@ -86,18 +86,26 @@ impl RunPlan {
     /// `-p 99` with the watchdog on: the watchdog needs the one priority above the dispatcher, so
     /// the dispatcher runs at 98, said at the start and kept in the document.
     fn priority_fallback(&self, ctx: &Ctx) -> Option<punctual_result::Fallback> {
-        let lowered =
-            self.cfg.watchdog.is_some() && ctx.rt.policy.is_realtime() && ctx.rt.priority > 98;
-        lowered.then(|| punctual_result::Fallback {
+        let got = self.dispatcher_priority(ctx);
+        (got < ctx.rt.priority).then(|| punctual_result::Fallback {
             setting: "priority".into(),
             wanted: ctx.rt.priority.to_string(),
-            got: "98".into(),
+            got: got.to_string(),
             why: "the watchdog runs one priority above the dispatcher, so it can stop a stuck run"
                 .into(),
             fix: "--watchdog off runs the dispatcher at the priority asked (and nothing stops a \
                   run that starves its CPU)"
                 .into(),
         })
+    }
+
+    /// With the watchdog on, it takes the top priority and the dispatcher the one below.
+    fn dispatcher_priority(&self, ctx: &Ctx) -> u32 {
+        if self.cfg.watchdog.is_some() && ctx.rt.policy.is_realtime() {
+            ctx.rt.priority.min(98)
+        } else {
+            ctx.rt.priority
+        }
     }
 
     /// Phase the automatic offsets and check the plan against `bound` (admission control); the
@@ -248,12 +256,7 @@ impl Measurement for RunPlan {
             self.avoid(&mut plan, ctx)?;
         }
         self.cfg.policy = ctx.rt.policy;
-        // With the watchdog on, it takes the top priority and the dispatcher the one below.
-        self.cfg.priority = if self.cfg.watchdog.is_some() && ctx.rt.policy.is_realtime() {
-            ctx.rt.priority.min(98)
-        } else {
-            ctx.rt.priority
-        };
+        self.cfg.priority = self.dispatcher_priority(ctx);
         if let Some(f) = self.priority_fallback(ctx) {
             ctx.note(format!("fallback: {f}"));
         }

@@ -138,9 +138,8 @@ fn usage(flag: &str, e: impl std::fmt::Display) -> Failure {
     Failure::usage(format!("{flag}: {e}"))
 }
 
-fn dur(flag: &str, s: &Option<String>) -> Result<Option<u64>, Failure> {
-    // A bare `-D 60` means seconds of simulated time far more often than microseconds.
-    let hint = if flag.starts_with("-D") { "s" } else { "us" };
+/// `hint`: the unit a bare number most likely meant for this flag (`s` for `-D 60`).
+fn dur(flag: &str, s: &Option<String>, hint: &'static str) -> Result<Option<u64>, Failure> {
     s.as_deref()
         .map(|v| punctual_time::parse_duration_hinting(v, hint).map_err(|e| usage(flag, e)))
         .transpose()
@@ -199,25 +198,25 @@ fn apply(
     if let Some(c) = k.cpus {
         base.cpus = c;
     }
-    if let Some(d) = dur("-D/--duration", &k.duration)? {
+    if let Some(d) = dur("-D/--duration", &k.duration, "s")? {
         base.duration = d;
     }
     if let Some(s) = k.seed {
         base.seed = s;
     }
-    if let Some(d) = dur("--irq-cost", &k.irq_cost)? {
+    if let Some(d) = dur("--irq-cost", &k.irq_cost, "us")? {
         base.costs.irq_direct = d;
     }
-    if let Some(d) = dur("--irq-indirect", &k.irq_indirect)? {
+    if let Some(d) = dur("--irq-indirect", &k.irq_indirect, "us")? {
         base.costs.irq_indirect = d;
     }
-    if let Some(d) = dur("--switch-cost", &k.switch_cost)? {
+    if let Some(d) = dur("--switch-cost", &k.switch_cost, "us")? {
         base.costs.switch = d;
     }
-    if let Some(d) = dur("--entry-interval", &k.entry_interval)? {
+    if let Some(d) = dur("--entry-interval", &k.entry_interval, "us")? {
         base.entry_interval = d;
     }
-    if let Some(d) = dur("--overshoot", &k.overshoot)? {
+    if let Some(d) = dur("--overshoot", &k.overshoot, "us")? {
         base.overshoot = d;
     }
     if let Some(m) = k.max_events {
@@ -249,7 +248,7 @@ fn outputs(out: &SimOutput) -> Result<Outputs, Failure> {
         Outputs::new()
             .json_csv(out.json.as_ref(), out.csv.as_ref())?
             .figure_file("--plot", out.plot.as_ref())?
-            .fail_above(dur("--fail-above", &out.fail_above)?),
+            .fail_above(dur("--fail-above", &out.fail_above, "us")?),
     )
 }
 
