@@ -530,7 +530,20 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
 
     // Installed elsewhere (`cargo install` puts only the binary in ~/.cargo/bin), run from the
     // source tree: the library is found under ./target.
-    let elsewhere = t.path().join("bin");
+    let in_tree = ["release", "debug"].iter().any(|p| {
+        let d = repo().join("target").join(p);
+        d.join("libpunctual.so").is_file() || d.join("deps/libpunctual.so").is_file()
+    });
+    if in_tree {
+        install_from_a_copy_run_in_the_tree(t.path());
+    } else {
+        eprintln!("SKIPPED install_lib from ./target: the build is not under the source tree's target/ (CARGO_TARGET_DIR?)");
+    }
+    uninstall_removes_exactly_what_was_installed(&prefix);
+}
+
+fn install_from_a_copy_run_in_the_tree(t: &Path) {
+    let elsewhere = t.join("bin");
     std::fs::create_dir(&elsewhere).unwrap();
     std::fs::copy(
         assert_cmd::cargo::cargo_bin("punctual"),
@@ -539,13 +552,15 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
     .unwrap();
     let o = Std::new(elsewhere.join("punctual"))
         .args(["install-lib", "--prefix"])
-        .arg(t.path().join("prefix2"))
+        .arg(t.join("prefix2"))
         .current_dir(repo())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(t.path().join("prefix2/lib/libpunctual.so").is_file());
+    assert!(t.join("prefix2/lib/libpunctual.so").is_file());
+}
 
+fn uninstall_removes_exactly_what_was_installed(prefix: &Path) {
     // A library that is not there is a usage error; --uninstall removes exactly what was installed.
     let o = punctual()
         .args([
@@ -585,6 +600,20 @@ fn shield_is_restored_after_kill_9() {
     let state = tempfile::tempdir().unwrap();
     let mut sleeper = Std::new("sleep").arg("30").spawn().unwrap();
     let pid = sleeper.id();
+    // The runner may hand its tests a narrower CPU mask (CI pins them to CPU 0): give the sleeper
+    // every online CPU, so the shielded one is in its mask and the shield has something to move.
+    // SAFETY: a zeroed cpu_set_t filled by CPU_SET, applied to the child we started.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..=last_cpu() {
+            libc::CPU_SET(c, &mut set);
+        }
+        assert_eq!(
+            libc::sched_setaffinity(pid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "widening the sleeper's CPU mask"
+        );
+    }
     let affinity = |pid: u32| {
         let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         s.lines()

@@ -24,19 +24,21 @@ pub struct InstallLibArgs {
 }
 
 /// libpunctual.so beside the binary (a build of the workspace), or in `./target` (the source tree
-/// after `cargo build --release -p punctual-libpunctual`, whatever installed the binary).
+/// after `cargo build --release -p punctual-libpunctual`, whatever installed the binary; `cargo
+/// test` leaves it in `deps/` only).
 fn find_library() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?.to_path_buf();
-    [
+    let mut places = vec![
         dir.join(LIB),
         dir.join("deps").join(LIB),
         dir.join("../lib").join(LIB),
-        PathBuf::from("target/release").join(LIB),
-        PathBuf::from("target/debug").join(LIB),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
+    ];
+    for profile in ["target/release", "target/debug"] {
+        places.push(PathBuf::from(profile).join(LIB));
+        places.push(PathBuf::from(profile).join("deps").join(LIB));
+    }
+    places.into_iter().find(|p| p.is_file())
 }
 
 struct Layout {
