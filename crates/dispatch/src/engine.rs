@@ -27,6 +27,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub const SLEEP_SLICE_NS: u64 = 100_000_000;
 /// How long a breather sleeps.
 pub const BREATHER_NS: u64 = 20_000;
+/// A sleep shorter than this beyond the margin the kernel needs is not worth its system call: the
+/// loop spins through instead.
+pub const MIN_SLEEP_NS: u64 = 5_000;
+/// The margin of the first sleep, before any wake-up was seen (at most the margin cap).
+pub const FIRST_MARGIN_NS: u64 = 200_000;
+/// How often the loop refreshes its reading of the CPU's stolen time when no late wake-up asked.
+pub const STEAL_REFRESH_NS: u64 = 50_000_000;
+
+/// The running total of time the hypervisor took from the dispatcher's CPU (ns), read without
+/// allocating. Late wake-ups during which it moved are stolen time, not the kernel's latency.
+pub trait StolenTime {
+    fn total_ns(&self) -> u64;
+}
+
+impl StolenTime for punctual_rt::host::CpuSteal {
+    fn total_ns(&self) -> u64 {
+        self.total_ns().unwrap_or(0)
+    }
+}
 
 /// What an action reports about one firing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +119,10 @@ pub struct LoopConfig<'a> {
     pub margin_cap: u64,
     /// Force a short sleep when the loop has not blocked for this long (`None`: never).
     pub breather_every: Option<u64>,
+    /// The CPU is shielded: the auto margin is not bounded by half the interval.
+    pub shielded: bool,
+    /// The CPU's stolen time (`None`: not known; every late wake-up then counts as the kernel's).
+    pub steal: Option<&'a dyn StolenTime>,
     pub events: &'a [Event],
     /// For each plan action: the slot its events count in on this CPU (`None`: not on this CPU).
     pub event_slot: &'a [Option<usize>],
@@ -110,6 +133,10 @@ pub struct LoopEnd {
     pub breathers: u64,
     /// Kernel wake-ups that came after the target itself.
     pub woke_late: u64,
+    /// Of those, the ones during which the hypervisor took the CPU (left out of the margin).
+    pub woke_late_stolen: u64,
+    /// Releases spun through without sleeping: closer than the kernel can wake the loop.
+    pub spun_through: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,16 +158,25 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     heartbeat: &Heartbeat,
 ) -> LoopEnd {
     let mut margin = match cfg.margin {
+        MarginPolicy::Auto if cfg.shielded => {
+            AutoMargin::for_shielded(cfg.interval).capped(cfg.margin_cap)
+        }
         MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval).capped(cfg.margin_cap),
         MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
     };
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
     let mut last_block = clock.now();
+    let mut steal = StealWatch::new(cfg.steal, last_block);
+    // The widest gap between releases since the loop last blocked: where a breather goes.
+    let mut widest_gap = 0u64;
+    let mut slept_once = false;
     let mut end = LoopEnd {
         margin_ns: margin.margin(),
         breathers: 0,
         woke_late: 0,
+        woke_late_stolen: 0,
+        spun_through: 0,
     };
 
     loop {
@@ -162,23 +198,55 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             last_block = clock.now();
             continue;
         }
+        // The first release has not learnt the kernel's wake-up latency yet: it sleeps with room.
+        let auto = matches!(cfg.margin, MarginPolicy::Auto);
+        let m = if auto && end.spun_through == 0 && !slept_once {
+            m.max(FIRST_MARGIN_NS.min(cfg.margin_cap))
+        } else {
+            m
+        };
+        let gap = act_at.saturating_sub(now);
+        // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
+        // release): a sleep would only make the release late, so the loop spins through.
+        let m = if auto
+            && gap <= margin.needed().saturating_add(MIN_SLEEP_NS)
+            && gap <= cfg.margin_cap
+        {
+            end.spun_through += 1;
+            u64::MAX
+        } else {
+            m
+        };
         // A loop that has not blocked for a long time (dense releases) takes a short breather, so
-        // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run.
+        // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
+        // the widest gap it has seen since, or at once when twice overdue.
         if let Some(every) = cfg.breather_every {
-            if now.saturating_sub(last_block) > every && act_at.saturating_sub(now) < m {
+            let unblocked = now.saturating_sub(last_block);
+            widest_gap = widest_gap.max(gap);
+            if unblocked > every
+                && gap < m
+                && (gap >= widest_gap || unblocked > every.saturating_mul(2))
+            {
                 clock.pause(BREATHER_NS);
                 end.breathers += 1;
                 last_block = clock.now();
+                widest_gap = 0;
             }
         }
         let w = hybrid_until(clock, act_at, m);
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
         let slept = w.sleep_to > now;
+        slept_once |= slept;
+        let mut late_wake = None;
         if slept && w.woke > w.sleep_to {
-            margin.observe(w.sleep_latency());
             last_block = w.woke;
+            widest_gap = 0;
             if w.woke_late() {
                 end.woke_late += 1;
+                // Judged after the action: reading the stolen time never delays a release.
+                late_wake = Some(w.sleep_latency());
+            } else {
+                margin.observe(w.sleep_latency());
             }
         }
         let slot = r.slot;
@@ -208,10 +276,53 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
         }
         publish(&progress[slot], stats[slot].releases, lateness);
+        match late_wake {
+            // A late wake-up while the hypervisor held the CPU says nothing about the kernel: the
+            // margin does not chase it (no margin covers stolen time).
+            Some(_) if steal.moved(done) => end.woke_late_stolen += 1,
+            Some(l) => margin.observe(l),
+            None => steal.refresh(done),
+        }
     }
     collect_owed_reports(slots, stats, actions);
     end.margin_ns = margin.margin();
     end
+}
+
+/// The CPU's stolen time as the loop last read it.
+struct StealWatch<'a> {
+    source: Option<&'a dyn StolenTime>,
+    seen: u64,
+    read_at: u64,
+}
+
+impl<'a> StealWatch<'a> {
+    fn new(source: Option<&'a dyn StolenTime>, now: u64) -> Self {
+        StealWatch {
+            source,
+            seen: source.map_or(0, |s| s.total_ns()),
+            read_at: now,
+        }
+    }
+
+    /// Whether stolen time grew since the last reading (at most [`STEAL_REFRESH_NS`] ago).
+    fn moved(&mut self, now: u64) -> bool {
+        let Some(s) = self.source else { return false };
+        let t = s.total_ns();
+        let moved = t > self.seen;
+        self.seen = t;
+        self.read_at = now;
+        moved
+    }
+
+    fn refresh(&mut self, now: u64) {
+        if let Some(s) = self.source {
+            if now.saturating_sub(self.read_at) > STEAL_REFRESH_NS {
+                self.seen = s.total_ns();
+                self.read_at = now;
+            }
+        }
+    }
 }
 
 /// Where the releases come from: the periodic tasks' heap and the event cursor, with each task's
@@ -486,6 +597,7 @@ impl SlotStats {
 mod tests {
     use super::*;
     use punctual_time::ManualClock;
+    use std::sync::Arc;
 
     /// Fake actions: each firing is logged with the clock time and may take `work` ns.
     struct Fake {
@@ -617,6 +729,8 @@ mod tests {
             interval: 1_000_000,
             margin_cap,
             breather_every: None,
+            shielded: false,
+            steal: None,
             events,
             event_slot,
         };
@@ -860,6 +974,127 @@ mod tests {
         );
     }
 
+    /// One task of `period` on a CPU, shielded or capped, with the stolen time `steal` reports.
+    fn run_one(
+        clock: &ManualClock,
+        period: u64,
+        runs_for: u64,
+        margin_cap: u64,
+        shielded: bool,
+        steal: Option<&dyn StolenTime>,
+    ) -> (Run, Fake) {
+        let slots = vec![task("a", 0, period, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let progress = vec![SlotProgress::default()];
+        let cfg = LoopConfig {
+            start: 1_000_000,
+            end: 1_000_000 + runs_for,
+            margin: MarginPolicy::Auto,
+            interval: period,
+            margin_cap,
+            breather_every: None,
+            shielded,
+            steal,
+            events: &[],
+            event_slot: &[None],
+        };
+        let end = dispatch(
+            clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        (Run { stats, end }, fake)
+    }
+
+    /// A clock whose sleeps wake `latency` late, counting them.
+    fn counting_clock(latency: u64) -> (ManualClock, Arc<AtomicU64>) {
+        let sleeps = Arc::new(AtomicU64::new(0));
+        let n = sleeps.clone();
+        let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+            n.fetch_add(1, Ordering::SeqCst);
+            latency
+        });
+        (clock, sleeps)
+    }
+
+    #[test]
+    fn dense_releases_on_a_shielded_cpu_are_spun_through_without_sleeping() {
+        // A release every 10 us, a kernel that wakes 15 us late: the first wake-up (with the
+        // first release's generous margin) teaches the loop, which never sleeps again; no release
+        // is missed or late.
+        let (clock, sleeps) = counting_clock(15_000);
+        let (r, fake) = run_one(&clock, 10_000, 100_000_000, u64::MAX, true, None);
+        let st = &r.stats[0];
+        assert_eq!(st.releases, 10_000);
+        assert_eq!(st.lateness.missed_periods(), 0);
+        assert!(sleeps.load(Ordering::SeqCst) <= 2, "{sleeps:?} sleeps");
+        assert!(r.end.spun_through >= 9_990, "{}", r.end.spun_through);
+        let late = fake.log.iter().filter(|l| l.3 - l.1 > 1_000).count();
+        assert_eq!(late, 0, "releases more than 1 us late");
+        // The same plan held to a 5 us margin (an unshielded CPU's budget) sleeps each time and
+        // comes late: what the spin-through avoids.
+        let (clock, sleeps) = counting_clock(15_000);
+        let (r, _) = run_one(&clock, 10_000, 100_000_000, 5_000, false, None);
+        assert!(sleeps.load(Ordering::SeqCst) > 1_000, "{sleeps:?}");
+        assert!(r.end.woke_late > 1_000, "{}", r.end.woke_late);
+    }
+
+    #[test]
+    fn a_shielded_cpus_margin_exceeds_half_the_interval_when_wake_ups_need_it() {
+        // 40 us period, wake-ups 25 us late: half the interval (20 us) is not enough.
+        let (clock, _) = counting_clock(25_000);
+        let (shielded, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, true, None);
+        assert!(shielded.end.margin_ns > 25_000, "{}", shielded.end.margin_ns);
+        assert!(shielded.end.woke_late <= 1, "{}", shielded.end.woke_late);
+        let (clock, _) = counting_clock(25_000);
+        let (plain, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, false, None);
+        assert_eq!(plain.end.margin_ns, 20_000);
+        assert!(plain.end.woke_late > 900, "{}", plain.end.woke_late);
+    }
+
+    struct InjectedSteal(Arc<AtomicU64>);
+    impl StolenTime for InjectedSteal {
+        fn total_ns(&self) -> u64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn the_margin_does_not_chase_late_wake_ups_that_coincide_with_stolen_time() {
+        // 1 ms task; the kernel wakes in 15 us, but every 20th sleep the host holds the CPU for
+        // 800 us, and the steal counter says so.
+        let run = |meter: bool| {
+            let stolen = Arc::new(AtomicU64::new(0));
+            let n = Arc::new(AtomicU64::new(0));
+            let (s2, n2) = (stolen.clone(), n.clone());
+            let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+                if n2.fetch_add(1, Ordering::SeqCst) % 20 == 19 {
+                    s2.fetch_add(800_000, Ordering::SeqCst);
+                    800_000
+                } else {
+                    15_000
+                }
+            });
+            let steal = InjectedSteal(stolen);
+            let source: Option<&dyn StolenTime> = if meter { Some(&steal) } else { None };
+            run_one(&clock, 1_000_000, 400_000_000, u64::MAX, false, source).0
+        };
+        let with = run(true);
+        assert!(with.end.margin_ns < 40_000, "margin {}", with.end.margin_ns);
+        assert!(with.end.woke_late_stolen >= 15, "{}", with.end.woke_late_stolen);
+        assert_eq!(with.end.woke_late_stolen, with.end.woke_late);
+        // Without the meter the same holds drive the margin to its bound (half the period).
+        let without = run(false);
+        assert_eq!(without.end.margin_ns, 500_000);
+        assert_eq!(without.end.woke_late_stolen, 0);
+    }
+
     #[test]
     fn a_plan_with_only_events_ends_after_the_last_one() {
         let clock = ManualClock::new(0, 10);
@@ -912,6 +1147,8 @@ mod tests {
             interval: 1_000_000,
             margin_cap: u64::MAX,
             breather_every: Some(100_000_000),
+            shielded: false,
+            steal: None,
             events: &events,
             event_slot: &[Some(0)],
         };
@@ -944,6 +1181,8 @@ mod tests {
             interval: 1_000_000,
             margin_cap: u64::MAX,
             breather_every: None,
+            shielded: false,
+            steal: None,
             events: &[],
             event_slot: &[None],
         };

@@ -66,8 +66,11 @@ pub struct RunConfig {
     /// From every thread being ready to the plan's start (offset 0).
     pub lead_in: u64,
     /// The dispatcher CPUs are shielded (no normal tasks to starve): the margin is not capped by
-    /// [`DISPATCH_SPIN_BUDGET`].
+    /// the spin budget, nor bounded by half the interval, and admission control does not check it.
     pub shielded: bool,
+    /// Share of a CPU that is not shielded the dispatcher may spin or work on it (--spin-budget;
+    /// default [`DISPATCH_SPIN_BUDGET`]): caps the automatic margin and bounds admission.
+    pub spin_budget: f64,
     /// `Some((reference, step))`: the plan starts at the first `reference + k * step` after the
     /// lead-in (the grid the offsets were chosen on, see [`phase_around_interference`]).
     pub start_grid: Option<(u64, u64)>,
@@ -86,8 +89,16 @@ impl Default for RunConfig {
             attach_timeout: 10_000_000_000,
             lead_in: 50_000_000,
             shielded: false,
+            spin_budget: DISPATCH_SPIN_BUDGET,
             start_grid: None,
         }
+    }
+}
+
+impl RunConfig {
+    /// The spin budget admission control holds the plan to (`None` on shielded CPUs).
+    pub fn admitted_spin(&self) -> Option<f64> {
+        (!self.shielded).then_some(self.spin_budget)
     }
 }
 
@@ -262,16 +273,16 @@ pub fn wake_lead_cap(plan: &Plan) -> u64 {
 /// tasks on one CPU bring releases closer than the margin a bursty host teaches the loop, which then
 /// never sleeps; the CPU's normal tasks starve and the fair server stops everything for 50 ms once a
 /// second. A shielded CPU (`shielded`) has no normal tasks left to starve: no cap.
-pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, shielded: bool) -> u64 {
-    if shielded {
+pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, budget: Option<f64>) -> u64 {
+    let Some(budget) = budget else {
         return u64::MAX;
-    }
+    };
     let per_second = releases_per_second(
         plan,
         |t| Plan::cpu_of(t.cpu, run_cpus) == cpu,
         |e| Plan::cpu_of(plan.action(e.action).cpu, run_cpus) == cpu,
     );
-    spin_cap(per_second, DISPATCH_SPIN_BUDGET)
+    spin_cap(per_second, budget)
 }
 
 /// The first instant of `grid` (`reference + k * step`, k >= 0) at or after `t`.
@@ -519,7 +530,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 event_slot,
                 actions: RealActions { items },
                 interval,
-                margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, cfg.shielded),
+                margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, cfg.admitted_spin()),
             });
         }
     }
@@ -579,6 +590,10 @@ pub struct CpuResult {
     pub margin_cap_ns: u64,
     pub breathers: u64,
     pub woke_late: u64,
+    /// Late wake-ups during which the hypervisor took the CPU (the margin did not follow them).
+    pub woke_late_stolen: u64,
+    /// Releases spun through: closer than the kernel could wake the dispatcher.
+    pub spun_through: u64,
     pub cpu_ns: u64,
     pub wall_ns: u64,
     pub policy: Policy,
@@ -715,6 +730,7 @@ struct ThreadSettings {
     margin: MarginPolicy,
     duration: Option<u64>,
     breather_every: Option<u64>,
+    shielded: bool,
 }
 
 fn spawn_dispatcher(
@@ -734,6 +750,7 @@ fn spawn_dispatcher(
         margin: cfg.margin,
         duration: cfg.duration,
         breather_every: cfg.watchdog.map(|w| w / 4),
+        shielded: cfg.shielded,
     };
     let shared = shared.clone();
     std::thread::Builder::new()
@@ -781,6 +798,7 @@ fn dispatcher_thread(
         return None;
     }
     let end = settings.duration.map(|d| s0 + d).unwrap_or(u64::MAX);
+    let steal = punctual_rt::host::CpuSteal::open(prep.cpu);
     let lc = LoopConfig {
         start: s0,
         end,
@@ -788,6 +806,8 @@ fn dispatcher_thread(
         interval: prep.interval,
         margin_cap: prep.margin_cap,
         breather_every: settings.breather_every,
+        shielded: settings.shielded,
+        steal: steal.as_ref().map(|s| s as &dyn engine::StolenTime),
         events: &shared.plan.events,
         event_slot: &prep.event_slot,
     };
@@ -812,6 +832,8 @@ fn dispatcher_thread(
         margin_cap_ns: prep.margin_cap,
         breathers: le.breathers,
         woke_late: le.woke_late,
+        woke_late_stolen: le.woke_late_stolen,
+        spun_through: le.spun_through,
         cpu_ns,
         wall_ns,
         policy: guards.policy,
@@ -981,15 +1003,15 @@ mod tests {
             text += &format!("[[event]]\nat = \"{i}ms\"\naction = {{ kind = \"mark\" }}\n");
         }
         let p = plan(&text);
-        assert_eq!(dispatch_margin_cap(&p, &[0], 1, false), 166_666);
+        assert_eq!(dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)), 166_666);
         assert_eq!(
-            dispatch_margin_cap(&p, &[0], 0, false),
+            dispatch_margin_cap(&p, &[0], 0, Some(DISPATCH_SPIN_BUDGET)),
             250_000,
             "1000 task releases and 1000 events a second"
         );
-        assert_eq!(dispatch_margin_cap(&p, &[0], 1, true), u64::MAX);
+        assert_eq!(dispatch_margin_cap(&p, &[0], 1, None), u64::MAX);
         assert_eq!(
-            dispatch_margin_cap(&p, &[0], 2, false),
+            dispatch_margin_cap(&p, &[0], 2, Some(DISPATCH_SPIN_BUDGET)),
             u64::MAX,
             "nothing on CPU 2"
         );

@@ -120,7 +120,13 @@ impl RunPlan {
         let auto_tasks = (0..plan.tasks.len())
             .filter(|&i| plan.tasks[i].offset == Offset::Auto)
             .collect();
-        let admission = report::admit(&mut plan, &cfg.cpus, bound, assumed_margin(cfg.margin));
+        let admission = report::admit(
+            &mut plan,
+            &cfg.cpus,
+            bound,
+            assumed_margin(cfg.margin),
+            cfg.admitted_spin(),
+        );
         RunPlan {
             name: plan.name.clone(),
             source: plan.source.clone(),
@@ -169,6 +175,7 @@ impl RunPlan {
                     &self.cfg.cpus,
                     self.bound,
                     assumed_margin(self.cfg.margin),
+                    self.cfg.admitted_spin(),
                 );
                 if r.feasible() || !self.admission.feasible() {
                     ctx.note(av.summary());

@@ -8,10 +8,21 @@ use punctual_result::{doc::kind, ResultDoc, Series, Table};
 use punctual_time::format_ns;
 
 /// Phase the automatic offsets on `cpus`, then check the plan against the bound, assuming `margin`
-/// of spinning before each release.
-pub fn admit(plan: &mut Plan, cpus: &[usize], bound: f64, margin: u64) -> Admission {
+/// of spinning before each release, and against the spin budget (`None`: shielded CPUs, no limit).
+pub fn admit(
+    plan: &mut Plan,
+    cpus: &[usize],
+    bound: f64,
+    margin: u64,
+    spin_budget: Option<f64>,
+) -> Admission {
     let phased = admission::phase(plan, cpus);
-    let mut r = admission::check(plan, cpus, &AdmitConfig { bound, margin });
+    let cfg = AdmitConfig {
+        bound,
+        margin,
+        spin_budget,
+    };
+    let mut r = admission::check(plan, cpus, &cfg);
     r.phased = phased;
     r
 }
@@ -25,6 +36,7 @@ pub fn admission_table(plan: &Plan, r: &Admission) -> Table {
         "utilisation",
         "bound",
         "spin+work",
+        "spin budget",
         "releases walked",
     ])
     .titled(format!(
@@ -39,6 +51,8 @@ pub fn admission_table(plan: &Plan, r: &Admission) -> Table {
             format!("{:.1} %", c.utilisation * 100.0),
             format!("{:.1} %", r.bound * 100.0),
             format!("{:.1} %", c.busy * 100.0),
+            r.spin_budget
+                .map_or("shielded".to_string(), |b| format!("{:.1} %", b * 100.0)),
             c.releases.to_string(),
         ]);
     }
@@ -68,7 +82,7 @@ pub fn admission_table(plan: &Plan, r: &Admission) -> Table {
             punctual_plan::exact_duration(*o)
         ));
     }
-    t.note("utilisation: sum of wcet / period; spin+work: share of the CPU the dispatcher spends spinning (margin before each release) or executing.");
+    t.note(format!("utilisation: sum of wcet / period; spin+work: share of the CPU the dispatcher spends spinning (a {} margin before each release) or executing; spin budget: the most of it a CPU that is not shielded gives the dispatcher (--spin-budget).", format_ns(r.margin)));
     let reasons = r.reasons();
     if reasons.is_empty() {
         t.note("verdict: admitted");
@@ -150,6 +164,7 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                 .map(|c| {
                     serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
                     "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "woke_late": c.woke_late,
+                    "woke_late_stolen": c.woke_late_stolen, "spun_through": c.spun_through,
                     "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
                 })
                 .collect(),
@@ -231,8 +246,18 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
         } else {
             format!(" (cap {})", format_ns(c.margin_cap_ns))
         };
+        let stolen = if c.woke_late_stolen > 0 {
+            format!(" ({} of them in stolen time)", c.woke_late_stolen)
+        } else {
+            String::new()
+        };
+        let through = if c.spun_through > 0 {
+            format!(", spun through {} release(s) closer than the kernel wakes", c.spun_through)
+        } else {
+            String::new()
+        };
         t.note(format!(
-            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}",
+            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}{stolen}{through}",
             c.cpu,
             format_ns(c.margin_ns),
             c.breathers,

@@ -647,6 +647,9 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        // The runner may pin its tests to one CPU (CI does): the child gets every online CPU, so
+        // the shielded one is in its mask.
+        punctual_rt::affinity::set(pid, &online).unwrap();
         let target = *online.last().unwrap();
         let p = plan(&[target], &[]).unwrap();
         let m = p

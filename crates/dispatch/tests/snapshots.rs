@@ -78,6 +78,8 @@ fn outcome(trip: Option<Trip>) -> Outcome {
             margin_cap_ns: 454_545,
             breathers: 3,
             woke_late: 7,
+            woke_late_stolen: 2,
+            spun_through: 0,
             cpu_ns: 60_000_000,
             wall_ns: 2_000_000_000,
             policy: Policy::Fifo,
@@ -143,7 +145,7 @@ fn a_watchdog_trip_is_status_watchdog_and_exit_3() {
 #[test]
 fn plan_check_table() {
     let mut p = plan();
-    let r = admit(&mut p, &[1], 0.9, 50_000);
+    let r = admit(&mut p, &[1], 0.9, 50_000, Some(0.5));
     insta::assert_snapshot!("plan_check_table", admission_table(&p, &r).render());
 }
 

@@ -33,6 +33,9 @@ pub struct Config {
     pub bound: f64,
     /// Spin margin assumed for the CPU-cost estimate (the run's fixed margin, or a typical auto one).
     pub margin: u64,
+    /// Largest share of a CPU the dispatcher may spin or work on it (`None`: no limit, the CPU is
+    /// shielded). A plan whose releases need more to be on time is refused before anything runs.
+    pub spin_budget: Option<f64>,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
         Config {
             bound: 0.9,
             margin: 50_000,
+            spin_budget: None,
         }
     }
 }
@@ -78,6 +82,9 @@ pub struct Report {
     pub horizon: u64,
     pub complete: bool,
     pub bound: f64,
+    /// The margin and spin budget the check assumed ([`Config`]).
+    pub margin: u64,
+    pub spin_budget: Option<f64>,
     /// Offsets given to `auto` tasks (task name, offset).
     pub phased: Vec<(String, u64)>,
 }
@@ -94,6 +101,21 @@ impl Report {
                     c.utilisation * 100.0,
                     self.bound * 100.0,
                     if c.tasks.is_empty() { "its events".to_string() } else { c.tasks.join(", ") }
+                ));
+            }
+        }
+        if let Some(budget) = self.spin_budget {
+            for c in self.cpus.iter().filter(|c| c.busy > budget) {
+                let per_second = c.releases as f64 * 1e9 / self.horizon.max(1) as f64;
+                v.push(format!(
+                    "CPU {}: to be on time, {:.0} releases/s with a {} spin before each (the kernel's wake-up latency) keep the dispatcher spinning or working {:.1} % of the CPU, above the {:.1} % it may take from a CPU that is not shielded; give it the CPU (`shield = true` in the plan, or `punctual shield --cpus {} -- punctual run ...`), or accept it with --spin-budget {:.0}%",
+                    c.cpu,
+                    per_second,
+                    exact_duration(self.margin),
+                    c.busy * 100.0,
+                    budget * 100.0,
+                    c.cpu,
+                    (c.busy * 100.0).ceil()
                 ));
             }
         }
@@ -178,6 +200,8 @@ pub fn check(plan: &Plan, run_cpus: &[usize], cfg: &Config) -> Report {
         horizon,
         complete: false,
         bound: cfg.bound,
+        margin: cfg.margin,
+        spin_budget: cfg.spin_budget,
         phased: Vec::new(),
     };
     for &cpu in &cpus {

@@ -320,6 +320,7 @@ fn admission_sums_utilisation_and_refuses_above_the_bound() {
         &Config {
             bound: 0.9,
             margin: 50_000,
+            spin_budget: None,
         },
     );
     assert!((r.cpus[0].utilisation - 0.95).abs() < 1e-9);
@@ -331,6 +332,7 @@ fn admission_sums_utilisation_and_refuses_above_the_bound() {
         &Config {
             bound: 1.0,
             margin: 50_000,
+            spin_budget: None,
         },
     );
     assert!(r.cpus[0].utilisation <= 1.0);
@@ -373,6 +375,7 @@ fn busy_share_is_the_union_of_spin_windows() {
         &Config {
             bound: 0.9,
             margin: 50_000,
+            spin_budget: None,
         },
     );
     assert!((r.cpus[0].busy - 0.05).abs() < 1e-9, "{}", r.cpus[0].busy);
@@ -388,6 +391,7 @@ fn busy_share_is_the_union_of_spin_windows() {
         &Config {
             bound: 0.9,
             margin: 50_000,
+            spin_budget: None,
         },
     );
     assert!(
@@ -796,4 +800,27 @@ fn times_beyond_a_year_are_refused() {
         None,
     )
     .unwrap();
+}
+
+#[test]
+fn a_plan_denser_than_the_kernel_can_wake_is_refused_on_an_unshielded_cpu_with_the_figures() {
+    // 100 k releases/s with the kernel needing 50 us to wake the dispatcher: it would never sleep.
+    let p = tasks_plan(&[("fast", "10us", "0us", None)]);
+    let cfg = |budget| Config {
+        bound: 0.9,
+        margin: 50_000,
+        spin_budget: budget,
+    };
+    let r = admission::check(&p, &[1], &cfg(Some(0.5)));
+    assert!(!r.feasible());
+    let why = r.reasons().join("; ");
+    for figure in ["CPU 1", "100000 releases/s", "50us", "100.0 %", "50.0 %", "shield = true", "--spin-budget 100%"] {
+        assert!(why.contains(figure), "{figure} missing from: {why}");
+    }
+    // Shielded (no budget), or a budget that covers it: admitted.
+    assert!(admission::check(&p, &[1], &cfg(None)).feasible());
+    assert!(admission::check(&p, &[1], &cfg(Some(1.0))).feasible());
+    // 1 kHz spins 5 % of the CPU: well within the default budget.
+    let slow = tasks_plan(&[("slow", "1ms", "0us", None)]);
+    assert!(admission::check(&slow, &[1], &cfg(Some(0.5))).feasible());
 }

@@ -172,6 +172,51 @@ impl StealMeter {
     }
 }
 
+/// One CPU's steal time for a timing loop: `/proc/stat` kept open and read into a buffer allocated
+/// once, so a reading allocates nothing. Its resolution is the kernel's USER_HZ tick (10 ms).
+pub struct CpuSteal {
+    file: std::fs::File,
+    cpu: usize,
+    user_hz: u64,
+    buf: std::cell::RefCell<Vec<u8>>,
+}
+
+impl CpuSteal {
+    /// `None` when `/proc/stat` cannot be read or has no steal column for `cpu`.
+    pub fn open(cpu: usize) -> Option<CpuSteal> {
+        // SAFETY: plain sysconf query.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let s = CpuSteal {
+            file: std::fs::File::open("/proc/stat").ok()?,
+            cpu,
+            user_hz: hz.max(1) as u64,
+            // The per-CPU lines come first; a longer file is cut after them.
+            buf: std::cell::RefCell::new(vec![0; 64 << 10]),
+        };
+        s.total_ns().map(|_| s)
+    }
+
+    /// The CPU's stolen time since boot, in ns.
+    pub fn total_ns(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = self.buf.borrow_mut();
+        let n = self.file.read_at(&mut buf, 0).ok()?;
+        let text = match std::str::from_utf8(&buf[..n]) {
+            Ok(t) => t,
+            Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
+        };
+        text.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu: usize = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            if cpu != self.cpu {
+                return None;
+            }
+            let ticks: u64 = f.nth(7)?.parse().ok()?;
+            Some(ticks.saturating_mul(1_000_000_000) / self.user_hz)
+        })
+    }
+}
+
 /// `cpuN user nice system idle iowait irq softirq steal ...` in `user_hz` ticks.
 fn parse_steal(stat: &str, user_hz: u64) -> Option<Vec<(usize, u64)>> {
     let v: Vec<(usize, u64)> = stat
@@ -204,6 +249,24 @@ mod tests {
         assert!(elapsed >= 20_000_000, "{elapsed}");
         let share = m.share().unwrap();
         assert!((0.0..=1.0).contains(&share), "{share}");
+    }
+
+    #[test]
+    fn one_cpus_steal_reads_again_and_again_from_the_open_file_and_agrees_with_the_meter() {
+        let Some(s) = CpuSteal::open(0) else {
+            crate::privilege::report_skip(
+                "one_cpus_steal_reads_again_and_again_from_the_open_file_and_agrees_with_the_meter",
+                "/proc/stat has no steal column here",
+            );
+            return;
+        };
+        let a = s.total_ns().unwrap();
+        let all = steal_ns().unwrap();
+        let b = s.total_ns().unwrap();
+        let from_meter = all.iter().find(|(c, _)| *c == 0).unwrap().1;
+        // Steal only grows; the meter's reading lies between two of ours.
+        assert!(a <= from_meter && from_meter <= b, "{a} {from_meter} {b}");
+        assert!(CpuSteal::open(100_000).is_none(), "no such CPU");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct AutoMargin {
     since_update: u32,
     since_decay: u32,
     margin: u64,
+    /// The margin the kernel's wake-ups call for, before the cap (`max`) applies.
+    needed: u64,
     min: u64,
     max: u64,
     /// Tail fraction allowed to come late, in parts per million (default 1000 = 0.1 %).
@@ -40,6 +42,8 @@ pub struct AutoMargin {
 }
 
 impl AutoMargin {
+    /// No margin is ever larger: a wake-up later than this is not the kernel's latency.
+    pub const CEILING: u64 = 2_000_000;
     /// Recompute the quantile after this many samples.
     pub const UPDATE_EVERY: u32 = 64;
     /// Halve all counts after this many samples, so old behaviour is forgotten.
@@ -54,6 +58,7 @@ impl AutoMargin {
             since_update: 0,
             since_decay: 0,
             margin: initial.clamp(min, max),
+            needed: initial.clamp(min, Self::CEILING),
             min,
             max,
             tail_ppm: 1_000,
@@ -63,8 +68,14 @@ impl AutoMargin {
     /// A sensible estimator for a loop with period `interval`: start at a quarter of the period (at
     /// most 200 us), never below 2 us, never above half the period (at most 2 ms).
     pub fn for_interval(interval: u64) -> Self {
-        let max = (interval / 2).clamp(2_000, 2_000_000);
+        let max = (interval / 2).clamp(2_000, Self::CEILING);
         AutoMargin::new((interval / 4).min(200_000), 2_000, max)
+    }
+
+    /// The estimator for a CPU that nothing else needs (shielded): not bounded by half the interval,
+    /// only by [`AutoMargin::CEILING`] and `cap`.
+    pub fn for_shielded(interval: u64) -> Self {
+        AutoMargin::new((interval / 4).min(200_000), 2_000, Self::CEILING)
     }
 
     /// The same estimator, never above `cap` (but never below its minimum either).
@@ -83,6 +94,14 @@ impl AutoMargin {
         self.max
     }
 
+    /// The margin the kernel's recent wake-ups call for, even when the cap keeps [`margin`]
+    /// below it: a release closer than this cannot be slept towards and still be on time.
+    ///
+    /// [`margin`]: AutoMargin::margin
+    pub fn needed(&self) -> u64 {
+        self.needed
+    }
+
     /// Record one kernel wake-up latency (ns): from the instant the sleep was asked to end to when
     /// the thread ran.
     #[inline]
@@ -91,13 +110,18 @@ impl AutoMargin {
         self.counts[b] = self.counts[b].saturating_add(1);
         self.total += 1;
         // A wake that overshot the margin: widen at once, the next release must not pay for it too.
+        if sleep_latency > self.needed {
+            self.needed = self.headroom(sleep_latency).clamp(self.min, Self::CEILING);
+        }
         if sleep_latency > self.margin {
             self.margin = self.with_headroom(sleep_latency);
         }
         self.since_update += 1;
         if self.since_update >= Self::UPDATE_EVERY {
             self.since_update = 0;
-            self.margin = self.with_headroom(self.quantile_ns());
+            let q = self.quantile_ns();
+            self.margin = self.with_headroom(q);
+            self.needed = self.headroom(q).clamp(self.min, Self::CEILING);
         }
         self.since_decay += 1;
         if self.since_decay >= Self::DECAY_EVERY {
@@ -111,8 +135,12 @@ impl AutoMargin {
     }
 
     fn with_headroom(&self, v: u64) -> u64 {
+        self.headroom(v).clamp(self.min, self.max)
+    }
+
+    fn headroom(&self, v: u64) -> u64 {
         // 10 % of the latency plus 1 us covers the clock reads and the return to user space.
-        (v + v / 10 + 1_000).clamp(self.min, self.max)
+        v + v / 10 + 1_000
     }
 
     /// Upper edge of the bucket holding the allowed tail quantile.
@@ -146,6 +174,27 @@ mod tests {
         assert_eq!(m.margin(), 150_000);
         let m = AutoMargin::new(10_000, 2_000, 1_000_000).capped(500);
         assert_eq!(m.margin(), 2_000, "never below the minimum");
+    }
+
+    #[test]
+    fn the_needed_margin_follows_the_kernel_past_the_cap_and_a_shielded_one_is_not_held_to_half_the_interval(
+    ) {
+        // A 10 us interval: the margin may not pass 5 us, the kernel needs 15 us.
+        let mut m = AutoMargin::for_interval(10_000);
+        for _ in 0..200 {
+            m.observe(15_000);
+        }
+        assert_eq!(m.margin(), 5_000);
+        assert!((16_000..=18_000).contains(&m.needed()), "{}", m.needed());
+        let mut s = AutoMargin::for_shielded(10_000);
+        for _ in 0..200 {
+            s.observe(15_000);
+        }
+        assert_eq!(s.margin(), s.needed());
+        assert!(s.margin() > 10_000 / 2, "{}", s.margin());
+        // Nothing is needed beyond the ceiling, however late a wake.
+        s.observe(50_000_000);
+        assert_eq!(s.needed(), AutoMargin::CEILING);
     }
 
     #[test]

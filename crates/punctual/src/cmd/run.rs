@@ -28,6 +28,10 @@ pub struct RunArgs {
     /// Largest work utilisation per CPU that admission control accepts.
     #[arg(long, default_value = "90%", value_parser = percent, value_name = "PERCENT")]
     pub bound: f64,
+    /// Largest share of a CPU that is not shielded the dispatcher may spin or work on it; a plan
+    /// whose releases need more to be on time is refused (shield the CPU, or raise this).
+    #[arg(long, default_value = "50%", value_parser = percent, value_name = "PERCENT")]
+    pub spin_budget: f64,
     /// Watchdog threshold (a CPU starved or an action stuck this long stops the run, exit 3), or off.
     /// The watchdog runs at priority 99, so the dispatcher's default is 98 while it is on.
     #[arg(long, default_value = "2s", value_parser = watchdog, value_name = "DURATION|off")]
@@ -70,6 +74,9 @@ pub struct PlanCheckArgs {
     /// Spin margin assumed for the CPU cost (default: the plan's fixed margin, or 50us for auto).
     #[arg(long, value_parser = wait_duration, value_name = "DURATION")]
     pub spin_margin: Option<u64>,
+    /// Largest share of a CPU that is not shielded the dispatcher may spin or work on it.
+    #[arg(long, default_value = "50%", value_parser = percent, value_name = "PERCENT")]
+    pub spin_budget: f64,
 }
 
 #[derive(Args, Debug)]
@@ -177,7 +184,15 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
             let margin = a
                 .spin_margin
                 .unwrap_or_else(|| assumed_margin(plan.spin_margin));
-            let r = admit(&mut plan, &cpus, a.bound, margin);
+            let shielded =
+                plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
+            let r = admit(
+                &mut plan,
+                &cpus,
+                a.bound,
+                margin,
+                (!shielded).then_some(a.spin_budget),
+            );
             env.show(&admission_table(&plan, &r).render(), false);
             Ok(Exit::limit_if(!r.feasible()))
         }
@@ -274,6 +289,7 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
         watchdog: a.watchdog.0,
         attach_timeout: a.attach_timeout,
         shielded: plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus),
+        spin_budget: a.spin_budget,
         ..RunConfig::default()
     };
     let load = a.load.clone().unwrap_or_default();
