@@ -7,12 +7,13 @@ use punctual_experiments::kurt_periodic::{tables, Mode, Model, Target, COUNTS};
 fn kurt_periodic_tables() {
     let mut rows = Vec::new();
     for loaded in [false, true] {
-        for mode in [Mode::Rel, Mode::Abs, Mode::Wake] {
+        for mode in [Mode::Rel, Mode::Abs, Mode::Wake, Mode::WakeShielded] {
             for (k, n) in COUNTS.into_iter().enumerate() {
                 let base = match mode {
                     Mode::Rel => 40.0,
                     Mode::Abs => 70.0,
                     Mode::Wake => 97.0,
+                    Mode::WakeShielded => 98.0,
                 } - k as f64
                     - if loaded { 5.0 } else { 0.0 };
                 rows.push((
@@ -20,6 +21,7 @@ fn kurt_periodic_tables() {
                     mode,
                     n,
                     [base, base + 1.0, base + 1.5, base + 2.0, base + 2.5],
+                    Some(0.001 * k as f64),
                 ));
             }
         }
@@ -30,7 +32,8 @@ fn kurt_periodic_tables() {
             within_10us: 0.9850,
             ratio: 22.9,
             lateness_10us: 0.9886,
-            steal: [Some(0.0033), Some(0.0132), None],
+            within_10us_shielded: Some(0.9960),
+            steal: [Some(0.0033), Some(0.0132), None, Some(0.0005)],
         }),
     };
     let text: Vec<String> = tables(&model).iter().map(|t| t.render()).collect();
@@ -48,8 +51,16 @@ fn kurt_periodic_tables() {
         .filter(|c| !c.is_empty())
         .collect();
     assert_eq!(
-        &cells[cells.len() - 5..],
-        ["97.33 %", "99.54 %", "99.80 %", "99.99 %", "100.00 %"]
+        &cells[cells.len() - 6..],
+        ["97.33 %", "99.54 %", "99.80 %", "99.99 %", "100.00 %", "-"]
     );
+    // The thesis' KURT_PROCS rows sit under (d), real-time mode, beside this machine's (d) row.
+    let d = text
+        .split("(d) punctual wake releases")
+        .nth(1)
+        .expect("a (d) section");
+    let d = d.split("Table 4.2").next().unwrap();
+    assert!(d.contains("thesis KURT (KURT_PROCS)"), "{d}");
+    assert!(!d.contains("thesis KURT (ALL_PROCS)"), "{d}");
     insta::assert_snapshot!("kurt_periodic_tables", text);
 }
