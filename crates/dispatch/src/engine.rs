@@ -208,15 +208,14 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let gap = act_at.saturating_sub(now);
         // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
         // release): a sleep would only make the release late, so the loop spins through.
-        let m = if auto
-            && gap <= margin.needed().saturating_add(MIN_SLEEP_NS)
-            && gap <= cfg.margin_cap
-        {
-            end.spun_through += 1;
-            u64::MAX
-        } else {
-            m
-        };
+        let m =
+            if auto && gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap
+            {
+                end.spun_through += 1;
+                u64::MAX
+            } else {
+                m
+            };
         // A loop that has not blocked for a long time (dense releases) takes a short breather, so
         // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
         // the widest gap it has seen since, or at once when twice overdue.
@@ -465,19 +464,26 @@ impl Sources {
         let next = cfg.start + spec.offset + k * p;
         let mut missed = None;
         if done >= next {
-            // Releases whose instant passed while this one ran: missed.
+            // Releases whose instant passed while this one ran: missed (only those before the
+            // run's end: a late last release does not miss releases the run would never have had).
             let passed = (done - next) / p + 1;
+            let before_end = if next < cfg.end {
+                (done.min(cfg.end - 1) - next) / p + 1
+            } else {
+                0
+            };
             let new = match spec.miss {
-                MissPolicy::Skip => passed,
+                MissPolicy::Skip => before_end,
+                MissPolicy::CatchUp if before_end == 0 => 0,
                 MissPolicy::CatchUp => {
-                    let through = next + (passed - 1) * p;
+                    let through = next + (before_end - 1) * p;
                     let already = if self.counted_through[slot] >= next {
                         (self.counted_through[slot] - next) / p + 1
                     } else {
                         0
                     };
                     self.counted_through[slot] = self.counted_through[slot].max(through);
-                    passed.saturating_sub(already)
+                    before_end.saturating_sub(already)
                 }
             };
             missed = Some(new);
@@ -1050,7 +1056,11 @@ mod tests {
         // 40 us period, wake-ups 25 us late: half the interval (20 us) is not enough.
         let (clock, _) = counting_clock(25_000);
         let (shielded, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, true, None);
-        assert!(shielded.end.margin_ns > 25_000, "{}", shielded.end.margin_ns);
+        assert!(
+            shielded.end.margin_ns > 25_000,
+            "{}",
+            shielded.end.margin_ns
+        );
         assert!(shielded.end.woke_late <= 1, "{}", shielded.end.woke_late);
         let (clock, _) = counting_clock(25_000);
         let (plain, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, false, None);
@@ -1087,12 +1097,40 @@ mod tests {
         };
         let with = run(true);
         assert!(with.end.margin_ns < 40_000, "margin {}", with.end.margin_ns);
-        assert!(with.end.woke_late_stolen >= 15, "{}", with.end.woke_late_stolen);
+        assert!(
+            with.end.woke_late_stolen >= 15,
+            "{}",
+            with.end.woke_late_stolen
+        );
         assert_eq!(with.end.woke_late_stolen, with.end.woke_late);
         // Without the meter the same holds drive the margin to its bound (half the period).
         let without = run(false);
         assert_eq!(without.end.margin_ns, 500_000);
         assert_eq!(without.end.woke_late_stolen, 0);
+    }
+
+    #[test]
+    fn a_late_last_release_does_not_count_releases_after_the_end_as_missed() {
+        // 2 ms task for 20 ms; the last release (at 18 ms) runs 7 ms: the 20, 22 and 24 ms
+        // instants pass while it runs, but the run ends at 20 ms, so none of them counts.
+        for miss in [MissPolicy::Skip, MissPolicy::CatchUp] {
+            let clock = ManualClock::new(0, 10);
+            let slots = vec![task("a", 0, 2_000_000, 0, None, miss)];
+            let mut fake = Fake::new(&clock, 1);
+            fake.long_once = Some((0, 9, 7_000_000));
+            let r = run(
+                &clock,
+                &slots,
+                &mut fake,
+                &[],
+                &[None],
+                1_000_000 + 20_000_000,
+                MarginPolicy::Auto,
+            );
+            let st = &r.stats[0];
+            assert_eq!(st.releases, 10, "{miss:?}");
+            assert_eq!(st.lateness.missed_periods(), 0, "{miss:?}");
+        }
     }
 
     #[test]

@@ -125,6 +125,8 @@ struct CpuPrep {
     interval: u64,
     /// The most the auto margin may grow to ([`dispatch_margin_cap`]).
     margin_cap: u64,
+    /// Nothing else needs this CPU: its margin is not held to half the interval.
+    shielded: bool,
 }
 
 /// A plan ready to run: everything that can fail before the first release has been done.
@@ -273,7 +275,12 @@ pub fn wake_lead_cap(plan: &Plan) -> u64 {
 /// tasks on one CPU bring releases closer than the margin a bursty host teaches the loop, which then
 /// never sleeps; the CPU's normal tasks starve and the fair server stops everything for 50 ms once a
 /// second. A shielded CPU (`shielded`) has no normal tasks left to starve: no cap.
-pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, budget: Option<f64>) -> u64 {
+pub fn dispatch_margin_cap(
+    plan: &Plan,
+    run_cpus: &[usize],
+    cpu: usize,
+    budget: Option<f64>,
+) -> u64 {
     let Some(budget) = budget else {
         return u64::MAX;
     };
@@ -283,6 +290,18 @@ pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, budget: 
         |e| Plan::cpu_of(plan.action(e.action).cpu, run_cpus) == cpu,
     );
     spin_cap(per_second, budget)
+}
+
+/// The spin budget a dispatcher CPU keeps to (`None`: none) and whether its loop may treat it as
+/// shielded. Wake clients may share a shielded CPU with the dispatcher (real-time mode with the
+/// processes pinned there): a dispatcher spinning through releases at its higher priority would
+/// starve them, so a CPU with wake actions keeps the budget even when shielded.
+pub fn cpu_spin(cfg: &RunConfig, wakes: bool) -> (Option<f64>, bool) {
+    if wakes {
+        (Some(cfg.spin_budget), false)
+    } else {
+        (cfg.admitted_spin(), cfg.shielded)
+    }
 }
 
 /// The first instant of `grid` (`reference + k * step`, k >= 0) at or after `t`.
@@ -523,6 +542,8 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
             .min()
             .unwrap_or(1_000_000);
         if !specs.is_empty() {
+            let wakes = items.iter().flatten().any(|a| a.delegated());
+            let (budget, shielded) = cpu_spin(cfg, wakes);
             preps.push(CpuPrep {
                 cpu,
                 first_slot,
@@ -530,7 +551,8 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 event_slot,
                 actions: RealActions { items },
                 interval,
-                margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, cfg.admitted_spin()),
+                margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, budget),
+                shielded,
             });
         }
     }
@@ -730,7 +752,6 @@ struct ThreadSettings {
     margin: MarginPolicy,
     duration: Option<u64>,
     breather_every: Option<u64>,
-    shielded: bool,
 }
 
 fn spawn_dispatcher(
@@ -750,7 +771,6 @@ fn spawn_dispatcher(
         margin: cfg.margin,
         duration: cfg.duration,
         breather_every: cfg.watchdog.map(|w| w / 4),
-        shielded: cfg.shielded,
     };
     let shared = shared.clone();
     std::thread::Builder::new()
@@ -806,7 +826,7 @@ fn dispatcher_thread(
         interval: prep.interval,
         margin_cap: prep.margin_cap,
         breather_every: settings.breather_every,
-        shielded: settings.shielded,
+        shielded: prep.shielded,
         steal: steal.as_ref().map(|s| s as &dyn engine::StolenTime),
         events: &shared.plan.events,
         event_slot: &prep.event_slot,
@@ -995,6 +1015,23 @@ mod tests {
     }
 
     #[test]
+    fn a_shielded_cpu_with_wake_clients_keeps_the_spin_budget() {
+        let shielded = RunConfig {
+            shielded: true,
+            ..RunConfig::default()
+        };
+        assert_eq!(cpu_spin(&shielded, false), (None, true));
+        assert_eq!(
+            cpu_spin(&shielded, true),
+            (Some(DISPATCH_SPIN_BUDGET), false),
+            "its clients may run on that CPU"
+        );
+        let plain = RunConfig::default();
+        assert_eq!(cpu_spin(&plain, false), (Some(DISPATCH_SPIN_BUDGET), false));
+        assert_eq!(cpu_spin(&plain, true), (Some(DISPATCH_SPIN_BUDGET), false));
+    }
+
+    #[test]
     fn the_dispatcher_may_spin_half_of_its_cpu_unless_the_cpu_is_shielded() {
         // 30 tasks at 10 ms on CPU 1, one at 1 ms on CPU 0, 1000 events over 1 s on CPU 0.
         let mut text = thirty_wake_tasks("cpu = 1\n");
@@ -1003,7 +1040,10 @@ mod tests {
             text += &format!("[[event]]\nat = \"{i}ms\"\naction = {{ kind = \"mark\" }}\n");
         }
         let p = plan(&text);
-        assert_eq!(dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)), 166_666);
+        assert_eq!(
+            dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)),
+            166_666
+        );
         assert_eq!(
             dispatch_margin_cap(&p, &[0], 0, Some(DISPATCH_SPIN_BUDGET)),
             250_000,

@@ -342,14 +342,14 @@ pub fn measure(
                     cell.interference = Some((av.interference.lost_share(), av.hit_share));
                 }
                 let shielded = mode == Mode::WakeShielded;
-                // Not `shielded` for the dispatcher even in (d): its clients share the CPU with it,
-                // and a dispatcher spinning through releases at FIFO 90 would starve them (a first
-                // quick run had (d) at 82 % for 30 processes that way). Its margin keeps to the
-                // CPU's spin budget, as on any CPU where something else must run.
+                // In (d) the clients share the shielded CPU with the dispatcher, which therefore
+                // keeps its margin to the spin budget (a CPU with wake actions does: a first quick
+                // run, before it did, had (d) at 82 % for 30 processes, starved by its spinning).
                 let cfg = RunConfig {
                     cpus: vec![cpu],
                     duration: Some(dur),
                     start_grid: avoided.map(|av| av.grid),
+                    shielded,
                     ..defaults
                 };
                 // The clients attach to channels the plan's preparation creates (it waits for them).
@@ -402,8 +402,9 @@ fn real_time_mode(
     children: &[std::process::Child],
 ) -> Result<punctual_dispatch::shield::Shield, Failure> {
     for c in children {
-        punctual_rt::affinity::set(c.id() as i32, &[cpu])
-            .map_err(|e| Failure::system(format!("pinning a periodic process to CPU {cpu}: {e}")))?;
+        punctual_rt::affinity::set(c.id() as i32, &[cpu]).map_err(|e| {
+            Failure::system(format!("pinning a periodic process to CPU {cpu}: {e}"))
+        })?;
     }
     let mut keep: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
     keep.push(std::process::id() as i32);
@@ -584,8 +585,12 @@ pub fn tables(m: &Model) -> Vec<Table> {
                 let thesis = match (mode, loaded) {
                     (Mode::Rel, false) => Some(("thesis SCHED_FIFO", &THESIS_FIFO_IDLE[k])),
                     (Mode::Rel, true) => Some(("thesis SCHED_FIFO", &THESIS_FIFO_DISK[k])),
-                    (Mode::Wake, false) => Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_IDLE[k])),
-                    (Mode::Wake, true) => Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_DISK[k])),
+                    (Mode::Wake, false) => {
+                        Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_IDLE[k]))
+                    }
+                    (Mode::Wake, true) => {
+                        Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_DISK[k]))
+                    }
                     (Mode::WakeShielded, false) => {
                         Some(("thesis KURT (KURT_PROCS)", &THESIS_KURT_PROCS_IDLE[k]))
                     }
