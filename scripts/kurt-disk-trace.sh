@@ -21,7 +21,7 @@ plan() { # $1 name, $2 shield (true|false), $3 taskset prefix for the clients
       local argv="\"$exe\", \"__periodic\", \"--mode\", \"wake\", \"--period-ns\", \"10000000\", \"--channel\", \"kt-$$-$1-$i\""
       if [ -n "$3" ]; then argv="\"taskset\", \"-c\", \"$3\", $argv"; fi
       printf '[[action]]\nname = "c%d"\nkind = "wake"\nchannel = "kt-%s-%s-%d"\nspawn = [%s]\n' "$i" "$$" "$1" "$i" "$argv"
-      printf '[[task]]\nname = "p%d"\nperiod = "10ms"\noffset = "auto"\naction = "c%d"\n' "$i" "$i"
+      printf '[[task]]\nname = "p%d"\nperiod = "10ms"\noffset = "auto"\nuse = "c%d"\n' "$i" "$i"
     done
   } > "$out/$1.toml"
 }
