@@ -518,7 +518,12 @@ pub struct Target {
     pub steal: [Option<f64>; 4],
 }
 
+/// The shares within KURT's bins, NaN when nothing was recorded (a row whose processes all failed
+/// prints "-", not 0 %).
 fn pct(rec: &Recorder) -> [f64; 5] {
+    if rec.count() == 0 {
+        return [f64::NAN; 5];
+    }
     let mut v = [0.0; 5];
     for (i, t) in punctual_stats::WITHIN_NS.iter().enumerate() {
         v[i] = rec.fraction_at_or_below(*t) * 100.0;
@@ -558,7 +563,13 @@ impl Model {
 
 fn row(t: &mut Table, n: usize, source: &str, v: &[f64; 5], steal: Option<f64>) {
     let mut r = vec![n.to_string(), source.to_string()];
-    r.extend(v.iter().map(|p| format!("{p:.2} %")));
+    r.extend(v.iter().map(|p| {
+        if p.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{p:.2} %")
+        }
+    }));
     r.push(steal.map_or("-".into(), |s| format!("{:.2} %", s * 100.0)));
     t.row(r);
 }
