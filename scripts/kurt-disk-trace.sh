@@ -12,7 +12,7 @@ dur=${1:-5s}
 out=${OUT:-target/bench}
 mkdir -p "$out"
 exe=$PWD/target/release/punctual
-cpu=$(tr ',' '\n' < /sys/devices/system/cpu/online | tail -1 | sed 's/.*-//')
+cpu=${CPU:-$(tr ',' '\n' < /sys/devices/system/cpu/online | tail -1 | sed 's/.*-//')}
 all=$(cat /sys/devices/system/cpu/online)
 plan() { # $1 name, $2 shield (true|false), $3 taskset prefix for the clients
   {
@@ -27,11 +27,22 @@ plan() { # $1 name, $2 shield (true|false), $3 taskset prefix for the clients
 }
 plan disk-c false ""
 plan disk-d true "$cpu"
+# Per-CPU counts of the disk's interrupt and the block softirq around a run (before, after).
+counts() {
+  awk '/virtio_blk|nvme|ahci|ata_piix/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) d[i-2] += $i }
+       END { for (c in d) printf "disk-irq cpu%d %d\n", c, d[c] }' /proc/interrupts
+  awk '$1 == "BLOCK:" { for (i = 2; i <= NF; i++) printf "BLOCK cpu%d %d\n", i-2, $i }' /proc/softirqs
+}
 for row in disk-c disk-d; do
+  counts > "$out/$row.before"
   taskset -c "$all" "$exe" trace record -o "$out/$row.ptf" --events sched,irq -- \
     "$exe" run "$out/$row.toml" -D "$dur" --load io:1 --no-store --json "$out/$row.json" \
     > "$out/$row.table" 2> "$out/$row.err" || { cat "$out/$row.err"; exit 1; }
+  counts > "$out/$row.after"
   echo "== $row: punctual run"
+  echo "   on the dispatcher's CPU $cpu and the others, during the run (delta):"
+  join <(sed 's/ /_/' "$out/$row.before" | sort) <(sed 's/ /_/' "$out/$row.after" | sort) |
+    awk '{ printf "     %-16s %8d\n", $1, $3 - $2 }' 
   grep -E "^p0 |^task|dispatcher CPU|steal" "$out/$row.table" "$out/$row.err" || true
   python3 - "$out/$row.json" <<'PY'
 import json, sys

@@ -225,6 +225,9 @@ impl Measurement for RunPlan {
             s.refused.len(),
             sp.skipped.len()
         ));
+        if let Some(why) = crate::shield::describe_refused(&s.refused) {
+            ctx.note(why);
+        }
         Ok(Some(Box::new(s)))
     }
     fn live(&self) -> Option<LiveSpec> {
@@ -421,6 +424,9 @@ impl Measurement for HoldShield {
             held.refused.len(),
             self.plan.skipped.len()
         ));
+        if let Some(why) = crate::shield::describe_refused(&held.refused) {
+            ctx.note(why);
+        }
         Ok(Some(Box::new(held)))
     }
     fn live(&self) -> Option<LiveSpec> {

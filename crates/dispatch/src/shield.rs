@@ -66,6 +66,50 @@ pub enum Move {
     },
 }
 
+/// What the shield could not change, in words, naming each refused IRQ's device (from
+/// `/proc/interrupts`): a managed IRQ stays on its CPU, and a busy device's interrupts and the
+/// softirqs they raise (a disk's BLOCK) keep landing on the shielded CPU. `None` when nothing was
+/// refused.
+pub fn describe_refused(refused: &[(String, String)]) -> Option<String> {
+    if refused.is_empty() {
+        return None;
+    }
+    let interrupts = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    let device = |irq: &str| -> Option<String> {
+        interrupts.lines().find_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            (n == irq).then(|| rest.split_whitespace().last().unwrap_or("").to_string())
+        })
+    };
+    let parts: Vec<String> = refused
+        .iter()
+        .take(4)
+        .map(|(label, why)| {
+            let irq = label
+                .strip_prefix("IRQ ")
+                .and_then(|r| r.split(':').next())
+                .map(str::to_string);
+            match irq.as_deref().and_then(|i| device(i).map(|d| (i.to_string(), d))) {
+                Some((i, d)) => format!(
+                    "IRQ {i} ({}) stays ({why}: the kernel manages its affinity, so the shielded CPU still takes its interrupts; if that device is busy, run on another CPU)",
+                    punctual_time::text::display_name(&d)
+                ),
+                None => format!("{label} ({why})"),
+            }
+        })
+        .collect();
+    let more = refused.len().saturating_sub(4);
+    Some(format!(
+        "not changed: {}{}",
+        parts.join("; "),
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        }
+    ))
+}
+
 impl std::fmt::Display for Move {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -623,6 +667,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("already shielded by punctual pid"), "{e}");
+    }
+
+    #[test]
+    fn refused_irqs_are_named_with_their_device_and_what_it_means() {
+        assert_eq!(describe_refused(&[]), None);
+        let interrupts = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+        // Any numbered IRQ of this machine, with its name as /proc/interrupts gives it.
+        let Some((irq, name)) = interrupts.lines().find_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            n.parse::<u32>().ok()?;
+            Some((n.to_string(), rest.split_whitespace().last()?.to_string()))
+        }) else {
+            punctual_rt::privilege::report_skip(
+                "refused_irqs_are_named_with_their_device_and_what_it_means",
+                "no numbered IRQ in /proc/interrupts",
+            );
+            return;
+        };
+        let refused = vec![
+            (
+                format!("IRQ {irq}: CPUs 0-1 -> 0"),
+                "Input/output error (os error 5)".to_string(),
+            ),
+            (
+                "task 42 (x): CPUs 1 -> 0".to_string(),
+                "the task exited".to_string(),
+            ),
+        ];
+        let text = describe_refused(&refused).unwrap();
+        assert!(
+            text.contains(&format!("IRQ {irq} ({name}) stays")),
+            "{text}"
+        );
+        assert!(text.contains("still takes its interrupts"), "{text}");
+        assert!(
+            text.contains("task 42 (x): CPUs 1 -> 0 (the task exited)"),
+            "{text}"
+        );
     }
 
     #[test]
