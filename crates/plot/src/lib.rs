@@ -3,7 +3,8 @@
 //! - [`percentile_plot`]: latency against percentile on an exponential ("nines") axis, so 90, 99,
 //!   99.9 and 99.99 % are evenly spaced (the SVR4 study's and Etsion Fig. 7's way of showing tails);
 //! - [`histogram_plot`]: counts per bucket on a logarithmic count axis, so rare long samples show;
-//! - [`line_plot`]: series of (x, y) points, optionally on log axes (rates, throughput, frame rates).
+//! - [`line_plot`]: series of (x, y) points, optionally on log axes (rates, throughput, frame rates);
+//! - [`bar_plot`]: grouped bars per category (the time the host and the kernel took from each CPU).
 //!
 //! Plotting never prints; every function returns the SVG text.
 
@@ -255,6 +256,76 @@ pub fn histogram_buckets(rec: &Recorder, width_ns: u64) -> Vec<(f64, f64, u64)> 
     out
 }
 
+/// Grouped bars: for each category (a CPU, say) one bar per group (steal, gaps...), on a linear
+/// axis from 0. `groups`: (name, one value per category).
+pub fn bar_plot(
+    title: &str,
+    y_desc: &str,
+    categories: &[String],
+    groups: &[(String, Vec<f64>)],
+) -> Result<String, PlotError> {
+    let n = categories.len().max(1);
+    let g = groups.len().max(1);
+    let ymax = groups
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
+            .map_err(err)?;
+        let names = categories.to_vec();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            // Ticks every half unit: each category's name at its centre, the edges unlabelled.
+            .x_labels(2 * n + 1)
+            .x_label_formatter(&|x| {
+                let half = (x * 2.0).round();
+                if (x * 2.0 - half).abs() < 1e-6 && half as usize % 2 == 1 {
+                    names.get(half as usize / 2).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(y_desc)
+            .draw()
+            .map_err(err)?;
+        let width = 0.8 / g as f64;
+        for (k, (name, values)) in groups.iter().enumerate() {
+            let color = COLORS[k % COLORS.len()];
+            chart
+                .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                    let x0 = i as f64 + 0.1 + k as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
+                }))
+                .map_err(err)?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        finish(&root)?;
+    }
+    Ok(svg)
+}
+
 /// Lines on linear or logarithmic axes.
 pub fn line_plot(
     title: &str,
@@ -335,6 +406,40 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), labels.len(), "{labels:?}");
+    }
+
+    #[test]
+    fn bars_draw_one_rectangle_per_value_with_each_category_named_once() {
+        let cats = vec!["CPU 0".to_string(), "CPU 1".to_string()];
+        let svg = bar_plot(
+            "taken",
+            "% of the run",
+            &cats,
+            &[
+                ("steal".into(), vec![1.5, 0.0]),
+                ("gaps".into(), vec![2.0, 3.0]),
+            ],
+        )
+        .unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split('<').next()?.trim()))
+            .collect();
+        for c in &cats {
+            let n = texts.iter().filter(|t| **t == c.as_str()).count();
+            assert_eq!(n, 1, "{c} in {texts:?}");
+        }
+        assert!(
+            texts.contains(&"steal") && texts.contains(&"gaps"),
+            "legend: {texts:?}"
+        );
+        // Four bars (a zero-height one included) plus the two legend swatches and the frame.
+        assert!(
+            svg.matches("<rect").count() >= 6,
+            "{}",
+            svg.matches("<rect").count()
+        );
     }
 
     #[test]

@@ -318,6 +318,7 @@ fn document(
     settings_section(out, d);
     verdict_section(out, d);
     series_section(out, d);
+    taken_section(out, figs, label, d)?;
     let with_samples: Vec<&Series> = d.series.iter().filter(|s| s.summary.count > 0).collect();
     if !with_samples.is_empty() {
         let recs: Vec<(String, Recorder)> = with_samples
@@ -367,6 +368,83 @@ fn document(
         }
     }
     Ok(())
+}
+
+/// Per CPU, the share of the run the host took (steal, from `settings.steal_ns` over
+/// `steal_window_ns`) and the share lost to gaps a busy loop saw (`gap` series: `lost_ns` over
+/// `duration_ns`): the time no setting inside the guest can give back. Nothing when the document
+/// has neither.
+fn taken_section(
+    out: &mut String,
+    figs: &mut Figures,
+    label: &str,
+    d: &ResultDoc,
+) -> Result<(), ReportError> {
+    let num = |v: Option<&Value>| v.and_then(Value::as_f64);
+    let window = num(d.settings.extra.get("steal_window_ns")).filter(|w| *w > 0.0);
+    let mut steal: Vec<(usize, f64)> = match (d.settings.extra.get("steal_ns"), window) {
+        (Some(Value::Object(m)), Some(w)) => m
+            .iter()
+            .filter_map(|(c, v)| Some((c.parse().ok()?, v.as_f64()? / w * 100.0)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    steal.sort_by_key(|(c, _)| *c);
+    let gaps: Vec<(usize, f64)> = d
+        .series
+        .iter()
+        .filter(|s| s.kind == punctual_result::doc::kind::GAP)
+        .filter_map(|s| {
+            let lost = num(s.extra.get("lost_ns"))?;
+            let dur = num(s.extra.get("duration_ns")).filter(|x| *x > 0.0)?;
+            Some((s.cpu?, lost / dur * 100.0))
+        })
+        .collect();
+    if steal.is_empty() && gaps.is_empty() {
+        return Ok(());
+    }
+    out.push_str(
+        "<h3>Time taken from the CPUs</h3>
+",
+    );
+    let mut cpus: Vec<usize> = steal.iter().chain(&gaps).map(|(c, _)| *c).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let at = |v: &[(usize, f64)], c: usize| v.iter().find(|(x, _)| *x == c).map(|(_, p)| *p);
+    let pct = |p: Option<f64>| p.map_or("-".into(), |p| format!("{p:.2} %"));
+    table(
+        out,
+        &[
+            "cpu",
+            "host steal (% of the run)",
+            "gaps lost (% of the loop's time)",
+        ],
+        &cpus
+            .iter()
+            .map(|&c| vec![c.to_string(), pct(at(&steal, c)), pct(at(&gaps, c))])
+            .collect::<Vec<_>>(),
+    );
+    let mut groups = Vec::new();
+    if !steal.is_empty() {
+        groups.push((
+            "host steal".to_string(),
+            cpus.iter().map(|&c| at(&steal, c).unwrap_or(0.0)).collect(),
+        ));
+    }
+    if !gaps.is_empty() {
+        groups.push((
+            "gaps (bench gaps)".to_string(),
+            cpus.iter().map(|&c| at(&gaps, c).unwrap_or(0.0)).collect(),
+        ));
+    }
+    let names: Vec<String> = cpus.iter().map(|c| format!("CPU {c}")).collect();
+    let title = format!("{label}: time taken from each CPU");
+    figs.add(
+        out,
+        &title,
+        "Steal: time the hypervisor ran something else while the CPU had work (/proc/stat); gaps: time a busy loop on the CPU did not run (interrupts, the tick, the host). Releases inside either are late by the rest of it.",
+        punctual_plot::bar_plot(&title, "% of the time", &names, &groups),
+    )
 }
 
 /// The host facts the result was measured on.

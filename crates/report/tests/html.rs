@@ -97,3 +97,56 @@ fn report_size_does_not_grow_with_the_samples() {
     eprintln!("report of 10,000 samples: {s} bytes; of 2,000,000: {b} bytes");
     assert!(b < 2 * s, "{b} bytes against {s}");
 }
+
+#[test]
+fn steal_and_gaps_get_a_table_and_a_figure_per_cpu() {
+    let mut d = doc(1_000);
+    assert!(
+        !report(
+            &[ReportInput {
+                doc: &d,
+                source: "plain".into()
+            }],
+            &[]
+        )
+        .unwrap()
+        .html
+        .contains("Time taken from the CPUs"),
+        "nothing to show without steal or gaps"
+    );
+    // 2 s run: CPU 0 lost 30 ms to the host (1.50 %), CPU 1 none; a gap series for CPU 1 lost
+    // 50 ms of 10 s (0.50 %).
+    d.settings
+        .extra
+        .insert("steal_ns".into(), json!({"0": 30_000_000u64, "1": 0}));
+    d.settings
+        .extra
+        .insert("steal_window_ns".into(), json!(2_000_000_000u64));
+    let mut g = Recorder::new();
+    g.record(12_000);
+    d.series.push(
+        Series::from_recorder("cpu 1", kind::GAP, Some(1), &g)
+            .with("lost_ns", 50_000_000u64)
+            .with("duration_ns", 10_000_000_000u64),
+    );
+    let r = report(
+        &[ReportInput {
+            doc: &d,
+            source: "taken".into(),
+        }],
+        &[],
+    )
+    .unwrap();
+    assert!(r.html.contains("Time taken from the CPUs"));
+    assert!(
+        r.html.contains("1.50 %") && r.html.contains("0.50 %"),
+        "the shares"
+    );
+    assert!(
+        r.figures
+            .iter()
+            .any(|t| t.ends_with("time taken from each CPU")),
+        "{:?}",
+        r.figures
+    );
+}

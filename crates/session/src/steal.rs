@@ -22,6 +22,10 @@ pub fn record_steal(meter: &StealMeter, doc: &mut ResultDoc, env: &Env) {
     doc.settings
         .extra
         .insert("steal_ns".into(), serde_json::Value::Object(per_cpu));
+    // The window it was measured over, so a report can give it as a share of the run.
+    doc.settings
+        .extra
+        .insert("steal_window_ns".into(), run.into());
     if taken.is_empty() {
         return;
     }
