@@ -702,41 +702,65 @@ fn series(doc: &mut ResultDoc, cells: &[Cell]) {
     }
 }
 
-/// Figs. 4.5/4.6 at 30 processes: the share of iterations within each deviation.
+/// Figs. 4.5/4.6 for every process count (the share of iterations within each deviation, one line
+/// per mode, idle and disk), and Figs. 4.2-4.4 (histograms of the deviation from 10 ms, one per
+/// mode and process count, idle and disk; the thesis drew them for its FIFO and KURT rows).
 pub fn figures(cells: &[Cell]) -> Result<Vec<Figure>, Failure> {
-    let mut lines = Vec::new();
-    for c in cells.iter().filter(|c| c.n == 30) {
-        let points: Vec<(f64, f64)> = [
-            1_000u64, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000,
-            2_000_000,
-        ]
-        .iter()
-        .map(|&x| {
-            (
-                x as f64 / 1000.0,
-                c.interval.fraction_at_or_below(x) * 100.0,
-            )
-        })
-        .collect();
-        lines.push(punctual_plot::Line {
-            label: format!(
-                "{} {}",
+    let mut out = Vec::new();
+    for n in COUNTS {
+        let lines: Vec<punctual_plot::Line> = cells
+            .iter()
+            .filter(|c| c.n == n && c.interval.count() > 0)
+            .map(|c| punctual_plot::Line {
+                label: format!(
+                    "{} {}",
+                    c.mode.label(),
+                    if c.loaded { "(disk)" } else { "(idle)" }
+                ),
+                points: [
+                    1_000u64, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
+                    1_000_000, 2_000_000,
+                ]
+                .iter()
+                .map(|&x| {
+                    (
+                        x as f64 / 1000.0,
+                        c.interval.fraction_at_or_below(x) * 100.0,
+                    )
+                })
+                .collect(),
+            })
+            .collect();
+        if lines.is_empty() {
+            continue;
+        }
+        let svg = punctual_plot::line_plot(
+            &format!("KURT Fig. 4.5/4.6: {n} periodic 10 ms process(es)"),
+            "deviation from 10 ms (us)",
+            "% of iterations within",
+            &lines,
+            true,
+            false,
+        );
+        out.push(crate::figure(&format!("kurt-periodic-{n}"), svg)?);
+    }
+    for c in cells.iter().filter(|c| c.interval.count() > 0) {
+        // 10 us buckets up to the largest deviation (log count axis: the rare long ones show).
+        let buckets = punctual_plot::histogram_buckets(&c.interval, 10_000);
+        let load = if c.loaded { "disk" } else { "idle" };
+        let svg = punctual_plot::histogram_plot(
+            &format!(
+                "KURT Fig. 4.2-4.4: {} ({load}), {} process(es)",
                 c.mode.label(),
-                if c.loaded { "(disk)" } else { "(idle)" }
+                c.n
             ),
-            points,
-        });
+            "deviation from 10 ms (us)",
+            &buckets,
+        );
+        out.push(crate::figure(
+            &format!("kurt-periodic-hist-{}-{load}-{}", c.mode.name(), c.n),
+            svg,
+        )?);
     }
-    if lines.is_empty() {
-        return Ok(Vec::new());
-    }
-    let svg = punctual_plot::line_plot(
-        "KURT Fig. 4.5/4.6: 30 periodic 10 ms processes",
-        "deviation from 10 ms (us)",
-        "% of iterations within",
-        &lines,
-        true,
-        false,
-    );
-    Ok(vec![crate::figure("kurt-periodic-30", svg)?])
+    Ok(out)
 }

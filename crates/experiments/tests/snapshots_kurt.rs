@@ -74,3 +74,44 @@ fn kurt_periodic_tables() {
     );
     insta::assert_snapshot!("kurt_periodic_tables", text);
 }
+
+#[test]
+fn every_process_count_gets_its_figure_and_every_row_its_histogram() {
+    use punctual_experiments::kurt_periodic::{figures, Cell};
+    use punctual_stats::Recorder;
+    let cell = |mode, loaded, n, samples: u64| {
+        let mut interval = Recorder::new();
+        for i in 0..samples {
+            interval.record(1_000 + (i * 37) % 20_000);
+        }
+        Cell {
+            mode,
+            loaded,
+            n,
+            interval,
+            lateness: Recorder::new(),
+            failures: 0,
+            interference: None,
+            steal: None,
+        }
+    };
+    let cells = vec![
+        cell(Mode::Rel, false, 1, 100),
+        cell(Mode::Wake, true, 1, 100),
+        cell(Mode::Wake, false, 30, 3_000),
+        // Every process failed: no histogram, and no line in its count's figure.
+        cell(Mode::Abs, false, 10, 0),
+    ];
+    let figs = figures(&cells).unwrap();
+    let names: Vec<&str> = figs.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "kurt-periodic-1",
+            "kurt-periodic-30",
+            "kurt-periodic-hist-rel-idle-1",
+            "kurt-periodic-hist-wake-disk-1",
+            "kurt-periodic-hist-wake-idle-30",
+        ]
+    );
+}
