@@ -8,6 +8,8 @@
 //! shield = false        # real-time mode on those CPUs while running
 //! spin_margin = "auto"  # or a duration
 //! duration = "10s"      # optional; default: until the last event (or until stopped)
+//! repeat = 3            # optional: the event table N times (KURT's rt_schedule_events(num_times)),
+//! repeat_every = "10ms" #   copy k at + k * repeat_every (default: last + mean spacing)
 //!
 //! [[action]]            # a named action, shared by events and tasks (`use = "ping"`)
 //! name = "ping"
@@ -58,6 +60,8 @@ struct RawHeader {
     shield: Option<bool>,
     spin_margin: Option<Spanned<toml::Value>>,
     duration: Option<Spanned<toml::Value>>,
+    repeat: Option<Spanned<i64>>,
+    repeat_every: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -645,8 +649,89 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
         plan.events.push(event);
     }
     plan.events.sort_by_key(|e| e.at);
+    if let Some(h) = &raw.plan {
+        repeat_events(&loc, h, &mut plan.events)?;
+    }
     plan.actions = b.actions;
     Ok(plan)
+}
+
+/// The most events `repeat` may expand a table to.
+pub const MAX_REPEATED_EVENTS: u64 = 50_000_000;
+
+/// `repeat = N`: the event table N times, copy k shifted by k * `repeat_every` (default: the last
+/// event's instant plus the table's mean spacing, so an evenly spaced table continues evenly).
+/// Expanded when the plan is read, so compiled and decoded plans hold every copy.
+fn repeat_events(loc: &Locator, h: &RawHeader, events: &mut Vec<Event>) -> Result<(), PlanError> {
+    let Some(r) = &h.repeat else {
+        if let Some(e) = &h.repeat_every {
+            return Err(loc.at(e.span(), "repeat_every needs repeat = N"));
+        }
+        return Ok(());
+    };
+    let n = *r.get_ref();
+    if n < 1 {
+        return Err(loc.at(r.span(), format!("repeat must be at least 1, found {n}")));
+    }
+    let n = n as u64;
+    if n == 1 {
+        return Ok(());
+    }
+    let (Some(first), Some(last)) = (events.first().map(|e| e.at), events.last().map(|e| e.at))
+    else {
+        return Err(loc.at(
+            r.span(),
+            "repeat repeats the [[event]] table, and this plan has no event",
+        ));
+    };
+    if n.saturating_mul(events.len() as u64) > MAX_REPEATED_EVENTS {
+        return Err(loc.at(
+            r.span(),
+            format!(
+                "repeat = {n} makes {} events from {}, more than {MAX_REPEATED_EVENTS}; compile a longer table instead",
+                n.saturating_mul(events.len() as u64),
+                events.len()
+            ),
+        ));
+    }
+    let every = match &h.repeat_every {
+        Some(e) => duration(loc, "repeat_every", e)?,
+        None if events.len() > 1 => last + (last - first) / (events.len() as u64 - 1),
+        None => {
+            return Err(loc.at(
+                r.span(),
+                "repeat with a single event needs repeat_every = \"DURATION\"",
+            ))
+        }
+    };
+    if every <= last {
+        let at = h.repeat_every.as_ref().map_or(r.span(), |e| e.span());
+        return Err(loc.at(
+            at,
+            format!(
+                "repeat_every {} must be longer than the table's last event at {}, or the copies would overlap",
+                exact_duration(every),
+                exact_duration(last)
+            ),
+        ));
+    }
+    if (n - 1)
+        .checked_mul(every)
+        .and_then(|s| s.checked_add(last))
+        .is_none_or(|t| t > MAX_TIME_NS)
+    {
+        return Err(loc.at(r.span(), "repeat * repeat_every goes past a year"));
+    }
+    let table = events.clone();
+    events.reserve(table.len() * (n as usize - 1));
+    for k in 1..n {
+        events.extend(table.iter().map(|e| {
+            let mut c = *e;
+            c.at = e.at + k * every;
+            c
+        }));
+    }
+    Ok(())
 }
 
 /// The `[plan]` table, into the defaults already in `plan`.

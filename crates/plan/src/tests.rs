@@ -832,3 +832,40 @@ fn a_plan_denser_than_the_kernel_can_wake_is_refused_on_an_unshielded_cpu_with_t
     let slow = tasks_plan(&[("slow", "1ms", "0us", None)]);
     assert!(admission::check(&slow, &[1], &cfg(Some(0.5))).feasible());
 }
+
+#[test]
+fn repeat_copies_the_event_table_like_rt_schedule_events() {
+    let ev = |s: &str| {
+        parse_str(s, "r.toml", None)
+            .map(|p| p.events.iter().map(|e| e.at).collect::<Vec<u64>>())
+            .map_err(|e| e.to_string())
+    };
+    let table = "[[event]]\nat = \"0ms\"\naction = { kind = \"mark\" }\n[[event]]\nat = \"1ms\"\naction = { kind = \"mark\" }\n";
+    // Default spacing: the last instant plus the mean spacing (1 ms): copies at 2 and 4 ms.
+    assert_eq!(
+        ev(&format!("[plan]\nrepeat = 3\n{table}")).unwrap(),
+        [0, 1, 2, 3, 4, 5].map(|m| m * 1_000_000)
+    );
+    assert_eq!(
+        ev(&format!(
+            "[plan]\nrepeat = 2\nrepeat_every = \"10ms\"\n{table}"
+        ))
+        .unwrap(),
+        [0, 1_000_000, 10_000_000, 11_000_000]
+    );
+    assert_eq!(
+        ev(&format!("[plan]\nrepeat = 1\n{table}")).unwrap(),
+        [0, 1_000_000]
+    );
+    for (bad, says) in [
+        (format!("[plan]\nrepeat = 0\n{table}"), "at least 1"),
+        (format!("[plan]\nrepeat = 2\nrepeat_every = \"1ms\"\n{table}"), "must be longer"),
+        (format!("[plan]\nrepeat_every = \"5ms\"\n{table}"), "needs repeat"),
+        ("[plan]\nrepeat = 2\n[[event]]\nat = \"1ms\"\naction = { kind = \"mark\" }\n".to_string(), "single event"),
+        ("[plan]\nrepeat = 2\n[[task]]\nname = \"t\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n".to_string(), "no event"),
+        (format!("[plan]\nrepeat = 100000000\n{table}"), "more than"),
+    ] {
+        let e = ev(&bad).unwrap_err();
+        assert!(e.contains(says) && e.contains("r.toml:"), "{says}: {e}");
+    }
+}
