@@ -34,6 +34,10 @@ pub enum Behaviour {
     Cpu,
     /// Released every `period` from `offset + period` on; computes `wcet` per release.
     Periodic { period: Ns, wcet: Ns, offset: Ns },
+    /// A loop that computes `wcet`, then sleeps `timeout` in select() (KURT Fig. 3.2): with
+    /// tick-based timers Linux rounds the timeout up to whole ticks and adds one, so a 10 ms loop at
+    /// HZ=100 runs every 20 ms; with one-shot timers it sleeps exactly `timeout`.
+    Select { timeout: Ns, wcet: Ns },
     /// Keystrokes as device interrupts, exponentially spaced with mean `interval` (8 a second is
     /// Etsion's Emacs typing), each handled by a burst `U(burst)`; hands a redraw to `server`.
     Typist {
@@ -72,6 +76,7 @@ impl Behaviour {
             Behaviour::Cont { .. } => "cont",
             Behaviour::Cpu => "cpu",
             Behaviour::Periodic { .. } => "periodic",
+            Behaviour::Select { .. } => "select",
             Behaviour::Typist { .. } => "typist",
             Behaviour::Player { .. } => "player",
             Behaviour::Decoder { .. } => "decoder",
@@ -88,6 +93,7 @@ impl Behaviour {
                 | Behaviour::Pct { .. }
                 | Behaviour::Cont { .. }
                 | Behaviour::Periodic { .. }
+                | Behaviour::Select { .. }
                 | Behaviour::Player { .. }
         )
     }
@@ -142,6 +148,15 @@ impl Behaviour {
                 range("delay", *delay)
             }
             Behaviour::Cpu => Ok(()),
+            Behaviour::Select { timeout, wcet } => {
+                if *timeout == 0 || *wcet == 0 {
+                    return Err(SimError::invalid(
+                        "select",
+                        format!("task '{task}': timeout and wcet must be more than zero, e.g. select:1:10ms:100us"),
+                    ));
+                }
+                Ok(())
+            }
             Behaviour::Periodic { period, wcet, .. } => {
                 if *period == 0 || *wcet == 0 {
                     return Err(SimError::invalid(
@@ -220,6 +235,7 @@ impl Behaviour {
                 wcet,
                 offset,
             } => vec![("period", *period), ("wcet", *wcet), ("offset", *offset)],
+            Behaviour::Select { timeout, wcet } => vec![("timeout", *timeout), ("wcet", *wcet)],
             Behaviour::Typist {
                 interval, burst, ..
             } => vec![
@@ -257,6 +273,7 @@ impl Behaviour {
             | Behaviour::Cont { delay } => 4.0 * per(delay.0),
             Behaviour::Cpu => 0.0,
             Behaviour::Periodic { period, .. } => 4.0 * per(*period),
+            Behaviour::Select { timeout, .. } => 4.0 * per(*timeout),
             Behaviour::Typist { interval, .. } => 6.0 * per(*interval),
             Behaviour::Player {
                 fps_milli, poll, ..

@@ -549,6 +549,7 @@ impl<'c> Engine<'c> {
         F: FnOnce(&mut TaskState, &mut Cx) -> Option<Step>,
     {
         let now = self.effective_now(c);
+        let tick_timers = (self.cfg.timer == Mechanism::Periodic).then(|| self.cfg.tick_ns());
         let task = &mut self.tasks[t];
         let pipe = match task.pipe {
             Some(p) => Some(&mut self.pipes[p]),
@@ -562,6 +563,7 @@ impl<'c> Engine<'c> {
             pipe,
             alarm: None,
             device: None,
+            tick_timers,
             send_server: false,
             send_decoder: false,
         };

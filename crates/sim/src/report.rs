@@ -93,6 +93,14 @@ fn series_for(name: &str, r: &RunResult, tasks: &[&TaskResult]) -> Vec<Series> {
                 .with("tasks", tasks.len()),
         );
     }
+    if let Some(l) = pooled(tasks.iter().map(|t| t.stats.loop_deviation.clone())) {
+        // KURT Fig. 3.2: how far the time between loops is from the select() timeout.
+        out.push(
+            Series::from_recorder(format!("{name} loop"), kind::INTERVAL_DEVIATION, None, &l)
+                .with("hz", r.config.hz)
+                .with("tasks", tasks.len()),
+        );
+    }
     if let Some(f) = pooled(tasks.iter().map(|t| t.stats.frame_lateness.clone())) {
         out.push(
             Series::from_recorder(name, kind::FRAME_LATENESS, None, &f)
@@ -234,6 +242,30 @@ pub fn table(runs: &[RunResult]) -> Table {
     t.note("CPU: share of one CPU computed by the group; billing: tick-sampled billed time over exact consumption (Etsion Table 3);");
     t.note("missed: quanta no tick saw; quanta/s per task (Table 4); alarm: from the interrupt that delivered it to the task running (Table 6);");
     t.note("frames: shown/due.");
+    // KURT Fig. 3.2: the select() loops, as the time between loops against the timeout asked.
+    for r in runs {
+        for (g, tasks) in r.groups() {
+            let Some(dev) = pooled(tasks.iter().map(|x| x.stats.loop_deviation.clone())) else {
+                continue;
+            };
+            let spec = r.config.tasks.iter().find(|s| s.name == tasks[0].name);
+            let Some(crate::behaviour::Behaviour::Select { timeout, .. }) =
+                spec.map(|s| &s.behaviour)
+            else {
+                continue;
+            };
+            let timeout = *timeout;
+            t.note(format!(
+                "{g} at {} Hz ({} timers): {} loops, time between loops p50 {}, max {} for a {} select() timeout (KURT Fig. 3.2)",
+                r.config.hz,
+                r.config.timer.name(),
+                dev.count(),
+                format_ns(timeout + dev.percentile(50_000)),
+                format_ns(timeout + dev.max().unwrap_or(0)),
+                format_ns(timeout)
+            ));
+        }
+    }
     t
 }
 

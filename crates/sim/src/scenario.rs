@@ -429,6 +429,7 @@ fn check_task_keys(cx: &Ctx, t: &TaskSection, b: &str) -> Result<(), SimError> {
         "cont" => &["delay"],
         "cpu" => &[],
         "periodic" => &["period", "wcet", "offset"],
+        "select" => &["interval", "wcet"],
         "typist" => &["interval", "burst", "server"],
         "player" => &["fps", "poll", "work", "frames", "start", "server", "decoder"],
         "decoder" => &["work", "buffer"],
@@ -437,7 +438,7 @@ fn check_task_keys(cx: &Ctx, t: &TaskSection, b: &str) -> Result<(), SimError> {
         other => {
             return Err(cx.at(
                 t.behaviour.span(),
-                format!("unknown behaviour '{other}' (valid: blk, pct, cont, cpu, periodic, typist, player, decoder, server, game)"),
+                format!("unknown behaviour '{other}' (valid: blk, pct, cont, cpu, periodic, select, typist, player, decoder, server, game)"),
             ))
         }
     };
@@ -519,6 +520,10 @@ fn behaviour(cx: &Ctx, t: &TaskSection, b: &str) -> Result<Behaviour, SimError> 
             period: need(&t.period, "period")?,
             wcet: need(&t.wcet, "wcet")?,
             offset: cx.dur_or(&t.offset, "offset", 0)?,
+        },
+        "select" => Behaviour::Select {
+            timeout: need(&t.interval, "interval")?,
+            wcet: need(&t.wcet, "wcet")?,
         },
         "typist" => Behaviour::Typist {
             interval: cx.dur_or(&t.interval, "interval", defaults::TYPIST_INTERVAL)?,

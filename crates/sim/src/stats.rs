@@ -28,6 +28,8 @@ pub struct TaskStats {
     pub alarm_latency: Option<Box<Recorder>>,
     /// From the time the alarm was asked for to the task running (tick rounding included).
     pub alarm_lateness: Option<Box<Recorder>>,
+    /// Select loops: |time since the previous loop began - the timeout| (KURT Fig. 3.2).
+    pub loop_deviation: Option<Box<Recorder>>,
     /// Shown frames: how late after their display time.
     pub frame_lateness: Option<Box<Recorder>>,
     pub frames_shown: u64,
@@ -69,6 +71,10 @@ impl TaskStats {
             self.missed_quanta += 1;
         }
         rec(&mut self.effective_quantum).record(len);
+    }
+
+    pub fn record_loop(&mut self, since_previous: Ns, timeout: Ns) {
+        rec(&mut self.loop_deviation).record(since_previous.abs_diff(timeout));
     }
 
     pub fn record_alarm(&mut self, latency: Ns, lateness: Ns) {

@@ -42,6 +42,8 @@ pub struct Cx<'a> {
     /// `Some(Some(t))`: alarm at t; `Some(None)`: cancel.
     pub alarm: Option<Option<Ns>>,
     pub device: Option<Ns>,
+    /// Timers are tick-based (no one-shot timer): the tick, which select() rounds its timeout to.
+    pub tick_timers: Option<Ns>,
     /// Hand work to the server / wake the decoder.
     pub send_server: bool,
     pub send_decoder: bool,
@@ -76,6 +78,8 @@ pub struct TaskState {
     decoding: bool,
     /// Pct: the cycle's computation is under way.
     computing: bool,
+    /// Select: when the previous loop began.
+    last_loop: Option<Ns>,
 }
 
 fn uniform(rng: &mut Rng, (lo, hi): (Ns, Ns)) -> Ns {
@@ -90,7 +94,28 @@ impl TaskState {
             next_key: 0,
             decoding: false,
             computing: false,
+            last_loop: None,
         }
+    }
+
+    /// When select(`timeout`) called at `now` returns: Linux 2.x with tick timers counts whole ticks
+    /// from the current one, rounded up, plus one (so it never sleeps less than asked); a one-shot
+    /// timer (UTIME) expires at `now + timeout`.
+    pub fn select_expiry(now: Ns, timeout: Ns, tick_timers: Option<Ns>) -> Ns {
+        match tick_timers {
+            Some(tick) if tick > 0 => (now / tick + timeout.div_ceil(tick) + 1) * tick,
+            _ => now + timeout,
+        }
+    }
+
+    /// A select loop begins: the time since the previous one, then its work.
+    fn select_loop(&mut self, cx: &mut Cx, timeout: Ns, wcet: Ns) -> Step {
+        if let Some(prev) = self.last_loop {
+            cx.stats.record_loop(cx.now - prev, timeout);
+        }
+        self.last_loop = Some(cx.now);
+        cx.stats.jobs += 1;
+        Step::Compute(wcet)
     }
 
     fn frame_time(start: Ns, fps_milli: u64, k: u64) -> Ns {
@@ -125,6 +150,7 @@ impl TaskState {
                 cx.set_alarm(Self::periodic_release(period, offset, 0));
                 Step::Block
             }
+            Behaviour::Select { timeout, wcet } => self.select_loop(cx, timeout, wcet),
             Behaviour::Typist { interval, .. } => {
                 self.next_key = now + cx.rng.exp(interval);
                 cx.device = Some(self.next_key);
@@ -197,6 +223,11 @@ impl TaskState {
                 cx.set_alarm(Self::periodic_release(period, offset, next));
                 Step::Block
             }
+            Behaviour::Select { timeout, .. } => {
+                let at = Self::select_expiry(cx.now, timeout, cx.tick_timers);
+                cx.set_alarm(at);
+                Step::Block
+            }
             Behaviour::Typist { server, .. } => {
                 if server.is_some() {
                     cx.send_server = true;
@@ -254,6 +285,7 @@ impl TaskState {
                 cx.stats.jobs += 1;
                 Some(Step::Compute(wcet))
             }
+            Behaviour::Select { timeout, wcet } => Some(self.select_loop(cx, timeout, wcet)),
             Behaviour::Player {
                 fps_milli,
                 poll,

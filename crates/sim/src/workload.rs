@@ -6,7 +6,7 @@ use crate::config::TaskSpec;
 use crate::units::Ns;
 
 /// Parse a workload given on the command line: `blk:N`, `pctK:N`, `cont:N`, `cpu:N`,
-/// `periodic:N:PERIOD:WCET`, `typist:N`, `game:N`, `player:N:FPS`, `xine`, comma-separated.
+/// `periodic:N:PERIOD:WCET`, `select:N:TIMEOUT:WCET`, `typist:N`, `game:N`, `player:N:FPS`, `xine`, comma-separated.
 pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
     let mut tasks = Vec::new();
     for item in spec.split(',').map(str::trim) {
@@ -30,7 +30,9 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
             }
         };
         let dur = |i: usize, what: &str| -> Result<Ns, String> {
-            let s = parts.get(i).ok_or_else(|| format!("'{item}': missing {what}; write periodic:N:PERIOD:WCET, e.g. periodic:2:10ms:1ms"))?;
+            let s = parts.get(i).ok_or_else(|| {
+                format!("'{item}': missing {what}; e.g. periodic:2:10ms:1ms or select:1:10ms:100us")
+            })?;
             punctual_time::parse_duration_ns(s).map_err(|e| format!("'{item}': {what}: {e}"))
         };
         let max_parts = |n: usize| -> Result<(), String> {
@@ -77,6 +79,13 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
                 let wcet = dur(3, "WCET")?;
                 add(n, "periodic", Behaviour::Periodic { period, wcet, offset: 0 })
             }
+            "select" => {
+                max_parts(4)?;
+                let n = count(1)?;
+                let timeout = dur(2, "TIMEOUT")?;
+                let wcet = dur(3, "WCET")?;
+                add(n, "select", Behaviour::Select { timeout, wcet })
+            }
             "player" => {
                 max_parts(3)?;
                 let n = count(1)?;
@@ -112,7 +121,7 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown behaviour '{other}' in '{item}' (valid: blk:N, pctK:N, cont:N, cpu:N, periodic:N:PERIOD:WCET, typist:N, game:N, player:N:FPS, xine)"
+                    "unknown behaviour '{other}' in '{item}' (valid: blk:N, pctK:N, cont:N, cpu:N, periodic:N:PERIOD:WCET, select:N:TIMEOUT:WCET, typist:N, game:N, player:N:FPS, xine)"
                 ))
             }
         }

@@ -413,3 +413,31 @@ fn billing_by_quantum_length_follows_the_tick_sampling_law() {
         "billed {billed} ticks, expected about {expected}"
     );
 }
+
+#[test]
+fn kurt_fig_3_2_a_10ms_select_loop_runs_every_20ms_on_tick_timers_and_every_10ms_one_shot() {
+    // KURT Fig. 3.2: a FIFO loop that works 100 us, then select()s for 10 ms, on a 100 Hz kernel.
+    let cfg = |timer| RunConfig {
+        hz: 100,
+        policy: Policy::Fifo,
+        timer,
+        duration: 5 * S,
+        costs: Costs::zero(),
+        tasks: parse_workload("select:1:10ms:100us").unwrap(),
+        ..RunConfig::default()
+    };
+    let deviation = |timer| {
+        let r = run(&cfg(timer));
+        punctual_sim::pooled(r.tasks.iter().map(|t| t.stats.loop_deviation.clone())).unwrap()
+    };
+    // Tick timers: the timeout becomes ceil(10 ms / 10 ms) + 1 = 2 ticks from the current one:
+    // every loop 20 ms apart, 10 ms more than asked.
+    let tick = deviation(Mechanism::Periodic);
+    assert_eq!(tick.min(), Some(10 * MS));
+    assert_eq!(tick.max(), Some(10 * MS));
+    assert!(tick.count() >= 240, "{} loops in 5 s", tick.count());
+    // One-shot timers (UTIME): the loop sleeps exactly 10 ms after its 100 us of work.
+    let one_shot = deviation(Mechanism::Oneshot);
+    assert_eq!(one_shot.max(), Some(100_000));
+    assert!(one_shot.count() >= 480, "{} loops in 5 s", one_shot.count());
+}
