@@ -90,7 +90,7 @@ fn advise_refuses_results_it_cannot_read() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "advise reads `check` and `latency` results",
+            "advise reads `check`, `latency` and `mckenney-choose` results",
         ));
     punctual()
         .args(["advise", "--deadline", "1ms", "--from", "/nonexistent.json"])
