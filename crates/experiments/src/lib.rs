@@ -120,7 +120,7 @@ fn bench_registry() -> Vec<Box<dyn Experiment>> {
         Box::new(Entry {
             name: mckenney_choose::NAME,
             reproduces: "McKenney 2008/2009, Table 1 and Figs. 5-7: start latency and work slowdown of real time vs real fast, and where total delay crosses over",
-            duration: "full about 6 min (45 s per start-latency cell, 5 runs of each work unit); --quick about 40 s",
+            duration: "full about 5 min (45 s per start-latency cell, 5 runs of each work unit); --quick about 30 s",
             make: mckenney_choose::McKenneyChoose::new,
         }),
         Box::new(Entry {
