@@ -129,7 +129,12 @@ pub fn choose_reading(doc: &ResultDoc, source: &str) -> Result<(Vec<Reading>, Sl
         .ok_or_else(|| format!("{source}: a mckenney-choose result without measured slowdowns"))?;
     let get = |k: &str| sl.get(k).and_then(|v| v.as_f64()).filter(|x| *x > 0.0);
     let slowdowns = Slowdowns {
-        source: format!("mckenney-choose ({source})"),
+        // A stored result is already named by the experiment ("stored mckenney-choose ID").
+        source: if source.contains(crate::mckenney_choose::NAME) {
+            source.to_string()
+        } else {
+            format!("mckenney-choose ({source})")
+        },
         compute: get("compute"),
         kernel: get("kernel"),
         io: get("io"),
@@ -661,11 +666,7 @@ fn work_fits(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Result<Work, Advice
 /// `mckenney-choose`, else McKenney's Table 1 on a PREEMPT_RT kernel, else none (on this kernel
 /// real time is a policy, memory locking and spinning, which leave the work's speed alone).
 fn slowdown(f: &Facts, kind: WorkKind, steps: &mut Vec<Step>) -> (f64, String) {
-    let name = match kind {
-        WorkKind::Compute => "compute",
-        WorkKind::Kernel => "kernel",
-        WorkKind::Io => "io",
-    };
+    let name = crate::mckenney_choose::kind_key(kind);
     let (s, from, fact) = match f.slowdowns.as_ref().and_then(|m| Some((m.of(kind)?, m))) {
         Some((s, m)) => (
             s,
