@@ -5,7 +5,7 @@
 //! Total delay of a work item = start latency (a measured percentile) + work x slowdown (Figs.
 //! 5-7). The real-time configuration's slowdown is McKenney's Table 1 on a PREEMPT_RT kernel and
 //! none on this kernel (punctual's real time is a policy, memory locking and spinning: the work runs
-//! at the same speed); measured slowdowns replace them when given.
+//! at the same speed); the slowdowns a `mckenney-choose` result measured replace both when given.
 
 use crate::published::mckenney as pb;
 use punctual_result::{HostFacts, ResultDoc, Table};
@@ -90,6 +90,76 @@ pub struct Facts {
     pub real_fast: Option<Measured>,
     /// The time-sharing quantum (the kernel's base slice, or `--quantum`), and where it came from.
     pub quantum: Option<(u64, String)>,
+    /// Real time's slowdown of each kind of work as `mckenney-choose` measured it here.
+    pub slowdowns: Option<Slowdowns>,
+}
+
+/// Real time's time per work unit over real fast's, per kind of work, from a `mckenney-choose`
+/// result (a kind it did not finish is `None`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Slowdowns {
+    pub source: String,
+    pub compute: Option<f64>,
+    pub kernel: Option<f64>,
+    pub io: Option<f64>,
+}
+
+impl Slowdowns {
+    pub fn of(&self, k: WorkKind) -> Option<f64> {
+        match k {
+            WorkKind::Compute => self.compute,
+            WorkKind::Kernel => self.kernel,
+            WorkKind::Io => self.io,
+        }
+    }
+}
+
+/// Whether a document is a `mckenney-choose` result.
+pub fn is_choose(doc: &ResultDoc) -> bool {
+    doc.extra.get("experiment").and_then(|v| v.as_str()) == Some(crate::mckenney_choose::NAME)
+}
+
+/// What a `mckenney-choose` result measured: each configuration's start latency (idle and under
+/// load; [`Facts::add`] keeps the worse) and real time's slowdown of each kind of work.
+pub fn choose_reading(doc: &ResultDoc, source: &str) -> Result<(Vec<Reading>, Slowdowns), String> {
+    let sl = doc
+        .extra
+        .get("slowdowns")
+        .and_then(|v| v.as_object())
+        .ok_or_else(|| format!("{source}: a mckenney-choose result without measured slowdowns"))?;
+    let get = |k: &str| sl.get(k).and_then(|v| v.as_f64()).filter(|x| *x > 0.0);
+    let slowdowns = Slowdowns {
+        // A stored result is already named by the experiment ("stored mckenney-choose ID").
+        source: if source.contains(crate::mckenney_choose::NAME) {
+            source.to_string()
+        } else {
+            format!("mckenney-choose ({source})")
+        },
+        compute: get("compute"),
+        kernel: get("kernel"),
+        io: get("io"),
+    };
+    let readings = doc
+        .series
+        .iter()
+        // The kernel's own preemption mode only: the others are not what runs by default.
+        .filter(|s| !s.extra.contains_key("preempt"))
+        .filter_map(|s| {
+            let m = Measured {
+                source: format!("{source}: {} on CPU {}", s.name, fmt_cpu(s.cpu)),
+                p99_9_ns: s.summary.percentiles.p99_9,
+                max_ns: s.summary.max,
+                cpu: s.cpu,
+                steal: None,
+            };
+            match s.extra.get("configuration").and_then(|v| v.as_str()) {
+                Some("real_time") => Some(Reading::RealTime(m)),
+                Some("real_fast") => Some(Reading::RealFast(m)),
+                _ => None,
+            }
+        })
+        .collect();
+    Ok((readings, slowdowns))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -191,7 +261,7 @@ pub fn reading(doc: &ResultDoc, source: &str) -> Result<Reading, String> {
         "latency" => doc.series.iter().collect(),
         other => {
             return Err(format!(
-                "{source} is a `{other}` result; advise reads `check` and `latency` results"
+                "{source} is a `{other}` result; advise reads `check`, `latency` and `mckenney-choose` results"
             ))
         }
     };
@@ -309,6 +379,7 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
         work,
         rt_slowdown,
         rt_work,
+        ..
     } = w;
     let virt = virtualised(f, &mut steps);
     // 6. The real-time bubble: settle it with this machine's start latency.
@@ -549,16 +620,14 @@ struct Work {
     work: u64,
     rt_slowdown: f64,
     rt_work: u64,
+    /// Where the slowdown comes from, for the step texts.
+    slow_from: String,
 }
 
 fn work_fits(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Result<Work, Advice> {
     let deadline = n.deadline_ns.unwrap_or_default();
     let kind = n.kind.unwrap_or(WorkKind::Compute);
-    let rt_slowdown = if f.host.realtime {
-        kind.rt_kernel_slowdown()
-    } else {
-        1.0
-    };
+    let (rt_slowdown, slow_from) = slowdown(f, kind, steps);
     let work = n.work_ns.unwrap_or(0);
     let rt_work = (work as f64 * rt_slowdown) as u64;
     if rt_work > deadline {
@@ -568,7 +637,7 @@ fn work_fits(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Result<Work, Advice
             format!(
                 "{} of work{} against {}",
                 format_ns(rt_work),
-                slowed(rt_slowdown),
+                slowed(rt_slowdown, &slow_from),
                 format_ns(deadline)
             ),
             "no",
@@ -589,7 +658,51 @@ fn work_fits(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Result<Work, Advice
         work,
         rt_slowdown,
         rt_work,
+        slow_from,
     })
+}
+
+/// How much slower real time runs this kind of work, and from where: measured here by
+/// `mckenney-choose`, else McKenney's Table 1 on a PREEMPT_RT kernel, else none (on this kernel
+/// real time is a policy, memory locking and spinning, which leave the work's speed alone).
+fn slowdown(f: &Facts, kind: WorkKind, steps: &mut Vec<Step>) -> (f64, String) {
+    let name = crate::mckenney_choose::kind_key(kind);
+    let (s, from, fact) = match f.slowdowns.as_ref().and_then(|m| Some((m.of(kind)?, m))) {
+        Some((s, m)) => (
+            s,
+            format!("measured by {}", m.source),
+            format!("{name} work x{s:.3}, measured here by {}", m.source),
+        ),
+        None if f.host.realtime => {
+            let s = kind.rt_kernel_slowdown();
+            (
+                s,
+                "McKenney Table 1".to_string(),
+                format!(
+                    "{name} work x{s:.3}, published (McKenney Table 1, a PREEMPT_RT kernel); \
+                     measure it here: punctual experiment run mckenney-choose"
+                ),
+            )
+        }
+        None => (
+            1.0,
+            String::new(),
+            "not measured (punctual experiment run mckenney-choose); this kernel is not \
+             PREEMPT_RT, so none assumed"
+                .to_string(),
+        ),
+    };
+    step(
+        steps,
+        "Does real time slow this work down?",
+        fact,
+        &if s > 1.0 {
+            format!("yes: x{s:.3}")
+        } else {
+            format!("no: x{s:.3}")
+        },
+    );
+    (s, from)
 }
 
 /// Step 5, principle 4: the host can stop this machine's CPUs.
@@ -663,6 +776,7 @@ fn real_time_misses(
         rt_work,
         ..
     } = *w;
+    let slow_from = &w.slow_from;
     let rt_total = rt.p99_9_ns.saturating_add(rt_work);
     let jitter_ok = n.jitter_ns.is_none_or(|j| rt.p99_9_ns <= j);
     step(
@@ -672,7 +786,7 @@ fn real_time_misses(
             "p99.9 start {} + work {}{} = {} against {}{}",
             format_ns(rt.p99_9_ns),
             format_ns(rt_work),
-            slowed(rt_slowdown),
+            slowed(rt_slowdown, slow_from),
             format_ns(rt_total),
             format_ns(deadline),
             n.jitter_ns
@@ -769,12 +883,9 @@ pub fn crossover(start_a: u64, slow_a: f64, start_b: u64, slow_b: f64) -> Option
     (d_slow.abs() > 1e-12 && d_start / d_slow > 0.0).then(|| (d_start / d_slow) as u64)
 }
 
-fn slowed(s: f64) -> String {
+fn slowed(s: f64, from: &str) -> String {
     if s > 1.0 {
-        format!(
-            " (slowed {:.0} % by the real-time kernel, McKenney Table 1)",
-            (s - 1.0) * 100.0
-        )
+        format!(" (slowed {:.0} % in real time, {from})", (s - 1.0) * 100.0)
     } else {
         String::new()
     }
@@ -848,6 +959,7 @@ mod tests {
             real_time: rt.map(measured),
             real_fast: fast.map(measured),
             quantum: Some((1_500_000, "test".into())),
+            slowdowns: None,
         }
     }
 

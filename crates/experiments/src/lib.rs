@@ -16,6 +16,7 @@ pub mod published;
 // simulated half).
 pub mod etsion_latency;
 pub mod etsion_overhead;
+pub mod mckenney_choose;
 pub mod mckenney_nanosleep;
 pub mod zeadally_dispatch;
 // Traced and simulated experiments.
@@ -115,6 +116,12 @@ fn bench_registry() -> Vec<Box<dyn Experiment>> {
             reproduces: "McKenney 2008/2009, Figs. 1-3 and 8: the nanosleep validation loop, pitfall by pitfall, in parallel and beside a build",
             duration: "full about 45 min (10,000,000 trials with all precautions); --quick about 25 s",
             make: mckenney_nanosleep::McKenneyNanosleep::new,
+        }),
+        Box::new(Entry {
+            name: mckenney_choose::NAME,
+            reproduces: "McKenney 2008/2009, Table 1 and Figs. 5-7: start latency and work slowdown of real time vs real fast, and where total delay crosses over",
+            duration: "full about 5 min (45 s per start-latency cell, 5 runs of each work unit); --quick about 30 s",
+            make: mckenney_choose::McKenneyChoose::new,
         }),
         Box::new(Entry {
             name: zeadally_dispatch::NAME,

@@ -250,6 +250,11 @@ pub mod mckenney {
     pub const SLOWDOWN_COMPUTE: f64 = 1.0;
     pub const SLOWDOWN_KERNEL: f64 = TABLE1_REAL_S.1 / TABLE1_REAL_S.0;
     pub const SLOWDOWN_IO: f64 = TABLE1_SYS_S.1 / TABLE1_SYS_S.0;
+    /// Figs. 5-7: where the real-time kernel's total delay curve crosses the non-real-time one
+    /// (user-mode compute: never; a kernel build: near 10 ms of work; heavy I/O: near 1 ms).
+    pub const FIG5_CROSSOVER: &str = "none";
+    pub const FIG6_CROSSOVER: &str = "near 10 ms";
+    pub const FIG7_CROSSOVER: &str = "near 1 ms";
     /// Principle 2: common real-time practice reserves resources, e.g. CPU utilization at 50 %.
     pub const UTILIZATION_LIMIT: f64 = 0.5;
     /// Fig. 9: work items of hundreds of milliseconds lose any scheduling-latency benefit in the

@@ -90,10 +90,47 @@ fn advise_refuses_results_it_cannot_read() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "advise reads `check` and `latency` results",
+            "advise reads `check`, `latency` and `mckenney-choose` results",
         ));
     punctual()
         .args(["advise", "--deadline", "1ms", "--from", "/nonexistent.json"])
         .assert()
         .code(2);
+}
+
+/// A `mckenney-choose` result given with `--from` supplies both configurations' start latency and
+/// real time's measured slowdown, and the step says the slowdown was measured.
+#[test]
+fn advise_uses_the_slowdowns_a_choose_result_measured() {
+    let t = tempfile::tempdir().unwrap();
+    let path = result(t.path(), "choose.json", "fifo", 40_000);
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["command"] = serde_json::json!(["punctual", "experiment", "run", "mckenney-choose"]);
+    doc["experiment"] = "mckenney-choose".into();
+    doc["slowdowns"] = serde_json::json!({"compute": 1.0, "kernel": 1.1, "io": 1.5});
+    let rt = doc["series"][0].clone();
+    let mut fast = rt.clone();
+    fast["name"] = "real fast loaded".into();
+    fast["configuration"] = "real_fast".into();
+    fast["percentiles"]["99.9"] = 4_000_000.into();
+    let mut rt = rt;
+    rt["name"] = "real time loaded".into();
+    rt["configuration"] = "real_time".into();
+    doc["series"] = serde_json::json!([rt, fast]);
+    std::fs::write(&path, doc.to_string()).unwrap();
+    // 40 us + 10 ms x 1.5 and 4 ms + 10 ms both meet 20 ms: real fast, crossing at 7.92 ms.
+    punctual()
+        .args(["advise", "--deadline", "20ms", "--work", "10ms"])
+        .args(["--work-kind", "io", "--from"])
+        .arg(&path)
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("io work x1.500, measured here by mckenney-choose")
+                .and(predicate::str::contains("Verdict: real fast"))
+                .and(predicate::str::contains(
+                    "longer than 7.92 ms complete sooner real fast",
+                )),
+        );
 }

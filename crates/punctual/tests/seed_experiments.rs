@@ -6,6 +6,7 @@
 
 use punctual_experiments::etsion_latency::{EtsionLatency, LatencySettings};
 use punctual_experiments::etsion_overhead::{EtsionOverhead, OverheadSettings};
+use punctual_experiments::mckenney_choose::{ChooseSettings, McKenneyChoose};
 use punctual_experiments::mckenney_nanosleep::{McKenneyNanosleep, NanosleepSettings};
 use punctual_experiments::published::{self, TABLE6};
 use punctual_experiments::zeadally_dispatch::{DispatchSettings, ZeadallyDispatch};
@@ -285,6 +286,53 @@ fn mckenney_nanosleep_prints_the_ladder_parallel_tasks_and_build() {
     assert_eq!(r.doc.series[3].extra["mlock"], true);
 }
 
+/// A short real run: both configurations measured idle and under the cpu load, every kind of work
+/// timed three times in each, the published rows intact, and the preemption mode as it was.
+#[test]
+fn mckenney_choose_measures_both_configurations() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        punctual_rt::privilege::report_skip(
+            "mckenney_choose_measures_both_configurations",
+            "needs root for SCHED_FIFO, mlockall and cpu_dma_latency",
+        );
+        return;
+    }
+    let preempt =
+        || std::fs::read_to_string(punctual_experiments::mckenney_choose::PREEMPT_PATH).ok();
+    let before = preempt();
+    let e = McKenneyChoose {
+        quick: true,
+        settings: ChooseSettings {
+            latency_ns: 300_000_000,
+            runs: 3,
+            compute_iterations: 1_000_000,
+            build_units: 1,
+            syscalls: 100,
+            io_writes: 2,
+            io_bytes: 4096,
+            ..ChooseSettings::quick()
+        },
+    };
+    let r = run(e, "mckenney-choose");
+    assert_eq!(preempt(), before, "the preemption mode is back");
+    let t = &r.report.tables;
+    assert_eq!(t.len(), 3);
+    let table1 = &t[1];
+    for row in &table1.rows[..3] {
+        assert_eq!(row[4], "3", "three runs in each configuration: {row:?}");
+        assert!(row[3].ends_with('x'), "a measured slowdown: {row:?}");
+    }
+    assert_eq!(table1.rows[4][1..3], strings(&["1332.6 s", "1556.2 s"]));
+    check_doc(&r, 4);
+    for s in &r.doc.series {
+        assert!(s.summary.count > 100, "{}: {}", s.name, s.summary.count);
+    }
+    let sl = r.doc.extra["slowdowns"].as_object().unwrap();
+    assert_eq!(sl.len(), 3, "{sl:?}");
+}
+
 #[test]
 fn zeadally_dispatch_prints_tables_1_to_4() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -394,6 +442,7 @@ fn experiment_list_names_the_seeds_experiments() {
         "etsion-latency",
         "etsion-overhead",
         "mckenney-nanosleep",
+        "mckenney-choose",
         "zeadally-dispatch",
     ] {
         assert!(

@@ -38,9 +38,10 @@ pub struct AdviseArgs {
     /// The time-sharing quantum for --competing (default: the kernel's base slice).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub quantum: Option<u64>,
-    /// `check` or `latency` results to decide with: files, stored ids or `latest~N` (repeatable;
-    /// default: this host's latest stored `check`). A `latency --policy other` result stands for
-    /// real fast.
+    /// `check`, `latency` or `mckenney-choose` results to decide with: files, stored ids or
+    /// `latest~N` (repeatable; default: this host's latest stored `check` and `mckenney-choose`).
+    /// A `latency --policy other` result stands for real fast; `mckenney-choose` gives both
+    /// configurations and real time's measured slowdown of each kind of work.
     #[arg(long, value_name = "RESULT")]
     pub from: Vec<String>,
     /// Write the advice (steps, verdict, figures) as JSON to FILE (`-` for stdout).
@@ -64,11 +65,12 @@ fn size(s: &str) -> Result<u64, String> {
     punctual_bench::memcpy::parse_bytes(s).map(|b| b as u64)
 }
 
-/// The newest `check` of this host in the results store, if any.
-fn latest_check(host: &str) -> Result<Option<(String, ResultDoc)>, Failure> {
+/// The newest stored `check` (or, with `experiment`, that experiment) of this host, if any.
+fn latest(host: &str, experiment: Option<&str>) -> Result<Option<(String, ResultDoc)>, Failure> {
     let store = punctual_session::store::open(None)?;
     let filter = punctual_store::Filter {
-        command: Some("check".into()),
+        command: experiment.is_none().then(|| "check".into()),
+        experiment: experiment.map(Into::into),
         host: Some(host.into()),
         last: Some(1),
         ..Default::default()
@@ -82,7 +84,8 @@ fn latest_check(host: &str) -> Result<Option<(String, ResultDoc)>, Failure> {
         return Ok(None);
     };
     let doc = store.resolve(&entry.id).map_err(Failure::from)?.doc;
-    Ok(Some((format!("stored check {}", entry.id), doc)))
+    let what = experiment.unwrap_or("check");
+    Ok(Some((format!("stored {what} {}", entry.id), doc)))
 }
 
 pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
@@ -111,9 +114,15 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
         real_time: None,
         real_fast: None,
         quantum,
+        slowdowns: None,
     };
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
-        latest_check(&facts.host.hostname)?.into_iter().collect()
+        let choose = Some(punctual_experiments::mckenney_choose::NAME);
+        let host = &facts.host.hostname;
+        latest(host, None)?
+            .into_iter()
+            .chain(latest(host, choose)?)
+            .collect()
     } else {
         // Files, stored ids, `latest`: named as compare and report name them.
         a.from
@@ -122,7 +131,14 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
             .collect::<Result<_, Failure>>()?
     };
     for (source, doc) in &docs {
-        facts.add(advise::reading(doc, source).map_err(Failure::usage)?);
+        if advise::is_choose(doc) {
+            let (readings, slowdowns) =
+                advise::choose_reading(doc, source).map_err(Failure::usage)?;
+            readings.into_iter().for_each(|r| facts.add(r));
+            facts.slowdowns = Some(slowdowns);
+        } else {
+            facts.add(advise::reading(doc, source).map_err(Failure::usage)?);
+        }
     }
     let advice = advise::advise(&needs, &facts);
     env.show(
