@@ -185,7 +185,8 @@ mod tests {
             m.observe(15_000);
         }
         assert_eq!(m.margin(), 5_000);
-        assert!((16_000..=18_000).contains(&m.needed()), "{}", m.needed());
+        // The 99.9th percentile's bucket ends at 16 us; plus 10 % and 1 us of headroom.
+        assert_eq!(m.needed(), 18_600);
         let mut s = AutoMargin::for_shielded(10_000);
         for _ in 0..200 {
             s.observe(15_000);
