@@ -14,7 +14,11 @@
 //! skip:       k                        k+3        (k+1, k+2 counted missed, not run)
 //! catch_up:   k          k+1 k+2       k+3        (k+1, k+2 counted missed, run at once, late)
 //! ```
+//!
+//! A task that may move (`SlotSpec::movable`) whose late releases line up is re-phased
+//! ([`crate::rephase`]): its later releases come a shift after the plan's instants.
 
+use crate::rephase::{self, LateWindow, Verdict};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
@@ -78,6 +82,9 @@ pub struct SlotSpec {
     pub offset: u64,
     pub wcet: Option<u64>,
     pub miss: MissPolicy,
+    /// A periodic task whose plan offset was `auto`: its phase may move during the run when its
+    /// late releases line up ([`crate::rephase`]). Never an explicit offset, never events.
+    pub movable: bool,
 }
 
 /// KURT's rtstats for one slot.
@@ -89,6 +96,13 @@ pub struct SlotStats {
     pub releases: u64,
     pub overruns: u64,
     pub errors: u64,
+    /// Times the task's phase moved during the run.
+    pub rephased: u32,
+    /// A move did not take the lateness away, so the task stayed where it was after it.
+    pub rephase_gave_up: bool,
+    /// For a periodic task: its offset at the end of the run (the plan's, plus any moves, within
+    /// the period).
+    pub offset_ns: Option<u64>,
 }
 
 /// Live figures of one slot, written with relaxed stores.
@@ -166,6 +180,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     };
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
+    let mut windows = vec![LateWindow::default(); slots.len()];
     let mut last_block = clock.now();
     let mut steal = StealWatch::new(cfg.steal, last_block);
     // The widest gap between releases since the loop last blocked: where a breather goes.
@@ -208,15 +223,14 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let gap = act_at.saturating_sub(now);
         // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
         // release): a sleep would only make the release late, so the loop spins through.
-        let m = if auto
-            && gap <= margin.needed().saturating_add(MIN_SLEEP_NS)
-            && gap <= cfg.margin_cap
-        {
-            end.spun_through += 1;
-            u64::MAX
-        } else {
-            m
-        };
+        let m =
+            if auto && gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap
+            {
+                end.spun_through += 1;
+                u64::MAX
+            } else {
+                m
+            };
         // A loop that has not blocked for a long time (dense releases) takes a short breather, so
         // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
         // the widest gap it has seen since, or at once when twice overdue.
@@ -271,9 +285,25 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         };
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
+        if spec.movable {
+            watch_phase(
+                &mut windows[slot],
+                &mut stats[slot],
+                &mut sources,
+                slots,
+                &r,
+                &timed,
+                delegated,
+            );
+        }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
             stats[slot].lateness.add_missed(missed);
             progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
+            if spec.movable && spec.miss == MissPolicy::Skip {
+                for j in 1..=missed.min(64) {
+                    windows[slot].observe(r.seq + j, true);
+                }
+            }
         }
         publish(&progress[slot], stats[slot].releases, lateness);
         match late_wake {
@@ -285,8 +315,49 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
     }
     collect_owed_reports(slots, stats, actions);
+    for (i, s) in slots.iter().enumerate() {
+        stats[i].offset_ns = s.period.map(|p| (s.offset + sources.shift[i]) % p);
+    }
     end.margin_ns = margin.margin();
     end
+}
+
+/// Counts release `r` of a movable task in its window and moves the task when its late releases
+/// line up: the next release (not yet in the heap) and all after it follow the new phase.
+#[inline(always)]
+fn watch_phase(
+    w: &mut LateWindow,
+    st: &mut SlotStats,
+    sources: &mut Sources,
+    slots: &[SlotSpec],
+    r: &Release,
+    t: &Timed,
+    delegated: bool,
+) {
+    let previous = w.released(r.seq);
+    let seen = if delegated {
+        // The client reports on the release before this one.
+        match (previous, t.fired.previous) {
+            (Some(k), Some(Ack::Done { lateness, .. })) => Some((k, lateness > rephase::LATE_NS)),
+            (Some(k), Some(Ack::Missed)) => Some((k, true)),
+            _ => None,
+        }
+    } else {
+        Some((r.seq, t.started.saturating_sub(r.target) > rephase::LATE_NS))
+    };
+    let Some((k, late)) = seen else { return };
+    w.observe(k, late);
+    match w.verdict() {
+        Verdict::Move => {
+            if let Some(shift) = rephase::next_shift(r.slot, slots, &sources.shift) {
+                sources.shift[r.slot] = shift;
+                w.moved(r.seq + 1);
+                st.rephased += 1;
+            }
+        }
+        Verdict::GiveUp => st.rephase_gave_up = true,
+        Verdict::Stay => {}
+    }
 }
 
 /// The CPU's stolen time as the loop last read it.
@@ -334,6 +405,8 @@ struct Sources {
     /// Per task: the instant through which missed releases were already counted (catch_up runs
     /// them without counting them twice).
     counted_through: Vec<u64>,
+    /// Per task: how far its phase moved during the run (added to its offset).
+    shift: Vec<u64>,
     /// Index of the next event of this CPU in `LoopConfig::events` (or its length).
     ev: usize,
     /// Per event slot: sequence number of its next event.
@@ -379,6 +452,7 @@ impl Sources {
             heap,
             next_k: vec![0; slots.len()],
             counted_through: vec![0; slots.len()],
+            shift: vec![0; slots.len()],
             ev: 0,
             event_seq: vec![0u64; slots.len()],
         };
@@ -426,7 +500,10 @@ impl Sources {
             let s = &slots[slot];
             (
                 slot,
-                cfg.start + s.offset + self.next_k[slot] * s.period.expect("a task"),
+                cfg.start
+                    + s.offset
+                    + self.shift[slot]
+                    + self.next_k[slot] * s.period.expect("a task"),
                 self.next_k[slot],
                 &[][..],
             )
@@ -462,7 +539,8 @@ impl Sources {
         self.heap.pop();
         let p = spec.period.expect("a task");
         let mut k = self.next_k[slot] + 1;
-        let next = cfg.start + spec.offset + k * p;
+        let base = cfg.start + spec.offset + self.shift[slot];
+        let next = base + k * p;
         let mut missed = None;
         if done >= next {
             // Releases whose instant passed while this one ran: missed.
@@ -486,7 +564,7 @@ impl Sources {
             }
         }
         self.next_k[slot] = k;
-        let t = cfg.start + spec.offset + k * p;
+        let t = base + k * p;
         self.heap.push(Due {
             act_at: Reverse(t.saturating_sub(actions.lead(spec.action))),
             slot,
@@ -589,6 +667,9 @@ impl SlotStats {
             releases: 0,
             overruns: 0,
             errors: 0,
+            rephased: 0,
+            rephase_gave_up: false,
+            offset_ns: None,
         }
     }
 }
@@ -677,6 +758,7 @@ mod tests {
             offset,
             wcet,
             miss,
+            movable: false,
         }
     }
 
@@ -763,6 +845,7 @@ mod tests {
                 offset: 0,
                 wcet: None,
                 miss: MissPolicy::Skip,
+                movable: false,
             },
         ];
         let events = [
@@ -1050,7 +1133,11 @@ mod tests {
         // 40 us period, wake-ups 25 us late: half the interval (20 us) is not enough.
         let (clock, _) = counting_clock(25_000);
         let (shielded, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, true, None);
-        assert!(shielded.end.margin_ns > 25_000, "{}", shielded.end.margin_ns);
+        assert!(
+            shielded.end.margin_ns > 25_000,
+            "{}",
+            shielded.end.margin_ns
+        );
         assert!(shielded.end.woke_late <= 1, "{}", shielded.end.woke_late);
         let (clock, _) = counting_clock(25_000);
         let (plain, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, false, None);
@@ -1087,7 +1174,11 @@ mod tests {
         };
         let with = run(true);
         assert!(with.end.margin_ns < 40_000, "margin {}", with.end.margin_ns);
-        assert!(with.end.woke_late_stolen >= 15, "{}", with.end.woke_late_stolen);
+        assert!(
+            with.end.woke_late_stolen >= 15,
+            "{}",
+            with.end.woke_late_stolen
+        );
         assert_eq!(with.end.woke_late_stolen, with.end.woke_late);
         // Without the meter the same holds drive the margin to its bound (half the period).
         let without = run(false);
@@ -1105,6 +1196,7 @@ mod tests {
             offset: 0,
             wcet: None,
             miss: MissPolicy::Skip,
+            movable: false,
         }];
         let events: Vec<Event> = (0..1000u64)
             .map(|i| Event::new(i * 10_000, 0, &[]))
@@ -1123,6 +1215,203 @@ mod tests {
         assert!(r.stats[0].lateness.max().unwrap() < 1_000);
     }
 
+    /// A CPU taken away at a fixed period: from `after` on, during `[from + k * every, + len)` the
+    /// thread does not run, so a clock read or a wake-up that falls there happens at the window's
+    /// end (a host timer, or an IRQ, that began after the watch before the run). Wake-ups otherwise
+    /// come `base` late.
+    #[derive(Clone)]
+    struct Taken {
+        clock: ManualClock,
+        after: u64,
+        from: u64,
+        every: u64,
+        len: u64,
+    }
+
+    impl Taken {
+        fn new(base: u64, after: u64, from: u64, every: u64, len: u64) -> Taken {
+            Taken {
+                clock: ManualClock::with_wake_latency(0, 1_000, move |_| base),
+                after,
+                from,
+                every,
+                len,
+            }
+        }
+
+        /// Moves the clock out of a window it is in.
+        fn run_out(&self) -> u64 {
+            let t = self.clock.peek();
+            if t >= self.after && t >= self.from && (t - self.from) % self.every < self.len {
+                let end = t + self.len - (t - self.from) % self.every;
+                self.clock.advance(end - t);
+                return end;
+            }
+            t
+        }
+    }
+
+    impl Clock for Taken {
+        fn now(&self) -> u64 {
+            self.clock.now();
+            self.run_out()
+        }
+        fn sleep_until(&self, t: u64) {
+            self.clock.sleep_until(t);
+            self.run_out();
+        }
+    }
+
+    /// A 4 ms task at `offset` for 1 s on the auto margin, with the CPU taken for 200 us around
+    /// each of its plan instants from 100 ms on. Returns the statistics and the fake's log.
+    fn under_periodic_interference(offset: u64, movable: bool) -> (SlotStats, Fake) {
+        let start = 1_000_000;
+        let clock = Taken::new(
+            15_000,
+            start + 100_000_000,
+            start + offset - 100_000,
+            4_000_000,
+            200_000,
+        );
+        let mut spec = task("a", 0, 4_000_000, offset, None, MissPolicy::Skip);
+        spec.movable = movable;
+        let mut fake = Fake::new(&clock.clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let cfg = LoopConfig {
+            start,
+            end: start + 1_000_000_000,
+            margin: MarginPolicy::Auto,
+            interval: 4_000_000,
+            margin_cap: u64::MAX,
+            breather_every: None,
+            shielded: false,
+            steal: None,
+            events: &[],
+            event_slot: &[None],
+        };
+        dispatch(
+            &clock,
+            &cfg,
+            &[spec],
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &[SlotProgress::default()],
+            &Heartbeat::default(),
+        );
+        (stats.pop().unwrap(), fake)
+    }
+
+    fn late(l: &(u16, u64, u64, u64)) -> bool {
+        l.3 - l.1 > rephase::LATE_NS
+    }
+
+    #[test]
+    fn a_task_whose_late_releases_line_up_with_unseen_interference_is_rephased() {
+        let (st, fake) = under_periodic_interference(0, true);
+        assert_eq!(st.rephased, 1);
+        assert!(!st.rephase_gave_up);
+        // Moved by 1 - 1/phi of its period.
+        assert_eq!(st.offset_ns, Some(1_527_864));
+        let on_plan = |l: &(u16, u64, u64, u64)| (l.1 - 1_000_000).is_multiple_of(4_000_000);
+        let moved_at = fake
+            .log
+            .iter()
+            .position(|l| !on_plan(l))
+            .expect("a moved release");
+        let (before, after) = fake.log.split_at(moved_at);
+        // Late from 100 ms on (release 25) until a window of 50 held 40 late ones in a row.
+        let late_before = before.iter().filter(|l| late(l)).count();
+        assert!(
+            (38..=45).contains(&late_before),
+            "{late_before} late before the move"
+        );
+        assert!(before.iter().take(25).all(|l| !late(l)));
+        // Every release after the move follows the new phase and is on time.
+        assert!(after.len() > 150, "{} releases after the move", after.len());
+        assert!(
+            after.iter().all(|l| !on_plan(l) && !late(l)),
+            "late after the move"
+        );
+        assert_eq!(st.lateness.missed_periods(), 0, "the move skips nothing");
+        assert_eq!(st.releases as usize, fake.log.len());
+    }
+
+    #[test]
+    fn a_task_with_an_explicit_offset_is_never_moved_and_stays_late() {
+        // The same interference on a task that may not move (the run without re-phasing): every
+        // release from 100 ms on is late, to the end.
+        let (st, fake) = under_periodic_interference(0, false);
+        assert_eq!(st.rephased, 0);
+        assert_eq!(st.offset_ns, Some(0));
+        assert!(fake
+            .log
+            .iter()
+            .all(|l| (l.1 - 1_000_000).is_multiple_of(4_000_000)));
+        let late_ones = fake.log.iter().filter(|l| late(l)).count();
+        assert!(late_ones >= 220, "{late_ones} of {} late", fake.log.len());
+        assert!(fake.log.iter().rev().take(50).all(late));
+    }
+
+    #[test]
+    fn scattered_late_releases_do_not_move_a_task() {
+        // 30 % of the wake-ups (a fixed xorshift sequence) come 100 us late on a fixed 50 us
+        // margin: as many late releases as the interference above would make, in no pattern.
+        let state = Arc::new(AtomicU64::new(0x2545_F491_4F6C_DD1D));
+        let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+            let mut x = state.load(Ordering::SeqCst);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            state.store(x, Ordering::SeqCst);
+            if x % 10 < 3 {
+                150_000
+            } else {
+                15_000
+            }
+        });
+        let mut slots = vec![task("a", 0, 4_000_000, 0, None, MissPolicy::Skip)];
+        slots[0].movable = true;
+        let mut fake = Fake::new(&clock, 1);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 8_000_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        let late_ones = fake.log.iter().filter(|l| late(l)).count();
+        assert_eq!(fake.log.len(), 2_000);
+        assert!((500..=700).contains(&late_ones), "{late_ones} late");
+        assert_eq!(r.stats[0].rephased, 0);
+        assert_eq!(r.stats[0].offset_ns, Some(0));
+    }
+
+    #[test]
+    fn a_task_late_at_every_phase_moves_once_and_then_stays() {
+        // Every wake-up 30 us late on a fixed 5 us margin: late wherever the task is, so the one
+        // move changes nothing and the loop leaves the task where that move put it.
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+        let mut slots = vec![task("a", 0, 4_000_000, 0, None, MissPolicy::Skip)];
+        slots[0].movable = true;
+        let mut fake = Fake::new(&clock, 1);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 2_000_000_000,
+            MarginPolicy::Fixed(5_000),
+        );
+        assert!(fake.log.iter().all(late));
+        assert_eq!(r.stats[0].rephased, 1);
+        assert!(r.stats[0].rephase_gave_up);
+        assert_eq!(r.stats[0].offset_ns, Some(1_527_864));
+    }
+
     #[test]
     fn breathers_are_taken_when_the_loop_never_blocks() {
         let clock = ManualClock::new(0, 1_000);
@@ -1133,6 +1422,7 @@ mod tests {
             offset: 0,
             wcet: None,
             miss: MissPolicy::Skip,
+            movable: false,
         }];
         let events: Vec<Event> = (0..100_000u64)
             .map(|i| Event::new(i * 10_000, 0, &[]))

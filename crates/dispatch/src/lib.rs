@@ -12,6 +12,7 @@ pub mod actions;
 pub mod engine;
 pub mod measure;
 pub mod preflight;
+pub mod rephase;
 pub mod report;
 pub mod shield;
 pub mod watchdog;
@@ -74,6 +75,9 @@ pub struct RunConfig {
     /// `Some((reference, step))`: the plan starts at the first `reference + k * step` after the
     /// lead-in (the grid the offsets were chosen on, see [`phase_around_interference`]).
     pub start_grid: Option<(u64, u64)>,
+    /// Indices into the plan's tasks whose offsets were automatic and may move during the run when
+    /// their late releases line up ([`rephase`]); empty: every task keeps its phase.
+    pub movable: Vec<usize>,
 }
 
 impl Default for RunConfig {
@@ -91,6 +95,7 @@ impl Default for RunConfig {
             shielded: false,
             spin_budget: DISPATCH_SPIN_BUDGET,
             start_grid: None,
+            movable: Vec::new(),
         }
     }
 }
@@ -113,6 +118,8 @@ pub struct SlotInfo {
     /// `Some` for periodic tasks, `None` for a group of events.
     pub period: Option<u64>,
     pub delegated: bool,
+    /// The task's phase may move during the run ([`engine::SlotSpec::movable`]).
+    pub movable: bool,
 }
 
 struct CpuPrep {
@@ -273,7 +280,12 @@ pub fn wake_lead_cap(plan: &Plan) -> u64 {
 /// tasks on one CPU bring releases closer than the margin a bursty host teaches the loop, which then
 /// never sleeps; the CPU's normal tasks starve and the fair server stops everything for 50 ms once a
 /// second. A shielded CPU (`shielded`) has no normal tasks left to starve: no cap.
-pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, budget: Option<f64>) -> u64 {
+pub fn dispatch_margin_cap(
+    plan: &Plan,
+    run_cpus: &[usize],
+    cpu: usize,
+    budget: Option<f64>,
+) -> u64 {
     let Some(budget) = budget else {
         return u64::MAX;
     };
@@ -440,10 +452,11 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         let mut items: Vec<Option<Box<dyn ActionImpl>>> =
             (0..plan.actions.len()).map(|_| None).collect();
         let mut need: Vec<(u16, u64)> = Vec::new();
-        for t in plan
+        for (ti, t) in plan
             .tasks
             .iter()
-            .filter(|t| Plan::cpu_of(t.cpu, &cfg.cpus) == cpu)
+            .enumerate()
+            .filter(|(_, t)| Plan::cpu_of(t.cpu, &cfg.cpus) == cpu)
         {
             let a = plan.action(t.action);
             specs.push(SlotSpec {
@@ -453,6 +466,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 offset: t.offset.ns(),
                 wcet: t.wcet,
                 miss: t.miss,
+                movable: cfg.movable.contains(&ti),
             });
             slots.push(SlotInfo {
                 name: t.name.clone(),
@@ -462,6 +476,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 action_kind: a.action.kind().name(),
                 period: Some(t.period),
                 delegated: a.action.kind() == ActionKind::Wake,
+                movable: cfg.movable.contains(&ti),
             });
             need.push((t.action, t.period));
         }
@@ -480,6 +495,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                     offset: 0,
                     wcet: a.wcet,
                     miss: Default::default(),
+                    movable: false,
                 });
                 slots.push(SlotInfo {
                     name: a.name.clone(),
@@ -489,6 +505,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                     action_kind: a.action.kind().name(),
                     period: None,
                     delegated: a.action.kind() == ActionKind::Wake,
+                    movable: false,
                 });
                 need.push((i as u16, 0));
             }
@@ -1003,7 +1020,10 @@ mod tests {
             text += &format!("[[event]]\nat = \"{i}ms\"\naction = {{ kind = \"mark\" }}\n");
         }
         let p = plan(&text);
-        assert_eq!(dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)), 166_666);
+        assert_eq!(
+            dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)),
+            166_666
+        );
         assert_eq!(
             dispatch_margin_cap(&p, &[0], 0, Some(DISPATCH_SPIN_BUDGET)),
             250_000,
