@@ -689,6 +689,8 @@ mod tests {
         lead: u64,
         delegated: bool,
         counts: Vec<u64>,
+        /// For delegated actions: the client's report on the release before, from its target.
+        client: Option<fn(u64) -> Ack>,
     }
 
     impl Fake {
@@ -701,6 +703,7 @@ mod tests {
                 lead: 0,
                 delegated: false,
                 counts: vec![0; actions],
+                client: None,
             }
         }
     }
@@ -724,11 +727,16 @@ mod tests {
                 }
             }
             self.clock.advance(work);
-            let previous = (self.delegated && n > 0).then_some(Ack::Done {
-                lateness: 7,
-                wake_latency: Some(1),
-                woke_late: false,
-            });
+            let before = self.log.iter().rev().filter(|l| l.0 == action).nth(1);
+            let previous = match (self.delegated && n > 0, self.client, before) {
+                (false, _, _) => None,
+                (true, Some(client), Some(l)) => Some(client(l.1)),
+                _ => Some(Ack::Done {
+                    lateness: 7,
+                    wake_latency: Some(1),
+                    woke_late: false,
+                }),
+            };
             Fired {
                 error: false,
                 previous,
@@ -1410,6 +1418,69 @@ mod tests {
         assert_eq!(r.stats[0].rephased, 1);
         assert!(r.stats[0].rephase_gave_up);
         assert_eq!(r.stats[0].offset_ns, Some(1_527_864));
+    }
+
+    #[test]
+    fn a_wake_task_is_rephased_on_its_clients_reports() {
+        // The client is taken 120 us at the plan's phase of a 2 ms task (and misses every 10th of
+        // those releases outright); it reports one release later. Releases at any other phase are
+        // on time.
+        fn client(target: u64) -> Ack {
+            let k = (target - 1_000_000) / 2_000_000;
+            match (target - 1_000_000) % 2_000_000 {
+                0 if k % 10 == 9 => Ack::Missed,
+                0 => Ack::Done {
+                    lateness: 120_000,
+                    wake_latency: Some(1),
+                    woke_late: true,
+                },
+                _ => Ack::Done {
+                    lateness: 3_000,
+                    wake_latency: Some(1),
+                    woke_late: false,
+                },
+            }
+        }
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
+        let mut slots = vec![task("w", 0, 2_000_000, 0, None, MissPolicy::Skip)];
+        slots[0].movable = true;
+        let mut fake = Fake::new(&clock, 1);
+        fake.delegated = true;
+        fake.lead = 50_000;
+        fake.client = Some(client);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 400_000_000,
+            MarginPolicy::Auto,
+        );
+        let st = &r.stats[0];
+        assert_eq!(st.rephased, 1);
+        assert!(!st.rephase_gave_up);
+        assert_eq!(st.offset_ns, Some(763_932));
+        // The client's 50 reports on the old phase, then the new phase only: on time.
+        let moved = fake
+            .log
+            .iter()
+            .position(|l| (l.1 - 1_000_000) % 2_000_000 != 0);
+        assert_eq!(
+            moved,
+            Some(51),
+            "moved after the report on release 49 came with release 50"
+        );
+        assert!(st.lateness.max().unwrap() == 120_000 && st.lateness.missed_periods() == 5);
+        assert_eq!(
+            st.lateness.count() + st.lateness.missed_periods(),
+            st.releases,
+            "every release is reported once"
+        );
+        assert_eq!(
+            st.releases, 200,
+            "the last one, 0.76 ms later, still falls before the end"
+        );
     }
 
     #[test]
