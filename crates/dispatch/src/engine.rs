@@ -353,6 +353,8 @@ fn watch_phase(
                 sources.shift[r.slot] = shift;
                 w.moved(r.seq + 1);
                 st.rephased += 1;
+            } else {
+                w.restart(r.seq + 1);
             }
         }
         Verdict::GiveUp => st.rephase_gave_up = true,

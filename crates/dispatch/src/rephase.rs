@@ -163,6 +163,12 @@ impl LateWindow {
     pub fn moved(&mut self, next: u64) {
         self.moves += 1;
         self.fresh_move = true;
+        self.restart(next);
+    }
+
+    /// Starts the window afresh at release `next` (no clear phase to move to: look again a
+    /// window later rather than at every release).
+    pub fn restart(&mut self, next: u64) {
         self.started = false;
         self.bits = 0;
         self.since = next;
@@ -334,5 +340,24 @@ mod tests {
             next_shift(0, &one, &[3_055_728]),
             Some(3_055_728 + 1_527_864)
         );
+        // Beside a 150 us task whose action takes 100 us, no phase is clear: no move.
+        let busy = [spec(4_000_000, 0), spec(150_000, 0)];
+        assert_eq!(next_shift(0, &busy, &[0, 0]), None);
+    }
+
+    #[test]
+    fn a_window_without_a_clear_phase_is_judged_again_a_window_later() {
+        let mut w = window(|_| true, 50);
+        assert_eq!(w.verdict(), Verdict::Move);
+        w.restart(50);
+        w.observe(50, true);
+        assert_eq!(w.verdict(), Verdict::Stay);
+        for k in 51..99 {
+            w.observe(k, true);
+        }
+        assert_eq!(w.verdict(), Verdict::Stay, "49 releases");
+        w.observe(99, true);
+        assert_eq!(w.verdict(), Verdict::Move);
+        assert_eq!(w.moves(), 0);
     }
 }
