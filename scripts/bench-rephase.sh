@@ -88,13 +88,16 @@ run fixed '"0ms"'
 python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
-print(f"{'offset':<7} {'releases':>8} {'p50':>8} {'p99':>9} {'max':>9} {'<=10us':>8} {'missed':>6} {'rephased':>8} {'final offset':>13}")
+print(f"{'offset':<7} {'releases':>8} {'late':>5} {'p50':>8} {'p99':>9} {'max':>9} {'<=10us':>8} {'missed':>6} {'rephased':>8} {'final offset':>13} {'margin':>9} {'cpu':>6}")
 for name in ["auto", "fixed"]:
     d = json.load(open(f"{out}/rephase-{name}.json"))
     s = d["series"][0]
-    print(f"{name:<7} {s['count']:>8} {s['median']/1000:>6.1f}us {s['percentiles']['99']/1000:>7.1f}us "
+    c = d["dispatchers"][0]
+    late = round((1 - s["within"]["10us"]) * s["count"])
+    print(f"{name:<7} {s['count']:>8} {late:>5} {s['median']/1000:>6.1f}us {s['percentiles']['99']/1000:>7.1f}us "
           f"{s['max']/1000:>7.1f}us {100*s['within']['10us']:>7.2f}% {s.get('missed_periods', 0):>6} "
-          f"{str(s.get('rephased', '-')):>8} {s.get('offset_ns', 0)/1e6:>10.3f} ms")
+          f"{str(s.get('rephased', '-')):>8} {s.get('offset_ns', 0)/1e6:>10.3f} ms "
+          f"{c['spin_margin_ns']/1000:>7.0f}us {100*c['cpu_ns']/max(c['duration_ns'], 1):>5.1f}%")
     print("  " + open(f"{out}/rephase-{name}-interferer.txt").read().strip())
     for line in open(f"{out}/rephase-{name}.txt"):
         if "re-phased" in line or "stays at offset" in line:
