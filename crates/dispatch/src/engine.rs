@@ -180,7 +180,6 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     };
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
-    let mut windows = vec![LateWindow::default(); slots.len()];
     let mut last_block = clock.now();
     let mut steal = StealWatch::new(cfg.steal, last_block);
     // The widest gap between releases since the loop last blocked: where a breather goes.
@@ -286,24 +285,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
         if spec.movable {
-            watch_phase(
-                &mut windows[slot],
-                &mut stats[slot],
-                &mut sources,
-                slots,
-                &r,
-                &timed,
-                delegated,
-            );
+            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
             stats[slot].lateness.add_missed(missed);
             progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
-            if spec.movable && spec.miss == MissPolicy::Skip {
-                for j in 1..=missed.min(64) {
-                    windows[slot].observe(r.seq + j, true);
-                }
-            }
         }
         publish(&progress[slot], stats[slot].releases, lateness);
         match late_wake {
@@ -315,51 +301,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
     }
     collect_owed_reports(slots, stats, actions);
-    for (i, s) in slots.iter().enumerate() {
-        stats[i].offset_ns = s.period.map(|p| (s.offset + sources.shift[i]) % p);
-    }
+    sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
-}
-
-/// Counts release `r` of a movable task in its window and moves the task when its late releases
-/// line up: the next release (not yet in the heap) and all after it follow the new phase.
-#[inline(always)]
-fn watch_phase(
-    w: &mut LateWindow,
-    st: &mut SlotStats,
-    sources: &mut Sources,
-    slots: &[SlotSpec],
-    r: &Release,
-    t: &Timed,
-    delegated: bool,
-) {
-    let previous = w.released(r.seq);
-    let seen = if delegated {
-        // The client reports on the release before this one.
-        match (previous, t.fired.previous) {
-            (Some(k), Some(Ack::Done { lateness, .. })) => Some((k, lateness > rephase::LATE_NS)),
-            (Some(k), Some(Ack::Missed)) => Some((k, true)),
-            _ => None,
-        }
-    } else {
-        Some((r.seq, t.started.saturating_sub(r.target) > rephase::LATE_NS))
-    };
-    let Some((k, late)) = seen else { return };
-    w.observe(k, late);
-    match w.verdict() {
-        Verdict::Move => {
-            if let Some(shift) = rephase::next_shift(r.slot, slots, &sources.shift) {
-                sources.shift[r.slot] = shift;
-                w.moved(r.seq + 1);
-                st.rephased += 1;
-            } else {
-                w.restart(r.seq + 1);
-            }
-        }
-        Verdict::GiveUp => st.rephase_gave_up = true,
-        Verdict::Stay => {}
-    }
 }
 
 /// The CPU's stolen time as the loop last read it.
@@ -409,6 +353,8 @@ struct Sources {
     counted_through: Vec<u64>,
     /// Per task: how far its phase moved during the run (added to its offset).
     shift: Vec<u64>,
+    /// Per movable task: its recent releases, late or not.
+    windows: Vec<LateWindow>,
     /// Index of the next event of this CPU in `LoopConfig::events` (or its length).
     ev: usize,
     /// Per event slot: sequence number of its next event.
@@ -455,11 +401,61 @@ impl Sources {
             next_k: vec![0; slots.len()],
             counted_through: vec![0; slots.len()],
             shift: vec![0; slots.len()],
+            windows: vec![LateWindow::default(); slots.len()],
             ev: 0,
             event_seq: vec![0u64; slots.len()],
         };
         sources.skip_foreign(cfg);
         sources
+    }
+
+    /// Counts release `r` of a movable task in its window and moves the task when its late
+    /// releases line up: the next release (not yet in the heap) and all after it follow the new
+    /// phase.
+    #[inline(always)]
+    fn watch_phase(
+        &mut self,
+        st: &mut SlotStats,
+        slots: &[SlotSpec],
+        r: &Release,
+        t: &Timed,
+        delegated: bool,
+    ) {
+        let w = &mut self.windows[r.slot];
+        let previous = w.released(r.seq);
+        let seen = if delegated {
+            // The client reports on the release before this one.
+            match (previous, t.fired.previous) {
+                (Some(k), Some(Ack::Done { lateness, .. })) => {
+                    Some((k, lateness > rephase::LATE_NS))
+                }
+                (Some(k), Some(Ack::Missed)) => Some((k, true)),
+                _ => None,
+            }
+        } else {
+            Some((r.seq, t.started.saturating_sub(r.target) > rephase::LATE_NS))
+        };
+        let Some((k, late)) = seen else { return };
+        w.observe(k, late);
+        match w.verdict() {
+            Verdict::Move => match rephase::next_shift(r.slot, slots, &self.shift) {
+                Some(shift) => {
+                    self.shift[r.slot] = shift;
+                    self.windows[r.slot].moved(r.seq + 1);
+                    st.rephased += 1;
+                }
+                None => self.windows[r.slot].restart(r.seq + 1),
+            },
+            Verdict::GiveUp => st.rephase_gave_up = true,
+            Verdict::Stay => {}
+        }
+    }
+
+    /// Each task's offset at the end: the plan's plus the moves, within its period.
+    fn final_offsets(&self, slots: &[SlotSpec], stats: &mut [SlotStats]) {
+        for (i, s) in slots.iter().enumerate() {
+            stats[i].offset_ns = s.period.map(|p| (s.offset + self.shift[i]) % p);
+        }
     }
 
     /// Moves the event cursor past events of actions on other CPUs.
@@ -563,6 +559,12 @@ impl Sources {
             missed = Some(new);
             if spec.miss == MissPolicy::Skip {
                 k += passed;
+                if spec.movable {
+                    // Skipped releases are late ones for re-phasing (caught-up ones are timed when run).
+                    for j in 1..=passed.min(64) {
+                        self.windows[slot].observe(self.next_k[slot] + j, true);
+                    }
+                }
             }
         }
         self.next_k[slot] = k;
