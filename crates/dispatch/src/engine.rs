@@ -14,7 +14,11 @@
 //! skip:       k                        k+3        (k+1, k+2 counted missed, not run)
 //! catch_up:   k          k+1 k+2       k+3        (k+1, k+2 counted missed, run at once, late)
 //! ```
+//!
+//! A task that may move (`SlotSpec::movable`) whose late releases line up is re-phased
+//! ([`crate::rephase`]): its later releases come a shift after the plan's instants.
 
+use crate::rephase::{self, LateWindow, Verdict};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
@@ -78,6 +82,9 @@ pub struct SlotSpec {
     pub offset: u64,
     pub wcet: Option<u64>,
     pub miss: MissPolicy,
+    /// A periodic task whose plan offset was `auto`: its phase may move during the run when its
+    /// late releases line up ([`crate::rephase`]). Never an explicit offset, never events.
+    pub movable: bool,
 }
 
 /// KURT's rtstats for one slot.
@@ -89,6 +96,13 @@ pub struct SlotStats {
     pub releases: u64,
     pub overruns: u64,
     pub errors: u64,
+    /// Times the task's phase moved during the run.
+    pub rephased: u32,
+    /// A move did not take the lateness away, so the task stayed where it was after it.
+    pub rephase_gave_up: bool,
+    /// For a periodic task: its offset at the end of the run (the plan's, plus any moves, within
+    /// the period).
+    pub offset_ns: Option<u64>,
 }
 
 /// Live figures of one slot, written with relaxed stores.
@@ -270,6 +284,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         };
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
+        if spec.movable {
+            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
+        }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
             stats[slot].lateness.add_missed(missed);
             progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
@@ -284,6 +301,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
     }
     collect_owed_reports(slots, stats, actions);
+    sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
 }
@@ -333,6 +351,10 @@ struct Sources {
     /// Per task: the instant through which missed releases were already counted (catch_up runs
     /// them without counting them twice).
     counted_through: Vec<u64>,
+    /// Per task: how far its phase moved during the run (added to its offset).
+    shift: Vec<u64>,
+    /// Per movable task: its recent releases, late or not.
+    windows: Vec<LateWindow>,
     /// Index of the next event of this CPU in `LoopConfig::events` (or its length).
     ev: usize,
     /// Per event slot: sequence number of its next event.
@@ -378,11 +400,62 @@ impl Sources {
             heap,
             next_k: vec![0; slots.len()],
             counted_through: vec![0; slots.len()],
+            shift: vec![0; slots.len()],
+            windows: vec![LateWindow::default(); slots.len()],
             ev: 0,
             event_seq: vec![0u64; slots.len()],
         };
         sources.skip_foreign(cfg);
         sources
+    }
+
+    /// Counts release `r` of a movable task in its window and moves the task when its late
+    /// releases line up: the next release (not yet in the heap) and all after it follow the new
+    /// phase.
+    #[inline(always)]
+    fn watch_phase(
+        &mut self,
+        st: &mut SlotStats,
+        slots: &[SlotSpec],
+        r: &Release,
+        t: &Timed,
+        delegated: bool,
+    ) {
+        let w = &mut self.windows[r.slot];
+        let previous = w.released(r.seq);
+        let seen = if delegated {
+            // The client reports on the release before this one.
+            match (previous, t.fired.previous) {
+                (Some(k), Some(Ack::Done { lateness, .. })) => {
+                    Some((k, lateness > rephase::LATE_NS))
+                }
+                (Some(k), Some(Ack::Missed)) => Some((k, true)),
+                _ => None,
+            }
+        } else {
+            Some((r.seq, t.started.saturating_sub(r.target) > rephase::LATE_NS))
+        };
+        let Some((k, late)) = seen else { return };
+        w.observe(k, late);
+        match w.verdict() {
+            Verdict::Move => match rephase::next_shift(r.slot, slots, &self.shift) {
+                Some(shift) => {
+                    self.shift[r.slot] = shift;
+                    self.windows[r.slot].moved(r.seq + 1);
+                    st.rephased += 1;
+                }
+                None => self.windows[r.slot].restart(r.seq + 1),
+            },
+            Verdict::GiveUp => st.rephase_gave_up = true,
+            Verdict::Stay => {}
+        }
+    }
+
+    /// Each task's offset at the end: the plan's plus the moves, within its period.
+    fn final_offsets(&self, slots: &[SlotSpec], stats: &mut [SlotStats]) {
+        for (i, s) in slots.iter().enumerate() {
+            stats[i].offset_ns = s.period.map(|p| (s.offset + self.shift[i]) % p);
+        }
     }
 
     /// Moves the event cursor past events of actions on other CPUs.
@@ -425,7 +498,10 @@ impl Sources {
             let s = &slots[slot];
             (
                 slot,
-                cfg.start + s.offset + self.next_k[slot] * s.period.expect("a task"),
+                cfg.start
+                    + s.offset
+                    + self.shift[slot]
+                    + self.next_k[slot] * s.period.expect("a task"),
                 self.next_k[slot],
                 &[][..],
             )
@@ -461,7 +537,8 @@ impl Sources {
         self.heap.pop();
         let p = spec.period.expect("a task");
         let mut k = self.next_k[slot] + 1;
-        let next = cfg.start + spec.offset + k * p;
+        let base = cfg.start + spec.offset + self.shift[slot];
+        let next = base + k * p;
         let mut missed = None;
         if done >= next {
             // Releases whose instant passed while this one ran: missed (only those before the
@@ -489,10 +566,16 @@ impl Sources {
             missed = Some(new);
             if spec.miss == MissPolicy::Skip {
                 k += passed;
+                if spec.movable {
+                    // Skipped releases are late ones for re-phasing (caught-up ones are timed when run).
+                    for j in 1..=passed.min(64) {
+                        self.windows[slot].observe(self.next_k[slot] + j, true);
+                    }
+                }
             }
         }
         self.next_k[slot] = k;
-        let t = cfg.start + spec.offset + k * p;
+        let t = base + k * p;
         self.heap.push(Due {
             act_at: Reverse(t.saturating_sub(actions.lead(spec.action))),
             slot,
@@ -595,6 +678,9 @@ impl SlotStats {
             releases: 0,
             overruns: 0,
             errors: 0,
+            rephased: 0,
+            rephase_gave_up: false,
+            offset_ns: None,
         }
     }
 }
@@ -614,6 +700,8 @@ mod tests {
         lead: u64,
         delegated: bool,
         counts: Vec<u64>,
+        /// For delegated actions: the client's report on the release before, from its target.
+        client: Option<fn(u64) -> Ack>,
     }
 
     impl Fake {
@@ -626,6 +714,7 @@ mod tests {
                 lead: 0,
                 delegated: false,
                 counts: vec![0; actions],
+                client: None,
             }
         }
     }
@@ -649,11 +738,16 @@ mod tests {
                 }
             }
             self.clock.advance(work);
-            let previous = (self.delegated && n > 0).then_some(Ack::Done {
-                lateness: 7,
-                wake_latency: Some(1),
-                woke_late: false,
-            });
+            let before = self.log.iter().rev().filter(|l| l.0 == action).nth(1);
+            let previous = match (self.delegated && n > 0, self.client, before) {
+                (false, _, _) => None,
+                (true, Some(client), Some(l)) => Some(client(l.1)),
+                _ => Some(Ack::Done {
+                    lateness: 7,
+                    wake_latency: Some(1),
+                    woke_late: false,
+                }),
+            };
             Fired {
                 error: false,
                 previous,
@@ -683,6 +777,7 @@ mod tests {
             offset,
             wcet,
             miss,
+            movable: false,
         }
     }
 
@@ -769,6 +864,7 @@ mod tests {
                 offset: 0,
                 wcet: None,
                 miss: MissPolicy::Skip,
+                movable: false,
             },
         ];
         let events = [
@@ -1143,6 +1239,7 @@ mod tests {
             offset: 0,
             wcet: None,
             miss: MissPolicy::Skip,
+            movable: false,
         }];
         let events: Vec<Event> = (0..1000u64)
             .map(|i| Event::new(i * 10_000, 0, &[]))
@@ -1161,6 +1258,266 @@ mod tests {
         assert!(r.stats[0].lateness.max().unwrap() < 1_000);
     }
 
+    /// A CPU taken away at a fixed period: from `after` on, during `[from + k * every, + len)` the
+    /// thread does not run, so a clock read or a wake-up that falls there happens at the window's
+    /// end (a host timer, or an IRQ, that began after the watch before the run). Wake-ups otherwise
+    /// come `base` late.
+    #[derive(Clone)]
+    struct Taken {
+        clock: ManualClock,
+        after: u64,
+        from: u64,
+        every: u64,
+        len: u64,
+    }
+
+    impl Taken {
+        fn new(base: u64, after: u64, from: u64, every: u64, len: u64) -> Taken {
+            Taken {
+                clock: ManualClock::with_wake_latency(0, 1_000, move |_| base),
+                after,
+                from,
+                every,
+                len,
+            }
+        }
+
+        /// Moves the clock out of a window it is in.
+        fn run_out(&self) -> u64 {
+            let t = self.clock.peek();
+            if t >= self.after && t >= self.from && (t - self.from) % self.every < self.len {
+                let end = t + self.len - (t - self.from) % self.every;
+                self.clock.advance(end - t);
+                return end;
+            }
+            t
+        }
+    }
+
+    impl Clock for Taken {
+        fn now(&self) -> u64 {
+            self.clock.now();
+            self.run_out()
+        }
+        fn sleep_until(&self, t: u64) {
+            self.clock.sleep_until(t);
+            self.run_out();
+        }
+    }
+
+    /// A 4 ms task at `offset` for 1 s on the auto margin, with the CPU taken for 200 us around
+    /// each of its plan instants from 100 ms on. Returns the statistics and the fake's log.
+    fn under_periodic_interference(offset: u64, movable: bool) -> (SlotStats, Fake) {
+        let start = 1_000_000;
+        let clock = Taken::new(
+            15_000,
+            start + 100_000_000,
+            start + offset - 100_000,
+            4_000_000,
+            200_000,
+        );
+        let mut spec = task("a", 0, 4_000_000, offset, None, MissPolicy::Skip);
+        spec.movable = movable;
+        let mut fake = Fake::new(&clock.clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let cfg = LoopConfig {
+            start,
+            end: start + 1_000_000_000,
+            margin: MarginPolicy::Auto,
+            interval: 4_000_000,
+            margin_cap: u64::MAX,
+            breather_every: None,
+            shielded: false,
+            steal: None,
+            events: &[],
+            event_slot: &[None],
+        };
+        dispatch(
+            &clock,
+            &cfg,
+            &[spec],
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &[SlotProgress::default()],
+            &Heartbeat::default(),
+        );
+        (stats.pop().unwrap(), fake)
+    }
+
+    fn late(l: &(u16, u64, u64, u64)) -> bool {
+        l.3 - l.1 > rephase::LATE_NS
+    }
+
+    #[test]
+    fn a_task_whose_late_releases_line_up_with_unseen_interference_is_rephased() {
+        let (st, fake) = under_periodic_interference(0, true);
+        assert_eq!(st.rephased, 1);
+        assert!(!st.rephase_gave_up);
+        // Moved by 1 - 1/phi of its period.
+        assert_eq!(st.offset_ns, Some(1_527_864));
+        let on_plan = |l: &(u16, u64, u64, u64)| (l.1 - 1_000_000).is_multiple_of(4_000_000);
+        let moved_at = fake
+            .log
+            .iter()
+            .position(|l| !on_plan(l))
+            .expect("a moved release");
+        let (before, after) = fake.log.split_at(moved_at);
+        // Late from 100 ms on (release 25) until a window of 50 held 40 late ones in a row.
+        let late_before = before.iter().filter(|l| late(l)).count();
+        assert!(
+            (38..=45).contains(&late_before),
+            "{late_before} late before the move"
+        );
+        assert!(before.iter().take(25).all(|l| !late(l)));
+        // Every release after the move follows the new phase and is on time.
+        assert!(after.len() > 150, "{} releases after the move", after.len());
+        assert!(
+            after.iter().all(|l| !on_plan(l) && !late(l)),
+            "late after the move"
+        );
+        assert_eq!(st.lateness.missed_periods(), 0, "the move skips nothing");
+        assert_eq!(st.releases as usize, fake.log.len());
+    }
+
+    #[test]
+    fn a_task_with_an_explicit_offset_is_never_moved_and_stays_late() {
+        // The same interference on a task that may not move (the run without re-phasing): every
+        // release from 100 ms on is late, to the end.
+        let (st, fake) = under_periodic_interference(0, false);
+        assert_eq!(st.rephased, 0);
+        assert_eq!(st.offset_ns, Some(0));
+        assert!(fake
+            .log
+            .iter()
+            .all(|l| (l.1 - 1_000_000).is_multiple_of(4_000_000)));
+        let late_ones = fake.log.iter().filter(|l| late(l)).count();
+        assert!(late_ones >= 220, "{late_ones} of {} late", fake.log.len());
+        assert!(fake.log.iter().rev().take(50).all(late));
+    }
+
+    #[test]
+    fn scattered_late_releases_do_not_move_a_task() {
+        // 30 % of the wake-ups (a fixed xorshift sequence) come 100 us late on a fixed 50 us
+        // margin: as many late releases as the interference above would make, in no pattern.
+        let state = Arc::new(AtomicU64::new(0x2545_F491_4F6C_DD1D));
+        let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+            let mut x = state.load(Ordering::SeqCst);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            state.store(x, Ordering::SeqCst);
+            if x % 10 < 3 {
+                150_000
+            } else {
+                15_000
+            }
+        });
+        let mut slots = vec![task("a", 0, 4_000_000, 0, None, MissPolicy::Skip)];
+        slots[0].movable = true;
+        let mut fake = Fake::new(&clock, 1);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 8_000_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        let late_ones = fake.log.iter().filter(|l| late(l)).count();
+        assert_eq!(fake.log.len(), 2_000);
+        assert!((500..=700).contains(&late_ones), "{late_ones} late");
+        assert_eq!(r.stats[0].rephased, 0);
+        assert_eq!(r.stats[0].offset_ns, Some(0));
+    }
+
+    #[test]
+    fn a_task_late_at_every_phase_moves_once_and_then_stays() {
+        // Every wake-up 30 us late on a fixed 5 us margin: late wherever the task is, so the one
+        // move changes nothing and the loop leaves the task where that move put it.
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+        let mut slots = vec![task("a", 0, 4_000_000, 0, None, MissPolicy::Skip)];
+        slots[0].movable = true;
+        let mut fake = Fake::new(&clock, 1);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 2_000_000_000,
+            MarginPolicy::Fixed(5_000),
+        );
+        assert!(fake.log.iter().all(late));
+        assert_eq!(r.stats[0].rephased, 1);
+        assert!(r.stats[0].rephase_gave_up);
+        assert_eq!(r.stats[0].offset_ns, Some(1_527_864));
+    }
+
+    #[test]
+    fn a_wake_task_is_rephased_on_its_clients_reports() {
+        // The client is taken 120 us at the plan's phase of a 2 ms task (and misses every 10th of
+        // those releases outright); it reports one release later. Releases at any other phase are
+        // on time.
+        fn client(target: u64) -> Ack {
+            let k = (target - 1_000_000) / 2_000_000;
+            match (target - 1_000_000) % 2_000_000 {
+                0 if k % 10 == 9 => Ack::Missed,
+                0 => Ack::Done {
+                    lateness: 120_000,
+                    wake_latency: Some(1),
+                    woke_late: true,
+                },
+                _ => Ack::Done {
+                    lateness: 3_000,
+                    wake_latency: Some(1),
+                    woke_late: false,
+                },
+            }
+        }
+        let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
+        let mut slots = vec![task("w", 0, 2_000_000, 0, None, MissPolicy::Skip)];
+        slots[0].movable = true;
+        let mut fake = Fake::new(&clock, 1);
+        fake.delegated = true;
+        fake.lead = 50_000;
+        fake.client = Some(client);
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 400_000_000,
+            MarginPolicy::Auto,
+        );
+        let st = &r.stats[0];
+        assert_eq!(st.rephased, 1);
+        assert!(!st.rephase_gave_up);
+        assert_eq!(st.offset_ns, Some(763_932));
+        // The client's 50 reports on the old phase, then the new phase only: on time.
+        let moved = fake
+            .log
+            .iter()
+            .position(|l| (l.1 - 1_000_000) % 2_000_000 != 0);
+        assert_eq!(
+            moved,
+            Some(51),
+            "moved after the report on release 49 came with release 50"
+        );
+        assert!(st.lateness.max().unwrap() == 120_000 && st.lateness.missed_periods() == 5);
+        assert_eq!(
+            st.lateness.count() + st.lateness.missed_periods(),
+            st.releases,
+            "every release is reported once"
+        );
+        assert_eq!(
+            st.releases, 200,
+            "the last one, 0.76 ms later, still falls before the end"
+        );
+    }
+
     #[test]
     fn breathers_are_taken_when_the_loop_never_blocks() {
         let clock = ManualClock::new(0, 1_000);
@@ -1171,6 +1528,7 @@ mod tests {
             offset: 0,
             wcet: None,
             miss: MissPolicy::Skip,
+            movable: false,
         }];
         let events: Vec<Event> = (0..100_000u64)
             .map(|i| Event::new(i * 10_000, 0, &[]))

@@ -12,6 +12,7 @@ pub mod actions;
 pub mod engine;
 pub mod measure;
 pub mod preflight;
+pub mod rephase;
 pub mod report;
 pub mod shield;
 pub mod watchdog;
@@ -74,6 +75,9 @@ pub struct RunConfig {
     /// `Some((reference, step))`: the plan starts at the first `reference + k * step` after the
     /// lead-in (the grid the offsets were chosen on, see [`phase_around_interference`]).
     pub start_grid: Option<(u64, u64)>,
+    /// Indices into the plan's tasks whose offsets were automatic and may move during the run when
+    /// their late releases line up ([`rephase`]); empty: every task keeps its phase.
+    pub movable: Vec<usize>,
 }
 
 impl Default for RunConfig {
@@ -91,6 +95,7 @@ impl Default for RunConfig {
             shielded: false,
             spin_budget: DISPATCH_SPIN_BUDGET,
             start_grid: None,
+            movable: Vec::new(),
         }
     }
 }
@@ -113,6 +118,8 @@ pub struct SlotInfo {
     /// `Some` for periodic tasks, `None` for a group of events.
     pub period: Option<u64>,
     pub delegated: bool,
+    /// The task's phase may move during the run ([`engine::SlotSpec::movable`]).
+    pub movable: bool,
 }
 
 struct CpuPrep {
@@ -462,10 +469,11 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         let mut items: Vec<Option<Box<dyn ActionImpl>>> =
             (0..plan.actions.len()).map(|_| None).collect();
         let mut need: Vec<(u16, u64)> = Vec::new();
-        for t in plan
+        for (ti, t) in plan
             .tasks
             .iter()
-            .filter(|t| Plan::cpu_of(t.cpu, &cfg.cpus) == cpu)
+            .enumerate()
+            .filter(|(_, t)| Plan::cpu_of(t.cpu, &cfg.cpus) == cpu)
         {
             let a = plan.action(t.action);
             specs.push(SlotSpec {
@@ -475,6 +483,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 offset: t.offset.ns(),
                 wcet: t.wcet,
                 miss: t.miss,
+                movable: cfg.movable.contains(&ti),
             });
             slots.push(SlotInfo {
                 name: t.name.clone(),
@@ -484,6 +493,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 action_kind: a.action.kind().name(),
                 period: Some(t.period),
                 delegated: a.action.kind() == ActionKind::Wake,
+                movable: cfg.movable.contains(&ti),
             });
             need.push((t.action, t.period));
         }
@@ -502,6 +512,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                     offset: 0,
                     wcet: a.wcet,
                     miss: Default::default(),
+                    movable: false,
                 });
                 slots.push(SlotInfo {
                     name: a.name.clone(),
@@ -511,6 +522,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                     action_kind: a.action.kind().name(),
                     period: None,
                     delegated: a.action.kind() == ActionKind::Wake,
+                    movable: false,
                 });
                 need.push((i as u16, 0));
             }

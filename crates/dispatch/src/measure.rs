@@ -264,6 +264,8 @@ impl Measurement for RunPlan {
             .ok_or_else(|| Failure::system("a plan runs once"))?;
         if self.avoid_interference {
             self.avoid(&mut plan, ctx)?;
+            // Interference the watch did not see is met during the run: automatic offsets may move.
+            self.cfg.movable = self.auto_tasks.clone();
         }
         self.cfg.policy = ctx.rt.policy;
         self.cfg.priority = self.dispatcher_priority(ctx);

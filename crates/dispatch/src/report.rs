@@ -121,6 +121,15 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                 .with("errors", st.errors);
         if let Some(p) = i.period {
             s = s.with("period_ns", p);
+            if let Some(o) = st.offset_ns {
+                s = s.with("offset_ns", o);
+            }
+            if i.movable {
+                s = s.with("rephased", st.rephased);
+                if st.rephase_gave_up {
+                    s = s.with("rephase_gave_up", true);
+                }
+            }
         } else {
             s = s.with("events", true);
         }
@@ -235,6 +244,9 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
     for n in error_notes(doc) {
         t.note(n);
     }
+    for n in rephase_notes(o) {
+        t.note(n);
+    }
     for c in &o.cpus {
         let use_ = if c.wall_ns > 0 {
             c.cpu_ns as f64 * 100.0 / c.wall_ns as f64
@@ -270,6 +282,29 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
     t.note("lateness: from the release instant to the action starting (wake: to the client running, as it measured).");
     t.note("(dispatcher) rows: how late the dispatcher acted for wake releases; (exec start): release instant to the child running.");
     t
+}
+
+/// Tasks whose phase moved during the run, and where they ended.
+fn rephase_notes(o: &Outcome) -> Vec<String> {
+    let mut notes = Vec::new();
+    for sl in &o.slots {
+        let (st, name) = (&sl.stats, &sl.info.name);
+        let at = st
+            .offset_ns
+            .map_or(String::new(), punctual_plan::exact_duration);
+        if st.rephased > 0 {
+            notes.push(format!(
+                "task '{name}' re-phased {} time(s) (its late releases lined up), now at offset {at}",
+                st.rephased
+            ));
+        }
+        if st.rephase_gave_up {
+            notes.push(format!(
+                "task '{name}': its releases stayed late after the move, so it stays at offset {at} (the lateness does not follow the phase)"
+            ));
+        }
+    }
+    notes
 }
 
 /// What went wrong, under the table: each task's error count with the first message its action

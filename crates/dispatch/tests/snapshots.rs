@@ -57,13 +57,12 @@ fn slot(name: &str, period: u64, base: u64) -> SlotResult {
             action_kind: "mark",
             period: Some(period),
             delegated: false,
+            movable: false,
         },
         stats: SlotStats {
             releases: lateness.count(),
             lateness,
-            dispatch: None,
-            overruns: 0,
-            errors: 0,
+            ..SlotStats::new(false)
         },
         report: None,
     }
@@ -169,4 +168,35 @@ fn shield_passes_the_commands_exit_status_through() {
     .unwrap();
     assert_eq!(exit, Exit::Child(7));
     assert_eq!(exit.code(), 7);
+}
+
+#[test]
+fn a_rephased_task_is_noted_under_the_table_and_in_its_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = Output::File(dir.path().join("r.json"));
+    let out = Outputs::new().json_csv(Some(&json), None).unwrap();
+    let env = Env::fake(&["punctual", "run", "two.toml"]);
+    let mut o = outcome(None);
+    o.slots[0].info.movable = true;
+    o.slots[0].stats.rephased = 2;
+    o.slots[0].stats.offset_ns = Some(763_932);
+    o.slots[1].stats.offset_ns = Some(2_500_000);
+    let exit = drive(&mut Canned::new(run_plan_measurement(), o), &out, &env).unwrap();
+    assert_eq!(exit, Exit::Ok);
+    let (table, _) = env.captured();
+    assert!(
+        table.contains(
+            "task 'tick' re-phased 2 time(s) (its late releases lined up), now at offset 763932ns"
+        ),
+        "{table}"
+    );
+    assert!(!table.contains("'frame' re-phased"), "{table}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let series = doc["series"].as_array().unwrap();
+    assert_eq!(series[0]["rephased"], 2);
+    assert_eq!(series[0]["offset_ns"], 763_932);
+    // A task that may not move carries its offset, and no re-phasing count.
+    assert_eq!(series[1]["offset_ns"], 2_500_000);
+    assert!(series[1].get("rephased").is_none(), "{}", series[1]);
 }

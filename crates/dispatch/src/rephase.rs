@@ -1,0 +1,363 @@
+//! Re-phasing during a run (issue 16, item 6). `--avoid-interference` places automatic offsets away
+//! from what a 0.5 s watch saw; interference that starts later, or whose period is longer than the
+//! watch, then hits one task at the same phase release after release. The dispatch loop keeps, per
+//! task that may move, a window of its last releases; when enough of them are late and the late ones
+//! recur at a fixed spacing, the task's phase moves by a step that is no simple fraction of its
+//! period. Everything here is fixed-size: it runs inside the loop and allocates nothing.
+
+use crate::engine::SlotSpec;
+
+/// A release later than this counts as late here (missed releases too).
+pub const LATE_NS: u64 = 10_000;
+/// Releases in the sliding window (the low bits of one `u64`).
+pub const WINDOW: u32 = 50;
+/// Late releases the window must hold before their pattern counts: 20 % of it. Below that a move
+/// costs more (a gap of 1.4 periods, a phase admission control never saw) than it can save.
+pub const MIN_LATE: u32 = 10;
+/// The longest spacing looked for: at 20 % late, interference that hits every fifth release.
+pub const MAX_SPACING: u32 = 5;
+/// At most this many moves per task and run.
+pub const MAX_MOVES: u32 = 3;
+/// The step, as a share of the period: 1 - 1/φ. Its multiples modulo 1 never repeat and stay
+/// evenly spread, so repeated moves do not come back to a phase already hit (a step of 1/4 or 1/2
+/// would, and would fall on interference at a harmonic of the period).
+pub const STEP: f64 = 0.381_966_011_250_105;
+/// Multiples of the step a move tries before staying put because each would collide with another task.
+const TRIES: u64 = 8;
+/// Tenths: the share of the releases at the spacing that must be late, and the share of the late
+/// releases that must fall there (8 of 10 each).
+const CLASS_TENTHS: u32 = 8;
+
+const fn class_mask(d: u32, r: u32) -> u64 {
+    let mut m = 0u64;
+    let mut i = r;
+    while i < WINDOW {
+        m |= 1 << i;
+        i += d;
+    }
+    m
+}
+
+const CLASSES: usize = (MAX_SPACING * (MAX_SPACING + 1) / 2) as usize;
+
+/// Every residue class of the window's bit positions for spacings 1 to [`MAX_SPACING`].
+const CLASS_MASKS: [u64; CLASSES] = {
+    let mut t = [0u64; CLASSES];
+    let mut n = 0;
+    let mut d = 1;
+    while d <= MAX_SPACING {
+        let mut r = 0;
+        while r < d {
+            t[n] = class_mask(d, r);
+            n += 1;
+            r += 1;
+        }
+        d += 1;
+    }
+    t
+};
+
+/// What the window says after a release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Stay,
+    /// The late releases line up: move the task.
+    Move,
+    /// The first full window after a move is as late as before it: the lateness does not depend on
+    /// the phase (a margin too small, a loaded CPU), so further moves cannot help.
+    GiveUp,
+}
+
+/// One task's recent releases, late or not, by release index.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LateWindow {
+    /// Bit `i`: release `newest - i` was late.
+    bits: u64,
+    newest: u64,
+    first: u64,
+    started: bool,
+    /// Releases before this index were released at the phase before the last move.
+    since: u64,
+    /// The last release index dispatched (delegated actions report on it one release later).
+    released: Option<u64>,
+    moves: u32,
+    /// No full window has been seen since the last move.
+    fresh_move: bool,
+    gave_up: bool,
+}
+
+impl LateWindow {
+    /// Release `k` is being dispatched; returns the one before it (whose report a delegated action
+    /// brings now).
+    #[inline]
+    pub fn released(&mut self, k: u64) -> Option<u64> {
+        self.released.replace(k)
+    }
+
+    /// Release `k` was late (or not). Reports may come out of order (a wake client's arrives one
+    /// release later than a missed release is counted).
+    #[inline]
+    pub fn observe(&mut self, k: u64, late: bool) {
+        if k < self.since {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.first = k;
+            self.newest = k;
+            self.bits = late as u64;
+        } else if k > self.newest {
+            let gap = k - self.newest;
+            self.bits = if gap >= 64 { 0 } else { self.bits << gap };
+            self.newest = k;
+            self.bits |= late as u64;
+        } else if late && self.newest - k < WINDOW as u64 {
+            self.bits |= 1 << (self.newest - k);
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.started && self.newest - self.first + 1 >= WINDOW as u64
+    }
+
+    /// At least [`MIN_LATE`] of the window's releases were late and they recur at a fixed spacing
+    /// of at most [`MAX_SPACING`]: at that spacing, one residue class of release indices holds 80 %
+    /// of the late releases and is itself 80 % late. Lateness from a loaded CPU or a slow kernel
+    /// falls on every class alike and fails the first test unless nearly every release is late.
+    pub fn aligned(&self) -> bool {
+        let w = self.bits & ((1u64 << WINDOW) - 1);
+        let late = w.count_ones();
+        if late < MIN_LATE {
+            return false;
+        }
+        CLASS_MASKS.iter().any(|&class| {
+            let hit = (w & class).count_ones();
+            hit * 10 >= class.count_ones() * CLASS_TENTHS && hit * 10 >= late * CLASS_TENTHS
+        })
+    }
+
+    /// Whether to move the task now, judged after each observation; at most once per window,
+    /// since a move starts the window afresh.
+    #[inline]
+    pub fn verdict(&mut self) -> Verdict {
+        if self.gave_up || !self.full() {
+            return Verdict::Stay;
+        }
+        let aligned = self.aligned();
+        if self.fresh_move {
+            self.fresh_move = false;
+            if aligned {
+                self.gave_up = true;
+                return Verdict::GiveUp;
+            }
+            return Verdict::Stay;
+        }
+        if aligned && self.moves < MAX_MOVES {
+            Verdict::Move
+        } else {
+            Verdict::Stay
+        }
+    }
+
+    /// The task moved; its releases from index `next` on follow the new phase.
+    pub fn moved(&mut self, next: u64) {
+        self.moves += 1;
+        self.fresh_move = true;
+        self.restart(next);
+    }
+
+    /// Starts the window afresh at release `next` (no clear phase to move to: look again a
+    /// window later rather than at every release).
+    pub fn restart(&mut self, next: u64) {
+        self.started = false;
+        self.bits = 0;
+        self.since = next;
+    }
+
+    pub fn moves(&self) -> u32 {
+        self.moves
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Whether a task of period `p` at phase `a`, whose action takes `w`, keeps clear of one of period
+/// `q` at phase `b` taking `v` (admission control's collision: a release due inside the other's
+/// `[T, T + max(wcet, 1 us))`). The closest their releases come is the phases' distance modulo
+/// gcd(p, q), on either side.
+pub fn clear(a: u64, p: u64, w: Option<u64>, b: u64, q: u64, v: Option<u64>) -> bool {
+    let g = gcd(p, q).max(1);
+    let after = (a % g + g - b % g) % g;
+    after >= v.unwrap_or(0).max(1_000) && g - after >= w.unwrap_or(0).max(1_000)
+}
+
+/// The shift of `slot` after one move: its current shift plus the first multiple of [`STEP`] (modulo
+/// the period, so the phase moves forward by less than a period and no release is skipped) at which
+/// it collides with no other periodic slot on the CPU, as they stand now. `None`: every try collides.
+pub fn next_shift(slot: usize, slots: &[SlotSpec], shifts: &[u64]) -> Option<u64> {
+    let s = &slots[slot];
+    let p = s.period?;
+    let step = ((p as f64 * STEP) as u64).max(1);
+    (1..=TRIES).find_map(|c| {
+        let delta = (c * step) % p;
+        let cand = shifts[slot] + delta;
+        let a = s.offset + cand;
+        let free = slots.iter().enumerate().all(|(j, o)| match o.period {
+            Some(q) if j != slot => clear(a, p, s.wcet, o.offset + shifts[j], q, o.wcet),
+            _ => true,
+        });
+        (delta > 0 && free).then_some(cand)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(late: impl Fn(u64) -> bool, n: u64) -> LateWindow {
+        let mut w = LateWindow::default();
+        for k in 0..n {
+            w.observe(k, late(k));
+        }
+        w
+    }
+
+    #[test]
+    fn late_releases_at_a_fixed_spacing_are_aligned() {
+        for d in 1..=MAX_SPACING as u64 {
+            let w = window(|k| k % d == 2 % d, 50);
+            assert!(w.aligned(), "every {d}th release late");
+        }
+        // Every 6th is under 20 %; nothing late is nothing.
+        assert!(!window(|k| k % 6 == 0, 50).aligned());
+        assert!(!window(|_| false, 50).aligned());
+        // One miss in the class still lines up (80 %).
+        assert!(window(|k| k % 3 == 0 && k != 9, 50).aligned());
+    }
+
+    #[test]
+    fn scattered_late_releases_are_not_aligned() {
+        // 30 % late, from a fixed xorshift sequence: in no window of 50 do they line up.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut w = LateWindow::default();
+        for k in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.observe(k, x % 10 < 3);
+            if k >= 50 {
+                assert!(!w.aligned(), "release {k}: {:#x}", w.bits);
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_moves_once_then_gives_up_when_the_lateness_stays() {
+        let mut w = LateWindow::default();
+        let mut verdicts = vec![];
+        for k in 0..200 {
+            w.observe(k, true);
+            let v = w.verdict();
+            if v == Verdict::Move {
+                w.moved(k + 1);
+            }
+            if v != Verdict::Stay {
+                verdicts.push((k, v));
+            }
+        }
+        assert_eq!(verdicts, vec![(49, Verdict::Move), (99, Verdict::GiveUp)]);
+        assert_eq!(w.moves(), 1);
+    }
+
+    #[test]
+    fn reports_on_releases_before_the_move_do_not_count_after_it() {
+        let mut w = LateWindow::default();
+        w.moved(100);
+        w.observe(99, true);
+        assert!(!w.started);
+        w.observe(100, false);
+        w.observe(101, true);
+        w.observe(100, true);
+        assert_eq!(w.bits, 0b11);
+    }
+
+    #[test]
+    fn collisions_are_judged_modulo_the_common_divisor() {
+        // 4 ms and 6 ms: releases come within gcd 2 ms of each other.
+        assert!(!clear(
+            1_000_000, 4_000_000, None, 3_000_000, 6_000_000, None
+        ));
+        assert!(clear(
+            1_500_000, 4_000_000, None, 3_000_000, 6_000_000, None
+        ));
+        // 200 us of wcet on the earlier task: 150 us after it is a collision, 250 us is not.
+        assert!(!clear(
+            150_000,
+            1_000_000,
+            None,
+            0,
+            1_000_000,
+            Some(200_000)
+        ));
+        assert!(clear(250_000, 1_000_000, None, 0, 1_000_000, Some(200_000)));
+        assert!(!clear(
+            0,
+            1_000_000,
+            Some(200_000),
+            100_000,
+            1_000_000,
+            None
+        ));
+        assert!(clear(0, 1_000_000, Some(200_000), 900_000, 1_000_000, None));
+    }
+
+    fn spec(period: u64, offset: u64) -> SlotSpec {
+        SlotSpec {
+            name: "t".into(),
+            action: 0,
+            period: Some(period),
+            offset,
+            wcet: Some(100_000),
+            miss: Default::default(),
+            movable: true,
+        }
+    }
+
+    #[test]
+    fn a_move_steps_by_the_golden_share_and_skips_phases_that_collide() {
+        let one = [spec(4_000_000, 0)];
+        assert_eq!(next_shift(0, &one, &[0]), Some(1_527_864));
+        // Another 4 ms task right at 1.528 ms: the next multiple (3.056 ms) is taken.
+        let two = [spec(4_000_000, 0), spec(4_000_000, 1_527_864)];
+        assert_eq!(next_shift(0, &two, &[0, 0]), Some(3_055_728));
+        // Moves add up (the phase goes forward by less than a period each time).
+        assert_eq!(
+            next_shift(0, &one, &[3_055_728]),
+            Some(3_055_728 + 1_527_864)
+        );
+        // Beside a 150 us task whose action takes 100 us, no phase is clear: no move.
+        let busy = [spec(4_000_000, 0), spec(150_000, 0)];
+        assert_eq!(next_shift(0, &busy, &[0, 0]), None);
+    }
+
+    #[test]
+    fn a_window_without_a_clear_phase_is_judged_again_a_window_later() {
+        let mut w = window(|_| true, 50);
+        assert_eq!(w.verdict(), Verdict::Move);
+        w.restart(50);
+        w.observe(50, true);
+        assert_eq!(w.verdict(), Verdict::Stay);
+        for k in 51..99 {
+            w.observe(k, true);
+        }
+        assert_eq!(w.verdict(), Verdict::Stay, "49 releases");
+        w.observe(99, true);
+        assert_eq!(w.verdict(), Verdict::Move);
+        assert_eq!(w.moves(), 0);
+    }
+}
