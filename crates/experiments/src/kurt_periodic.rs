@@ -350,6 +350,9 @@ pub fn measure(
                     duration: Some(dur),
                     start_grid: avoided.map(|av| av.grid),
                     shielded,
+                    // As `run --avoid-interference`: the automatic phases may move during the run
+                    // when a process's late releases line up with interference the watch missed.
+                    movable: (0..n).collect(),
                     ..defaults
                 };
                 // The clients attach to channels the plan's preparation creates (it waits for them).
