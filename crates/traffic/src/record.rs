@@ -168,8 +168,19 @@ impl Capturer {
         };
         setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv, "SO_RCVTIMEO")?;
         // A larger receive buffer rides out bursts while the file is written.
-        let buf: libc::c_int = 8 << 20;
-        let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &buf, "SO_RCVBUF");
+        // Past net.core.rmem_max where privileged (SO_RCVBUFFORCE), else up to it.
+        let buf: libc::c_int = 32 << 20;
+        if setsockopt(
+            &fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &buf,
+            "SO_RCVBUFFORCE",
+        )
+        .is_err()
+        {
+            let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &buf, "SO_RCVBUF");
+        }
         Ok(Capturer {
             fd,
             iface: iface.into(),
