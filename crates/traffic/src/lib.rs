@@ -17,6 +17,9 @@ pub mod replay;
 pub mod schedule;
 pub mod store;
 
+/// Link types of capture files (from `pcap-file`), for callers that write captures.
+pub use pcap_file::DataLink;
+
 /// Why traffic could not be read, scheduled, sent or recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum TrafficError {
