@@ -103,6 +103,7 @@ pub struct Capturer {
     fd: OwnedFd,
     pub iface: String,
     pub link: DataLink,
+    loopback: bool,
 }
 
 fn setsockopt<T>(
@@ -185,6 +186,7 @@ impl Capturer {
             fd,
             iface: iface.into(),
             link,
+            loopback: kind == Some(772),
         })
     }
 
@@ -242,7 +244,10 @@ impl Capturer {
             iov_len: buf.len(),
         };
         let mut control = [0u64; 16];
+        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
@@ -257,6 +262,11 @@ impl Capturer {
                     self.iface
                 ))),
             };
+        }
+        // On loopback every frame passes twice, going out and coming in: keep it once (as
+        // libpcap does).
+        if self.loopback && from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            return Ok(None);
         }
         let wire = n as usize;
         let mut ts = None;

@@ -43,8 +43,10 @@ impl UdpSender {
         } else {
             "[::]:0".parse().unwrap()
         };
+        // Not connected: a connected socket reports the ICMP "port unreachable" of an earlier
+        // datagram as the failure of a later send (and drops that send), which would make a
+        // receiver that only captures (no socket bound) look like lost packets.
         let sock = UdpSocket::bind(local)
-            .and_then(|s| s.connect(to).map(|_| s))
             .map_err(|e| TrafficError::System(format!("--udp-to {to}: {e}")))?;
         Ok(UdpSender { sock, to })
     }
@@ -53,7 +55,7 @@ impl UdpSender {
 impl Sender for UdpSender {
     #[inline(always)]
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.sock.send(bytes).map(|_| ())
+        self.sock.send_to(bytes, self.to).map(|_| ())
     }
     fn describe(&self) -> String {
         format!("udp {}", self.to)
