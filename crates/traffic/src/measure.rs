@@ -3,7 +3,7 @@
 //! file, the schedule, opening the socket) is done by [`load`] and [`open_sender`], which the
 //! binary calls before driving the measurement: bad input exits 2 or 3 with nothing sent.
 
-use crate::read::{read_capture, Format, Stopped};
+use crate::read::{read_capture_keeping, Format, Keep, Stopped};
 use crate::record::{Capturer, NsPcapNg, Recorded, Until};
 use crate::replay::{replay, LoopSettings, RawSender, Replayed, Sender, UdpSender};
 use crate::schedule::{Schedule, ScheduleConfig, Timing};
@@ -82,8 +82,9 @@ pub fn udp_payload(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
 /// Reads and schedules the capture; refuses a damaged file without `--partial`, link types the
 /// target cannot send, and captures with nothing to send.
 pub fn load(cfg: &ReplayConfig) -> Result<Loaded, TrafficError> {
-    let cap = read_capture(&cfg.file)?;
     let name = cfg.file.display();
+    let udp = matches!(cfg.target, Target::Udp(_));
+    let cap = read_capture_keeping(&cfg.file, udp.then_some(udp_payload as Keep))?;
     if let Some(st) = &cap.stopped {
         if !cfg.partial {
             return Err(TrafficError::Usage(format!(
@@ -92,7 +93,7 @@ pub fn load(cfg: &ReplayConfig) -> Result<Loaded, TrafficError> {
             )));
         }
     }
-    let file_packets = cap.packets.len() as u64;
+    let file_packets = cap.packets.len() as u64 + cap.left_out;
     let (store, not_udp) = match &cfg.target {
         Target::Udp(_) => {
             if !matches!(
@@ -108,14 +109,12 @@ pub fn load(cfg: &ReplayConfig) -> Result<Loaded, TrafficError> {
                     cap.link
                 )));
             }
-            let link = cap.link;
-            let (s, left) = cap.packets.filter_map(|f| udp_payload(link, f));
-            if s.is_empty() {
+            if cap.packets.is_empty() {
                 return Err(TrafficError::Usage(format!(
                     "{name}: none of its {file_packets} packets is a UDP datagram: nothing for --udp-to to send"
                 )));
             }
-            (s, left)
+            (cap.packets, cap.left_out)
         }
         Target::Iface { .. } => {
             if cap.link != DataLink::ETHERNET {

@@ -69,6 +69,35 @@ pub struct Capture {
     /// pcapng blocks that carry packets without a usable timestamp (simple packet blocks): they
     /// take the previous packet's instant.
     pub untimed: u64,
+    /// Packets the `keep` function of [`read_capture_keeping`] left out.
+    pub left_out: u64,
+}
+
+/// What of each packet to keep (its UDP payload, say), given the file's link type; `None`: none.
+pub type Keep = fn(DataLink, &[u8]) -> Option<&[u8]>;
+
+/// Where read packets go: the store, through `keep` when given.
+struct Sink {
+    packets: PacketStore,
+    keep: Option<Keep>,
+    left_out: u64,
+}
+
+impl Sink {
+    /// Packets read so far, kept or not.
+    fn read(&self) -> u64 {
+        self.packets.len() as u64 + self.left_out
+    }
+
+    fn push(&mut self, link: DataLink, ts: u64, data: &[u8]) {
+        match self.keep {
+            None => self.packets.push(ts, data),
+            Some(k) => match k(link, data) {
+                Some(d) => self.packets.push(ts, d),
+                None => self.left_out += 1,
+            },
+        }
+    }
 }
 
 /// The file, read in chunks: `buf[pos..]` is what is read and not yet parsed, `base` the file offset of
@@ -126,6 +155,12 @@ impl<R: Read> Chunks<R> {
 /// Reads a pcap or pcapng file. A damaged file is not an error: the packets before the damage
 /// come back with [`Capture::stopped`] saying where and why reading stopped.
 pub fn read_capture(path: &Path) -> Result<Capture, TrafficError> {
+    read_capture_keeping(path, None)
+}
+
+/// [`read_capture`], storing only what `keep` keeps of each packet: a capture held for its UDP
+/// payloads never holds its whole frames.
+pub fn read_capture_keeping(path: &Path, keep: Option<Keep>) -> Result<Capture, TrafficError> {
     let file = std::fs::File::open(path)
         .map_err(|e| TrafficError::Usage(format!("{}: {e}", path.display())))?;
     let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
@@ -149,12 +184,23 @@ pub fn read_capture(path: &Path) -> Result<Capture, TrafficError> {
             )))
         }
     };
-    // The file's size bounds the payload: reserving it spares copies of a growing buffer.
-    let packets = PacketStore::with_capacity(size / 80, size);
-    let mut cap = match format {
-        Format::PcapNg => read_pcapng(&mut c, packets, path)?,
-        Format::Pcap { .. } => read_pcap(&mut c, packets, format, path)?,
+    // The file's size bounds the payload: reserving it spares copies of a growing buffer (and
+    // giving back the rest is a remap, not a copy). Kept parts are smaller: they grow as needed.
+    let packets = match keep {
+        None => PacketStore::with_capacity(size / 80, size),
+        Some(_) => PacketStore::new(),
     };
+    let mut sink = Sink {
+        packets,
+        keep,
+        left_out: 0,
+    };
+    let mut cap = match format {
+        Format::PcapNg => read_pcapng(&mut c, &mut sink, path)?,
+        Format::Pcap { .. } => read_pcap(&mut c, &mut sink, format, path)?,
+    };
+    cap.packets = sink.packets;
+    cap.left_out = sink.left_out;
     cap.packets.shrink_to_fit();
     Ok(cap)
 }
@@ -165,7 +211,7 @@ fn header_error(path: &Path, e: PcapError) -> TrafficError {
 
 fn read_pcap<R: Read>(
     c: &mut Chunks<R>,
-    mut packets: PacketStore,
+    sink: &mut Sink,
     format: Format,
     path: &Path,
 ) -> Result<Capture, TrafficError> {
@@ -181,13 +227,14 @@ fn read_pcap<R: Read>(
         }
     };
     let nanos = parser.header().ts_resolution == TsResolution::NanoSecond;
+    let link = parser.header().datalink;
     debug_assert_eq!(format, Format::Pcap { nanos });
     let mut stopped = None;
     loop {
         let avail = &c.buf[c.pos..];
         match parser.next_packet(avail) {
             Ok((rem, p)) => {
-                packets.push(p.timestamp.as_nanos() as u64, &p.data);
+                sink.push(link, p.timestamp.as_nanos() as u64, &p.data);
                 c.pos = c.buf.len() - rem.len();
             }
             Err(PcapError::IncompleteBuffer) => {
@@ -196,7 +243,7 @@ fn read_pcap<R: Read>(
                 }
                 if c.pos < c.buf.len() {
                     stopped = Some(Stopped {
-                        packet: packets.len() as u64,
+                        packet: sink.read(),
                         offset: c.offset(),
                         why: format!(
                             "truncated: the file ends {} bytes into a packet record",
@@ -208,7 +255,7 @@ fn read_pcap<R: Read>(
             }
             Err(e) => {
                 stopped = Some(Stopped {
-                    packet: packets.len() as u64,
+                    packet: sink.read(),
                     offset: c.offset(),
                     why: format!("corrupt packet record: {e}"),
                 });
@@ -218,10 +265,11 @@ fn read_pcap<R: Read>(
     }
     Ok(Capture {
         format,
-        link: parser.header().datalink,
-        packets,
+        link,
+        packets: PacketStore::new(),
         stopped,
         untimed: 0,
+        left_out: 0,
     })
 }
 
@@ -255,7 +303,7 @@ fn ts_unit(idb: &InterfaceDescriptionBlock) -> Result<(u64, u64), String> {
 
 fn read_pcapng<R: Read>(
     c: &mut Chunks<R>,
-    mut packets: PacketStore,
+    sink: &mut Sink,
     path: &Path,
 ) -> Result<Capture, TrafficError> {
     let mut parser = loop {
@@ -273,8 +321,8 @@ fn read_pcapng<R: Read>(
     let mut units: Vec<(u64, u64)> = Vec::new();
     let mut untimed = 0;
     let mut stopped = None;
-    let stop = |packets: &PacketStore, offset: u64, why: String| Stopped {
-        packet: packets.len() as u64,
+    let stop = |sink: &Sink, offset: u64, why: String| Stopped {
+        packet: sink.read(),
         offset,
         why,
     };
@@ -306,7 +354,7 @@ fn read_pcapng<R: Read>(
                     Block::EnhancedPacket(epb) => {
                         let Some(&(num, den)) = units.get(epb.interface_id as usize) else {
                             stopped = Some(stop(
-                                &packets,
+                                sink,
                                 offset,
                                 format!(
                                     "packet of interface {} which no block describes",
@@ -317,12 +365,12 @@ fn read_pcapng<R: Read>(
                         };
                         let raw = epb.timestamp.as_nanos();
                         let ns = (raw * num as u128 / den as u128) as u64;
-                        packets.push(ns, &epb.data);
+                        sink.push(link.unwrap_or(DataLink::ETHERNET), ns, &epb.data);
                     }
                     Block::SimplePacket(spb) => {
                         untimed += 1;
-                        let prev = packets.timestamps().last().copied().unwrap_or(0);
-                        packets.push(prev, &spb.data);
+                        let prev = sink.packets.timestamps().last().copied().unwrap_or(0);
+                        sink.push(link.unwrap_or(DataLink::ETHERNET), prev, &spb.data);
                     }
                     _ => {}
                 }
@@ -335,7 +383,7 @@ fn read_pcapng<R: Read>(
                 if c.pos < c.buf.len() {
                     let left = c.buf.len() - c.pos;
                     stopped = Some(stop(
-                        &packets,
+                        sink,
                         offset,
                         format!("truncated: the file ends {left} bytes into a block"),
                     ));
@@ -343,7 +391,7 @@ fn read_pcapng<R: Read>(
                 break;
             }
             Err(e) => {
-                stopped = Some(stop(&packets, offset, format!("corrupt block: {e}")));
+                stopped = Some(stop(sink, offset, format!("corrupt block: {e}")));
                 break;
             }
         }
@@ -351,8 +399,9 @@ fn read_pcapng<R: Read>(
     Ok(Capture {
         format: Format::PcapNg,
         link: link.unwrap_or(DataLink::ETHERNET),
-        packets,
+        packets: PacketStore::new(),
         stopped,
         untimed,
+        left_out: 0,
     })
 }

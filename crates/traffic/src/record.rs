@@ -265,7 +265,7 @@ impl Capturer {
         }
         // On loopback every frame passes twice, going out and coming in: keep it once (as
         // libpcap does).
-        if self.loopback && from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+        if self.loopback && from.sll_pkttype == libc::PACKET_OUTGOING {
             return Ok(None);
         }
         let wire = n as usize;

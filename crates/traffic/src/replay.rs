@@ -495,7 +495,7 @@ mod tests {
             self.sent.push((self.clock.now(), bytes.to_vec()));
             if self
                 .fail_every
-                .is_some_and(|n| self.sent.len() as u64 % n == 0)
+                .is_some_and(|n| (self.sent.len() as u64).is_multiple_of(n))
             {
                 return Err(std::io::Error::from_raw_os_error(libc::ENOBUFS));
             }
