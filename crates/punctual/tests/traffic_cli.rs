@@ -221,3 +221,77 @@ fn bad_files_and_missing_interfaces_are_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Issue 14: an interrupted replay exits 130 with the report of what was sent.
+#[test]
+fn interrupted_replay_exits_130_with_the_report_of_what_was_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 10);
+    let r = receiver();
+    let to = r.local_addr().unwrap().to_string();
+    let json = dir.path().join("r.json");
+    let child = std::process::Command::new(common::bin_path())
+        .env(
+            "PUNCTUAL_DATA_DIR",
+            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
+        )
+        .args(["traffic", "replay"])
+        .arg(&file)
+        .args([
+            "--udp-to",
+            &to,
+            "--policy",
+            "other",
+            "--dma-latency",
+            "off",
+            "--no-store",
+        ])
+        .args(["--interval", "10ms", "--loop", "100", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first datagrams, then interrupt.
+    let mut buf = [0u8; 64];
+    for _ in 0..20 {
+        if r.recv(&mut buf).is_ok() {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: plain syscall on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = valid_doc(&json);
+    assert_eq!(doc["status"], "interrupted");
+    let sent = doc["traffic"]["sent"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 1_000, "sent {sent}");
+    assert_eq!(doc["series"][0]["count"].as_u64(), Some(sent));
+}
+
+#[test]
+fn record_on_a_missing_interface_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = punctual()
+        .args(["traffic", "record", "-i", "punctual-nope0", "-o"])
+        .arg(dir.path().join("x.pcapng"))
+        .args(["-D", "1s", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such interface"));
+    assert!(!dir.path().join("x.pcapng").exists(), "nothing written");
+}
