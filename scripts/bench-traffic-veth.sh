@@ -3,7 +3,7 @@
 # 500us) sent by `punctual traffic replay` over a veth pair between two network namespaces this script
 # makes (and removes on exit), received by `punctual traffic record` in the other namespace with kernel
 # timestamps; prints the sender's report and the receiver's inter-arrival errors (needs root, tcpdump).
-# Usage: scripts/bench-traffic-veth.sh [PUNCTUAL] [N] [SPACING_NS] [CPU]
+# Usage: [SHIELD=1] scripts/bench-traffic-veth.sh [PUNCTUAL] [N] [SPACING_NS] [CPU]  (SHIELD=1: --shield)
 set -euo pipefail
 P=${1:-target/release/punctual}
 N=${2:-10000}
@@ -40,7 +40,7 @@ ip netns exec "$B" "$P" traffic record -i "vb$$" -o "$D/rx.pcapng" -D "${SECS}s"
 REC=$!
 sleep 1
 ip netns exec "$A" "$P" traffic replay "$D/udp.pcap" --udp-to 10.213.0.2:9000 --interval "${SPACING}ns" \
-  -a "$CPU" --no-store
+  -a "$CPU" ${SHIELD:+--shield} --no-store
 wait "$REC"
 cat "$D/rec.txt"
 python3 - "$D/rx.pcapng" "$SPACING" <<'PY'

@@ -208,6 +208,14 @@ fn bad_files_and_missing_interfaces_are_refused() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such interface"));
 
+    // --shield without the CPU to shield.
+    let out = replay(&file, "127.0.0.1:9")
+        .arg("--shield")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-a CPU"));
+
     // Neither a target nor two timings: clap refuses (2).
     let out = punctual()
         .args(["traffic", "replay"])

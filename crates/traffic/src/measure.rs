@@ -12,9 +12,10 @@ use crate::TrafficError;
 use etherparse::{SlicedPacket, TransportSlice};
 use pcap_file::DataLink;
 use punctual_dispatch::engine::SlotProgress;
+use punctual_dispatch::shield::{Shield, ShieldPlan};
 use punctual_result::{doc::kind, Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{setup_current_thread, RtWant, ThreadRequest};
-use punctual_session::{Ctx, LiveSpec, Measurement, Report};
+use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_time::clock::read_clock;
 use punctual_time::{format_ns, MarginPolicy, SystemClock};
 use serde_json::json;
@@ -49,6 +50,9 @@ pub struct ReplayConfig {
     pub cpu: Option<usize>,
     pub margin: MarginPolicy,
     pub want: RtWant,
+    /// The sending CPU is shielded (by `--shield` or an enclosing `punctual shield`): the loop's
+    /// margin is not capped by the spin budget.
+    pub shielded: bool,
 }
 
 /// A capture read and scheduled, ready to send.
@@ -152,6 +156,8 @@ pub fn open_sender(target: &Target, loaded: &Loaded) -> Result<Box<dyn Sender>, 
 
 /// `punctual traffic replay`.
 pub struct Replay {
+    /// `--shield`: real-time mode on the sending CPU while the replay runs.
+    pub shield: Option<ShieldPlan>,
     cfg: ReplayConfig,
     loaded: Loaded,
     sender: Option<Box<dyn Sender>>,
@@ -168,6 +174,7 @@ pub struct ReplayOutcome {
 impl Replay {
     pub fn new(cfg: ReplayConfig, loaded: Loaded, sender: Box<dyn Sender>) -> Replay {
         Replay {
+            shield: None,
             describe: sender.describe(),
             cfg,
             loaded,
@@ -191,6 +198,21 @@ impl Measurement for Replay {
 
     fn wants(&self) -> Option<RtWant> {
         Some(self.cfg.want)
+    }
+
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
+        let Some(sp) = &self.shield else {
+            return Ok(None);
+        };
+        let s = Shield::apply(sp)?;
+        ctx.note(format!(
+            "real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
+            punctual_rt::format_cpu_list(&sp.cpus),
+            s.applied,
+            s.refused.len(),
+            sp.skipped.len()
+        ));
+        Ok(Some(Box::new(s)))
     }
 
     fn live(&self) -> Option<LiveSpec> {
@@ -224,6 +246,7 @@ impl Measurement for Replay {
         ));
         let (store, schedule) = (&self.loaded.store, &self.loaded.schedule);
         let (margin, cpu, progress) = (self.cfg.margin, self.cfg.cpu, &*self.progress);
+        let shielded = self.cfg.shielded;
         let stop = ctx.stop().clone();
         let r = std::thread::scope(|s| {
             s.spawn(move || {
@@ -233,7 +256,7 @@ impl Measurement for Replay {
                 let settings = LoopSettings {
                     start: read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,
                     margin,
-                    shielded: false,
+                    shielded,
                     breather_every: Some(BREATHER_EVERY_NS),
                     steal: steal
                         .as_ref()
@@ -274,6 +297,7 @@ impl Measurement for Replay {
         s.insert("limit".into(), self.cfg.schedule.limit.into());
         s.insert("partial".into(), self.cfg.partial.into());
         s.insert("cpu".into(), self.cfg.cpu.into());
+        s.insert("shielded".into(), self.cfg.shielded.into());
         let spacing = l.schedule.spacing();
         doc.series = vec![
             Series::from_recorder("send lateness", kind::LATENESS, self.cfg.cpu, &t.lateness)

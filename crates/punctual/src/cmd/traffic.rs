@@ -74,6 +74,10 @@ pub struct ReplayArgs {
     /// Replay the valid part of a truncated or corrupt file instead of refusing it.
     #[arg(long)]
     pub partial: bool,
+    /// Real-time mode on the sending CPU (the first of -a) while replaying: other tasks and IRQs
+    /// moved off it, restored after.
+    #[arg(long)]
+    pub shield: bool,
     /// How early to stop sleeping and start spinning before each send (a duration, or auto).
     #[arg(long, value_name = "DURATION|auto")]
     pub spin_margin: Option<MarginPolicy>,
@@ -106,6 +110,11 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
         a.rt.cpus()
             .map_err(Failure::usage)?
             .and_then(|c| c.first().copied());
+    if a.shield && cpu.is_none() {
+        return Err(Failure::usage("--shield needs the sending CPU: add -a CPU, e.g. -a 1").into());
+    }
+    let cpus: Vec<usize> = cpu.into_iter().collect();
+    let shielded = a.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
     let timing = match (a.speed, a.pps, a.interval) {
         (_, Some(p), _) => Timing::Pps(p),
         (_, _, Some(i)) => Timing::Interval(i),
@@ -131,10 +140,17 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
         cpu,
         margin: a.spin_margin.unwrap_or(MarginPolicy::Auto),
         want: a.rt.want(),
+        shielded,
     };
     let outputs = a.out.outputs()?;
     let loaded = load(&cfg).map_err(Failure::from)?;
     let sender = open_sender(&cfg.target, &loaded).map_err(Failure::from)?;
     let mut m = Replay::new(cfg, loaded, sender);
+    if a.shield {
+        m.shield = Some(punctual_dispatch::shield::plan(
+            &cpus,
+            &[std::process::id() as i32],
+        )?);
+    }
     Ok(drive(&mut m, &outputs, env)?)
 }
