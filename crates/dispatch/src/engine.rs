@@ -208,14 +208,15 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let gap = act_at.saturating_sub(now);
         // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
         // release): a sleep would only make the release late, so the loop spins through.
-        let m =
-            if auto && gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap
-            {
-                end.spun_through += 1;
-                u64::MAX
-            } else {
-                m
-            };
+        let m = if auto
+            && gap <= margin.needed().saturating_add(MIN_SLEEP_NS)
+            && gap <= cfg.margin_cap
+        {
+            end.spun_through += 1;
+            u64::MAX
+        } else {
+            m
+        };
         // A loop that has not blocked for a long time (dense releases) takes a short breather, so
         // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
         // the widest gap it has seen since, or at once when twice overdue.
@@ -1049,11 +1050,7 @@ mod tests {
         // 40 us period, wake-ups 25 us late: half the interval (20 us) is not enough.
         let (clock, _) = counting_clock(25_000);
         let (shielded, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, true, None);
-        assert!(
-            shielded.end.margin_ns > 25_000,
-            "{}",
-            shielded.end.margin_ns
-        );
+        assert!(shielded.end.margin_ns > 25_000, "{}", shielded.end.margin_ns);
         assert!(shielded.end.woke_late <= 1, "{}", shielded.end.woke_late);
         let (clock, _) = counting_clock(25_000);
         let (plain, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, false, None);
@@ -1090,11 +1087,7 @@ mod tests {
         };
         let with = run(true);
         assert!(with.end.margin_ns < 40_000, "margin {}", with.end.margin_ns);
-        assert!(
-            with.end.woke_late_stolen >= 15,
-            "{}",
-            with.end.woke_late_stolen
-        );
+        assert!(with.end.woke_late_stolen >= 15, "{}", with.end.woke_late_stolen);
         assert_eq!(with.end.woke_late_stolen, with.end.woke_late);
         // Without the meter the same holds drive the margin to its bound (half the period).
         let without = run(false);

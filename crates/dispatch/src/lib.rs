@@ -273,12 +273,7 @@ pub fn wake_lead_cap(plan: &Plan) -> u64 {
 /// tasks on one CPU bring releases closer than the margin a bursty host teaches the loop, which then
 /// never sleeps; the CPU's normal tasks starve and the fair server stops everything for 50 ms once a
 /// second. A shielded CPU (`shielded`) has no normal tasks left to starve: no cap.
-pub fn dispatch_margin_cap(
-    plan: &Plan,
-    run_cpus: &[usize],
-    cpu: usize,
-    budget: Option<f64>,
-) -> u64 {
+pub fn dispatch_margin_cap(plan: &Plan, run_cpus: &[usize], cpu: usize, budget: Option<f64>) -> u64 {
     let Some(budget) = budget else {
         return u64::MAX;
     };
@@ -1008,10 +1003,7 @@ mod tests {
             text += &format!("[[event]]\nat = \"{i}ms\"\naction = {{ kind = \"mark\" }}\n");
         }
         let p = plan(&text);
-        assert_eq!(
-            dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)),
-            166_666
-        );
+        assert_eq!(dispatch_margin_cap(&p, &[0], 1, Some(DISPATCH_SPIN_BUDGET)), 166_666);
         assert_eq!(
             dispatch_margin_cap(&p, &[0], 0, Some(DISPATCH_SPIN_BUDGET)),
             250_000,

@@ -252,10 +252,7 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
             String::new()
         };
         let through = if c.spun_through > 0 {
-            format!(
-                ", spun through {} release(s) closer than the kernel wakes",
-                c.spun_through
-            )
+            format!(", spun through {} release(s) closer than the kernel wakes", c.spun_through)
         } else {
             String::new()
         };

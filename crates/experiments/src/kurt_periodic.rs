@@ -402,9 +402,8 @@ fn real_time_mode(
     children: &[std::process::Child],
 ) -> Result<punctual_dispatch::shield::Shield, Failure> {
     for c in children {
-        punctual_rt::affinity::set(c.id() as i32, &[cpu]).map_err(|e| {
-            Failure::system(format!("pinning a periodic process to CPU {cpu}: {e}"))
-        })?;
+        punctual_rt::affinity::set(c.id() as i32, &[cpu])
+            .map_err(|e| Failure::system(format!("pinning a periodic process to CPU {cpu}: {e}")))?;
     }
     let mut keep: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
     keep.push(std::process::id() as i32);
@@ -585,12 +584,8 @@ pub fn tables(m: &Model) -> Vec<Table> {
                 let thesis = match (mode, loaded) {
                     (Mode::Rel, false) => Some(("thesis SCHED_FIFO", &THESIS_FIFO_IDLE[k])),
                     (Mode::Rel, true) => Some(("thesis SCHED_FIFO", &THESIS_FIFO_DISK[k])),
-                    (Mode::Wake, false) => {
-                        Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_IDLE[k]))
-                    }
-                    (Mode::Wake, true) => {
-                        Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_DISK[k]))
-                    }
+                    (Mode::Wake, false) => Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_IDLE[k])),
+                    (Mode::Wake, true) => Some(("thesis KURT (ALL_PROCS)", &THESIS_KURT_ALL_DISK[k])),
                     (Mode::WakeShielded, false) => {
                         Some(("thesis KURT (KURT_PROCS)", &THESIS_KURT_PROCS_IDLE[k]))
                     }

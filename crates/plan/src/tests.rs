@@ -814,15 +814,7 @@ fn a_plan_denser_than_the_kernel_can_wake_is_refused_on_an_unshielded_cpu_with_t
     let r = admission::check(&p, &[1], &cfg(Some(0.5)));
     assert!(!r.feasible());
     let why = r.reasons().join("; ");
-    for figure in [
-        "CPU 1",
-        "100000 releases/s",
-        "50us",
-        "100.0 %",
-        "50.0 %",
-        "shield = true",
-        "--spin-budget 100%",
-    ] {
+    for figure in ["CPU 1", "100000 releases/s", "50us", "100.0 %", "50.0 %", "shield = true", "--spin-budget 100%"] {
         assert!(why.contains(figure), "{figure} missing from: {why}");
     }
     // Shielded (no budget), or a budget that covers it: admitted.

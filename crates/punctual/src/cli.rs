@@ -34,7 +34,7 @@ pub enum Command {
     /// Kernel scheduling traces (tracefs): record, then analyse quanta, billing, wake-ups, IRQs.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCmd),
-    /// Packet traffic (ARTS): record with kernel ns timestamps; replay at anchored instants with a per-packet timing report.
+    /// Packet traffic (ARTS): record with kernel ns timestamps; replay with per-packet timing errors.
     #[command(subcommand)]
     Traffic(cmd::traffic::TrafficCmd),
     /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.

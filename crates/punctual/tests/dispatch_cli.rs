@@ -732,33 +732,19 @@ fn a_plan_denser_than_the_kernel_wakes_is_refused_unshielded_and_spun_through_sh
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
-    for needed in [
-        "100000 releases/s",
-        "100.0 %",
-        "50.0 %",
-        "shield = true",
-        "--spin-budget 100%",
-    ] {
+    for needed in ["100000 releases/s", "100.0 %", "50.0 %", "shield = true", "--spin-budget 100%"] {
         assert!(e.contains(needed), "{needed} missing: {e}");
     }
     assert!(!marker.exists(), "a refused plan ran");
     let o = punctual()
-        .args([
-            "plan",
-            "check",
-            plan.to_str().unwrap(),
-            "--spin-budget",
-            "100%",
-        ])
+        .args(["plan", "check", plan.to_str().unwrap(), "--spin-budget", "100%"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("verdict: admitted"));
 
     if !is_root() || last_cpu() == 0 {
-        eprintln!(
-            "SKIPPED a_plan_denser_than_the_kernel_wakes (shielded run): needs root and two CPUs"
-        );
+        eprintln!("SKIPPED a_plan_denser_than_the_kernel_wakes (shielded run): needs root and two CPUs");
         return;
     }
     // Shielded: it runs, and the dispatcher spins through the releases instead of sleeping 5 us
@@ -780,10 +766,7 @@ fn a_plan_denser_than_the_kernel_wakes_is_refused_unshielded_and_spun_through_sh
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &doc["series"][0];
-    let (n, missed) = (
-        s["count"].as_u64().unwrap(),
-        s["missed_periods"].as_u64().unwrap(),
-    );
+    let (n, missed) = (s["count"].as_u64().unwrap(), s["missed_periods"].as_u64().unwrap());
     assert!((99_000..=100_001).contains(&(n + missed)), "{n} + {missed}");
     let through = doc["dispatchers"][0]["spun_through"].as_u64().unwrap();
     assert!(through * 10 >= n * 9, "spun through {through} of {n}");

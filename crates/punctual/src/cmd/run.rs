@@ -184,7 +184,8 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
             let margin = a
                 .spin_margin
                 .unwrap_or_else(|| assumed_margin(plan.spin_margin));
-            let shielded = plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
+            let shielded =
+                plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
             let r = admit(
                 &mut plan,
                 &cpus,
