@@ -34,6 +34,9 @@ pub enum Command {
     /// Kernel scheduling traces (tracefs): record, then analyse quanta, billing, wake-ups, IRQs.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCmd),
+    /// Packet traffic (ARTS): record with kernel ns timestamps; replay with per-packet timing errors.
+    #[command(subcommand)]
+    Traffic(cmd::traffic::TrafficCmd),
     /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.
     Bench(cmd::bench::BenchArgs),
     /// The dispatcher: execute a plan (periodic tasks and one-shot events) with per-task statistics.

@@ -53,6 +53,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Bench(a) => cmd::bench::run(a, env),
         Command::Load(a) => cmd::load_body::run(a),
         Command::Trace(a) => cmd::trace::run(a, env),
+        Command::Traffic(a) => cmd::traffic::run(a, env),
         Command::Simulate(a) => cmd::simulate::run(*a, env),
         Command::Run(a) => cmd::run::run(a, env),
         Command::Plan(a) => cmd::run::plan_cmd(a, env),

@@ -15,3 +15,4 @@ pub mod run;
 pub mod shield;
 pub mod simulate;
 pub mod trace;
+pub mod traffic;

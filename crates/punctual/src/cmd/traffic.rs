@@ -1,0 +1,156 @@
+//! `punctual traffic record|replay`: ARTS reborn. The measurements are
+//! `punctual_traffic::measure::{Record, Replay}`; this file checks the flags, and reads the file and
+//! opens the socket before the lifecycle starts, so bad input exits 2 or 3 with nothing sent.
+
+use crate::args::{duration, run_duration, OutputArgs, RtArgs};
+use clap::{Args, Subcommand};
+use punctual_result::Failure;
+use punctual_session::{drive, Env, Exit};
+use punctual_time::MarginPolicy;
+use punctual_traffic::measure::{load, open_sender, Record, Replay, ReplayConfig, Target};
+use punctual_traffic::record::Until;
+use punctual_traffic::schedule::{ScheduleConfig, Timing};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum TrafficCmd {
+    /// Capture packets with kernel nanosecond receive timestamps into a pcapng file.
+    Record(RecordArgs),
+    /// Send a pcap/pcapng capture at its instants (or a fixed spacing) with the dispatcher, and
+    /// report every packet's timing error.
+    Replay(ReplayArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// The interface to capture on.
+    #[arg(short = 'i', long, value_name = "IFACE")]
+    pub interface: String,
+    /// The pcapng file to write (nanosecond timestamps).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// How long to capture (default: until --count, or Ctrl-C).
+    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION")]
+    pub duration: Option<u64>,
+    /// Stop after N packets.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["udp_to", "interface"])))]
+#[command(group(clap::ArgGroup::new("timing").args(["speed", "pps", "interval"])))]
+pub struct ReplayArgs {
+    /// The capture to send (pcap or pcapng, micro- or nanosecond).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Send the UDP payloads of the capture's UDP datagrams to ADDR (host:port) over a UDP socket.
+    #[arg(long, value_name = "ADDR")]
+    pub udp_to: Option<SocketAddr>,
+    /// Send the whole frames on this interface (AF_PACKET; needs CAP_NET_RAW).
+    #[arg(short = 'i', long, value_name = "IFACE")]
+    pub interface: Option<String>,
+    /// Bypass the interface's queueing discipline (-i only).
+    #[arg(long, requires = "interface")]
+    pub qdisc_bypass: bool,
+    /// Play the capture's own timing this many times faster (0.5: half as fast).
+    #[arg(long, value_name = "X")]
+    pub speed: Option<f64>,
+    /// Send at a fixed rate, packets a second.
+    #[arg(long, value_name = "N")]
+    pub pps: Option<u64>,
+    /// Send at a fixed spacing.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub interval: Option<u64>,
+    /// Send the capture N times (each pass one spacing after the previous one's last packet).
+    #[arg(long = "loop", default_value_t = 1, value_name = "N")]
+    pub loops: u64,
+    /// Stop after N sends.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Replay the valid part of a truncated or corrupt file instead of refusing it.
+    #[arg(long)]
+    pub partial: bool,
+    /// Real-time mode on the sending CPU (the first of -a) while replaying: other tasks and IRQs
+    /// moved off it, restored after.
+    #[arg(long)]
+    pub shield: bool,
+    /// How early to stop sleeping and start spinning before each send (a duration, or auto).
+    #[arg(long, value_name = "DURATION|auto")]
+    pub spin_margin: Option<MarginPolicy>,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+pub fn run(c: TrafficCmd, env: &Env) -> anyhow::Result<Exit> {
+    match c {
+        TrafficCmd::Record(a) => record(a, env),
+        TrafficCmd::Replay(a) => replay(a, env),
+    }
+}
+
+fn record(a: RecordArgs, env: &Env) -> anyhow::Result<Exit> {
+    let outputs = a.out.outputs()?;
+    let until = Until {
+        duration: a.duration,
+        count: a.count,
+    };
+    let mut m = Record::open(&a.interface, a.output, until).map_err(Failure::from)?;
+    Ok(drive(&mut m, &outputs, env)?)
+}
+
+fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
+    a.rt.validate()?;
+    let cpu =
+        a.rt.cpus()
+            .map_err(Failure::usage)?
+            .and_then(|c| c.first().copied());
+    if a.shield && cpu.is_none() {
+        return Err(Failure::usage("--shield needs the sending CPU: add -a CPU, e.g. -a 1").into());
+    }
+    let cpus: Vec<usize> = cpu.into_iter().collect();
+    let shielded = a.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
+    let timing = match (a.speed, a.pps, a.interval) {
+        (_, Some(p), _) => Timing::Pps(p),
+        (_, _, Some(i)) => Timing::Interval(i),
+        (s, _, _) => Timing::Speed(s.unwrap_or(1.0)),
+    };
+    let target = match (a.udp_to, a.interface) {
+        (Some(to), _) => Target::Udp(to),
+        (None, Some(name)) => Target::Iface {
+            name,
+            qdisc_bypass: a.qdisc_bypass,
+        },
+        (None, None) => unreachable!("clap requires one"),
+    };
+    let cfg = ReplayConfig {
+        file: a.file,
+        target,
+        schedule: ScheduleConfig {
+            timing,
+            loops: a.loops,
+            limit: a.limit,
+        },
+        partial: a.partial,
+        cpu,
+        margin: a.spin_margin.unwrap_or(MarginPolicy::Auto),
+        want: a.rt.want(),
+        shielded,
+    };
+    let outputs = a.out.outputs()?;
+    let loaded = load(&cfg).map_err(Failure::from)?;
+    let sender = open_sender(&cfg.target, &loaded).map_err(Failure::from)?;
+    let mut m = Replay::new(cfg, loaded, sender);
+    if a.shield {
+        m.shield = Some(punctual_dispatch::shield::plan(
+            &cpus,
+            &[std::process::id() as i32],
+        )?);
+    }
+    Ok(drive(&mut m, &outputs, env)?)
+}

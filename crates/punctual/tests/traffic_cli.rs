@@ -1,0 +1,305 @@
+//! `punctual traffic replay`: bad input exits 2 or 3 before anything is sent; `--partial` replays
+//! the valid part of a truncated file; a replay over loopback delivers every datagram and writes a
+//! valid result document.
+
+mod common;
+
+use common::{punctual, valid_doc};
+use punctual_traffic::record::write_pcapng;
+use punctual_traffic::store::PacketStore;
+use punctual_traffic::DataLink;
+use std::net::UdpSocket;
+use std::path::Path;
+use std::time::Duration;
+
+/// An Ethernet/IPv4/UDP frame to 127.0.0.1:9 carrying `payload` (checksums are not checked).
+fn udp_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    f.extend_from_slice(&[
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0,
+        0,
+        0,
+        0,
+        64,
+        17,
+        0,
+        0,
+    ]);
+    f.extend_from_slice(&[127, 0, 0, 1, 127, 0, 0, 1]);
+    let ulen = (8 + payload.len()) as u16;
+    f.extend_from_slice(&[0x9c, 0x40, 0, 9, (ulen >> 8) as u8, ulen as u8, 0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// `n` UDP frames 1 ms apart, payload = the index, as nanosecond pcapng.
+fn capture(path: &Path, n: u64) {
+    let mut s = PacketStore::new();
+    for i in 0..n {
+        s.push(
+            1_700_000_000_000_000_000 + i * 1_000_000,
+            &udp_frame(&i.to_le_bytes()),
+        );
+    }
+    write_pcapng(std::fs::File::create(path).unwrap(), DataLink::ETHERNET, &s).unwrap();
+}
+
+fn receiver() -> UdpSocket {
+    let r = UdpSocket::bind("127.0.0.1:0").unwrap();
+    r.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    r
+}
+
+fn drain(r: &UdpSocket) -> Vec<u64> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while let Ok(n) = r.recv(&mut buf) {
+        assert_eq!(n, 8);
+        got.push(u64::from_le_bytes(buf[..8].try_into().unwrap()));
+    }
+    got
+}
+
+fn replay(file: &Path, to: &str) -> assert_cmd::Command {
+    let mut c = punctual();
+    c.args(["traffic", "replay"]).arg(file).args([
+        "--udp-to",
+        to,
+        "--policy",
+        "other",
+        "--dma-latency",
+        "off",
+        "--no-store",
+    ]);
+    c
+}
+
+#[test]
+fn truncated_capture_without_partial_exits_2_naming_the_offset_and_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.pcapng");
+    capture(&file, 10);
+    let len = std::fs::metadata(&file).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(len - 10).unwrap();
+    let r = receiver();
+    let to = r.local_addr().unwrap().to_string();
+    let out = replay(&file, &to).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("packet 10 (byte offset"), "{err}");
+    assert!(err.contains("--partial"), "{err}");
+    assert!(drain(&r).is_empty(), "nothing is sent");
+
+    // With --partial the nine whole packets go, in order, and the document says where it stopped.
+    let json = dir.path().join("r.json");
+    let out = replay(&file, &to)
+        .args(["--partial", "--speed", "10", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(drain(&r), (0..9).collect::<Vec<u64>>());
+    let doc = valid_doc(&json);
+    assert_eq!(doc["traffic"]["sent"], 9);
+    assert_eq!(doc["traffic"]["stopped"]["packet"], 9);
+    assert_eq!(doc["series"][0]["kind"], "lateness");
+}
+
+#[test]
+fn replay_over_loopback_loops_and_limits_and_reports_the_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 20);
+    let r = receiver();
+    let to = r.local_addr().unwrap().to_string();
+    let json = dir.path().join("r.json");
+    let out = replay(&file, &to)
+        .args([
+            "--interval",
+            "1ms",
+            "--loop",
+            "3",
+            "--limit",
+            "50",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Vec<u64> = (0..50).map(|k| k % 20).collect();
+    assert_eq!(drain(&r), want);
+    let doc = valid_doc(&json);
+    assert_eq!(doc["traffic"]["sent"], 50);
+    assert_eq!(doc["traffic"]["spacing_ns"], 1_000_000.0);
+    assert!(doc["traffic"]["gaps_within_1pct"].as_f64().is_some());
+    assert!(doc["traffic"]["drift"].as_f64().is_some());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("within 1%"), "{stdout}");
+}
+
+#[test]
+fn zero_and_absurd_rates_exit_2_before_sending() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 3);
+    let r = receiver();
+    let to = r.local_addr().unwrap().to_string();
+    for bad in [
+        &["--pps", "0"][..],
+        &["--pps", "999999999"],
+        &["--interval", "0ns"],
+        &["--speed", "0"],
+        &["--speed", "-2"],
+        &["--loop", "0"],
+        &["--limit", "0"],
+    ] {
+        let out = replay(&file, &to).args(bad).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(drain(&r).is_empty());
+}
+
+#[test]
+fn bad_files_and_missing_interfaces_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("x.pcap");
+    std::fs::write(&text, "not a capture").unwrap();
+    let out = replay(&text, "127.0.0.1:9").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap or pcapng file"));
+
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 3);
+    let out = punctual()
+        .args(["traffic", "replay"])
+        .arg(&file)
+        .args(["-i", "punctual-nope0", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such interface"));
+
+    // --shield without the CPU to shield.
+    let out = replay(&file, "127.0.0.1:9")
+        .arg("--shield")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-a CPU"));
+
+    // Neither a target nor two timings: clap refuses (2).
+    let out = punctual()
+        .args(["traffic", "replay"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = replay(&file, "127.0.0.1:9")
+        .args(["--pps", "10", "--interval", "1ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Issue 14: an interrupted replay exits 130 with the report of what was sent.
+#[test]
+fn interrupted_replay_exits_130_with_the_report_of_what_was_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 10);
+    let r = receiver();
+    let to = r.local_addr().unwrap().to_string();
+    let json = dir.path().join("r.json");
+    let child = std::process::Command::new(common::bin_path())
+        .env(
+            "PUNCTUAL_DATA_DIR",
+            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
+        )
+        .args(["traffic", "replay"])
+        .arg(&file)
+        .args([
+            "--udp-to",
+            &to,
+            "--policy",
+            "other",
+            "--dma-latency",
+            "off",
+            "--no-store",
+        ])
+        .args(["--interval", "10ms", "--loop", "100", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first datagrams, then interrupt.
+    let mut buf = [0u8; 64];
+    for _ in 0..20 {
+        if r.recv(&mut buf).is_ok() {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: plain syscall on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = valid_doc(&json);
+    assert_eq!(doc["status"], "interrupted");
+    let sent = doc["traffic"]["sent"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 1_000, "sent {sent}");
+    assert_eq!(doc["series"][0]["count"].as_u64(), Some(sent));
+}
+
+#[test]
+fn record_on_a_missing_interface_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = punctual()
+        .args(["traffic", "record", "-i", "punctual-nope0", "-o"])
+        .arg(dir.path().join("x.pcapng"))
+        .args(["-D", "1s", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such interface"));
+    assert!(!dir.path().join("x.pcapng").exists(), "nothing written");
+}

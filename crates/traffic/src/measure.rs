@@ -1,0 +1,502 @@
+//! `traffic replay` and `traffic record` as measurements of the lifecycle
+//! ([`punctual_session::execute`]). Everything that can fail before the first packet (reading the
+//! file, the schedule, opening the socket) is done by [`load`] and [`open_sender`], which the
+//! binary calls before driving the measurement: bad input exits 2 or 3 with nothing sent.
+
+use crate::read::{read_capture_keeping, Format, Keep, Stopped};
+use crate::record::{Capturer, NsPcapNg, Recorded, Until};
+use crate::replay::{replay, LoopSettings, RawSender, Replayed, Sender, UdpSender};
+use crate::schedule::{Schedule, ScheduleConfig, Timing};
+use crate::store::PacketStore;
+use crate::TrafficError;
+use etherparse::{SlicedPacket, TransportSlice};
+use pcap_file::DataLink;
+use punctual_dispatch::engine::SlotProgress;
+use punctual_dispatch::shield::{Shield, ShieldPlan};
+use punctual_result::{doc::kind, Failure, Fallback, ResultDoc, Series, Table};
+use punctual_rt::{setup_current_thread, RtWant, ThreadRequest};
+use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
+use punctual_time::clock::read_clock;
+use punctual_time::{format_ns, MarginPolicy, SystemClock};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// From the thread being ready to the first send: page faults and the first sleep settle.
+pub const LEAD_IN_NS: u64 = 50_000_000;
+/// The loop takes a 20 us breather when it has not blocked for this long (dense replays), so the
+/// CPU's kernel threads run.
+pub const BREATHER_EVERY_NS: u64 = 500_000_000;
+
+/// Where the packets go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The UDP payloads, over a UDP socket.
+    Udp(SocketAddr),
+    /// Whole frames, over AF_PACKET on this interface.
+    Iface { name: String, qdisc_bypass: bool },
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    pub file: PathBuf,
+    pub target: Target,
+    pub schedule: ScheduleConfig,
+    /// Replay the valid part of a damaged file instead of refusing it.
+    pub partial: bool,
+    /// The CPU the sending thread is pinned to (`None`: not pinned).
+    pub cpu: Option<usize>,
+    pub margin: MarginPolicy,
+    pub want: RtWant,
+    /// The sending CPU is shielded (by `--shield` or an enclosing `punctual shield`): the loop's
+    /// margin is not capped by the spin budget.
+    pub shielded: bool,
+}
+
+/// A capture read and scheduled, ready to send.
+pub struct Loaded {
+    pub format: Format,
+    pub link: DataLink,
+    /// Packets in the file (before UDP extraction).
+    pub file_packets: u64,
+    pub store: PacketStore,
+    pub schedule: Schedule,
+    pub stopped: Option<Stopped>,
+    /// Packets without a UDP payload, left out with `--udp-to`.
+    pub not_udp: u64,
+}
+
+/// The UDP payload of a frame of `link`, if it is a UDP datagram.
+pub fn udp_payload(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
+    let p = match link {
+        DataLink::ETHERNET => SlicedPacket::from_ethernet(frame),
+        DataLink::LINUX_SLL => SlicedPacket::from_linux_sll(frame),
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => SlicedPacket::from_ip(frame),
+        _ => return None,
+    }
+    .ok()?;
+    match p.transport? {
+        TransportSlice::Udp(u) => Some(u.payload()),
+        _ => None,
+    }
+}
+
+/// Reads and schedules the capture; refuses a damaged file without `--partial`, link types the
+/// target cannot send, and captures with nothing to send.
+pub fn load(cfg: &ReplayConfig) -> Result<Loaded, TrafficError> {
+    let name = cfg.file.display();
+    let udp = matches!(cfg.target, Target::Udp(_));
+    let cap = read_capture_keeping(&cfg.file, udp.then_some(udp_payload as Keep))?;
+    if let Some(st) = &cap.stopped {
+        if !cfg.partial {
+            return Err(TrafficError::Usage(format!(
+                "{name}: {st}; pass --partial to replay the {} packets before it",
+                st.packet
+            )));
+        }
+    }
+    let file_packets = cap.packets.len() as u64 + cap.left_out;
+    let (store, not_udp) = match &cfg.target {
+        Target::Udp(_) => {
+            if !matches!(
+                cap.link,
+                DataLink::ETHERNET
+                    | DataLink::LINUX_SLL
+                    | DataLink::RAW
+                    | DataLink::IPV4
+                    | DataLink::IPV6
+            ) {
+                return Err(TrafficError::Usage(format!(
+                    "{name}: link type {:?} is not supported with --udp-to (Ethernet, Linux cooked, raw IP are)",
+                    cap.link
+                )));
+            }
+            if cap.packets.is_empty() {
+                return Err(TrafficError::Usage(format!(
+                    "{name}: none of its {file_packets} packets is a UDP datagram: nothing for --udp-to to send"
+                )));
+            }
+            (cap.packets, cap.left_out)
+        }
+        Target::Iface { .. } => {
+            if cap.link != DataLink::ETHERNET {
+                return Err(TrafficError::Usage(format!(
+                    "{name}: link type {:?}: -i sends whole Ethernet frames only; use --udp-to for the UDP payloads",
+                    cap.link
+                )));
+            }
+            (cap.packets, 0)
+        }
+    };
+    let schedule = Schedule::new(&cfg.schedule, store.timestamps())?;
+    Ok(Loaded {
+        format: cap.format,
+        link: cap.link,
+        file_packets,
+        store,
+        schedule,
+        stopped: cap.stopped,
+        not_udp,
+    })
+}
+
+/// The socket, opened before anything is sent.
+pub fn open_sender(target: &Target, loaded: &Loaded) -> Result<Box<dyn Sender>, TrafficError> {
+    Ok(match target {
+        Target::Udp(to) => Box::new(UdpSender::new(*to)?),
+        Target::Iface { name, qdisc_bypass } => Box::new(RawSender::open(
+            name,
+            loaded.store.max_len(),
+            *qdisc_bypass,
+        )?),
+    })
+}
+
+/// `punctual traffic replay`.
+pub struct Replay {
+    /// `--shield`: real-time mode on the sending CPU while the replay runs.
+    pub shield: Option<ShieldPlan>,
+    cfg: ReplayConfig,
+    loaded: Loaded,
+    sender: Option<Box<dyn Sender>>,
+    describe: String,
+    progress: Arc<[SlotProgress; 1]>,
+}
+
+pub struct ReplayOutcome {
+    pub replayed: Replayed,
+    pub fallback: Option<Fallback>,
+    pub expected_ns: u64,
+}
+
+impl Replay {
+    pub fn new(cfg: ReplayConfig, loaded: Loaded, sender: Box<dyn Sender>) -> Replay {
+        Replay {
+            shield: None,
+            describe: sender.describe(),
+            cfg,
+            loaded,
+            sender: Some(sender),
+            progress: Arc::new([SlotProgress::default()]),
+        }
+    }
+
+    fn expected_ns(&self) -> u64 {
+        let s = &self.loaded.schedule;
+        s.at(s.total() - 1, self.loaded.store.timestamps())
+    }
+}
+
+impl Measurement for Replay {
+    type Outcome = ReplayOutcome;
+
+    fn label(&self) -> String {
+        "traffic replay".into()
+    }
+
+    fn wants(&self) -> Option<RtWant> {
+        Some(self.cfg.want)
+    }
+
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
+        let Some(sp) = &self.shield else {
+            return Ok(None);
+        };
+        let s = Shield::apply(sp)?;
+        ctx.note(format!(
+            "real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
+            punctual_rt::format_cpu_list(&sp.cpus),
+            s.applied,
+            s.refused.len(),
+            sp.skipped.len()
+        ));
+        Ok(Some(Box::new(s)))
+    }
+
+    fn live(&self) -> Option<LiveSpec> {
+        let p = self.progress.clone();
+        let total = self.loaded.schedule.total();
+        Some(LiveSpec {
+            total: Some(total),
+            poll: Box::new(move || {
+                let sent = p[0].releases.load(Ordering::Relaxed);
+                let max = p[0].max_ns.load(Ordering::Relaxed);
+                (sent, format!("{sent} sent, max late {}", format_ns(max)))
+            }),
+        })
+    }
+
+    fn run(&mut self, ctx: &Ctx) -> Result<ReplayOutcome, Failure> {
+        let mut sender = self.sender.take().expect("run once");
+        let req = ThreadRequest {
+            cpu: self.cfg.cpu,
+            policy: ctx.rt.policy,
+            priority: ctx.rt.priority,
+            timer_slack_ns: ctx.rt.timer_slack_ns,
+            fall_back_on_refusal: true,
+        };
+        ctx.note(format!(
+            "replaying {} sends of {} packets to {} over {}",
+            self.loaded.schedule.total(),
+            self.loaded.store.len(),
+            self.describe,
+            format_ns(self.expected_ns())
+        ));
+        let (store, schedule) = (&self.loaded.store, &self.loaded.schedule);
+        let (margin, cpu, progress) = (self.cfg.margin, self.cfg.cpu, &*self.progress);
+        let shielded = self.cfg.shielded;
+        let stop = ctx.stop().clone();
+        let r = std::thread::scope(|s| {
+            s.spawn(move || {
+                let guards = setup_current_thread(&req)
+                    .map_err(|e| Failure::system(format!("the sending thread: {e}")))?;
+                let steal = cpu.and_then(punctual_rt::host::CpuSteal::open);
+                let settings = LoopSettings {
+                    start: read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,
+                    margin,
+                    shielded,
+                    breather_every: Some(BREATHER_EVERY_NS),
+                    steal: steal
+                        .as_ref()
+                        .map(|s| s as &dyn punctual_dispatch::engine::StolenTime),
+                };
+                let replayed = replay(
+                    &SystemClock::monotonic(),
+                    store,
+                    schedule,
+                    &mut *sender,
+                    &settings,
+                    &stop,
+                    progress,
+                );
+                Ok::<_, Failure>((replayed, guards.fallback.clone()))
+            })
+            .join()
+            .map_err(|_| Failure::system("the sending thread panicked"))
+        })??;
+        Ok(ReplayOutcome {
+            replayed: r.0,
+            fallback: r.1,
+            expected_ns: self.expected_ns(),
+        })
+    }
+
+    fn report(&self, o: ReplayOutcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        ctx.runtime_fallbacks(doc, o.fallback.iter());
+        let l = &self.loaded;
+        let t = &o.replayed.timing;
+        let s = &mut doc.settings.extra;
+        s.insert("file".into(), self.cfg.file.display().to_string().into());
+        s.insert("format".into(), l.format.name().into());
+        s.insert("link_type".into(), u32::from(l.link).into());
+        s.insert("target".into(), self.describe.clone().into());
+        s.insert("timing".into(), timing_json(self.cfg.schedule.timing));
+        s.insert("loops".into(), self.cfg.schedule.loops.into());
+        s.insert("limit".into(), self.cfg.schedule.limit.into());
+        s.insert("partial".into(), self.cfg.partial.into());
+        s.insert("cpu".into(), self.cfg.cpu.into());
+        s.insert("shielded".into(), self.cfg.shielded.into());
+        let spacing = l.schedule.spacing();
+        doc.series = vec![
+            Series::from_recorder("send lateness", kind::LATENESS, self.cfg.cpu, &t.lateness)
+                .with("measured_at", "before the send call"),
+            Series::from_recorder(
+                "gap error",
+                kind::INTERVAL_DEVIATION,
+                self.cfg.cpu,
+                &t.gap_error,
+            )
+            .with("spacing_ns", spacing),
+        ];
+        doc.extra.insert(
+            "traffic".into(),
+            json!({
+                "file_packets": l.file_packets,
+                "packets": l.store.len(),
+                "not_udp": l.not_udp,
+                "reordered": l.store.reordered(),
+                "stopped": l.stopped.as_ref().map(|s| json!({"packet": s.packet, "offset": s.offset, "why": s.why})),
+                "scheduled": l.schedule.total(),
+                "sent": t.sent,
+                "send_errors": t.errors,
+                "first_send_error": t.first_error,
+                "spacing_ns": spacing,
+                "drift": t.drift(),
+                "gaps_within_1pct": t.share_within_1pct(),
+                "gaps_within_7pct": t.share_within_7pct(),
+                "margin_ns": o.replayed.margin_ns,
+                "woke_late": o.replayed.woke_late,
+                "spun_through": o.replayed.spun_through,
+                "breathers": o.replayed.breathers,
+                "expected_ns": o.expected_ns,
+            }),
+        );
+        let mut tab = Table::new(&[
+            "sent",
+            "errors",
+            "spacing",
+            "p50 late",
+            "p99 late",
+            "max late",
+            "gap p99",
+            "within 1%",
+            "within 7%",
+            "drift",
+        ])
+        .titled(format!(
+            "traffic replay {} -> {}",
+            self.cfg.file.display(),
+            self.describe
+        ));
+        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}%", v * 100.0));
+        let [p50, p99] = t.lateness.percentiles_of([50_000, 99_000]);
+        let [g99] = t.gap_error.percentiles_of([99_000]);
+        tab.row([
+            format!("{}/{}", t.sent, l.schedule.total()),
+            t.errors.to_string(),
+            format_ns(spacing.round() as u64),
+            format_ns(p50),
+            format_ns(p99),
+            format_ns(t.lateness.max().unwrap_or(0)),
+            format_ns(g99),
+            pct(t.share_within_1pct()),
+            pct(t.share_within_7pct()),
+            t.drift()
+                .map_or("-".into(), |d| format!("{:.4}%", d * 100.0)),
+        ]);
+        tab.note("late: from each packet's instant to just before its send call; gap: |actual - intended| between consecutive sends; within: gaps off by at most 1 % / 7 % of the spacing (ARTS's metric); drift: slope of the error over the run");
+        let mut text = String::new();
+        if let Some(st) = &l.stopped {
+            text.push_str(&format!(
+                "\n--partial: {st}; the {} packets before it were replayed.\n",
+                st.packet
+            ));
+        }
+        if l.not_udp > 0 {
+            text.push_str(&format!(
+                "\n{} packets of the file were not UDP datagrams and were left out (--udp-to).\n",
+                l.not_udp
+            ));
+        }
+        if let Some(e) = &t.first_error {
+            text.push_str(&format!("\n{} sends failed; the first: {e}\n", t.errors));
+        }
+        Ok(Report {
+            tables: vec![tab],
+            text,
+            ..Report::default()
+        })
+    }
+
+    fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
+        doc.series.first().map(|s| (s.summary.max, "send lateness"))
+    }
+}
+
+fn timing_json(t: Timing) -> serde_json::Value {
+    match t {
+        Timing::Speed(s) => json!({"speed": s}),
+        Timing::Interval(i) => json!({"interval_ns": i}),
+        Timing::Pps(p) => json!({"pps": p}),
+    }
+}
+
+/// `punctual traffic record`.
+pub struct Record {
+    capturer: Option<Capturer>,
+    out: Option<NsPcapNg<std::io::BufWriter<std::fs::File>>>,
+    path: PathBuf,
+    until: Until,
+    seen: Arc<AtomicU64>,
+}
+
+impl Record {
+    /// Opens the socket and creates the file (errors before anything is captured).
+    pub fn open(iface: &str, path: PathBuf, until: Until) -> Result<Record, TrafficError> {
+        let capturer = Capturer::open(iface)?;
+        let f = std::fs::File::create(&path)
+            .map_err(|e| TrafficError::Usage(format!("-o {}: {e}", path.display())))?;
+        let out = NsPcapNg::new(std::io::BufWriter::new(f), capturer.link, Some(iface))?;
+        Ok(Record {
+            capturer: Some(capturer),
+            out: Some(out),
+            path,
+            until,
+            seen: Arc::default(),
+        })
+    }
+}
+
+impl Measurement for Record {
+    type Outcome = Recorded;
+
+    fn label(&self) -> String {
+        "traffic record".into()
+    }
+
+    fn records_steal(&self) -> bool {
+        false
+    }
+
+    fn live(&self) -> Option<LiveSpec> {
+        let seen = self.seen.clone();
+        Some(LiveSpec {
+            total: self.until.count,
+            poll: Box::new(move || {
+                let n = seen.load(Ordering::Relaxed);
+                (n, format!("{n} packets"))
+            }),
+        })
+    }
+
+    fn run(&mut self, ctx: &Ctx) -> Result<Recorded, Failure> {
+        let cap = self.capturer.take().expect("run once");
+        let mut out = self.out.take().expect("run once");
+        let r = cap.run(&mut out, self.until, ctx.stop(), &self.seen)?;
+        use std::io::Write;
+        out.into_inner()
+            .flush()
+            .map_err(|e| Failure::system(format!("-o {}: {e}", self.path.display())))?;
+        Ok(r)
+    }
+
+    fn report(&self, r: Recorded, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        doc.settings
+            .extra
+            .insert("output".into(), self.path.display().to_string().into());
+        doc.extra.insert(
+            "traffic".into(),
+            json!({
+                "packets": r.packets,
+                "bytes": r.bytes,
+                "truncated": r.truncated,
+                "untimestamped": r.untimestamped,
+                "kernel_packets": r.kernel_packets,
+                "kernel_drops": r.kernel_drops,
+                "timestamps": "kernel receive (SO_TIMESTAMPNS), ns",
+            }),
+        );
+        let mut t = Table::new(&[
+            "packets",
+            "bytes",
+            "kernel drops",
+            "cut to snaplen",
+            "no kernel timestamp",
+        ])
+        .titled(format!("traffic record -> {}", self.path.display()));
+        t.row([
+            r.packets.to_string(),
+            r.bytes.to_string(),
+            r.kernel_drops.to_string(),
+            r.truncated.to_string(),
+            r.untimestamped.to_string(),
+        ]);
+        Ok(Report::tables(vec![t]))
+    }
+
+    fn worst(&self, _doc: &ResultDoc) -> Option<(u64, &'static str)> {
+        None
+    }
+}
