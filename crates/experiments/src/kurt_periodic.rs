@@ -500,10 +500,13 @@ impl Measurement for KurtPeriodic {
     }
 }
 
+/// One configuration's numbers: (loaded, mode, processes, % within 10/50/100/500/1000 us, host
+/// steal share).
+pub type Row = (bool, Mode, usize, [f64; 5], Option<f64>);
+
 /// The numbers of the tables: per configuration, the share within each of KURT's bins.
 pub struct Model {
-    /// (loaded, mode, processes, % within 10/50/100/500/1000 us, host steal share).
-    pub rows: Vec<(bool, Mode, usize, [f64; 5], Option<f64>)>,
+    pub rows: Vec<Row>,
     pub target: Option<Target>,
 }
 

@@ -569,14 +569,14 @@ fn uninstall_removes_exactly_what_was_installed(prefix: &Path) {
             "/nonexistent/libpunctual.so",
             "--prefix",
         ])
-        .arg(&prefix)
+        .arg(prefix)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     std::fs::write(prefix.join("lib/other.so"), b"not ours").unwrap();
     let o = punctual()
         .args(["install-lib", "--uninstall", "--prefix"])
-        .arg(&prefix)
+        .arg(prefix)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

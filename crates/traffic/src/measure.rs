@@ -39,6 +39,21 @@ pub enum Target {
     Iface { name: String, qdisc_bypass: bool },
 }
 
+impl Target {
+    /// From `--udp-to` or `-i` (`None` when neither was given).
+    pub fn from_flags(
+        udp_to: Option<SocketAddr>,
+        iface: Option<String>,
+        qdisc_bypass: bool,
+    ) -> Option<Target> {
+        match (udp_to, iface) {
+            (Some(to), _) => Some(Target::Udp(to)),
+            (None, Some(name)) => Some(Target::Iface { name, qdisc_bypass }),
+            (None, None) => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
     pub file: PathBuf,

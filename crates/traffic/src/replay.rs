@@ -403,6 +403,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         offset: 0,
         wcet: None,
         miss: MissPolicy::CatchUp,
+        movable: false,
     }];
     let event_slot = [Some(0usize)];
     let mut stats = [SlotStats::new(false)];

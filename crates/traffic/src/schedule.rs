@@ -31,6 +31,18 @@ pub enum Timing {
     Pps(u64),
 }
 
+impl Timing {
+    /// From the command line's `--speed`, `--pps` and `--interval` (at most one given): a rate or
+    /// a spacing when given, else the capture's own timing at `speed` (default 1).
+    pub fn from_flags(speed: Option<f64>, pps: Option<u64>, interval: Option<u64>) -> Timing {
+        match (pps, interval) {
+            (Some(p), _) => Timing::Pps(p),
+            (_, Some(i)) => Timing::Interval(i),
+            _ => Timing::Speed(speed.unwrap_or(1.0)),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ScheduleConfig {
     pub timing: Timing,

@@ -1,6 +1,5 @@
-//! `punctual traffic record|replay`: ARTS reborn. The measurements are
-//! `punctual_traffic::measure::{Record, Replay}`; this file checks the flags, and reads the file and
-//! opens the socket before the lifecycle starts, so bad input exits 2 or 3 with nothing sent.
+//! `punctual traffic record|replay` (ARTS): the flags checked, the file read and the socket opened
+//! before the lifecycle starts, so bad input exits 2 or 3 with nothing sent.
 
 use crate::args::{duration, run_duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
@@ -96,11 +95,9 @@ pub fn run(c: TrafficCmd, env: &Env) -> anyhow::Result<Exit> {
 
 fn record(a: RecordArgs, env: &Env) -> anyhow::Result<Exit> {
     let outputs = a.out.outputs()?;
-    let until = Until {
-        duration: a.duration,
-        count: a.count,
-    };
-    let mut m = Record::open(&a.interface, a.output, until).map_err(Failure::from)?;
+    let (duration, count) = (a.duration, a.count);
+    let mut m =
+        Record::open(&a.interface, a.output, Until { duration, count }).map_err(Failure::from)?;
     Ok(drive(&mut m, &outputs, env)?)
 }
 
@@ -115,24 +112,13 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
     }
     let cpus: Vec<usize> = cpu.into_iter().collect();
     let shielded = a.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
-    let timing = match (a.speed, a.pps, a.interval) {
-        (_, Some(p), _) => Timing::Pps(p),
-        (_, _, Some(i)) => Timing::Interval(i),
-        (s, _, _) => Timing::Speed(s.unwrap_or(1.0)),
-    };
-    let target = match (a.udp_to, a.interface) {
-        (Some(to), _) => Target::Udp(to),
-        (None, Some(name)) => Target::Iface {
-            name,
-            qdisc_bypass: a.qdisc_bypass,
-        },
-        (None, None) => unreachable!("clap requires one"),
-    };
+    let target = Target::from_flags(a.udp_to, a.interface, a.qdisc_bypass)
+        .ok_or_else(|| Failure::usage("give --udp-to ADDR or -i IFACE"))?;
     let cfg = ReplayConfig {
         file: a.file,
         target,
         schedule: ScheduleConfig {
-            timing,
+            timing: Timing::from_flags(a.speed, a.pps, a.interval),
             loops: a.loops,
             limit: a.limit,
         },
