@@ -38,6 +38,9 @@ pub const MIN_SLEEP_NS: u64 = 5_000;
 pub const FIRST_MARGIN_NS: u64 = 200_000;
 /// How often the loop refreshes its reading of the CPU's stolen time when no late wake-up asked.
 pub const STEAL_REFRESH_NS: u64 = 50_000_000;
+/// ... and only when the next release is at least this far: a read of `/proc/stat` takes tens of
+/// microseconds, which dense releases cannot spare.
+pub const STEAL_READ_ROOM_NS: u64 = 1_000_000;
 
 /// The running total of time the hypervisor took from the dispatcher's CPU (ns), read without
 /// allocating. Late wake-ups during which it moved are stolen time, not the kernel's latency.
@@ -220,6 +223,10 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             m
         };
         let gap = act_at.saturating_sub(now);
+        // The steal reading is refreshed only where it costs no release: before a long sleep.
+        if gap > STEAL_READ_ROOM_NS {
+            steal.refresh(now);
+        }
         // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
         // release): a sleep would only make the release late, so the loop spins through.
         let m =
@@ -297,7 +304,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             // margin does not chase it (no margin covers stolen time).
             Some(_) if steal.moved(done) => end.woke_late_stolen += 1,
             Some(l) => margin.observe(l),
-            None => steal.refresh(done),
+            None => {}
         }
     }
     collect_owed_reports(slots, stats, actions);
