@@ -793,6 +793,23 @@ mod tests {
         end: LoopEnd,
     }
 
+    /// The loop from `start` to `end` with every other setting at its plainest: auto margin sized
+    /// for a 1 ms interval, no cap, no breathers, not shielded, no steal meter, no events.
+    fn loop_cfg<'a>(start: u64, end: u64) -> LoopConfig<'a> {
+        LoopConfig {
+            start,
+            end,
+            margin: MarginPolicy::Auto,
+            interval: 1_000_000,
+            margin_cap: u64::MAX,
+            breather_every: None,
+            shielded: false,
+            steal: None,
+            events: &[],
+            event_slot: &[None],
+        }
+    }
+
     fn run(
         clock: &ManualClock,
         slots: &[SlotSpec],
@@ -831,16 +848,11 @@ mod tests {
             .collect();
         let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
         let cfg = LoopConfig {
-            start: 1_000_000,
-            end,
             margin,
-            interval: 1_000_000,
             margin_cap,
-            breather_every: None,
-            shielded: false,
-            steal: None,
             events,
             event_slot,
+            ..loop_cfg(1_000_000, end)
         };
         let e = dispatch(
             clock,
@@ -1097,16 +1109,11 @@ mod tests {
         let mut stats = vec![SlotStats::new(false)];
         let progress = vec![SlotProgress::default()];
         let cfg = LoopConfig {
-            start: 1_000_000,
-            end: 1_000_000 + runs_for,
-            margin: MarginPolicy::Auto,
             interval: period,
             margin_cap,
-            breather_every: None,
             shielded,
             steal,
-            events: &[],
-            event_slot: &[None],
+            ..loop_cfg(1_000_000, 1_000_000 + runs_for)
         };
         let end = dispatch(
             clock,
@@ -1328,16 +1335,8 @@ mod tests {
         let mut fake = Fake::new(&clock.clock, 1);
         let mut stats = vec![SlotStats::new(false)];
         let cfg = LoopConfig {
-            start,
-            end: start + 1_000_000_000,
-            margin: MarginPolicy::Auto,
             interval: 4_000_000,
-            margin_cap: u64::MAX,
-            breather_every: None,
-            shielded: false,
-            steal: None,
-            events: &[],
-            event_slot: &[None],
+            ..loop_cfg(start, start + 1_000_000_000)
         };
         dispatch(
             &clock,
@@ -1544,16 +1543,11 @@ mod tests {
         let mut stats = vec![SlotStats::new(false)];
         let progress = vec![SlotProgress::default()];
         let cfg = LoopConfig {
-            start: 1_000_000,
-            end: u64::MAX,
             margin: MarginPolicy::Fixed(50_000),
-            interval: 1_000_000,
-            margin_cap: u64::MAX,
             breather_every: Some(100_000_000),
-            shielded: false,
-            steal: None,
             events: &events,
             event_slot: &[Some(0)],
+            ..loop_cfg(1_000_000, u64::MAX)
         };
         let e = dispatch(
             &clock,
@@ -1577,18 +1571,7 @@ mod tests {
         let mut fake = Fake::new(&clock, 1);
         let mut stats = vec![SlotStats::new(false)];
         let progress = vec![SlotProgress::default()];
-        let cfg = LoopConfig {
-            start: 0,
-            end: u64::MAX,
-            margin: MarginPolicy::Auto,
-            interval: 1_000_000,
-            margin_cap: u64::MAX,
-            breather_every: None,
-            shielded: false,
-            steal: None,
-            events: &[],
-            event_slot: &[None],
-        };
+        let cfg = loop_cfg(0, u64::MAX);
         dispatch(
             &clock,
             &cfg,
