@@ -432,37 +432,14 @@ impl McKenneyChoose {
     /// cpu_dma_latency request for real time, nothing for real fast (whose numbers must not be
     /// helped by the other configuration's settings, so the session does not hold them).
     fn hold(ctx: &Ctx, setup: Setup, fallbacks: &mut Vec<Fallback>) -> Vec<Box<dyn Any>> {
-        let mut held = Vec::new();
         if setup != Setup::RealTime {
-            return held;
+            return Vec::new();
         }
-        match ctx.env.system.lock_memory() {
-            Ok(g) => held.push(g),
-            Err(why) => push_fallback(
-                fallbacks,
-                Fallback {
-                    setting: "memory locking".into(),
-                    wanted: "mlockall".into(),
-                    got: "unlocked memory".into(),
-                    why,
-                    fix: punctual_rt::privilege::MLOCK_FIX.into(),
-                },
-            ),
+        let got = punctual_session::take_guards(ctx.env, true, Some(0));
+        for f in got.fallbacks {
+            push_fallback(fallbacks, f);
         }
-        match ctx.env.system.hold_dma_latency(0) {
-            Ok(g) => held.push(g),
-            Err(why) => push_fallback(
-                fallbacks,
-                Fallback {
-                    setting: "cpu_dma_latency".into(),
-                    wanted: "0 us".into(),
-                    got: "no request".into(),
-                    why,
-                    fix: punctual_rt::privilege::DMA_FIX.into(),
-                },
-            ),
-        }
-        held
+        got.guards
     }
 
     fn sched(ctx: &Ctx, setup: Setup) -> SchedParams {

@@ -28,7 +28,7 @@ pub mod store;
 
 pub use env::{Env, FakeLoads, FakeSystem, RealSystem, RunningLoads, System, Terminal};
 pub use exit::Exit;
-pub use hold::Held;
+pub use hold::{take_guards, Guards, Held};
 pub use live::{Live, LiveSpec};
 pub use outputs::{Figure, FigureTarget, Outputs};
 pub use restore::{describe_restore, restore_leftovers};
