@@ -74,12 +74,12 @@ pub fn describe_refused(refused: &[(String, String)]) -> Option<String> {
     if refused.is_empty() {
         return None;
     }
-    let interrupts = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    // Numbered IRQs are labelled "N device" there.
+    let interrupts = punctual_bench::gaps::read_interrupts();
     let device = |irq: &str| -> Option<String> {
-        interrupts.lines().find_map(|l| {
-            let (n, rest) = l.trim_start().split_once(':')?;
-            (n == irq).then(|| rest.split_whitespace().last().unwrap_or("").to_string())
-        })
+        interrupts
+            .keys()
+            .find_map(|l| Some(l.strip_prefix(irq)?.strip_prefix(' ')?.to_string()))
     };
     let parts: Vec<String> = refused
         .iter()
@@ -672,13 +672,15 @@ mod tests {
     #[test]
     fn refused_irqs_are_named_with_their_device_and_what_it_means() {
         assert_eq!(describe_refused(&[]), None);
-        let interrupts = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
         // Any numbered IRQ of this machine, with its name as /proc/interrupts gives it.
-        let Some((irq, name)) = interrupts.lines().find_map(|l| {
-            let (n, rest) = l.trim_start().split_once(':')?;
-            n.parse::<u32>().ok()?;
-            Some((n.to_string(), rest.split_whitespace().last()?.to_string()))
-        }) else {
+        let Some((irq, name)) = punctual_bench::gaps::read_interrupts()
+            .keys()
+            .find_map(|l| {
+                let (n, name) = l.split_once(' ')?;
+                n.parse::<u32>().ok()?;
+                Some((n.to_string(), name.to_string()))
+            })
+        else {
             punctual_rt::privilege::report_skip(
                 "refused_irqs_are_named_with_their_device_and_what_it_means",
                 "no numbered IRQ in /proc/interrupts",
