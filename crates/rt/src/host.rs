@@ -205,28 +205,26 @@ impl CpuSteal {
             Ok(t) => t,
             Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
         };
-        text.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let cpu: usize = f.next()?.strip_prefix("cpu")?.parse().ok()?;
-            if cpu != self.cpu {
-                return None;
-            }
-            let ticks: u64 = f.nth(7)?.parse().ok()?;
-            Some(ticks.saturating_mul(1_000_000_000) / self.user_hz)
-        })
+        text.lines()
+            .filter_map(|l| steal_of_line(l, self.user_hz))
+            .find_map(|(cpu, ns)| (cpu == self.cpu).then_some(ns))
     }
+}
+
+/// One `cpuN user nice system idle iowait irq softirq steal ...` line (in `user_hz` ticks) as
+/// `(N, steal ns)`; `None` for other lines (the `cpu` total among them).
+fn steal_of_line(l: &str, user_hz: u64) -> Option<(usize, u64)> {
+    let mut f = l.split_whitespace();
+    let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+    let ticks: u64 = f.nth(7)?.parse().ok()?;
+    Some((cpu, ticks.saturating_mul(1_000_000_000) / user_hz))
 }
 
 /// `cpuN user nice system idle iowait irq softirq steal ...` in `user_hz` ticks.
 fn parse_steal(stat: &str, user_hz: u64) -> Option<Vec<(usize, u64)>> {
     let v: Vec<(usize, u64)> = stat
         .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
-            let ticks: u64 = f.nth(7)?.parse().ok()?;
-            Some((cpu, ticks.saturating_mul(1_000_000_000) / user_hz))
-        })
+        .filter_map(|l| steal_of_line(l, user_hz))
         .collect();
     (!v.is_empty()).then_some(v)
 }
