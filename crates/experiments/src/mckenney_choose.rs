@@ -37,8 +37,7 @@ pub const PERCENTILE: u64 = 99_900;
 pub const RT_PRIORITY: u32 = 98;
 /// The timer slack a normal-class thread has by default: part of "real fast".
 const DEFAULT_SLACK_NS: u64 = 50_000;
-/// The file a PREEMPT_DYNAMIC kernel switches its preemption mode through.
-pub const PREEMPT_PATH: &str = "/sys/kernel/debug/sched/preempt";
+pub use punctual_rt::preempt::PREEMPT_PATH;
 /// The kinds of work unit, in table order (Figs. 5, 6, 7).
 pub const KINDS: [WorkKind; 3] = [WorkKind::Compute, WorkKind::Kernel, WorkKind::Io];
 
@@ -245,29 +244,6 @@ fn write_mode(path: &Path, mode: &str) -> std::io::Result<()> {
         .truncate(true)
         .open(path)?
         .write_all(mode.as_bytes())
-}
-
-/// A preemption mode set for a while: the original is written back when this drops, on every
-/// path (an error, a panic, an interruption).
-pub struct PreemptGuard {
-    path: PathBuf,
-    original: String,
-}
-
-impl PreemptGuard {
-    pub fn set(path: &Path, original: &str, mode: &str) -> std::io::Result<PreemptGuard> {
-        write_mode(path, mode)?;
-        Ok(PreemptGuard {
-            path: path.to_owned(),
-            original: original.to_owned(),
-        })
-    }
-}
-
-impl Drop for PreemptGuard {
-    fn drop(&mut self) {
-        let _ = write_mode(&self.path, &self.original);
-    }
 }
 
 /// Whether the modes can be switched: the file read, and the current mode written back (which
@@ -545,7 +521,7 @@ impl McKenneyChoose {
             if ctx.stop().load(Ordering::Relaxed) {
                 break;
             }
-            let _guard = match PreemptGuard::set(Path::new(PREEMPT_PATH), &original, mode) {
+            let _guard = match punctual_rt::preempt::set(Path::new(PREEMPT_PATH), &original, mode) {
                 Ok(g) => g,
                 Err(e) => {
                     out.notes.push(format!(
@@ -1433,22 +1409,37 @@ mod tests {
         assert_eq!(parse_preempt("none voluntary full"), None);
     }
 
-    /// The guard puts the original mode back when it drops, on an early return as on success.
+    /// The guard puts the original mode back when it drops, on an early return as on success;
+    /// while it is held the change is in the journal (so a killed run is undone by the next).
     #[test]
-    fn preemption_mode_is_restored_on_every_path() {
+    fn preemption_mode_is_journalled_and_restored_on_every_path() {
+        use punctual_rt::journal::{global, Change};
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("preempt");
-        std::fs::write(&f, "full").unwrap();
+        std::fs::write(&f, "none voluntary (full) lazy\n").unwrap();
+        let journalled = || {
+            global()
+                .pending()
+                .iter()
+                .any(|c| matches!(c, Change::File { path, original } if *path == f && original == "full"))
+        };
         let failing = || -> Result<(), String> {
-            let _g = PreemptGuard::set(&f, "full", "none").map_err(|e| e.to_string())?;
+            let _g = punctual_rt::preempt::set(&f, "full", "none").map_err(|e| e.to_string())?;
             assert_eq!(std::fs::read_to_string(&f).unwrap(), "none");
+            assert!(journalled(), "the switch is journalled while it holds");
             Err("a measurement failed".into())
         };
         assert!(failing().is_err());
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "full");
+        assert!(!journalled(), "restored, so no longer in the journal");
         let missing = dir.path().join("absent");
-        assert!(PreemptGuard::set(&missing, "full", "none").is_err());
+        assert!(punctual_rt::preempt::set(&missing, "full", "none").is_err());
         assert!(!missing.exists(), "a refused set leaves nothing to restore");
+        assert!(
+            punctual_rt::preempt::set(&f, "full", "fast").is_err(),
+            "only modes are written"
+        );
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "full");
     }
 
     #[test]

@@ -324,6 +324,18 @@ impl Journal {
     ) -> io::Result<ChangeGuard> {
         let path = path.as_ref();
         let original = std::fs::read_to_string(path)?;
+        self.write_file_back_to(path, value, original)
+    }
+
+    /// Write `value` to `path`, to be undone by writing `original`: for files whose contents are
+    /// not what they take (debugfs `sched/preempt` lists every mode but takes one).
+    pub fn write_file_back_to(
+        &'static self,
+        path: impl AsRef<Path>,
+        value: &str,
+        original: String,
+    ) -> io::Result<ChangeGuard> {
+        let path = path.as_ref();
         let guard = self.record(Change::File {
             path: path.to_path_buf(),
             original,
@@ -611,8 +623,8 @@ struct Allowed {
     proc_root: PathBuf,
     /// The state directory being replayed: punctual's private tracefs mount points live in it.
     state_dir: PathBuf,
-    /// Check that tracefs paths are on a tracefs (off only in tests).
-    tracefs_magic: bool,
+    /// Check that tracefs and debugfs paths are on those filesystems (off only in tests).
+    fs_magic: bool,
 }
 
 /// Longest value a journal may write back (an IRQ mask of 8192 CPUs is 2 KiB).
@@ -623,7 +635,7 @@ impl Allowed {
         Allowed {
             proc_root: PathBuf::from("/proc"),
             state_dir: state_dir.to_path_buf(),
-            tracefs_magic: true,
+            fs_magic: true,
         }
     }
 
@@ -685,6 +697,21 @@ impl Allowed {
             return refuse("the value is longer than any setting punctual changes");
         }
         let value = original.trim();
+        if path == Path::new(crate::preempt::PREEMPT_PATH) {
+            if !crate::preempt::is_mode(value) {
+                return refuse(&format!(
+                    "'{}' is not a preemption mode",
+                    crate::text::display_name(value)
+                ));
+            }
+            return self
+                .on_fs(
+                    Path::new(crate::preempt::SCHED_DIR),
+                    nix::sys::statfs::DEBUGFS_MAGIC,
+                    "debugfs",
+                )
+                .map_err(|why| format!("writing {}: {why}", shown(path)));
+        }
         if let Some(rel) = normal_relative(path, &self.proc_root) {
             let rel: Vec<&str> = rel.iter().map(String::as_str).collect();
             let ok = match rel.as_slice() {
@@ -766,6 +793,12 @@ impl Allowed {
     /// `dir` is on a tracefs and reached without symbolic links; a `dir` that is gone is accepted
     /// (there is nothing left to undo there, and the undo cannot create it).
     fn on_tracefs(&self, dir: &Path) -> Result<(), String> {
+        self.on_fs(dir, nix::sys::statfs::TRACEFS_MAGIC, "tracefs")
+    }
+
+    /// `dir` is on a filesystem of type `magic` (`name` in messages) and reached without symbolic
+    /// links; a `dir` that is gone is accepted, as for [`Self::on_tracefs`].
+    fn on_fs(&self, dir: &Path, magic: nix::sys::statfs::FsType, name: &str) -> Result<(), String> {
         match std::fs::canonicalize(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e.to_string()),
@@ -774,12 +807,12 @@ impl Allowed {
             }
             Ok(_) => {}
         }
-        if !self.tracefs_magic {
+        if !self.fs_magic {
             return Ok(());
         }
         match nix::sys::statfs::statfs(dir) {
-            Ok(st) if st.filesystem_type() == nix::sys::statfs::TRACEFS_MAGIC => Ok(()),
-            Ok(_) => Err("not on a tracefs".into()),
+            Ok(st) if st.filesystem_type() == magic => Ok(()),
+            Ok(_) => Err(format!("not on a {name}")),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -899,7 +932,7 @@ mod tests {
             let allowed = Allowed {
                 proc_root: tmp.path().join("proc"),
                 state_dir: state.clone(),
-                tracefs_magic: false,
+                fs_magic: false,
             };
             Fixture {
                 tmp,
@@ -1234,6 +1267,13 @@ mod tests {
             "same path"
         );
         assert!(ok("/etc/passwd", "root::0:0::/:/bin/sh").is_err());
+        // The preemption mode: that one file, one of the modes.
+        ok(crate::preempt::PREEMPT_PATH, "full").unwrap();
+        ok(crate::preempt::PREEMPT_PATH, "lazy\n").unwrap();
+        assert!(ok(crate::preempt::PREEMPT_PATH, "none voluntary (full)").is_err());
+        assert!(ok(crate::preempt::PREEMPT_PATH, "fast").is_err());
+        assert!(ok("/sys/kernel/debug/sched/../sched/preempt", "full").is_err());
+        assert!(ok("/sys/kernel/debug/sched/verbose", "full").is_err());
         a.check(&Change::Unmount {
             path: "/run/punctual/tracefs-12-0".into(),
         })

@@ -16,6 +16,7 @@ pub mod error;
 pub mod host;
 pub mod journal;
 pub mod memlock;
+pub mod preempt;
 pub mod privilege;
 pub mod rr;
 pub mod sched;
