@@ -4,6 +4,7 @@
 # nightly toolchain, overflow checks and debug assertions on, at the lowest CPU priority.
 #   scripts/fuzz-smoke.sh [SECONDS_PER_TARGET] [TARGET...]   default: 60 s each, every target
 #   FUZZ_RUNS=10000000 scripts/fuzz-smoke.sh 2400            stop each at 10 M executions (or 40 min)
+#   FUZZ_NICE=0 ...                                          at normal priority (default: nice 19)
 #   scripts/fuzz-smoke.sh --seeds                            regenerate fuzz/seeds from examples/
 # Each target starts from fuzz/seeds/TARGET (committed) and grows fuzz/corpus/TARGET (ignored); a
 # crash stops the run and leaves the input in fuzz/artifacts/TARGET. Prints executions per target.
@@ -46,7 +47,7 @@ for t in $TARGETS; do
     # analysis allocates histograms of 270 KB). Inputs up to 4 KB (seeds are cut there). The
     # timeout is wall time: at nice 19 beside builds a 1 s unit (admission walks up to 5 M
     # releases) can take ten times that, so only a minute counts as a hang.
-    if nice -n 19 cargo +nightly fuzz run -O -a -s none "$t" "corpus/$t" "seeds/$t" -- \
+    if nice -n "${FUZZ_NICE:-19}" cargo +nightly fuzz run -O -a -s none "$t" "corpus/$t" "seeds/$t" -- \
         -max_total_time="$SECONDS_EACH" -runs="${FUZZ_RUNS:--1}" -max_len=4096 -rss_limit_mb=2048 -timeout=60 \
         -print_final_stats=1 \
         >"$log" 2>&1; then

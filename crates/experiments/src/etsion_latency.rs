@@ -1,8 +1,10 @@
 //! `etsion-latency`: Etsion et al. Table 6 and Fig. 7, on this machine and in the simulator.
 //!
 //! **On this machine** ([`EtsionLatency`]): the paper's alarm workloads (BLK, N%, CONT, with
-//! CPU-bound neighbours) run pinned to one CPU in SCHED_RR, once at the kernel's RR timeslice and
-//! once at the shortest one it allows, with signals (as the paper) and with clock_nanosleep. The
+//! CPU-bound neighbours) run pinned to one CPU, the alarm-setting processes in SCHED_RR and the
+//! CPU-bound ones time-sharing (as the paper and the simulated half), once at the paper's 60 ms RR
+//! timeslice and once at the shortest one the kernel allows, with signals (as the paper) and with
+//! clock_nanosleep; Fig. 7 adds CONT 1 and 4 to Table 6's CONT 2 and 8 (signals). The
 //! paper changed the tick rate and the quantum together (100 Hz with 60 ms quanta, 20,000 Hz with
 //! 100 us quanta); on a modern kernel timers are one-shot and need no tick, so what is left of its
 //! knob is the quantum: `/proc/sys/kernel/sched_rr_timeslice_ms`, set through the journal and
@@ -47,7 +49,7 @@ pub struct LatencySettings {
     /// Delays uniform in this range (the paper: 1 ms to 1000 ms).
     pub delay_min: u64,
     pub delay_max: u64,
-    /// The long quantum, in ms; `None` leaves the kernel's setting (the default RR timeslice).
+    /// The long quantum, in ms (the paper's 60 ms); `None` leaves the kernel's setting.
     pub long_ms: Option<u64>,
     /// The short quantum, in ms (the kernel rounds up to one tick).
     pub short_ms: u64,
@@ -61,7 +63,7 @@ impl LatencySettings {
             alarms: 500,
             delay_min: 1_000_000,
             delay_max: 1_000_000_000,
-            long_ms: None,
+            long_ms: Some(60),
             short_ms: 1,
             mechanisms: vec![Mechanism::Signal, Mechanism::Nanosleep],
         }
@@ -93,7 +95,12 @@ impl LatencySettings {
 
     /// Every run back to back at the mean delay.
     fn expected_ns(&self) -> u64 {
-        let runs = (QUANTA.len() * self.mechanisms.len() * TABLE6.len()) as u64;
+        let fig7 = if self.mechanisms.contains(&Mechanism::Signal) {
+            fig7_extra_counts().count()
+        } else {
+            0
+        };
+        let runs = (QUANTA.len() * (self.mechanisms.len() * TABLE6.len() + fig7)) as u64;
         runs.saturating_mul(self.alarms)
             .saturating_mul((self.delay_min + self.delay_max) / 2)
     }
@@ -143,12 +150,15 @@ pub struct Outcome {
     /// The long and the short quantum, as far as the run got.
     pub quanta: Vec<QuantumUsed>,
     pub measured: Vec<Measured>,
+    /// Fig. 7's CONT runs beyond Table 6's (1 and 4 processes; signals): (processes, quantum,
+    /// latencies).
+    pub cont_extra: Vec<(usize, usize, Recorder)>,
     /// Classes the kernel refused a workload process.
     pub fallbacks: Vec<Fallback>,
 }
 
-/// The workloads' class: the paper's (all processes SCHED_RR at one priority, so only the
-/// timeslice orders them).
+/// The alarm-setting processes' class: the paper's (SCHED_RR at one priority, so only the
+/// timeslice orders them); their CPU-bound neighbours are time-sharing ([`AlarmConfig::paper`]).
 const WANT: RtWant = RtWant {
     policy: Policy::Rr,
     priority: DEFAULT_PRIORITY,
@@ -157,10 +167,10 @@ const WANT: RtWant = RtWant {
 };
 
 impl EtsionLatency {
-    /// Every Table 6 row with every mechanism at one quantum; `false` when stopped.
+    /// Every Table 6 row with every mechanism at one quantum, then Fig. 7's other CONT counts;
+    /// `false` when stopped.
     fn at_quantum(&self, ctx: &Ctx, qi: usize, out: &mut Outcome) -> Result<bool, Failure> {
-        let s = &self.settings;
-        for &mechanism in &s.mechanisms {
+        for &mechanism in &self.settings.mechanisms {
             for (ri, row) in TABLE6.iter().enumerate() {
                 if ctx.stop().load(Ordering::Relaxed) {
                     return Ok(false);
@@ -172,28 +182,52 @@ impl EtsionLatency {
                     mechanism.name(),
                     QUANTA[qi]
                 ));
-                let workload: AlarmWorkload = row.workload.parse().map_err(Failure::usage)?;
-                let cfg = AlarmConfig {
-                    cpu: Some(self.cpu),
-                    policy: WANT.policy,
-                    priority: WANT.priority,
-                    alarms: s.alarms,
-                    delay_min: s.delay_min,
-                    delay_max: s.delay_max,
-                    ..AlarmConfig::paper(workload, mechanism)
-                };
-                let got = run_alarms(&cfg, ctx.stop())?;
-                out.fallbacks
-                    .extend(got.processes.iter().filter_map(|p| p.fallback.clone()));
+                let rec = self.alarms(ctx, row.workload, mechanism, out)?;
                 out.measured.push(Measured {
                     row: ri,
                     quantum: qi,
                     mechanism,
-                    rec: got.merged(),
+                    rec,
                 });
             }
         }
+        if !self.settings.mechanisms.contains(&Mechanism::Signal) {
+            return Ok(true);
+        }
+        for n in fig7_extra_counts() {
+            if ctx.stop().load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            ctx.step(format!("CONT {n} signal {} quantum (Fig. 7)", QUANTA[qi]));
+            let rec = self.alarms(ctx, &format!("cont:{n}"), Mechanism::Signal, out)?;
+            out.cont_extra.push((n, qi, rec));
+        }
         Ok(true)
+    }
+
+    /// One workload's alarms, merged over its processes.
+    fn alarms(
+        &self,
+        ctx: &Ctx,
+        workload: &str,
+        mechanism: Mechanism,
+        out: &mut Outcome,
+    ) -> Result<Recorder, Failure> {
+        let s = &self.settings;
+        let workload: AlarmWorkload = workload.parse().map_err(Failure::usage)?;
+        let cfg = AlarmConfig {
+            cpu: Some(self.cpu),
+            policy: WANT.policy,
+            priority: WANT.priority,
+            alarms: s.alarms,
+            delay_min: s.delay_min,
+            delay_max: s.delay_max,
+            ..AlarmConfig::paper(workload, mechanism)
+        };
+        let got = run_alarms(&cfg, ctx.stop())?;
+        out.fallbacks
+            .extend(got.processes.iter().filter_map(|p| p.fallback.clone()));
+        Ok(got.merged())
     }
 }
 
@@ -218,6 +252,7 @@ impl Measurement for EtsionLatency {
         let mut out = Outcome {
             quanta: Vec::new(),
             measured: Vec::new(),
+            cont_extra: Vec::new(),
             fallbacks: Vec::new(),
         };
         for (qi, setting) in [s.long_ms, Some(s.short_ms)].into_iter().enumerate() {
@@ -243,6 +278,7 @@ impl Measurement for EtsionLatency {
         let st = &mut doc.settings.extra;
         st.insert("cpu".into(), self.cpu.into());
         st.insert("policy_workloads".into(), "rr".into());
+        st.insert("policy_cpu_bound".into(), "other".into());
         st.insert("priority_workloads".into(), DEFAULT_PRIORITY.into());
         st.insert("alarms_per_process".into(), s.alarms.into());
         st.insert("delay_min_ns".into(), s.delay_min.into());
@@ -288,6 +324,25 @@ fn series(doc: &mut ResultDoc, out: &Outcome, cpu: usize) {
             .with("workload", row.workload)
             .with("mechanism", m.mechanism.name())
             .with("quantum", QUANTA[m.quantum])
+            .with("rr_timeslice_ns", effective),
+        );
+    }
+    for (n, qi, rec) in &out.cont_extra {
+        let effective = out
+            .quanta
+            .get(*qi)
+            .and_then(|q| q.effective_ns)
+            .unwrap_or(0);
+        doc.series.push(
+            Series::from_recorder(
+                format!("CONT {n} signal {} quantum", QUANTA[*qi]),
+                kind::ALARM_LATENCY,
+                Some(cpu),
+                rec,
+            )
+            .with("workload", format!("cont:{n}"))
+            .with("mechanism", Mechanism::Signal.name())
+            .with("quantum", QUANTA[*qi])
             .with("rr_timeslice_ns", effective),
         );
     }
@@ -401,7 +456,7 @@ pub fn tables(m: &Model) -> Vec<Table> {
             ));
         }
         t.note(format!(
-            "Left: published ({title}, Linux 2.4 on a uniprocessor). Right: this machine, all processes SCHED_RR {DEFAULT_PRIORITY} pinned to CPU {}, RR timeslice {}.",
+            "Left: published ({title}, Linux 2.4 on a uniprocessor). Right: this machine, every process pinned to CPU {}, the alarm-setting ones SCHED_RR {DEFAULT_PRIORITY} and the CPU-bound ones SCHED_OTHER (as the paper), RR timeslice {}.",
             m.cpu,
             m.quantum(qi)
         ));
@@ -445,16 +500,25 @@ pub fn figures(out: &Outcome) -> Result<Vec<Figure>, Failure> {
             .unwrap_or_else(|| "?".into())
     };
     let mut lines: Vec<(String, &Recorder)> = Vec::new();
-    for (ri, row) in TABLE6.iter().enumerate().filter(|(_, r)| r.ty == "CONT") {
-        for qi in 0..QUANTA.len() {
-            let rec = out
-                .measured
+    for qi in 0..QUANTA.len() {
+        for n in FIG7_COUNTS {
+            let in_table6 = TABLE6
                 .iter()
-                .find(|m| m.row == ri && m.quantum == qi && m.mechanism == Mechanism::Signal)
-                .map(|m| &m.rec)
-                .filter(|r| r.count() > 0);
-            if let Some(r) = rec {
-                lines.push((format!("CONT {} ({} quantum)", row.number, quantum(qi)), r));
+                .position(|r| r.ty == "CONT" && r.number == n.to_string())
+                .and_then(|ri| {
+                    out.measured.iter().find(|m| {
+                        m.row == ri && m.quantum == qi && m.mechanism == Mechanism::Signal
+                    })
+                })
+                .map(|m| &m.rec);
+            let extra = || {
+                out.cont_extra
+                    .iter()
+                    .find(|(c, q, _)| *c == n && *q == qi)
+                    .map(|(_, _, r)| r)
+            };
+            if let Some(r) = in_table6.or_else(extra).filter(|r| r.count() > 0) {
+                lines.push((format!("CONT {n} ({} quantum)", quantum(qi)), r));
             }
         }
     }
@@ -476,6 +540,15 @@ pub const LATENCY_CONFIGS: [(u32, Quantum); 2] =
 
 /// Fig. 7's CONT process counts.
 const FIG7_COUNTS: [usize; 4] = [1, 2, 4, 8];
+
+/// Fig. 7's CONT counts Table 6 has no row for (measured for the figure alone).
+fn fig7_extra_counts() -> impl Iterator<Item = usize> {
+    FIG7_COUNTS.into_iter().filter(|n| {
+        !TABLE6
+            .iter()
+            .any(|r| r.ty == "CONT" && r.number == n.to_string())
+    })
+}
 
 /// Table 6's workloads: alarm-setting processes in the POSIX round-robin class; the CPU-bound
 /// processes of the last rows in the time-sharing class beneath them.
@@ -780,6 +853,56 @@ mod tests {
             // The simulator builds the same workload from the paper's labels.
             let sim = latency_workload(r.ty, r.number);
             assert!(!sim.is_empty(), "{}", r.workload);
+        }
+    }
+
+    /// The paper's long quantum (60 ms: Table 6's CONT 8 bound of 420 ms), and Fig. 7's four CONT
+    /// counts drawn from Table 6's runs and the figure's own.
+    #[test]
+    fn the_long_quantum_is_60ms_and_fig7_draws_cont_1_2_4_8() {
+        assert_eq!(LatencySettings::full().long_ms, Some(60));
+        assert_eq!(LatencySettings::quick().long_ms, Some(60));
+        assert_eq!(fig7_extra_counts().collect::<Vec<_>>(), [1, 4]);
+        let rec = |ns: u64| {
+            let mut r = Recorder::new();
+            r.record(ns);
+            r
+        };
+        let mut out = Outcome {
+            quanta: vec![
+                QuantumUsed {
+                    setting_ms: Some(60),
+                    effective_ns: Some(60_000_000),
+                },
+                QuantumUsed {
+                    setting_ms: Some(1),
+                    effective_ns: Some(4_000_000),
+                },
+            ],
+            measured: Vec::new(),
+            cont_extra: Vec::new(),
+            fallbacks: Vec::new(),
+        };
+        for qi in 0..2 {
+            for (ri, _) in TABLE6.iter().enumerate().filter(|(_, r)| r.ty == "CONT") {
+                out.measured.push(Measured {
+                    row: ri,
+                    quantum: qi,
+                    mechanism: Mechanism::Signal,
+                    rec: rec(1_000_000),
+                });
+            }
+            for n in fig7_extra_counts() {
+                out.cont_extra.push((n, qi, rec(2_000_000)));
+            }
+        }
+        let figs = figures(&out).unwrap();
+        let svg = &figs[0].svg;
+        for n in [1, 2, 4, 8] {
+            for q in [60_000_000, 4_000_000] {
+                let label = format!("CONT {n} ({} quantum)", format_ns(q));
+                assert!(svg.contains(&label), "{label} missing from Fig. 7");
+            }
         }
     }
 

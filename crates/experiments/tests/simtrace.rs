@@ -148,8 +148,8 @@ fn etsion_billing_sim_prints_tables_3_and_4_beside_the_paper() {
     let done = run(EtsionBillingSim::new(QUICK));
     assert_eq!(done.exit, Exit::Ok);
     let r = &done.report;
-    assert_eq!(r.tables.len(), 2);
-    let (t3, t4) = (&r.tables[0], &r.tables[1]);
+    assert_eq!(r.tables.len(), 3);
+    let (t3, t4, t5) = (&r.tables[0], &r.tables[1], &r.tables[2]);
     assert_eq!(
         t3.header,
         strings(&[
@@ -185,6 +185,31 @@ fn etsion_billing_sim_prints_tables_3_and_4_beside_the_paper() {
         ("470.67", "695.94")
     );
     assert!(t4.rows.iter().all(|row| row[0] != "CPU+Quake"));
+    // Table 5: the published column exact, the simulated one a split of all the time.
+    let published: Vec<[&str; 3]> = t5
+        .rows
+        .iter()
+        .map(|row| [row[0].as_str(), row[2].as_str(), row[4].as_str()])
+        .collect();
+    assert_eq!(
+        published,
+        [
+            ["Xine", "39.42 %", "40.42 %"],
+            ["X Server", "20.10 %", "20.79 %"],
+            ["idle loop", "31.46 %", "31.58 %"],
+            ["other", "9.02 %", "7.21 %"],
+        ]
+    );
+    for col in [1, 3] {
+        let got: Vec<f64> = t5
+            .rows
+            .iter()
+            .map(|row| row[col].trim_end_matches(" %").parse().unwrap())
+            .collect();
+        let sum: f64 = got.iter().sum();
+        assert!((sum - 100.0).abs() < 0.05, "column {col} sums to {sum}");
+        assert!(got[..3].iter().all(|&p| p > 1.0), "{got:?}");
+    }
     check_doc(&done.doc, "etsion-billing");
     // Both rates of every application that ran quanta.
     assert_eq!(done.doc.series.len(), 12);

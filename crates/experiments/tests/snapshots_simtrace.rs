@@ -95,6 +95,7 @@ fn etsion_billing_sim_tables() {
                 [billed(1.038, 74.37, 170.0), billed(1.0163, 5.91, 180.0)],
             ),
         ],
+        table5: Some([[38.5, 19.75, 40.0, 1.75], [38.75, 20.0, 39.0, 2.25]]),
     };
     insta::assert_snapshot!(render(&etsion_billing::sim_tables(&m)));
 }

@@ -6,9 +6,11 @@
 //! - `cont`: compute continuously and take the alarms as they come;
 //! - `cpu`: compute continuously and set no alarms (the paper's CPU-bound neighbours).
 //!
-//! Every process is a thread pinned to one CPU in one scheduling class (SCHED_RR by default, as in
-//! the paper), so they share one round-robin queue and the RR timeslice decides how long a computing
-//! neighbour keeps the CPU. Alarm latency is the time from the alarm's due time to the process
+//! Every process is a thread pinned to one CPU. The alarm-setting ones share one scheduling class
+//! (SCHED_RR by default, as in the paper), so they share one round-robin queue and the RR
+//! timeslice decides how long a computing one keeps the CPU; the `cpu` ones are time-sharing by
+//! default (the paper put only "the processes that set timers" in the round-robin class), so
+//! they run when no alarm process wants the CPU. Alarm latency is the time from the alarm's due time to the process
 //! running again, measured two ways: with a POSIX timer signal (the paper's way; the handler's first
 //! instruction stamps the time) and with `clock_nanosleep(TIMER_ABSTIME)` (the engine's `abs`
 //! waiter). A `cont` process cannot sleep while it computes, so with `nanosleep` its alarms are taken
@@ -234,6 +236,9 @@ pub struct AlarmConfig {
     pub cpu: Option<usize>,
     pub policy: Policy,
     pub priority: u32,
+    /// The class of the `cpu` processes (they set no alarms): the paper put only the processes
+    /// that set timers in the round-robin class, so by default they are time-sharing.
+    pub neighbour_policy: Policy,
     /// Alarms each alarm-setting process takes.
     pub alarms: u64,
     /// Delays are uniform in `[delay_min, delay_max]` (the paper: 1 ms to 1000 ms).
@@ -252,6 +257,7 @@ impl AlarmConfig {
             cpu: None,
             policy: Policy::Rr,
             priority: DEFAULT_PRIORITY,
+            neighbour_policy: Policy::Other,
             alarms: 500,
             delay_min: 1_000_000,
             delay_max: 1_000_000_000,
@@ -503,11 +509,16 @@ impl Shared<'_> {
     }
 }
 
-fn request(cfg: &AlarmConfig) -> ThreadRequest {
+fn request(cfg: &AlarmConfig, kind: AlarmKind) -> ThreadRequest {
+    let (policy, priority) = match kind {
+        AlarmKind::Cpu if cfg.neighbour_policy == Policy::Other => (Policy::Other, 0),
+        AlarmKind::Cpu => (cfg.neighbour_policy, cfg.priority),
+        _ => (cfg.policy, cfg.priority),
+    };
     ThreadRequest {
         cpu: cfg.cpu,
-        policy: cfg.policy,
-        priority: cfg.priority,
+        policy,
+        priority,
         timer_slack_ns: Some(1),
         fall_back_on_refusal: true,
     }
@@ -633,7 +644,7 @@ pub fn run_alarms_counted(
                 std::thread::Builder::new()
                     .name(format!("punctual-alarm{index}"))
                     .spawn_scoped(s, move || {
-                        let guards = setup_current_thread(&request(cfg));
+                        let guards = setup_current_thread(&request(cfg, kind));
                         barrier.wait();
                         let guards = match guards {
                             Ok(g) => g,
@@ -663,7 +674,7 @@ pub fn run_alarms_counted(
                                 std::thread::scope(|s2| {
                                     let (done, rec, rng) = (&done, &mut rec, &mut rng);
                                     s2.spawn(move || {
-                                        match setup_current_thread(&request(cfg)) {
+                                        match setup_current_thread(&request(cfg, kind)) {
                                             Ok(_g) => {
                                                 nanosleep_process(sh, AlarmKind::Blk, rng, rec)
                                             }
@@ -829,6 +840,26 @@ mod tests {
                 cont.cpu_ns
             );
         }
+    }
+
+    /// Etsion put only the processes that set timers in the round-robin class: the CPU-bound
+    /// neighbours are time-sharing, as in the simulated half.
+    #[test]
+    fn cpu_bound_neighbours_are_time_sharing_as_in_the_paper() {
+        let cfg = AlarmConfig::paper("pct4:1,cpu:2".parse().unwrap(), Mechanism::Signal);
+        let alarm = request(&cfg, AlarmKind::Pct(4));
+        assert_eq!(
+            (alarm.policy, alarm.priority),
+            (Policy::Rr, DEFAULT_PRIORITY)
+        );
+        let cpu = request(&cfg, AlarmKind::Cpu);
+        assert_eq!((cpu.policy, cpu.priority), (Policy::Other, 0));
+        let all_rr = AlarmConfig {
+            neighbour_policy: Policy::Rr,
+            ..cfg
+        };
+        let cpu = request(&all_rr, AlarmKind::Cpu);
+        assert_eq!((cpu.policy, cpu.priority), (Policy::Rr, DEFAULT_PRIORITY));
     }
 
     #[test]
