@@ -105,9 +105,11 @@ pub mod kind {
     pub const IRQ_DURATION: &str = "irq_duration";
     pub const SOFTIRQ_DURATION: &str = "softirq_duration";
     pub const HRTIMER_DURATION: &str = "hrtimer_duration";
+    /// From an hrtimer's programmed expiry to its handler starting (the timer interrupt's latency).
+    pub const TIMER_EXPIRY_LATENCY: &str = "timer_expiry_latency";
 
     /// All of them, in the schema's order.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         WAKEUP_LATENCY,
         LATENESS,
         DISPATCH,
@@ -125,6 +127,7 @@ pub mod kind {
         IRQ_DURATION,
         SOFTIRQ_DURATION,
         HRTIMER_DURATION,
+        TIMER_EXPIRY_LATENCY,
     ];
 }
 

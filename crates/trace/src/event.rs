@@ -69,10 +69,20 @@ pub enum EventKind {
     SoftirqExit {
         vec: u32,
     },
-    /// `hrtimer_expire_entry` / `hrtimer_expire_exit`: a high-resolution timer callback.
+    /// `hrtimer_expire_entry` / `hrtimer_expire_exit`: a high-resolution timer callback. `now` is
+    /// the timer's own clock when its interrupt (or softirq) began expiring timers (absent in
+    /// traces written before it was kept).
     HrtimerEntry {
         timer: u64,
         function: u64,
+        now: Option<u64>,
+    },
+    /// `hrtimer_start`: a timer armed to expire at `expires` on its own clock (the hard expiry;
+    /// the kernel programs the interrupt for it).
+    HrtimerStart {
+        timer: u64,
+        function: u64,
+        expires: u64,
     },
     HrtimerExit {
         timer: u64,
@@ -104,7 +114,9 @@ impl EventKind {
             EventKind::IrqExit { .. } => 8,
             EventKind::SoftirqEntry { .. } => 9,
             EventKind::SoftirqExit { .. } => 10,
-            EventKind::HrtimerEntry { .. } => 11,
+            EventKind::HrtimerEntry { now: None, .. } => 11,
+            EventKind::HrtimerEntry { now: Some(_), .. } => 16,
+            EventKind::HrtimerStart { .. } => 17,
             EventKind::HrtimerExit { .. } => 12,
             EventKind::VectorEntry { .. } => 13,
             EventKind::VectorExit { .. } => 14,

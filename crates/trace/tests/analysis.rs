@@ -145,6 +145,7 @@ fn handler_durations_pair_up_per_cpu_and_nest() {
             EventKind::HrtimerEntry {
                 timer: 77,
                 function: 0xffff_0001,
+                now: None,
             },
             EventKind::HrtimerExit { timer: 77 },
         )
@@ -483,6 +484,7 @@ fn a_trace_naming_a_new_hrtimer_in_every_event_gets_a_bounded_number_of_histogra
             EventKind::HrtimerEntry {
                 timer: f,
                 function: 0xffff_0000 + f,
+                now: None,
             },
             EventKind::HrtimerExit { timer: f },
         );
@@ -496,4 +498,122 @@ fn a_trace_naming_a_new_hrtimer_in_every_event_gets_a_bounded_number_of_histogra
         text.contains("10 runs of sources beyond the first 4096"),
         "{text}"
     );
+}
+
+/// An hrtimer's expiry is measured from its traced start (`expires`) to its handler's clock
+/// reading (`now`); re-armed timers with no start, and expiries run early inside their slack, are
+/// counted apart. The file keeps both fields.
+#[test]
+fn hrtimer_expiry_lateness_runs_from_the_traced_start_to_the_handler() {
+    use punctual_trace::analyze::Expiries;
+    let (tick, sleep) = (0xffff_0010u64, 0xffff_0020u64);
+    let entry = |timer: u64, function: u64, now: u64| EventKind::HrtimerEntry {
+        timer,
+        function,
+        now: Some(now),
+    };
+    let start = |timer: u64, function: u64, expires: u64| EventKind::HrtimerStart {
+        timer,
+        function,
+        expires,
+    };
+    let mut s = Synth::new(2, 0, 10_000_000)
+        .symbol(sleep, "hrtimer_wakeup")
+        .symbol(tick, "tick_nohz_handler");
+    s.event(1_000, 1, start(5, sleep, 1_000_000))
+        // 20 us late.
+        .span(
+            1,
+            1_020_500,
+            1_021_000,
+            entry(5, sleep, 1_020_000),
+            EventKind::HrtimerExit { timer: 5 },
+        )
+        .event(1_100_000, 1, start(5, sleep, 2_000_000))
+        // 3 us late.
+        .span(
+            1,
+            2_003_200,
+            2_004_000,
+            entry(5, sleep, 2_003_000),
+            EventKind::HrtimerExit { timer: 5 },
+        )
+        // Run 1 us before its expiry (slack).
+        .event(2_100_000, 0, start(6, sleep, 3_000_000))
+        .span(
+            0,
+            2_999_100,
+            2_999_500,
+            entry(6, sleep, 2_999_000),
+            EventKind::HrtimerExit { timer: 6 },
+        )
+        // The tick re-arms itself in its callback: no start, twice.
+        .span(
+            0,
+            4_000_100,
+            4_001_000,
+            entry(7, tick, 4_000_050),
+            EventKind::HrtimerExit { timer: 7 },
+        )
+        .span(
+            0,
+            8_000_100,
+            8_001_000,
+            entry(7, tick, 8_000_050),
+            EventKind::HrtimerExit { timer: 7 },
+        );
+    for t in [s.build(), s.through_file()] {
+        let a = analyze(&t);
+        assert_eq!(
+            a.expiries,
+            Expiries {
+                measured: 2,
+                early: 1,
+                unknown: 2
+            }
+        );
+        let late = a.sources[&Source::Hrtimer(sleep)]
+            .expiry_late
+            .as_ref()
+            .unwrap();
+        assert_eq!(late.count(), 2);
+        assert_eq!(late.min(), Some(3_000));
+        assert_eq!(late.max(), Some(20_000));
+        assert!(a.sources[&Source::Hrtimer(tick)].expiry_late.is_none());
+        assert_eq!(a.sources[&Source::Hrtimer(tick)].durations.count(), 2);
+    }
+}
+
+/// `trace analyze` shows the expiry latency per timer, with what it could not measure.
+#[test]
+fn the_report_has_an_expiry_latency_table_when_expiries_were_measured() {
+    use punctual_trace::render::expiry_table;
+    assert!(expiry_table(&analyze(&scheduling().build())).is_none());
+    let f = 0xffff_0020u64;
+    let mut s = Synth::new(1, 0, 10_000_000).symbol(f, "hrtimer_wakeup");
+    s.event(
+        1_000,
+        0,
+        EventKind::HrtimerStart {
+            timer: 9,
+            function: f,
+            expires: 2_000_000,
+        },
+    )
+    .span(
+        0,
+        2_012_000,
+        2_013_000,
+        EventKind::HrtimerEntry {
+            timer: 9,
+            function: f,
+            now: Some(2_011_500),
+        },
+        EventKind::HrtimerExit { timer: 9 },
+    );
+    let t = expiry_table(&analyze(&s.build())).expect("one expiry measured");
+    assert_eq!(t.rows.len(), 1);
+    assert_eq!(t.rows[0][0], "hrtimer hrtimer_wakeup");
+    assert_eq!(t.rows[0][1], "1");
+    assert_eq!(t.rows[0][5], "11.50");
 }

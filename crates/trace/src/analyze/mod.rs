@@ -165,6 +165,10 @@ pub struct SourceStats {
     pub label: String,
     pub category: Category,
     pub durations: Recorder,
+    /// hrtimers: how long after its programmed expiry each expiry's handler began (the
+    /// `hrtimer_expire_entry`'s `now` less the `hrtimer_start`'s `expires`), for the expiries whose
+    /// start was traced. The timer interrupt's latency, plus the softirq's wait for soft timers.
+    pub expiry_late: Option<Box<Recorder>>,
 }
 
 /// The result of one pass.
@@ -192,10 +196,28 @@ pub struct Analysis {
     /// Events whose timestamp is before the previous event's (a damaged or crafted trace, or one
     /// not in time order): skipped, so no duration is ever taken backwards.
     pub backwards_timestamps: u64,
+    /// hrtimer expiries and how many of them have a lateness in [`SourceStats::expiry_late`].
+    pub expiries: Expiries,
     pub events: u64,
     pub target: Option<Target>,
     pub cpus: usize,
 }
+
+/// hrtimer expiries seen with the clock reading (`now`) that measures them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expiries {
+    /// Measured: the start was traced and the handler began at or after the programmed expiry.
+    pub measured: u64,
+    /// Run before their programmed expiry (within their slack, by an earlier interrupt).
+    pub early: u64,
+    /// No start traced since the last expiry: re-armed from its own callback (the tick), or armed
+    /// before tracing began.
+    pub unknown: u64,
+}
+
+/// Armed hrtimers remembered at once; a crafted trace starting a new timer in every event must not
+/// grow the map without bound (beyond it, the oldest are forgotten and show as unknown).
+pub const MAX_ARMED: usize = 65_536;
 
 enum CpuState {
     /// Nothing known yet: whoever leaves first has been running since `since` (the window start).
@@ -240,6 +262,7 @@ pub fn analyze(trace: &TraceData) -> Analysis {
         unmatched_exits: 0,
         unmeasured_sources: 0,
         backwards_timestamps: 0,
+        expiries: Expiries::default(),
         events: trace.events.len() as u64,
         target: trace.header.target.clone(),
         cpus: trace.header.cpus.len(),
@@ -252,6 +275,8 @@ pub fn analyze(trace: &TraceData) -> Analysis {
         woken_onto: HashMap::new(),
     };
     let mut stacks: HashMap<u32, CpuStacks> = HashMap::new();
+    // Armed hrtimers: timer -> programmed expiry.
+    let mut armed: HashMap<u64, u64> = HashMap::new();
 
     let mut last_ts = window.0;
     for &Event { ts, cpu, kind } in &trace.events {
@@ -295,6 +320,28 @@ pub fn analyze(trace: &TraceData) -> Analysis {
                 st.hard.clear();
                 st.soft.clear();
                 st.timers.clear();
+                armed.clear();
+            }
+            EventKind::HrtimerStart { timer, expires, .. } => {
+                if armed.len() >= MAX_ARMED && !armed.contains_key(&timer) {
+                    armed.clear();
+                }
+                armed.insert(timer, expires);
+            }
+            EventKind::HrtimerEntry {
+                timer,
+                function,
+                now: Some(now),
+            } => {
+                match armed.remove(&timer) {
+                    Some(exp) if now >= exp => {
+                        a.expiries.measured += 1;
+                        record_expiry(&mut a, trace, Source::Hrtimer(function), now - exp);
+                    }
+                    Some(_) => a.expiries.early += 1,
+                    None => a.expiries.unknown += 1,
+                }
+                st.handler_event(&mut a, trace, ts, kind)
             }
             EventKind::IrqEntry { .. }
             | EventKind::IrqExit { .. }
@@ -528,7 +575,9 @@ impl CpuStacks {
                     None => a.unmatched_exits += 1,
                 }
             }
-            EventKind::HrtimerEntry { timer, function } => self.timers.push((timer, function, ts)),
+            EventKind::HrtimerEntry {
+                timer, function, ..
+            } => self.timers.push((timer, function, ts)),
             EventKind::HrtimerExit { timer } => {
                 match self.timers.iter().rposition(|(t, _, _)| *t == timer) {
                     Some(i) => {
@@ -561,6 +610,20 @@ fn record_source(a: &mut Analysis, trace: &TraceData, s: Source, ns: u64) {
         .record(ns);
 }
 
+/// One expiry's lateness, under the same bound on sources as the durations.
+fn record_expiry(a: &mut Analysis, trace: &TraceData, s: Source, ns: u64) {
+    if a.sources.len() >= MAX_SOURCES && !a.sources.contains_key(&s) {
+        a.unmeasured_sources += 1;
+        return;
+    }
+    a.sources
+        .entry(s)
+        .or_insert_with(|| new_source(trace, s))
+        .expiry_late
+        .get_or_insert_with(Default::default)
+        .record(ns);
+}
+
 fn new_source(trace: &TraceData, s: Source) -> SourceStats {
     let (label, category) = describe_source(trace, s);
     SourceStats {
@@ -568,6 +631,7 @@ fn new_source(trace: &TraceData, s: Source) -> SourceStats {
         label,
         category,
         durations: Recorder::new(),
+        expiry_late: None,
     }
 }
 

@@ -182,6 +182,17 @@ fn decode_kind(tag: u8, c: &mut Cursor) -> Option<EventKind> {
         11 => EventKind::HrtimerEntry {
             timer: c.varint()?,
             function: c.varint()?,
+            now: None,
+        },
+        16 => EventKind::HrtimerEntry {
+            timer: c.varint()?,
+            function: c.varint()?,
+            now: Some(c.varint()?),
+        },
+        17 => EventKind::HrtimerStart {
+            timer: c.varint()?,
+            function: c.varint()?,
+            expires: c.varint()?,
         },
         12 => EventKind::HrtimerExit { timer: c.varint()? },
         13 => EventKind::VectorEntry {

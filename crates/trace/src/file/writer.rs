@@ -67,9 +67,25 @@ pub(crate) fn encode_kind(out: &mut Vec<u8>, kind: &EventKind) {
         EventKind::SoftirqEntry { vec } | EventKind::SoftirqExit { vec } => {
             put_varint(out, vec as u64)
         }
-        EventKind::HrtimerEntry { timer, function } => {
+        EventKind::HrtimerEntry {
+            timer,
+            function,
+            now,
+        } => {
             put_varint(out, timer);
             put_varint(out, function);
+            if let Some(now) = now {
+                put_varint(out, now);
+            }
+        }
+        EventKind::HrtimerStart {
+            timer,
+            function,
+            expires,
+        } => {
+            put_varint(out, timer);
+            put_varint(out, function);
+            put_varint(out, expires);
         }
         EventKind::HrtimerExit { timer } => put_varint(out, timer),
         EventKind::VectorEntry { vector } | EventKind::VectorExit { vector } => {

@@ -47,6 +47,12 @@ enum Decoding {
     HrtimerEntry {
         timer: Field,
         function: Field,
+        now: Option<Field>,
+    },
+    HrtimerStart {
+        timer: Field,
+        function: Field,
+        expires: Field,
     },
     HrtimerExit {
         timer: Field,
@@ -136,6 +142,12 @@ impl Decoder {
             ("timer", "hrtimer_expire_entry") => Decoding::HrtimerEntry {
                 timer: g("hrtimer")?,
                 function: g("function")?,
+                now: f.field("now").cloned(),
+            },
+            ("timer", "hrtimer_start") => Decoding::HrtimerStart {
+                timer: g("hrtimer")?,
+                function: g("function")?,
+                expires: g("expires")?,
             },
             ("timer", "hrtimer_expire_exit") => Decoding::HrtimerExit {
                 timer: g("hrtimer")?,
@@ -259,9 +271,27 @@ impl Decoder {
             Decoding::Softirq { entry: false, vec } => EventKind::SoftirqExit {
                 vec: vec.read_int(rec)? as u32,
             },
-            Decoding::HrtimerEntry { timer, function } => EventKind::HrtimerEntry {
+            Decoding::HrtimerEntry {
+                timer,
+                function,
+                now,
+            } => EventKind::HrtimerEntry {
                 timer: timer.read_u64(rec)?,
                 function: function.read_u64(rec)?,
+                // s64 in the kernel; a negative clock is no time to measure from.
+                now: now
+                    .as_ref()
+                    .and_then(|f| f.read_int(rec))
+                    .and_then(|v| u64::try_from(v).ok()),
+            },
+            Decoding::HrtimerStart {
+                timer,
+                function,
+                expires,
+            } => EventKind::HrtimerStart {
+                timer: timer.read_u64(rec)?,
+                function: function.read_u64(rec)?,
+                expires: u64::try_from(expires.read_int(rec)?).ok()?,
             },
             Decoding::HrtimerExit { timer } => EventKind::HrtimerExit {
                 timer: timer.read_u64(rec)?,

@@ -125,6 +125,12 @@ impl EventGroups {
             for n in ["hrtimer_expire_entry", "hrtimer_expire_exit"] {
                 v.push(KernelEvent::required("timer", n));
             }
+            // Each expiry's programmed time, for the latency from it to the handler.
+            v.push(KernelEvent {
+                system: "timer",
+                name: "hrtimer_start".into(),
+                optional: true,
+            });
         }
         v
     }
@@ -226,7 +232,10 @@ mod tests {
             timer: true,
         }
         .kernel_events();
-        assert_eq!(only_timer.len(), 2);
+        assert_eq!(only_timer.len(), 3);
+        assert!(only_timer
+            .iter()
+            .any(|e| e.path() == "timer/hrtimer_start" && e.optional));
         let all = EventGroups::default().kernel_events();
         assert!(all
             .iter()
