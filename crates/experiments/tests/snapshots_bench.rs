@@ -175,6 +175,39 @@ fn zeadally_dispatch_tables() {
         waiter_cpu: 1,
         interval_ns: 10_000_000,
         duration_ns: 3_000_000_000,
+        interrupt: Ok(f(2_000)),
     };
     insta::assert_snapshot!(render(&zeadally_dispatch::tables(&m)));
+}
+
+/// Without a trace the interrupt latency row stays empty and the note says why.
+#[test]
+fn zeadally_interrupt_latency_without_a_trace_says_why() {
+    let m = zeadally_dispatch::Model {
+        main: Event::Eventfd,
+        results: Vec::new(),
+        by_event: false,
+        raiser_cpu: 0,
+        waiter_cpu: 1,
+        interval_ns: 10_000_000,
+        duration_ns: 3_000_000_000,
+        interrupt: Err("tracing the timer events: tracefs is not available".into()),
+    };
+    let t = &zeadally_dispatch::tables(&m)[0];
+    let row = t
+        .rows
+        .iter()
+        .find(|r| {
+            r.first()
+                .is_some_and(|c| c.starts_with("Interrupt latency, timer (here)"))
+        })
+        .unwrap();
+    assert!(row[1..].iter().all(|c| c == "-"), "{row:?}");
+    assert!(
+        t.notes.iter().any(
+            |n| n.contains("not measured (tracing the timer events: tracefs is not available)")
+        ),
+        "{:?}",
+        t.notes
+    );
 }
