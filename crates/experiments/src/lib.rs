@@ -23,6 +23,7 @@ pub mod zeadally_dispatch;
 pub mod etsion_billing;
 pub mod etsion_frames;
 pub mod kurt_irq;
+pub mod kurt_utime;
 pub mod traced;
 pub mod workload;
 
@@ -102,7 +103,7 @@ fn bench_registry() -> Vec<Box<dyn Experiment>> {
         Box::new(Entry {
             name: etsion_latency::NAME,
             reproduces: "Etsion et al. 2003, Table 6 and Fig. 7: alarm latency of BLK, N% and CONT workloads at a long and a short RR quantum",
-            duration: "full about 3.5 h (500 alarms of 1-1000 ms per process, 40 runs); --quick under a minute",
+            duration: "full about 3.7 h (500 alarms of 1-1000 ms per process, 44 runs); --quick under a minute",
             make: etsion_latency::EtsionLatency::new,
         }),
         Box::new(Entry {
@@ -153,6 +154,12 @@ fn traced_and_simulated() -> Vec<Box<dyn Experiment>> {
             reproduces: "KURT thesis Table 4.3, Figs. 4.8-4.9: how long each kernel subsystem holds interrupts off",
             duration: "36 s (--quick: 12 s)",
             make: kurt_irq::KurtIrq::new,
+        }),
+        Box::new(Entry {
+            name: kurt_utime::NAME,
+            reproduces: "KURT thesis Figs. 3.1 and 3.3: the timer interrupt's processing time, and scheduled time to timer dispatch",
+            duration: "33 s (--quick: 5 s)",
+            make: kurt_utime::KurtUtime::new,
         }),
     ]
 }

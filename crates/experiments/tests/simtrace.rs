@@ -365,3 +365,34 @@ fn etsion_billing_row(
 ) -> &'static punctual_experiments::published::etsion_billing::Table3Row {
     punctual_experiments::published::etsion_billing::row(app).unwrap()
 }
+
+/// KURT Figs. 3.1 and 3.3 from two short traces: the timer interrupt's time and the expiries'
+/// lateness, the thesis' readings beside.
+#[test]
+fn kurt_utime_traces_the_timer_interrupt_and_its_expiries() {
+    if !tracing_available("kurt_utime_traces_the_timer_interrupt_and_its_expiries") {
+        return;
+    }
+    let mut m = punctual_experiments::kurt_utime::KurtUtime::new(QUICK);
+    m.secs = 1;
+    let done = run(m);
+    assert_eq!(done.exit, Exit::Ok);
+    let t = &done.report.tables;
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[0].rows[0][0], "thesis: standard Linux 2.0 (no UTIME)");
+    // Both cases traced; the one with 100 us sleeps measured their expiries.
+    let here: Vec<&Vec<String>> = t[1]
+        .rows
+        .iter()
+        .filter(|r| r.first().is_some_and(|c| c.starts_with("here:")))
+        .collect();
+    assert_eq!(here.len(), 2);
+    assert_eq!(here[1][0], "here: events every 100 us");
+    let n: u64 = here[1][1]
+        .replace(',', "")
+        .parse()
+        .expect("expiries measured");
+    assert!(n > 1_000, "a 100 us sleeper for 1 s: {n} expiries");
+    check_doc(&done.doc, "kurt-utime");
+    assert_eq!(done.doc.series.len(), 4);
+}

@@ -126,7 +126,23 @@ fn etsion_latency_prints_table6_beside_this_machine() {
     }
     assert!(tables[0].title.as_deref().unwrap().contains("@100Hz"));
     assert!(tables[1].title.as_deref().unwrap().contains("@20,000Hz"));
-    check_doc(&r, 40);
+    // 10 rows x 2 quanta x 2 mechanisms, and Fig. 7's CONT 1 and 4 at each quantum (signals).
+    check_doc(&r, 44);
+    let fig7: Vec<&str> = r.doc.series[40..].iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        fig7,
+        [
+            "CONT 1 signal long quantum",
+            "CONT 4 signal long quantum",
+            "CONT 1 signal short quantum",
+            "CONT 4 signal short quantum"
+        ]
+    );
+    assert_eq!(
+        r.doc.series[41].summary.count, 8,
+        "CONT 4: 4 processes x 2 alarms"
+    );
+    assert_eq!(r.doc.settings.extra["policy_cpu_bound"], "other");
     assert_eq!(r.doc.extra["experiment"], "etsion-latency");
     assert_eq!(
         r.doc.settings.extra["rr_timeslice_long"]["setting_ms"], 20,
@@ -380,10 +396,44 @@ fn zeadally_dispatch_prints_tables_1_to_4() {
         "Process dispatch, eventfd, real-time, soak (here) (us)"
     );
     assert_eq!(tables[3].rows.len(), 2 + 1 + 2);
-    check_doc(&r, 4);
-    for s in &r.doc.series {
+    let dispatches: Vec<_> = r
+        .doc
+        .series
+        .iter()
+        .filter(|s| s.kind == "dispatch")
+        .collect();
+    assert_eq!(dispatches.len(), 4);
+    for s in dispatches {
         assert_eq!(s.summary.count + s.summary.missed_periods, 30, "{}", s.name);
     }
+    // Table 1's interrupt latency comes from a trace of the timer events: root and tracefs.
+    let timer = r
+        .doc
+        .series
+        .iter()
+        .filter(|s| s.kind == "timer_expiry_latency")
+        .count();
+    let irq_row = tables[0]
+        .rows
+        .iter()
+        .find(|row| {
+            row.first()
+                .is_some_and(|c| c.starts_with("Interrupt latency, timer (here)"))
+        })
+        .expect("the interrupt latency row");
+    let traceable = unsafe { libc::geteuid() } == 0
+        && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("tracefs"));
+    if traceable {
+        assert_eq!(timer, 1);
+        assert_ne!(irq_row[1], "-", "{irq_row:?}");
+    } else {
+        punctual_rt::privilege::report_skip(
+            "zeadally_dispatch_prints_tables_1_to_4 (interrupt latency)",
+            "tracing needs root and tracefs",
+        );
+        assert_eq!((timer, irq_row[1].as_str()), (0, "-"));
+    }
+    check_doc(&r, 4 + timer);
 }
 
 #[test]
@@ -425,7 +475,21 @@ fn zeadally_dispatch_quick_runs_through_the_binary() {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["schema"], "punctual.result/1");
-    assert_eq!(doc["series"].as_array().unwrap().len(), 4);
+    // Four cases of dispatch (one mechanism in --quick), and the traced interrupt latency.
+    let kinds: Vec<&str> = doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "dispatch").count(), 4);
+    let traceable = unsafe { libc::geteuid() } == 0
+        && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("tracefs"));
+    if traceable {
+        assert_eq!(kinds[4..], ["timer_expiry_latency"], "{kinds:?}");
+    } else {
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
+    }
     // A measured experiment records the hypervisor's share of every CPU during it.
     let steal = doc["settings"]["steal_ns"].as_object().unwrap();
     assert_eq!(steal.len() as u64, doc["host"]["cpus"].as_u64().unwrap());
@@ -444,6 +508,7 @@ fn experiment_list_names_the_seeds_experiments() {
         "mckenney-nanosleep",
         "mckenney-choose",
         "zeadally-dispatch",
+        "kurt-utime",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(name)),
