@@ -22,6 +22,7 @@ pub mod zeadally_dispatch;
 // Traced and simulated experiments.
 pub mod etsion_billing;
 pub mod etsion_frames;
+pub mod kurt_arts;
 pub mod kurt_irq;
 pub mod kurt_utime;
 pub mod traced;
@@ -123,6 +124,12 @@ fn bench_registry() -> Vec<Box<dyn Experiment>> {
             reproduces: "McKenney 2008/2009, Table 1 and Figs. 5-7: start latency and work slowdown of real time vs real fast, and where total delay crosses over",
             duration: "full about 5 min (45 s per start-latency cell, 5 runs of each work unit); --quick about 30 s",
             make: mckenney_choose::McKenneyChoose::new,
+        }),
+        Box::new(Entry {
+            name: kurt_arts::NAME,
+            reproduces: "KURT thesis Fig. 4.7 (ARTS): inter-arrival errors of streams at 100 us-10 ms over a veth pair, punctual's replay beside tcpreplay's",
+            duration: "full about 4 min (10,000 frames per stream, 4 spacings, 2 senders); --quick about 10 s",
+            make: kurt_arts::KurtArts::new,
         }),
         Box::new(Entry {
             name: zeadally_dispatch::NAME,

@@ -9,8 +9,12 @@
 //!   the timing report (lateness, drift, share within 1 % of the spacing).
 //! - [`record`]: AF_PACKET capture with SO_TIMESTAMPNS into pcapng (if_tsresol = 9).
 //! - [`measure`]: both as measurements of the lifecycle (`punctual_session::execute`).
+//! - [`netns`]: a veth pair between two namespaces made for a measurement, removed on drop.
+//! - [`arrivals`]: a received stream's inter-arrival errors against its spacing (ARTS's check).
 
+pub mod arrivals;
 pub mod measure;
+pub mod netns;
 pub mod read;
 pub mod record;
 pub mod replay;

@@ -2,89 +2,18 @@
 //! every path): UDP payloads to a socket in the other namespace, and whole frames over AF_PACKET
 //! captured there with kernel timestamps. A receiver counts every packet: nothing lost, order kept.
 
-use nix::sched::{setns, CloneFlags};
 use punctual_dispatch::engine::SlotProgress;
 use punctual_time::{clock::read_clock, MarginPolicy, SystemClock};
+use punctual_traffic::netns::Pair;
 use punctual_traffic::read::read_capture;
 use punctual_traffic::record::{Capturer, NsPcapNg, Until};
 use punctual_traffic::replay::{replay, LoopSettings, RawSender, UdpSender};
 use punctual_traffic::schedule::{Schedule, ScheduleConfig, Timing};
 use punctual_traffic::store::PacketStore;
 use std::net::UdpSocket;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-
-/// Two namespaces joined by a veth pair (`a` 10.x.0.1 in the first, `b` 10.x.0.2 in the second),
-/// named after the test's pid and a tag; removed on drop (deleting a namespace removes its veth end).
-struct Pair {
-    ns: [String; 2],
-    dev: [String; 2],
-    ip: [String; 2],
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let o = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if !o.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
-    Ok(())
-}
-
-impl Pair {
-    fn new(tag: &str, net: u8) -> Result<Pair, String> {
-        let pid = std::process::id();
-        let p = Pair {
-            ns: [format!("pt{pid}{tag}a"), format!("pt{pid}{tag}b")],
-            dev: [format!("pv{pid}{tag}a"), format!("pv{pid}{tag}b")],
-            ip: [format!("10.{net}.0.1"), format!("10.{net}.0.2")],
-        };
-        // Built after `p` exists: a failure halfway removes what was made.
-        for ns in &p.ns {
-            ip(&["netns", "add", ns])?;
-        }
-        ip(&[
-            "link", "add", &p.dev[0], "netns", &p.ns[0], "type", "veth", "peer", "name", &p.dev[1],
-            "netns", &p.ns[1],
-        ])?;
-        for i in 0..2 {
-            ip(&[
-                "-n",
-                &p.ns[i],
-                "addr",
-                "add",
-                &format!("{}/24", p.ip[i]),
-                "dev",
-                &p.dev[i],
-            ])?;
-            ip(&["-n", &p.ns[i], "link", "set", &p.dev[i], "up"])?;
-            ip(&["-n", &p.ns[i], "link", "set", "lo", "up"])?;
-        }
-        Ok(p)
-    }
-
-    /// Moves the calling thread into namespace `i` (only this thread: setns is per thread).
-    fn enter(&self, i: usize) {
-        let f = std::fs::File::open(format!("/run/netns/{}", self.ns[i])).unwrap();
-        setns(f, CloneFlags::CLONE_NEWNET).unwrap();
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in &self.ns {
-            let _ = ip(&["netns", "del", ns]);
-        }
-    }
-}
 
 /// Root and `ip` are needed; otherwise the test says it was skipped.
 fn pair_or_skip(test: &str, tag: &str, net: u8) -> Option<Pair> {
@@ -139,7 +68,7 @@ fn udp_replay_over_veth_delivers_every_packet_in_order() {
     let rx = {
         let pair = pair.clone();
         std::thread::spawn(move || {
-            pair.enter(1);
+            pair.enter(1).unwrap();
             let s = UdpSocket::bind(format!("{}:9000", pair.ip[1])).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
             // Room for the whole run: a receiver thread starved by the test's neighbours must not
@@ -163,7 +92,7 @@ fn udp_replay_over_veth_delivers_every_packet_in_order() {
     let tx = {
         let pair = pair.clone();
         std::thread::spawn(move || {
-            pair.enter(0);
+            pair.enter(0).unwrap();
             let mut store = PacketStore::new();
             for i in 0..N {
                 let mut p = i.to_le_bytes().to_vec();
@@ -233,7 +162,7 @@ fn frame_replay_over_veth_is_recorded_whole_and_in_order_with_kernel_timestamps(
     let rx = {
         let (pair, file, stop) = (pair.clone(), file.clone(), stop.clone());
         std::thread::spawn(move || {
-            pair.enter(1);
+            pair.enter(1).unwrap();
             let cap = Capturer::open(&pair.dev[1]).unwrap();
             let mut out = NsPcapNg::new(
                 std::fs::File::create(&file).unwrap(),
@@ -254,7 +183,7 @@ fn frame_replay_over_veth_is_recorded_whole_and_in_order_with_kernel_timestamps(
     let r = {
         let pair = pair.clone();
         std::thread::spawn(move || {
-            pair.enter(0);
+            pair.enter(0).unwrap();
             let mut store = PacketStore::new();
             for i in 0..N {
                 store.push(i * 1_000, &frame(src, i));
