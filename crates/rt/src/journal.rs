@@ -30,6 +30,9 @@ pub enum Change {
     RemoveDir { path: PathBuf },
     /// A filesystem punctual mounted, unmounted on undo.
     Unmount { path: PathBuf },
+    /// A named network namespace punctual made (`/run/netns/NAME`, as `ip netns add` makes it),
+    /// deleted on undo as `ip netns del` does: its bind mount detached and the file removed.
+    RemoveNetns { name: String },
     /// Everything the process `pid` holds in the registry of settings several punctual processes
     /// change at once (shields: IRQ affinities, other tasks' masks; see [`crate::stacked`]).
     /// Undo releases it there: only the registry's own allow list of files is ever written.
@@ -57,6 +60,9 @@ impl std::fmt::Display for Change {
                 write!(f, "directory {}", crate::text::display_path(path))
             }
             Change::Unmount { path } => write!(f, "mount {}", crate::text::display_path(path)),
+            Change::RemoveNetns { name } => {
+                write!(f, "network namespace {}", crate::text::display_name(name))
+            }
             Change::Stacked { pid, .. } => write!(f, "shield settings held by pid {pid}"),
         }
     }
@@ -105,6 +111,19 @@ impl Change {
                 nix::mount::umount2(path.as_path(), nix::mount::MntFlags::UMOUNT_NOFOLLOW)
                     .map_err(io::Error::from)
             }
+            Change::RemoveNetns { name } => {
+                let path = Path::new(NETNS_DIR).join(name);
+                use nix::mount::MntFlags;
+                match nix::mount::umount2(&path, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
+                    // Not mounted (already deleted, or never made) or gone: nothing to detach.
+                    Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    r => r,
+                }
+            }
             Change::Stacked { pid, start_time } => {
                 let r = crate::stacked::release_in_system(crate::stacked::Owner {
                     pid: *pid,
@@ -117,6 +136,22 @@ impl Change {
             }
         }
     }
+}
+
+/// Where iproute2 keeps named network namespaces.
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// Whether `name` is one punctual gives the namespaces it makes: `pt<pid><tag>a|b`.
+pub fn is_punctual_netns(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("pt") else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let tag = &rest[digits..];
+    (1..=10).contains(&digits)
+        && (2..=9).contains(&tag.len())
+        && tag.bytes().all(|b| b.is_ascii_lowercase())
+        && (tag.ends_with('a') || tag.ends_with('b'))
 }
 
 /// Write `value` into a file that must already exist (a kernel knob), never through a symbolic link:
@@ -684,6 +719,11 @@ impl Allowed {
                     ))
                 }
             }
+            Change::RemoveNetns { name } if is_punctual_netns(name) => Ok(()),
+            Change::RemoveNetns { name } => Err(format!(
+                "deleting network namespace '{}': not a name punctual gives its namespaces",
+                crate::text::display_name(name)
+            )),
             // Names no path: undoing it releases that shield's entries through the shield
             // registry, which writes only the /proc files a shield may change (`stacked`).
             Change::Stacked { pid, .. } if *pid > 0 => Ok(()),
@@ -1310,6 +1350,67 @@ mod tests {
                 path: tmp.path().join("instances/other-12"),
             })
             .is_err());
+    }
+
+    #[test]
+    fn only_punctual_network_namespaces_may_be_deleted() {
+        for ok in ["pt123arta", "pt1ub", "pt4294967295fb"] {
+            assert!(is_punctual_netns(ok), "{ok}");
+            Allowed::system(Path::new("/run/punctual"))
+                .check(&Change::RemoveNetns { name: ok.into() })
+                .unwrap();
+        }
+        for bad in [
+            "",
+            "pt",
+            "ptab",
+            "pt12",
+            "pt12a",
+            "pt12ARTa",
+            "pt12artc",
+            "netns1",
+            "pt12/../x",
+            "pt12..a",
+            "cni-1234a",
+        ] {
+            assert!(!is_punctual_netns(bad), "{bad}");
+            assert!(Allowed::system(Path::new("/run/punctual"))
+                .check(&Change::RemoveNetns { name: bad.into() })
+                .is_err());
+        }
+    }
+
+    /// A killed run's namespace is deleted by the next run's replay of its journal.
+    #[test]
+    fn a_dead_runs_network_namespace_is_deleted() {
+        let test = "a_dead_runs_network_namespace_is_deleted";
+        if !is_root() {
+            eprintln!("SKIPPED {test}: network namespaces need root");
+            return;
+        }
+        let name = format!("pt{}jnla", std::process::id());
+        let made = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("SKIPPED {test}: `ip netns add` is not available here");
+            return;
+        }
+        let file = Path::new(NETNS_DIR).join(&name);
+        assert!(file.exists());
+        let fx = Fixture::new();
+        fx.dead_journal(vec![Change::RemoveNetns { name: name.clone() }]);
+        let report = fx.restore();
+        let gone = !file.exists();
+        // Whatever the assertion says, leave no namespace behind.
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        assert!(report.refused.is_empty(), "{:?}", report.refused);
+        assert_eq!(report.restored(), 2);
+        assert!(gone, "the namespace is deleted");
+        // Undoing it again (already gone) is not an error.
+        assert!(Change::RemoveNetns { name }.undo().is_ok());
     }
 
     #[test]

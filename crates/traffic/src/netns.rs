@@ -1,5 +1,7 @@
 //! Two network namespaces joined by a veth pair, made for a measurement (or a test) and removed when
-//! it drops: traffic that never leaves the machine and never touches its own interfaces.
+//! it drops: traffic that never leaves the machine and never touches its own interfaces. Each
+//! namespace is journalled before it is made, so a run killed with SIGKILL has them deleted by the
+//! next punctual run (or `punctual shield --restore`).
 
 use crate::TrafficError;
 use nix::sched::{setns, CloneFlags};
@@ -12,6 +14,9 @@ pub struct Pair {
     pub ns: [String; 2],
     pub dev: [String; 2],
     pub ip: [String; 2],
+    /// Deleting each namespace, journalled: the guards delete them (and with them the veth ends)
+    /// when the pair drops.
+    made: Vec<punctual_rt::journal::ChangeGuard>,
 }
 
 fn ip(args: &[&str]) -> Result<String, TrafficError> {
@@ -38,14 +43,19 @@ impl Pair {
             ));
         }
         let pid = std::process::id();
-        let p = Pair {
+        let mut p = Pair {
             ns: [format!("pt{pid}{tag}a"), format!("pt{pid}{tag}b")],
             dev: [format!("pv{pid}{tag}a"), format!("pv{pid}{tag}b")],
             ip: [format!("10.{net}.0.1"), format!("10.{net}.0.2")],
+            made: Vec::new(),
         };
         // Built after `p` exists: a failure halfway removes what was made.
-        for ns in &p.ns {
-            ip(&["netns", "add", ns])?;
+        for ns in p.ns.clone() {
+            let guard = punctual_rt::journal::global()
+                .record(punctual_rt::journal::Change::RemoveNetns { name: ns.clone() })
+                .map_err(|e| TrafficError::System(format!("writing the journal: {e}")))?;
+            p.made.push(guard);
+            ip(&["netns", "add", &ns])?;
         }
         ip(&[
             "link", "add", &p.dev[0], "netns", &p.ns[0], "type", "veth", "peer", "name", &p.dev[1],
@@ -86,13 +96,5 @@ impl Pair {
                 .map_err(|_| TrafficError::System(format!("odd MAC address '{hex}'")))?;
         }
         Ok(mac)
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in &self.ns {
-            let _ = ip(&["netns", "del", ns]);
-        }
     }
 }

@@ -245,3 +245,33 @@ fn frame_replay_over_veth_is_recorded_whole_and_in_order_with_kernel_timestamps(
     assert!(span > want / 2 && span < want * 3, "span {span} for {want}");
     assert_eq!(c.packets.reordered(), 0);
 }
+
+/// The namespaces are in the journal while the pair lives (a SIGKILL leaves them to the next run's
+/// restore) and gone once it drops.
+#[test]
+fn namespaces_are_journalled_and_deleted_with_the_pair() {
+    let test = "namespaces_are_journalled_and_deleted_with_the_pair";
+    let Some(pair) = pair_or_skip(test, "j", 213) else {
+        return;
+    };
+    use punctual_rt::journal::{global, Change};
+    let names = pair.ns.clone();
+    for n in &names {
+        assert!(std::path::Path::new("/run/netns").join(n).exists());
+        assert!(global()
+            .pending()
+            .iter()
+            .any(|c| matches!(c, Change::RemoveNetns { name } if name == n)));
+    }
+    drop(pair);
+    for n in &names {
+        assert!(
+            !std::path::Path::new("/run/netns").join(n).exists(),
+            "{n} left"
+        );
+        assert!(!global()
+            .pending()
+            .iter()
+            .any(|c| matches!(c, Change::RemoveNetns { name } if name == n)));
+    }
+}
