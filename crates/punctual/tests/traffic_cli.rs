@@ -303,3 +303,79 @@ fn record_on_a_missing_interface_exits_3() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such interface"));
     assert!(!dir.path().join("x.pcapng").exists(), "nothing written");
 }
+
+/// `record --filter udp port N` keeps that port's datagrams and counts what it left out; a filter
+/// it cannot read exits 2 before capturing.
+#[test]
+fn record_filter_keeps_only_the_named_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = punctual()
+        .args([
+            "traffic",
+            "record",
+            "-i",
+            "lo",
+            "--filter",
+            "port http",
+            "-o",
+        ])
+        .arg(dir.path().join("bad.pcapng"))
+        .args(["-D", "1s", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("udp, port N or udp port N")
+            || String::from_utf8_lossy(&out.stderr).contains("not a port")
+    );
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "SKIPPED record_filter_keeps_only_the_named_port (capture): AF_PACKET needs root"
+        );
+        return;
+    }
+    let (kept, other) = (receiver(), receiver());
+    let port = kept.local_addr().unwrap().port();
+    let file = dir.path().join("f.pcapng");
+    let json = dir.path().join("f.json");
+    let mut rec = std::process::Command::new(env!("CARGO_BIN_EXE_punctual"))
+        .args([
+            "traffic",
+            "record",
+            "-i",
+            "lo",
+            "--filter",
+            &format!("udp port {port}"),
+            "-o",
+        ])
+        .arg(&file)
+        .args(["-D", "2s", "--no-store", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..5u64 {
+        s.send_to(&i.to_le_bytes(), kept.local_addr().unwrap())
+            .unwrap();
+        s.send_to(&i.to_le_bytes(), other.local_addr().unwrap())
+            .unwrap();
+    }
+    assert!(rec.wait().unwrap().success());
+    let cap = punctual_traffic::read::read_capture(&file).unwrap();
+    let ports: Vec<u16> = (0..cap.packets.len())
+        .map(|i| {
+            // Ethernet, IPv4 (its header length from IHL), UDP: the destination port.
+            let f = cap.packets.get(i);
+            assert_eq!((&f[12..14], f[23]), (&[8u8, 0][..], 17), "IPv4 UDP");
+            let udp = 14 + (f[14] & 0x0f) as usize * 4;
+            u16::from_be_bytes([f[udp + 2], f[udp + 3]])
+        })
+        .collect();
+    assert_eq!(ports, [port; 5]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(doc["traffic"]["filtered_out"].as_u64().unwrap() >= 5, "{}", doc["traffic"]);
+}

@@ -4,7 +4,7 @@
 //! binary calls before driving the measurement: bad input exits 2 or 3 with nothing sent.
 
 use crate::read::{read_capture_keeping, Format, Keep, Stopped};
-use crate::record::{Capturer, NsPcapNg, Recorded, Until};
+use crate::record::{Capturer, Filter, NsPcapNg, Recorded, Until};
 use crate::replay::{replay, LoopSettings, RawSender, Replayed, Sender, UdpSender};
 use crate::schedule::{Schedule, ScheduleConfig, Timing};
 use crate::store::PacketStore;
@@ -83,16 +83,20 @@ pub struct Loaded {
     pub not_udp: u64,
 }
 
-/// The UDP payload of a frame of `link`, if it is a UDP datagram.
-pub fn udp_payload(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
-    let p = match link {
+/// A frame of `link` sliced into its headers (etherparse), if it parses.
+pub fn sliced(link: DataLink, frame: &[u8]) -> Option<SlicedPacket<'_>> {
+    match link {
         DataLink::ETHERNET => SlicedPacket::from_ethernet(frame),
         DataLink::LINUX_SLL => SlicedPacket::from_linux_sll(frame),
         DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => SlicedPacket::from_ip(frame),
         _ => return None,
     }
-    .ok()?;
-    match p.transport? {
+    .ok()
+}
+
+/// The UDP payload of a frame of `link`, if it is a UDP datagram.
+pub fn udp_payload(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
+    match sliced(link, frame)?.transport? {
         TransportSlice::Udp(u) => Some(u.payload()),
         _ => None,
     }
@@ -429,8 +433,14 @@ pub struct Record {
 
 impl Record {
     /// Opens the socket and creates the file (errors before anything is captured).
-    pub fn open(iface: &str, path: PathBuf, until: Until) -> Result<Record, TrafficError> {
-        let capturer = Capturer::open(iface)?;
+    pub fn open(
+        iface: &str,
+        path: PathBuf,
+        until: Until,
+        filter: Option<Filter>,
+    ) -> Result<Record, TrafficError> {
+        let mut capturer = Capturer::open(iface)?;
+        capturer.filter = filter;
         let f = std::fs::File::create(&path)
             .map_err(|e| TrafficError::Usage(format!("-o {}: {e}", path.display())))?;
         let out = NsPcapNg::new(std::io::BufWriter::new(f), capturer.link, Some(iface))?;
@@ -490,6 +500,7 @@ impl Measurement for Record {
                 "untimestamped": r.untimestamped,
                 "kernel_packets": r.kernel_packets,
                 "kernel_drops": r.kernel_drops,
+                "filtered_out": r.filtered_out,
                 "timestamps": "kernel receive (SO_TIMESTAMPNS), ns",
             }),
         );
@@ -499,6 +510,7 @@ impl Measurement for Record {
             "kernel drops",
             "cut to snaplen",
             "no kernel timestamp",
+            "filtered out",
         ])
         .titled(format!("traffic record -> {}", self.path.display()));
         t.row([
@@ -507,6 +519,7 @@ impl Measurement for Record {
             r.kernel_drops.to_string(),
             r.truncated.to_string(),
             r.untimestamped.to_string(),
+            r.filtered_out.to_string(),
         ]);
         Ok(Report::tables(vec![t]))
     }

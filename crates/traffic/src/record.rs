@@ -84,6 +84,12 @@ pub struct Until {
     pub count: Option<u64>,
 }
 
+impl Until {
+    pub fn of(duration: Option<u64>, count: Option<u64>) -> Until {
+        Until { duration, count }
+    }
+}
+
 /// What a capture did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recorded {
@@ -96,6 +102,62 @@ pub struct Recorded {
     /// The kernel's count of frames this socket saw and dropped (PACKET_STATISTICS).
     pub kernel_packets: u64,
     pub kernel_drops: u64,
+    /// Frames the filter left out.
+    pub filtered_out: u64,
+}
+
+/// Which frames `record` keeps (`--filter`): `udp`, `port N` (UDP or TCP, either end), or both
+/// (`udp port N`). Applied to each frame as it arrives, with etherparse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Filter {
+    pub udp_only: bool,
+    pub port: Option<u16>,
+}
+
+impl Filter {
+    /// Whether a frame of `link` passes.
+    pub fn keeps(&self, link: DataLink, frame: &[u8]) -> bool {
+        use etherparse::TransportSlice;
+        let Some(t) = crate::measure::sliced(link, frame).and_then(|p| p.transport) else {
+            return false;
+        };
+        let ports = match &t {
+            TransportSlice::Udp(u) => (u.source_port(), u.destination_port()),
+            TransportSlice::Tcp(t) if !self.udp_only => (t.source_port(), t.destination_port()),
+            _ => return false,
+        };
+        self.port.is_none_or(|p| ports.0 == p || ports.1 == p)
+    }
+}
+
+impl std::str::FromStr for Filter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Filter, String> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        let port = |w: &str| {
+            w.parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| format!("'{w}' is not a port (1-65535)"))
+        };
+        match words.as_slice() {
+            ["udp"] => Ok(Filter {
+                udp_only: true,
+                port: None,
+            }),
+            ["port", p] => Ok(Filter {
+                udp_only: false,
+                port: Some(port(p)?),
+            }),
+            ["udp", "port", p] => Ok(Filter {
+                udp_only: true,
+                port: Some(port(p)?),
+            }),
+            _ => Err(format!(
+                "'{s}': give udp, port N or udp port N (N: 1-65535)"
+            )),
+        }
+    }
 }
 
 /// An AF_PACKET socket bound to an interface, receiving every frame with its kernel timestamp.
@@ -104,6 +166,8 @@ pub struct Capturer {
     pub iface: String,
     pub link: DataLink,
     loopback: bool,
+    /// Frames not kept are counted in [`Recorded::filtered_out`].
+    pub filter: Option<Filter>,
 }
 
 fn setsockopt<T>(
@@ -187,6 +251,7 @@ impl Capturer {
             iface: iface.into(),
             link,
             loopback: kind == Some(772),
+            filter: None,
         })
     }
 
@@ -223,6 +288,13 @@ impl Capturer {
                     punctual_time::clock::read_clock(libc::CLOCK_REALTIME)
                 }
             };
+            if self
+                .filter
+                .is_some_and(|f| !f.keeps(self.link, &buf[..len]))
+            {
+                rec.filtered_out += 1;
+                continue;
+            }
             if wire > len {
                 rec.truncated += 1;
             }
@@ -304,5 +376,60 @@ impl Capturer {
             )));
         }
         Ok((st.tp_packets as u64, st.tp_drops as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    fn udp(src: u16, dst: u16) -> Vec<u8> {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(src, dst);
+        let mut out = Vec::new();
+        b.write(&mut out, b"hello").unwrap();
+        out
+    }
+
+    fn tcp(src: u16, dst: u16) -> Vec<u8> {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(src, dst, 1, 1024);
+        let mut out = Vec::new();
+        b.write(&mut out, b"hello").unwrap();
+        out
+    }
+
+    #[test]
+    fn filters_parse_and_keep_what_they_name() {
+        let f = |s: &str| s.parse::<Filter>().unwrap();
+        let e = DataLink::ETHERNET;
+        let arp_like = {
+            let mut v = vec![0xffu8; 6];
+            v.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+            v.resize(60, 0);
+            v
+        };
+        assert!(f("udp").keeps(e, &udp(1, 2)));
+        assert!(!f("udp").keeps(e, &tcp(1, 2)));
+        assert!(!f("udp").keeps(e, &arp_like));
+        assert!(f("port 9000").keeps(e, &udp(9000, 5)));
+        assert!(f("port 9000").keeps(e, &tcp(5, 9000)));
+        assert!(!f("port 9000").keeps(e, &udp(5, 6)));
+        assert!(f("udp port 53").keeps(e, &udp(40000, 53)));
+        assert!(!f("udp port 53").keeps(e, &tcp(40000, 53)));
+        for bad in [
+            "",
+            "tcp",
+            "port",
+            "port 0",
+            "port 70000",
+            "udp port x",
+            "port 1 2",
+        ] {
+            assert!(bad.parse::<Filter>().is_err(), "{bad:?}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use punctual_result::Failure;
 use punctual_session::{drive, Env, Exit};
 use punctual_time::MarginPolicy;
 use punctual_traffic::measure::{load, open_sender, Record, Replay, ReplayConfig, Target};
-use punctual_traffic::record::Until;
+use punctual_traffic::record::{Filter, Until};
 use punctual_traffic::schedule::{ScheduleConfig, Timing};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +35,9 @@ pub struct RecordArgs {
     /// Stop after N packets.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+    /// Keep only these frames: udp, port N (UDP or TCP, either end), or udp port N.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<Filter>,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -94,10 +97,8 @@ pub fn run(c: TrafficCmd, env: &Env) -> anyhow::Result<Exit> {
 }
 
 fn record(a: RecordArgs, env: &Env) -> anyhow::Result<Exit> {
-    let outputs = a.out.outputs()?;
-    let (duration, count) = (a.duration, a.count);
-    let mut m =
-        Record::open(&a.interface, a.output, Until { duration, count }).map_err(Failure::from)?;
+    let (outputs, until) = (a.out.outputs()?, Until::of(a.duration, a.count));
+    let mut m = Record::open(&a.interface, a.output, until, a.filter).map_err(Failure::from)?;
     Ok(drive(&mut m, &outputs, env)?)
 }
 
@@ -132,11 +133,10 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
     let loaded = load(&cfg).map_err(Failure::from)?;
     let sender = open_sender(&cfg.target, &loaded).map_err(Failure::from)?;
     let mut m = Replay::new(cfg, loaded, sender);
-    if a.shield {
-        m.shield = Some(punctual_dispatch::shield::plan(
-            &cpus,
-            &[std::process::id() as i32],
-        )?);
-    }
+    let me = [std::process::id() as i32];
+    m.shield = a
+        .shield
+        .then(|| punctual_dispatch::shield::plan(&cpus, &me))
+        .transpose()?;
     Ok(drive(&mut m, &outputs, env)?)
 }
