@@ -272,7 +272,11 @@ pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
             if to.is_empty() {
                 p.skipped.push((
                     format!("task {tid} ({comm})"),
-                    format!("pinned to CPU {} only", format_cpu_list(&mask)),
+                    format!(
+                        "pinned to CPU {} only: when it runs it shares the shielded CPU (on kernels \
+                         with the fair deadline server, up to 50 ms a second even against SCHED_FIFO)",
+                        format_cpu_list(&mask)
+                    ),
                 ));
                 continue;
             }

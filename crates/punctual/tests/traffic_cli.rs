@@ -377,5 +377,9 @@ fn record_filter_keeps_only_the_named_port() {
     assert_eq!(ports, [port; 5]);
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert!(doc["traffic"]["filtered_out"].as_u64().unwrap() >= 5, "{}", doc["traffic"]);
+    assert!(
+        doc["traffic"]["filtered_out"].as_u64().unwrap() >= 5,
+        "{}",
+        doc["traffic"]
+    );
 }
