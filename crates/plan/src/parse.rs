@@ -559,7 +559,13 @@ fn default_event_name(a: &Action) -> String {
     let printable: String = raw
         .trim()
         .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| {
+            if punctual_time::text::needs_escape(c) {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect();
     truncate(&printable, NAME_MAX).to_string()
 }
