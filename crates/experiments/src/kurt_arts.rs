@@ -325,7 +325,7 @@ impl Measurement for KurtArts {
         }))
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Outcome, Failure> {
-        if self.packets < 2 || self.spacings.iter().any(|&s| s == 0) {
+        if self.packets < 2 || self.spacings.contains(&0) {
             return Err(Failure::usage(
                 "kurt-arts: at least 2 packets and non-zero spacings",
             ));
@@ -579,7 +579,7 @@ mod tests {
         // A capture with someone else's frame in it: only ours are the stream.
         let mut cap = PacketStore::new();
         cap.push(10, s.get(0));
-        cap.push(15, &frames(b, a, 1, 1).get(0).to_vec());
+        cap.push(15, frames(b, a, 1, 1).get(0));
         cap.push(20, s.get(1));
         assert_eq!(stream_timestamps(&cap, a), [10, 20]);
     }

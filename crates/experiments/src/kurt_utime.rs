@@ -187,12 +187,23 @@ fn row(r: &Recorder) -> Option<Row> {
     })
 }
 
+/// One case's numbers.
+pub struct CaseRow {
+    pub label: String,
+    /// Fig. 3.1: the local timer vector's time.
+    pub handler: Option<Row>,
+    /// Fig. 3.3: expiry to handler, and the share of it within the thesis' 50 us (per cent).
+    pub expiry: Option<Row>,
+    pub within_50us: Option<f64>,
+    /// Expiries not measured: run early (slack), no start traced.
+    pub early: u64,
+    pub unknown: u64,
+}
+
 /// The numbers of the tables.
 pub struct Model {
     pub secs: u64,
-    /// Per case: label, Fig. 3.1's handler times, Fig. 3.3's expiry latencies and the share of
-    /// them within the thesis' 50 us, the expiries not measured (early, unknown).
-    pub cases: Vec<(String, Option<Row>, Option<Row>, Option<f64>, (u64, u64))>,
+    pub cases: Vec<CaseRow>,
 }
 
 impl Model {
@@ -205,13 +216,14 @@ impl Model {
                     let within = (c.expiry.count() > 0).then(|| {
                         100.0 * c.expiry.fraction_at_or_below(FIG_3_3_MOST_WITHIN_US * 1000)
                     });
-                    (
-                        c.label.to_string(),
-                        row(&c.handler),
-                        row(&c.expiry),
-                        within,
-                        (c.expiries.early, c.expiries.unknown),
-                    )
+                    CaseRow {
+                        label: c.label.to_string(),
+                        handler: row(&c.handler),
+                        expiry: row(&c.expiry),
+                        within_50us: within,
+                        early: c.expiries.early,
+                        unknown: c.expiries.unknown,
+                    }
                 })
                 .collect(),
         }
@@ -242,8 +254,8 @@ pub fn tables(m: &Model) -> Vec<Table> {
         ]);
     }
     t1.rule();
-    for (label, h, _, _, _) in &m.cases {
-        t1.row(std::iter::once(format!("here: {label}")).chain(cells(*h)));
+    for c in &m.cases {
+        t1.row(std::iter::once(format!("here: {}", c.label)).chain(cells(c.handler)));
     }
     t1.note("Thesis: the timer ISR's entry and exit stamped with the TSC on a Pentium Pro, ISR only (due events were marked, not run). \
              Here: the local timer vector's entry to exit on either CPU, which also runs every expired hrtimer's callback (the tick's among them), \
@@ -272,16 +284,18 @@ pub fn tables(m: &Model) -> Vec<Table> {
     );
     t3.rule();
     let mut unmeasured = Vec::new();
-    for (label, _, e, within, (early, unknown)) in &m.cases {
+    for c in &m.cases {
+        let within = c
+            .within_50us
+            .map_or_else(|| "-".into(), |w| format!("{w:.2} %"));
         t3.row(
-            std::iter::once(format!("here: {label}"))
-                .chain(cells(*e))
-                .chain(std::iter::once(
-                    within.map_or_else(|| "-".into(), |w| format!("{w:.2} %")),
-                )),
+            std::iter::once(format!("here: {}", c.label))
+                .chain(cells(c.expiry))
+                .chain(std::iter::once(within)),
         );
         unmeasured.push(format!(
-            "{label}: {early} early, {unknown} with no start traced"
+            "{}: {} early, {} with no start traced",
+            c.label, c.early, c.unknown
         ));
     }
     t3.note(format!(
