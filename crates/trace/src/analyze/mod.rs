@@ -216,7 +216,7 @@ pub struct Expiries {
 }
 
 /// Armed hrtimers remembered at once; a crafted trace starting a new timer in every event must not
-/// grow the map without bound (beyond it, the oldest are forgotten and show as unknown).
+/// grow the map without bound (at the bound it is emptied: those timers' expiries count as unknown).
 pub const MAX_ARMED: usize = 65_536;
 
 enum CpuState {
