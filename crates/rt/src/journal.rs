@@ -138,6 +138,24 @@ impl Change {
     }
 }
 
+/// A journal may delete only the namespaces its own process made (their names carry its pid).
+fn made_by(change: &Change, pid: i32) -> Result<(), String> {
+    match change {
+        Change::RemoveNetns { name } => {
+            let rest = name.strip_prefix(&format!("pt{pid}")).unwrap_or("");
+            if rest.starts_with(|c: char| c.is_ascii_lowercase()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "deleting network namespace '{}': not one process {pid} made",
+                    crate::text::display_name(name)
+                ))
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Where iproute2 keeps named network namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
 
@@ -576,7 +594,7 @@ fn restore_checked(dir: &Path, allowed: &Allowed) -> RestoreReport {
         let refusals: Vec<String> = file
             .changes
             .iter()
-            .filter_map(|(_, c)| allowed.check(c).err())
+            .filter_map(|(_, c)| allowed.check(c).and_then(|()| made_by(c, file.pid)).err())
             .collect();
         if !refusals.is_empty() {
             for why in refusals {
@@ -1388,7 +1406,8 @@ mod tests {
             eprintln!("SKIPPED {test}: network namespaces need root");
             return;
         }
-        let name = format!("pt{}jnla", std::process::id());
+        // Named as the dead process that journals it would have named it.
+        let name = format!("pt{}jnla", i32::MAX - 7);
         let made = std::process::Command::new("ip")
             .args(["netns", "add", &name])
             .status();
@@ -1411,6 +1430,28 @@ mod tests {
         assert!(gone, "the namespace is deleted");
         // Undoing it again (already gone) is not an error.
         assert!(Change::RemoveNetns { name }.undo().is_ok());
+        // Another process's namespace is refused, and nothing of that journal is replayed.
+        assert!(made_by(
+            &Change::RemoveNetns {
+                name: "pt12arta".into()
+            },
+            12
+        )
+        .is_ok());
+        assert!(made_by(
+            &Change::RemoveNetns {
+                name: "pt123arta".into()
+            },
+            12
+        )
+        .is_err());
+        assert!(made_by(
+            &Change::RemoveNetns {
+                name: "pt12arta".into()
+            },
+            1
+        )
+        .is_err());
     }
 
     #[test]
