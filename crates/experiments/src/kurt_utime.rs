@@ -250,7 +250,11 @@ pub fn tables(m: &Model) -> Vec<Table> {
             typical.into(),
             "-".into(),
             "-".into(),
-            format!("nearly all < {below}").replace("nearly all < -", "-"),
+            if below == "-" {
+                below.into()
+            } else {
+                format!("nearly all < {below}")
+            },
         ]);
     }
     t1.rule();
