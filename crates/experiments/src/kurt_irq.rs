@@ -6,7 +6,7 @@
 //! measure: [`KurtIrq::run`] (one traced phase per subsystem, [`phase`]); model: [`Model`];
 //! tables: [`tables`]; figures: [`figures`].
 
-use crate::traced::trace_for;
+use crate::traced::{phases_live, trace_beside};
 use crate::workload::{self, Generators};
 use punctual_result::{Failure, ResultDoc, Series, Table};
 use punctual_rt::RtWant;
@@ -30,8 +30,6 @@ const PHASES: [Category; 6] = [
     Category::Timer,
     Category::Memory,
 ];
-/// Time the generators get to start before the trace begins.
-const SETTLE_MS: u64 = 200;
 
 /// The activity generated for a category, in words.
 fn activity(c: Category) -> &'static str {
@@ -84,18 +82,16 @@ impl KurtIrq {
             Category::Memory => workload::memory(&mut g),
             Category::Other => {}
         }
-        std::thread::sleep(std::time::Duration::from_millis(SETTLE_MS));
         let irq = EventGroups {
             sched: false,
             irq: true,
             timer: false,
         };
-        let traced = trace_for(ctx, irq, self.secs * 1_000_000_000, &self.progress);
-        g.stop();
+        let traced = trace_beside(ctx, g, irq, self.secs, &self.progress);
         if let Some(l) = loads {
             l.stop();
         }
-        Ok(traced?.1)
+        traced
     }
 }
 
@@ -138,11 +134,7 @@ impl Measurement for KurtIrq {
         Some(crate::traced::WANTS)
     }
     fn live(&self) -> Option<LiveSpec> {
-        let p = self.progress.clone();
-        let per = self.secs * 1_000_000_000 + SETTLE_MS * 1_000_000;
-        Some(LiveSpec::timed(per * PHASES.len() as u64, move || {
-            format!("{} events", p.events.load(Ordering::Relaxed))
-        }))
+        Some(phases_live(&self.progress, self.secs, PHASES.len()))
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Phases, Failure> {
         let mut phases = Vec::new();

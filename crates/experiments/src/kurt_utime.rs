@@ -14,7 +14,7 @@
 //!
 //! measure: [`KurtUtime::run`]; model: [`Model`]; tables: [`tables`]; figures: [`figures`].
 
-use crate::traced::trace_for;
+use crate::traced::{phases_live, trace_beside};
 use crate::workload::{self, Generators};
 use punctual_plot::Line;
 use punctual_result::doc::kind;
@@ -31,9 +31,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub const NAME: &str = "kurt-utime";
-
-/// Time the event thread gets to start before the trace begins.
-const SETTLE_MS: u64 = 200;
 
 /// The thesis' Fig. 3.1, read off the figure and its text: (curve, typical, nearly all below).
 pub const FIG_3_1: [(&str, &str, &str); 2] = [
@@ -70,15 +67,12 @@ impl KurtUtime {
         if events {
             workload::timers(&mut g);
         }
-        std::thread::sleep(std::time::Duration::from_millis(SETTLE_MS));
         let groups = EventGroups {
             sched: false,
             irq: true,
             timer: true,
         };
-        let traced = trace_for(ctx, groups, self.secs * 1_000_000_000, &self.progress);
-        g.stop();
-        Ok(traced?.1)
+        trace_beside(ctx, g, groups, self.secs, &self.progress)
     }
 }
 
@@ -101,8 +95,7 @@ impl Case {
                 .get(&Source::Vector(Vector::LocalTimer))
                 .map(|s| s.durations.clone())
                 .unwrap_or_default(),
-            expiry: punctual_sim::pooled(a.sources.values().map(|s| s.expiry_late.clone()))
-                .unwrap_or_default(),
+            expiry: a.expiry_latency(),
             expiries: a.expiries,
         }
     }
@@ -118,11 +111,7 @@ impl Measurement for KurtUtime {
         Some(crate::traced::WANTS)
     }
     fn live(&self) -> Option<LiveSpec> {
-        let p = self.progress.clone();
-        let per = self.secs * 1_000_000_000 + SETTLE_MS * 1_000_000;
-        Some(LiveSpec::timed(per * CASES.len() as u64, move || {
-            format!("{} events", p.events.load(Ordering::Relaxed))
-        }))
+        Some(phases_live(&self.progress, self.secs, CASES.len()))
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Vec<Case>, Failure> {
         let mut cases = Vec::new();

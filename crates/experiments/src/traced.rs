@@ -35,6 +35,40 @@ pub fn trace_for(
     Ok((trace, analysis))
 }
 
+/// Time an activity's generators get to start before its phase is traced.
+pub const SETTLE_MS: u64 = 200;
+
+/// One phase of a traced experiment: let `g`'s activity settle, trace `secs` of `groups` beside
+/// it, then stop it. What was recorded is returned even when stopped early.
+pub fn trace_beside(
+    ctx: &Ctx,
+    g: crate::workload::Generators,
+    groups: EventGroups,
+    secs: u64,
+    progress: &RecordProgress,
+) -> Result<Analysis, Failure> {
+    std::thread::sleep(std::time::Duration::from_millis(SETTLE_MS));
+    let traced = trace_for(ctx, groups, secs * 1_000_000_000, progress);
+    g.stop();
+    Ok(traced?.1)
+}
+
+/// The live line of `phases` traced phases of `secs` each (settling included): events recorded.
+pub fn phases_live(
+    progress: &std::sync::Arc<RecordProgress>,
+    secs: u64,
+    phases: usize,
+) -> punctual_session::LiveSpec {
+    let p = progress.clone();
+    let per = secs * 1_000_000_000 + SETTLE_MS * 1_000_000;
+    punctual_session::LiveSpec::timed(per * phases as u64, move || {
+        format!(
+            "{} events",
+            p.events.load(std::sync::atomic::Ordering::Relaxed)
+        )
+    })
+}
+
 /// What a traced experiment holds: nothing real-time (the activity traced stands for ordinary
 /// applications, and the handlers traced are the kernel's), yet the session still records the
 /// hypervisor's steal time, which lengthens what is traced.

@@ -161,11 +161,6 @@ pub struct Outcome {
     pub fallbacks: Vec<Fallback>,
 }
 
-/// Every measured expiry of a trace, pooled over the timers.
-fn expiry_latency(a: &punctual_trace::analyze::Analysis) -> Recorder {
-    punctual_sim::pooled(a.sources.values().map(|s| s.expiry_late.clone())).unwrap_or_default()
-}
-
 impl ZeadallyDispatch {
     /// One case: its load on the waiter's CPU for the case's duration.
     fn case(&self, ctx: &Ctx, event: Event, case: Case, out: &mut Outcome) -> Result<(), Failure> {
@@ -249,7 +244,7 @@ impl ZeadallyDispatch {
             (tracer.join(), measured)
         });
         out.interrupt = match traced {
-            Ok(Ok((_, a))) if a.expiries.measured > 0 => Ok(expiry_latency(&a)),
+            Ok(Ok((_, a))) if a.expiries.measured > 0 => Ok(a.expiry_latency()),
             Ok(Ok(_)) => Err("the trace held no hrtimer start with its expiry".into()),
             Ok(Err(e)) => Err(format!("tracing the timer events: {}", e.message)),
             Err(_) => Err("the tracing thread panicked".into()),

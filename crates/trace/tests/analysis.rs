@@ -580,6 +580,8 @@ fn hrtimer_expiry_lateness_runs_from_the_traced_start_to_the_handler() {
         assert_eq!(late.min(), Some(3_000));
         assert_eq!(late.max(), Some(20_000));
         assert!(a.sources[&Source::Hrtimer(tick)].expiry_late.is_none());
+        let pooled = a.expiry_latency();
+        assert_eq!((pooled.count(), pooled.max()), (2, Some(20_000)));
         assert_eq!(a.sources[&Source::Hrtimer(tick)].durations.count(), 2);
     }
 }

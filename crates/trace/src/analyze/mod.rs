@@ -745,6 +745,19 @@ impl GroupStats {
 }
 
 impl Analysis {
+    /// Every measured hrtimer expiry's lateness, pooled over the timers (empty when none was).
+    pub fn expiry_latency(&self) -> Recorder {
+        let mut out = Recorder::new();
+        for r in self
+            .sources
+            .values()
+            .filter_map(|s| s.expiry_late.as_deref())
+        {
+            out.merge(r).expect("recorders of one shape merge");
+        }
+        out
+    }
+
     pub fn window_ns(&self) -> u64 {
         self.window.1.saturating_sub(self.window.0)
     }
