@@ -14,20 +14,18 @@
 
 use crate::published::etsion_billing::{row as published, Table3Row, TABLE3, TABLE5};
 use crate::simulated_clock;
-use crate::traced::trace_for;
-use crate::workload::{self, Generators, DESKTOP};
+use crate::workload::{self, Generators};
 use punctual_plot::Line;
 use punctual_result::{Failure, ResultDoc, Series, Table};
 use punctual_rt::RtWant;
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_sim::behaviour::{defaults as d, Behaviour};
 use punctual_sim::config::NS_PER_S;
-use punctual_sim::workload::{parse_workload, xine_pipeline};
+use punctual_sim::workload::{parse_workload, xine_pipeline, X_ROUND_TRIPS};
 use punctual_sim::{pooled, simulate, Control, Policy, RunConfig, RunResult, TaskSpec};
 use punctual_stats::Recorder;
 use punctual_trace::analyze::billing::{bill, ticks_in, Billing};
 use punctual_trace::analyze::{Analysis, Group, GroupStats};
-use punctual_trace::file::TraceData;
 use punctual_trace::kernel::EventGroups;
 use punctual_trace::record::RecordProgress;
 use punctual_trace::render::cdf_line;
@@ -69,15 +67,18 @@ fn billing_workload(app: &str) -> (Vec<TaskSpec>, Vec<&'static str>) {
     match app {
         "Emacs" => (
             vec![
-                TaskSpec::new(
-                    "emacs",
-                    "emacs",
-                    Behaviour::Typist {
-                        interval: d::TYPIST_INTERVAL,
-                        burst: d::TYPIST_BURST,
-                        server: Some("X".into()),
-                    },
-                ),
+                TaskSpec {
+                    round_trips: Some(X_ROUND_TRIPS),
+                    ..TaskSpec::new(
+                        "emacs",
+                        "emacs",
+                        Behaviour::Typist {
+                            interval: d::TYPIST_INTERVAL,
+                            burst: d::TYPIST_BURST,
+                            server: Some("X".into()),
+                        },
+                    )
+                },
                 TaskSpec::new(
                     "X",
                     "X",
@@ -449,13 +450,104 @@ fn billing_by_length(r: &RunResult, names: &[&str]) -> Vec<(f64, f64)> {
 
 // ---- real half ----------------------------------------------------------------------------------
 
+/// One of the paper's applications in the traced half: the label of its stand-in, the
+/// thread-name prefix whose runs are its own, and the paper's application.
+#[derive(Clone, Copy, Debug)]
+pub struct TracedApp {
+    pub label: &'static str,
+    pub prefix: &'static str,
+    pub app: &'static str,
+}
+
+/// One traced run: what it starts, and the applications read from its trace. The paper ran each
+/// application alone on a uniprocessor, so each run starts only its own stand-ins, pinned to one CPU.
+pub struct Run {
+    pub what: &'static str,
+    pub start: fn(&mut Generators),
+    pub apps: &'static [TracedApp],
+}
+
+/// The traced runs, one per row of Table 3 (the video run gives two: Xine and its X server).
+pub const RUNS: [Run; 5] = [
+    Run {
+        what: "an editor",
+        start: workload::interactive,
+        apps: &[TracedApp {
+            label: "Interactive (editor-like)",
+            prefix: "pt-edit",
+            app: "Emacs",
+        }],
+    },
+    Run {
+        what: "a video pipeline",
+        start: workload::video,
+        apps: &[
+            TracedApp {
+                label: "Video pipeline (decoder, displayer)",
+                prefix: "pt-video",
+                app: "Xine",
+            },
+            TracedApp {
+                label: "Display server (w/ video)",
+                prefix: "pt-xserver",
+                app: "X Server",
+            },
+        ],
+    },
+    Run {
+        what: "a game loop",
+        start: workload::game,
+        apps: &[TracedApp {
+            label: "Game loop",
+            prefix: "pt-game",
+            app: "Quake",
+        }],
+    },
+    Run {
+        what: "a CPU-bound task",
+        start: |g| workload::cpu_bound(g, 1),
+        apps: &[TracedApp {
+            label: "CPU-bound",
+            prefix: "pt-cpu",
+            app: "CPU-bound",
+        }],
+    },
+    Run {
+        what: "a CPU-bound task beside a game loop",
+        start: |g| {
+            workload::cpu_bound(g, 1);
+            workload::game(g);
+        },
+        apps: &[TracedApp {
+            label: "CPU-bound (w/ game loop)",
+            prefix: "pt-cpu",
+            app: "CPU+Quake",
+        }],
+    },
+];
+
+/// The traced applications in Table 3's order (the paper's), with the run each comes from.
+pub fn traced_apps() -> Vec<(usize, TracedApp)> {
+    let mut apps: Vec<(usize, TracedApp)> = RUNS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.apps.iter().map(move |a| (i, *a)))
+        .collect();
+    let order =
+        |a: &TracedApp| published(a.app).and_then(|p| TABLE3.iter().position(|r| r.app == p.app));
+    apps.sort_by_key(|(_, a)| order(a));
+    apps
+}
+
 /// `etsion-billing` on this machine.
 pub struct EtsionBilling {
     pub quick: bool,
-    /// Seconds traced.
+    /// Seconds traced per run.
     pub secs: u64,
     /// Simulated seconds of the simulator's rows (as `--sim`, so the numbers are the same).
     pub sim_secs: u64,
+    /// The one CPU every run's threads are pinned to.
+    pub cpu: usize,
     progress: Arc<RecordProgress>,
 }
 
@@ -463,18 +555,23 @@ impl EtsionBilling {
     pub fn new(opts: crate::Options) -> EtsionBilling {
         EtsionBilling {
             quick: opts.quick,
-            secs: if opts.quick { 5 } else { 20 },
+            secs: if opts.quick { 2 } else { 8 },
             sim_secs: EtsionBillingSim::new(opts).secs,
+            cpu: punctual_rt::online_cpus().last().copied().unwrap_or(0),
             progress: Arc::default(),
         }
     }
 }
 
-/// The trace of the desktop mix, and the simulator's figures for each of its applications.
+/// The traces of the runs, and the simulator's figures for each application.
 pub struct Traced {
-    pub trace: TraceData,
-    pub analysis: Analysis,
-    /// Per application of [`DESKTOP`], at 100 and 1000 Hz.
+    /// Per run of [`RUNS`].
+    pub runs: Vec<Analysis>,
+    pub events: u64,
+    pub lost_events: u64,
+    /// The traced kernel's CONFIG_HZ, when known.
+    pub kernel_hz: Option<u32>,
+    /// Per application of [`traced_apps`], at 100 and 1000 Hz.
     pub sim: Vec<[Option<Billed>; 2]>,
 }
 
@@ -488,83 +585,105 @@ impl Measurement for EtsionBilling {
         Some(crate::traced::WANTS)
     }
     fn live(&self) -> Option<LiveSpec> {
-        let p = self.progress.clone();
-        Some(LiveSpec::timed(
-            self.secs * NS_PER_S + 300_000_000,
-            move || format!("{} events", p.events.load(Ordering::Relaxed)),
+        Some(crate::traced::phases_live(
+            &self.progress,
+            self.secs,
+            RUNS.len(),
         ))
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Traced, Failure> {
-        ctx.step("tracing a desktop-like mix");
-        let mut g = Generators::new();
-        workload::interactive(&mut g);
-        workload::video(&mut g);
-        workload::game(&mut g);
-        workload::cpu_bound(&mut g, punctual_rt::online_cpus().len());
-        std::thread::sleep(std::time::Duration::from_millis(300));
         let sched = EventGroups {
             sched: true,
             irq: false,
             timer: false,
         };
-        let traced = trace_for(ctx, sched, self.secs * NS_PER_S, &self.progress);
-        g.stop();
-        let (trace, analysis) = traced?;
+        let mut t = Traced {
+            runs: Vec::new(),
+            events: 0,
+            lost_events: 0,
+            kernel_hz: None,
+            sim: Vec::new(),
+        };
+        for run in &RUNS {
+            ctx.step(format!("tracing {} alone on CPU {}", run.what, self.cpu));
+            let mut g = Generators::on_cpu(self.cpu);
+            (run.start)(&mut g);
+            let (trace, analysis) =
+                crate::traced::trace_run(ctx, g, sched, self.secs, &self.progress)?;
+            t.events += analysis.events;
+            t.lost_events += trace
+                .trailer
+                .as_ref()
+                .map(|tr| tr.lost.values().map(|l| l.total()).sum::<u64>())
+                .unwrap_or(0);
+            t.kernel_hz = t
+                .kernel_hz
+                .or(trace.header.host.as_ref().and_then(|h| h.hz));
+            t.runs.push(analysis);
+            if ctx.stop().load(Ordering::Relaxed) {
+                break;
+            }
+        }
         ctx.step("simulating the same applications");
-        let mut sim = Vec::new();
-        for (_, _, app) in DESKTOP {
+        for (_, a) in traced_apps() {
             let mut both = [None, None];
             for (i, hz) in HZ.iter().enumerate() {
-                both[i] = simulated_billing(app, *hz, self.sim_secs, Some(ctx.stop()))?;
+                both[i] = simulated_billing(a.app, *hz, self.sim_secs, Some(ctx.stop()))?;
             }
-            sim.push(both);
+            t.sim.push(both);
         }
-        Ok(Traced {
-            trace,
-            analysis,
-            sim,
-        })
+        Ok(t)
     }
     fn report(&self, t: Traced, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         crate::mark(doc, NAME, self.quick);
         crate::traced::unclaim_timer_slack(doc);
-        let a = &t.analysis;
-        let groups = desktop_groups(a);
-        let stats: Vec<GroupStats> = groups
-            .iter()
-            .map(|(g, _)| a.stats(g, &[100, 250, 1000], 0))
-            .collect();
-        series(doc, a, &groups, &stats, &t.sim);
-        doc.extra.insert("window_ns".into(), a.window_ns().into());
-        doc.extra.insert("events".into(), a.events.into());
-        let lost: u64 = t
-            .trace
-            .trailer
-            .as_ref()
-            .map(|tr| tr.lost.values().map(|l| l.total()).sum())
-            .unwrap_or(0);
-        doc.extra.insert("lost_events".into(), lost.into());
-        let model = Model::of(&t, &groups, &stats, self.sim_secs);
+        let rows = traced_rows(&t);
+        series(doc, &rows, &t.sim);
+        let window: u64 = t.runs.iter().map(|a| a.window_ns()).sum();
+        doc.extra.insert("window_ns".into(), window.into());
+        doc.extra.insert("events".into(), t.events.into());
+        doc.extra.insert("lost_events".into(), t.lost_events.into());
+        doc.settings.extra.insert("cpu".into(), self.cpu.into());
+        let model = Model::of(&t, &rows, self.sim_secs, self.secs, self.cpu);
         Ok(Report {
             tables: tables(&model),
-            figures: figures(a, &groups, &stats),
+            figures: figures(&rows),
             ..Report::default()
         })
     }
 }
 
-/// The mix's applications in the trace, found by thread name, with the paper's application each
-/// stands for.
-fn desktop_groups(a: &Analysis) -> Vec<(Group, &'static str)> {
-    DESKTOP
-        .iter()
-        .map(|(label, prefix, app)| (a.group_by_prefix(label, prefix), *app))
+/// One traced application: its run's analysis, its threads, their statistics at 100, 250 and
+/// 1000 Hz, and the paper's application.
+pub struct TracedRow<'a> {
+    pub analysis: &'a Analysis,
+    pub group: Group,
+    pub stats: GroupStats,
+    pub app: &'static str,
+}
+
+/// The applications of the runs that were traced (all of them unless stopped early), in Table
+/// 3's order.
+fn traced_rows(t: &Traced) -> Vec<TracedRow<'_>> {
+    traced_apps()
+        .into_iter()
+        .filter_map(|(run, a)| {
+            let analysis = t.runs.get(run)?;
+            let group = analysis.group_by_prefix(a.label, a.prefix);
+            let stats = analysis.stats(&group, &[100, 250, 1000], 0);
+            Some(TracedRow {
+                analysis,
+                group,
+                stats,
+                app: a.app,
+            })
+        })
         .collect()
 }
 
 /// One traced application: its billing at 100 and 1000 Hz, the simulator's, and its quanta.
 pub struct AppRow {
-    /// The mix's name for it (`Game loop`).
+    /// The stand-in's name for it (`Game loop`).
     pub label: String,
     /// The paper's application it stands for (`Quake`).
     pub app: &'static str,
@@ -583,36 +702,32 @@ pub struct AppRow {
 /// The real half's numbers.
 pub struct Model {
     pub rows: Vec<AppRow>,
-    pub window_ns: u64,
-    pub cpus: usize,
+    /// Seconds traced per run.
+    pub secs: u64,
+    /// The CPU the runs were pinned to.
+    pub cpu: usize,
     /// The traced kernel's CONFIG_HZ, when known.
     pub kernel_hz: Option<u32>,
     pub sim_secs: u64,
 }
 
 impl Model {
-    pub fn of(
-        t: &Traced,
-        groups: &[(Group, &'static str)],
-        stats: &[GroupStats],
-        sim_secs: u64,
-    ) -> Model {
-        let a = &t.analysis;
-        let w = a.window_ns();
-        let rows = groups
+    pub fn of(t: &Traced, rows: &[TracedRow], sim_secs: u64, secs: u64, cpu: usize) -> Model {
+        let rows = rows
             .iter()
-            .zip(stats)
             .zip(&t.sim)
-            .map(|(((g, app), s), sim)| {
+            .map(|(r, sim)| {
+                let (a, s) = (r.analysis, &r.stats);
+                let w = a.window_ns();
                 // Billed at 100, 250 and 1000 Hz: the paper's rates are the first and the last.
                 let (b100, b1000) = (&s.billing[0], &s.billing[2]);
                 AppRow {
                     label: s.label.clone(),
-                    app,
+                    app: r.app,
                     sim: *sim,
                     ratio: [b100.ratio(), b1000.ratio()],
                     missed: [b100.missed_fraction(), b1000.missed_fraction()],
-                    phases: HZ.map(|hz| phase_range(a, g, hz)),
+                    phases: HZ.map(|hz| phase_range(a, &r.group, hz)),
                     quanta_per_s: s.quanta_per_second(w),
                     cpu_share: s.cpu_share(w),
                 }
@@ -620,9 +735,9 @@ impl Model {
             .collect();
         Model {
             rows,
-            window_ns: w,
-            cpus: a.cpus,
-            kernel_hz: t.trace.header.host.as_ref().and_then(|h| h.hz),
+            secs,
+            cpu,
+            kernel_hz: t.kernel_hz,
             sim_secs,
         }
     }
@@ -704,11 +819,12 @@ fn table3(m: &Model) -> Table {
         m.sim_secs
     ));
     t.note(format!(
-        "traced here: {} s trace of a mix on this machine ({} CPUs), billed by virtual ticks of phase 0; paper: Linux 2.4.8 \
-         at 100 and 1000 Hz on a Pentium III, each row its own run. Virtual ticks do not wake tasks, so the \
-         alarm-tick synchronisation that starved the paper's X server of billing cannot occur here.",
-        m.window_ns / 1_000_000_000,
-        m.cpus
+        "traced here: each application's stand-in alone ({} s each, pinned to CPU {} as the paper's uniprocessor; \
+         Xine's X server from the video run, CPU+Quake the CPU-bound task beside the game loop), billed by virtual \
+         ticks of phase 0; paper: Linux 2.4.8 at 100 and 1000 Hz on a Pentium III, each row its own run. Virtual \
+         ticks do not wake tasks, so the alarm-tick synchronisation that starved the paper's X server of billing \
+         cannot occur here.",
+        m.secs, m.cpu
     ));
     t
 }
@@ -737,11 +853,16 @@ fn table4(m: &Model) -> Table {
         "CPU here",
     ])
     .titled("Table 4: average quanta per second");
-    for (i, r) in m.rows.iter().enumerate() {
+    // Each application in isolation: CPU+Quake has no row.
+    let isolated = m
+        .rows
+        .iter()
+        .filter_map(|r| Some((r, published(r.app)?.quanta_per_s?)));
+    for (i, (r, q)) in isolated.enumerate() {
         if i > 0 {
             t.rule();
         }
-        let q = published(r.app).and_then(|p| p.quanta_per_s);
+        let q = Some(q);
         t.row([
             format!("{} ({})", r.label, r.app),
             "paper".into(),
@@ -766,24 +887,19 @@ fn table4(m: &Model) -> Table {
         ]);
     }
     t.note(format!(
-        "traced here: one tickless kernel (CONFIG_HZ={}), all applications at once, so one figure for both \
-         rates; the paper ran each in isolation on 100 and 1000 Hz kernels. Quanta are runs whose start and end \
-         were both traced (a start from idle, which this kernel does not record, is placed at the wake-up).",
+        "traced here: each application alone, as the paper's, but on one tickless kernel (CONFIG_HZ={}) whose rate \
+         is fixed at boot, so one figure for both rates: not reproducible here, because the paper's two columns \
+         are two kernels. Quanta are runs whose start and end were both traced (a start from idle, which this \
+         kernel does not record, is placed at the wake-up).",
         m.kernel_hz.map_or("?".into(), |h| h.to_string())
     ));
     t
 }
 
 /// Each application's effective quanta, with its billing traced and simulated.
-fn series(
-    doc: &mut ResultDoc,
-    a: &Analysis,
-    groups: &[(Group, &'static str)],
-    stats: &[GroupStats],
-    sim: &[[Option<Billed>; 2]],
-) {
-    let w = a.window_ns();
-    for (((_, app), s), sim) in groups.iter().zip(stats).zip(sim) {
+fn series(doc: &mut ResultDoc, rows: &[TracedRow], sim: &[[Option<Billed>; 2]]) {
+    for (r, sim) in rows.iter().zip(sim) {
+        let s = &r.stats;
         let simulated: Vec<serde_json::Value> = HZ
             .iter()
             .zip(sim)
@@ -796,8 +912,11 @@ fn series(
             .collect();
         doc.series.push(
             Series::from_recorder(&s.label, "effective_quantum", None, &s.quanta)
-                .with("paper_application", *app)
-                .with("quanta_per_second", s.quanta_per_second(w))
+                .with("paper_application", r.app)
+                .with(
+                    "quanta_per_second",
+                    s.quanta_per_second(r.analysis.window_ns()),
+                )
                 .with("cpu_ns", s.cpu_ns)
                 .with("billing", billing)
                 .with("simulated", simulated),
@@ -830,16 +949,12 @@ fn billing_curve(a: &Analysis, g: &Group, hz: u32) -> Line {
 
 /// Fig. 6 (effective quantum CDF) and Fig. 4 (mean billed time against quantum) from the trace;
 /// a figure with nothing to draw is left out.
-pub fn figures(
-    a: &Analysis,
-    groups: &[(Group, &'static str)],
-    stats: &[GroupStats],
-) -> Vec<Figure> {
+pub fn figures(rows: &[TracedRow]) -> Vec<Figure> {
     let mut figures = Vec::new();
-    let cdf: Vec<Line> = stats
+    let cdf: Vec<Line> = rows
         .iter()
-        .filter(|s| s.quanta.count() > 0)
-        .map(|s| cdf_line(&s.label, &s.quanta))
+        .filter(|r| r.stats.quanta.count() > 0)
+        .map(|r| cdf_line(&r.stats.label, &r.stats.quanta))
         .collect();
     if !cdf.is_empty() {
         let svg = punctual_plot::line_plot(
@@ -853,9 +968,9 @@ pub fn figures(
         figures.extend(crate::figure("etsion-billing-fig6", svg).ok());
     }
     let mut curves = Vec::new();
-    for (g, _) in groups.iter().filter(|(g, _)| !g.tids.is_empty()).take(3) {
+    for r in rows.iter().filter(|r| !r.group.tids.is_empty()).take(3) {
         for h in HZ {
-            curves.push(billing_curve(a, g, h));
+            curves.push(billing_curve(r.analysis, &r.group, h));
         }
     }
     if let Some(max_x) = curves

@@ -47,10 +47,21 @@ pub fn trace_beside(
     secs: u64,
     progress: &RecordProgress,
 ) -> Result<Analysis, Failure> {
+    Ok(trace_run(ctx, g, groups, secs, progress)?.1)
+}
+
+/// [`trace_beside`], with the trace itself.
+pub fn trace_run(
+    ctx: &Ctx,
+    g: crate::workload::Generators,
+    groups: EventGroups,
+    secs: u64,
+    progress: &RecordProgress,
+) -> Result<(TraceData, Analysis), Failure> {
     std::thread::sleep(std::time::Duration::from_millis(SETTLE_MS));
     let traced = trace_for(ctx, groups, secs * 1_000_000_000, progress);
     g.stop();
-    Ok(traced?.1)
+    traced
 }
 
 /// The live line of `phases` traced phases of `secs` each (settling included): events recorded.

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 pub struct Generators {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// Every thread pinned to this CPU alone.
+    cpu: Option<usize>,
 }
 
 impl Default for Generators {
@@ -30,15 +32,30 @@ impl Generators {
         Generators {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
+            cpu: None,
+        }
+    }
+
+    /// Generators whose threads all run on `cpu` alone (the seeds' uniprocessors).
+    pub fn on_cpu(cpu: usize) -> Self {
+        Generators {
+            cpu: Some(cpu),
+            ..Self::new()
         }
     }
 
     /// Start a thread named `name` (its kernel task name, at most 15 bytes).
     pub fn spawn(&mut self, name: &str, body: impl FnOnce(&AtomicBool) + Send + 'static) {
         let stop = self.stop.clone();
+        let cpu = self.cpu;
         let h = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || body(&stop))
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    pin(c);
+                }
+                body(&stop)
+            })
             .expect("spawning a generator thread");
         self.threads.push(h);
     }
@@ -253,15 +270,6 @@ fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
 }
 
 // ---- Etsion's mixed desktop ------------------------------------------------------------------
-
-/// Thread-name prefixes of the desktop mix, with the seed's application they stand for.
-pub const DESKTOP: [(&str, &str, &str); 5] = [
-    ("Interactive (editor-like)", "pt-edit", "Emacs"),
-    ("Video pipeline (decoder, displayer)", "pt-video", "Xine"),
-    ("Display server", "pt-xserver", "X Server"),
-    ("Game loop", "pt-game", "Quake"),
-    ("CPU-bound", "pt-cpu", "CPU-bound"),
-];
 
 /// An editor-like task: about 8 keystrokes a second, each handled in 100-400 us of work.
 pub fn interactive(g: &mut Generators) {

@@ -88,16 +88,17 @@ fn etsion_billing_quick_runs_through_the_binary() {
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
         "Table 3: scheduler billing success rate (billing ratio; quanta never billed)",
-        "Display server (X Server)                   paper                0.0202   0.9319               99.43%   64.05%",
+        "Display server (w/ video) (X Server)        paper                0.0202   0.9319               99.43%   64.05%",
+        "CPU-bound (w/ game loop) (CPU+Quake)        paper                1.0333   1.0390               26.71%    2.36%",
         "Billing ratio's sensitivity to the tick phase (min - max)",
         "Table 4: average quanta per second",
         "470.67   695.94",
-        "traced here: 5 s trace",
+        "traced here: each application's stand-in alone (2 s each, pinned to CPU",
     ] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     assert_eq!(doc["experiment"], "etsion-billing");
-    assert_eq!(doc["series"].as_array().unwrap().len(), 5);
+    assert_eq!(doc["series"].as_array().unwrap().len(), 6);
     assert!(dir.path().join("etsion-billing-fig6.svg").exists());
     assert!(dir.path().join("etsion-billing-fig4.svg").exists());
 }

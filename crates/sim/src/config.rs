@@ -229,6 +229,52 @@ pub struct TaskSpec {
     pub nice: i32,
     /// Pinned to this CPU, or free to run anywhere.
     pub cpu: Option<usize>,
+    /// Synchronous requests this task makes of its server before each hand-off.
+    pub round_trips: Option<RoundTrips>,
+}
+
+/// A client's synchronous requests to its server (X protocol round trips: Etsion Section 4's X
+/// server has mostly "extremely short" quanta, 68 % of them at 100 Hz). Before each hand-off the
+/// client sends `count` requests one at a time; the server computes `U(server)` for each and
+/// replies; the client computes `U(client)` on each reply. Each side's burst is its own quantum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundTrips {
+    pub count: u32,
+    pub server: (Ns, Ns),
+    pub client: (Ns, Ns),
+}
+
+impl RoundTrips {
+    /// At most this many requests per hand-off.
+    pub const MAX_COUNT: u32 = 1000;
+
+    fn validate(&self, task: &str, has_server: bool) -> Result<(), SimError> {
+        let bad = |why: String| {
+            Err(SimError::invalid(
+                "round_trips",
+                format!("task '{task}': {why}"),
+            ))
+        };
+        if !has_server {
+            return bad("round trips need a server to send them to".into());
+        }
+        if self.count > Self::MAX_COUNT {
+            return bad(format!(
+                "{} round trips per hand-off is above the limit of {}",
+                self.count,
+                Self::MAX_COUNT
+            ));
+        }
+        for (lo, hi) in [self.server, self.client] {
+            if lo == 0 || lo > hi || hi > MAX_DURATION {
+                return bad(format!(
+                    "each request's work must be more than zero with min <= max and at most {}",
+                    format_ns(MAX_DURATION)
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl TaskSpec {
@@ -245,6 +291,7 @@ impl TaskSpec {
             priority: 50,
             nice: 0,
             cpu: None,
+            round_trips: None,
         }
     }
 }
@@ -462,6 +509,9 @@ impl RunConfig {
                 ));
             }
             t.behaviour.validate(&t.name)?;
+            if let Some(rt) = &t.round_trips {
+                rt.validate(&t.name, t.behaviour.target().is_some())?;
+            }
         }
         let names: std::collections::HashSet<&str> =
             self.tasks.iter().map(|t| t.name.as_str()).collect();

@@ -10,7 +10,7 @@
 //! Overheads are CPU time taken from whatever the CPU would have done: an interrupt charges its
 //! direct and indirect cost, a context switch its cost, and the task's work resumes after them.
 
-use crate::config::{Class, Mechanism, Ns, Policy, RunConfig, NS_PER_S};
+use crate::config::{Class, Mechanism, Ns, Policy, RoundTrips, RunConfig, NS_PER_S};
 use crate::rng::Rng;
 use crate::stats::{CpuAccount, TaskStats};
 use crate::task::{Cx, Pipe, Step, TaskState, Wake};
@@ -76,9 +76,37 @@ struct Task {
     server: Option<usize>,
     decoder: Option<usize>,
     pipe: Option<usize>,
+    round_trips: Option<RoundTrips>,
+    rpc: Rpc,
     behaviour: TaskState,
     rng: Rng,
     stats: TaskStats,
+}
+
+/// Where a task stands in the round trips of [`RoundTrips`].
+#[derive(Default)]
+struct Rpc {
+    /// Client: requests still to make before its hand-off (deferred until they are done).
+    left: u32,
+    /// Client: blocked until the server replies; nothing else wakes it meanwhile.
+    waiting: bool,
+    /// Client: the reply came; its burst comes next.
+    replied: bool,
+    /// The burst under way is a request's (server) or a reply's (client), not the behaviour's.
+    burst: bool,
+    /// Server: clients whose requests wait, oldest first.
+    callers: VecDeque<usize>,
+    /// Server: the client whose request is being served.
+    serving: Option<usize>,
+    /// Client: hand-offs deferred until `left` reaches zero.
+    handoffs: u32,
+}
+
+impl Rpc {
+    /// In a round trip: its behaviour waits until it is over.
+    fn busy(&self) -> bool {
+        self.left > 0 || self.waiting || self.replied || self.burst
+    }
 }
 
 struct Cpu {
@@ -194,6 +222,8 @@ impl<'c> Engine<'c> {
                     server: spec.behaviour.target().and_then(index),
                     decoder: spec.behaviour.decoder().and_then(index),
                     pipe,
+                    round_trips: spec.round_trips.filter(|r| r.count > 0),
+                    rpc: Rpc::default(),
                     behaviour: TaskState::new(spec),
                     rng: Rng::new(cfg.seed, i as u64 + 1),
                     stats: TaskStats::default(),
@@ -399,7 +429,9 @@ impl<'c> Engine<'c> {
     }
 
     fn wake(&mut self, t: usize) {
-        if self.tasks[t].state != RunState::Blocked {
+        // A client waiting for its server's reply sleeps through everything else: its alarms
+        // and devices are noticed once the round trips are over.
+        if self.tasks[t].state != RunState::Blocked || self.tasks[t].rpc.waiting {
             return;
         }
         self.tasks[t].state = RunState::Runnable;
@@ -582,7 +614,12 @@ impl<'c> Engine<'c> {
             self.devices.push(Reverse((at.max(self.now), t as u32)));
         }
         if send_server {
-            if let Some(s) = self.tasks[t].server {
+            if let Some(rt) = self.tasks[t].round_trips {
+                // The hand-off waits for the requests before it (sent once the task blocks).
+                let rpc = &mut self.tasks[t].rpc;
+                rpc.left += rt.count;
+                rpc.handoffs += 1;
+            } else if let Some(s) = self.tasks[t].server {
                 self.message(s);
             }
         }
@@ -592,6 +629,62 @@ impl<'c> Engine<'c> {
             }
         }
         step
+    }
+
+    /// The next step of a round trip for task `t` on CPU `c`, if it is in one: a client's reply
+    /// burst, its next request (then it blocks for the reply), or a server's next request.
+    fn round_trip(&mut self, c: usize, t: usize) -> bool {
+        let task = &mut self.tasks[t];
+        let work = if std::mem::take(&mut task.rpc.replied) {
+            task.round_trips.map(|r| r.client)
+        } else if task.rpc.waiting {
+            self.block(c, t);
+            return true;
+        } else if task.rpc.left > 0 {
+            let Some(s) = task.server else {
+                return false;
+            };
+            task.rpc.waiting = true;
+            self.tasks[s].rpc.callers.push_back(t);
+            self.wake(s);
+            self.block(c, t);
+            return true;
+        } else if let Some(caller) = task.rpc.callers.pop_front() {
+            task.rpc.serving = Some(caller);
+            self.tasks[caller].round_trips.map(|r| r.server)
+        } else {
+            None
+        };
+        let Some(range) = work else {
+            return false;
+        };
+        let task = &mut self.tasks[t];
+        let ns = task.rng.range(range.0, range.1);
+        task.rpc.burst = true;
+        self.apply(c, t, Some(Step::Compute(ns)));
+        true
+    }
+
+    /// A request's or a reply's burst ended: the server replies; the client, after its last
+    /// reply, makes the hand-off it deferred.
+    fn round_trip_done(&mut self, t: usize) {
+        if let Some(caller) = self.tasks[t].rpc.serving.take() {
+            let client = &mut self.tasks[caller].rpc;
+            client.waiting = false;
+            client.replied = true;
+            self.wake(caller);
+            return;
+        }
+        let rpc = &mut self.tasks[t].rpc;
+        rpc.left = rpc.left.saturating_sub(1);
+        if rpc.left == 0 {
+            let handoffs = std::mem::take(&mut rpc.handoffs);
+            if let Some(s) = self.tasks[t].server {
+                for _ in 0..handoffs {
+                    self.message(s);
+                }
+            }
+        }
     }
 
     fn message(&mut self, to: usize) {
@@ -609,7 +702,7 @@ impl<'c> Engine<'c> {
             self.apply(c, t, step);
             return;
         }
-        if self.tasks[t].signal.is_some() {
+        if self.tasks[t].signal.is_some() && !self.tasks[t].rpc.busy() {
             self.notice_signal(c, t);
             return;
         }
@@ -619,6 +712,9 @@ impl<'c> Engine<'c> {
     }
 
     fn notice_signal(&mut self, c: usize, t: usize) {
+        if self.tasks[t].rpc.busy() {
+            return; // noticed once the round trips are over
+        }
         let Some((expiry, fired)) = self.tasks[t].signal.take() else {
             return;
         };
@@ -637,6 +733,9 @@ impl<'c> Engine<'c> {
 
     /// A task with no burst under way: handle what woke it, or block.
     fn after_block(&mut self, c: usize, t: usize) {
+        if self.round_trip(c, t) {
+            return;
+        }
         if self.tasks[t].signal.is_some() {
             self.notice_signal(c, t);
         } else if self.tasks[t].device_pending > 0 {
@@ -830,6 +929,11 @@ impl<'c> Engine<'c> {
             .current
             .expect("a completion on a CPU with a task");
         self.tasks[t].active = false;
+        if std::mem::take(&mut self.tasks[t].rpc.burst) {
+            self.round_trip_done(t);
+            self.apply(c, t, Some(Step::Block));
+            return;
+        }
         let step = self.call(c, t, |b, cx| Some(b.on_done(cx)));
         self.apply(c, t, step);
         if self.cpus[c].current == Some(t) {

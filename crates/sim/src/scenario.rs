@@ -416,6 +416,7 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
                 priority,
                 nice,
                 cpu,
+                round_trips: None,
             }
         })
         .collect())

@@ -2,7 +2,7 @@
 //! [`TaskSpec`]s.
 
 use crate::behaviour::{defaults, parse_fps, Behaviour, Poll, ETSION_DELAY};
-use crate::config::TaskSpec;
+use crate::config::{RoundTrips, TaskSpec};
 use crate::units::Ns;
 
 /// Parse a workload given on the command line: `blk:N`, `pctK:N`, `cont:N`, `cpu:N`,
@@ -138,24 +138,35 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
     Ok(tasks)
 }
 
+/// An X client's round trips to the X server before each hand-off (a frame, a redraw): two
+/// requests, each an "extremely short" quantum of the server's (Etsion Section 4: 68 % of the X
+/// server's quanta at 100 Hz) and of the client's when the reply comes.
+pub const X_ROUND_TRIPS: RoundTrips = RoundTrips {
+    count: 2,
+    server: (20_000, 60_000),
+    client: (10_000, 40_000),
+};
+
 /// Xine and the X server (Etsion Sections 2, 4, 6): the displayer wakes on a 4 ms alarm and, when
-/// a frame is due, hands it to the X server, which takes just under a 100 Hz tick to show it; the
-/// decoder fills a small buffer ahead.
+/// a frame is due, makes its round trips to the X server and hands it the frame, which takes just
+/// under a 100 Hz tick to show; the decoder fills a small buffer ahead.
 pub fn xine_pipeline(fps_milli: u64) -> Vec<TaskSpec> {
+    let mut display = TaskSpec::new(
+        "xine display",
+        "xine",
+        Behaviour::Player {
+            fps_milli,
+            poll: Poll::Every(defaults::XINE_POLL),
+            work: defaults::XINE_DISPLAY_WORK,
+            frames: None,
+            start: 0,
+            server: Some("X".into()),
+            decoder: Some("xine decode".into()),
+        },
+    );
+    display.round_trips = Some(X_ROUND_TRIPS);
     vec![
-        TaskSpec::new(
-            "xine display",
-            "xine",
-            Behaviour::Player {
-                fps_milli,
-                poll: Poll::Every(defaults::XINE_POLL),
-                work: defaults::XINE_DISPLAY_WORK,
-                frames: None,
-                start: 0,
-                server: Some("X".into()),
-                decoder: Some("xine decode".into()),
-            },
-        ),
+        display,
         TaskSpec::new(
             "xine decode",
             "xine",

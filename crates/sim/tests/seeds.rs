@@ -209,6 +209,86 @@ fn x_server_is_billed_almost_nothing_at_100hz_and_most_at_1000hz() {
     assert!((dec(&x1000) - 1.0).abs() < 0.1, "{}", dec(&x1000));
 }
 
+fn task<'a>(r: &'a punctual_sim::RunResult, name: &str) -> &'a punctual_sim::TaskStats {
+    &r.tasks.iter().find(|t| t.name == name).unwrap().stats
+}
+
+#[test]
+fn x_server_quanta_are_mostly_the_short_round_trips() {
+    let (x100, x1000) = (xine(100), xine(1000));
+    let shown = task(&x100, "xine display").frames_shown;
+    let x = task(&x100, "X");
+    // Each frame: two round trips (two short quanta) and the frame itself (one long one), so the
+    // X server's quanta are two thirds short (Etsion Section 4: about 68 % at 100 Hz).
+    let short = x
+        .effective_quantum
+        .as_ref()
+        .unwrap()
+        .fraction_at_or_below(100_000);
+    assert!((0.6..0.72).contains(&short), "short share {short}");
+    assert!(
+        x.quanta >= 3 * shown - 3,
+        "{} quanta, {shown} frames",
+        x.quanta
+    );
+    // At 1000 Hz the short ones are still missed by the tick (Table 3: 64.05 % of quanta), while
+    // the long ones are billed (it was 0.03 % missed without them).
+    let x = task(&x1000, "X");
+    let missed = x.missed_quanta as f64 / x.quanta as f64;
+    assert!((0.4..0.75).contains(&missed), "missed {missed}");
+    // Xine's displayer takes a short quantum for each reply.
+    assert!(
+        task(&x100, "xine display").quanta >= task(&x100, "xine display").alarms + 2 * shown - 3
+    );
+}
+
+#[test]
+fn round_trips_alternate_client_and_server_before_the_hand_off() {
+    let typist = |round_trips| {
+        let mut t = TaskSpec::new(
+            "editor",
+            "editor",
+            Behaviour::Typist {
+                interval: 125 * MS,
+                burst: (MS / 10, MS / 5),
+                server: Some("X".into()),
+            },
+        );
+        t.round_trips = round_trips;
+        let server = TaskSpec::new("X", "X", Behaviour::Server { work: (MS, MS) });
+        run(&RunConfig {
+            hz: 1000,
+            policy: Policy::Linux24,
+            duration: 20 * S,
+            tasks: vec![t, server],
+            ..RunConfig::default()
+        })
+    };
+    let trips = punctual_sim::RoundTrips {
+        count: 3,
+        server: (50_000, 50_000),
+        client: (20_000, 20_000),
+    };
+    let (plain, chatty) = (typist(None), typist(Some(trips)));
+    // The same keystrokes (same seed): each now wakes the server three times for requests and
+    // once for the hand-off, and the editor once for the key and three times for replies.
+    let keys = task(&plain, "X").wakeups;
+    assert!(keys > 100, "{keys}");
+    assert!(task(&chatty, "X").wakeups.abs_diff(4 * keys) <= 4);
+    assert!(task(&chatty, "editor").wakeups.abs_diff(4 * keys) <= 4);
+    // The server's work grew by exactly its requests: 3 x 50 us per keystroke.
+    let extra = task(&chatty, "X").consumed_ns - task(&plain, "X").consumed_ns;
+    assert!(extra.abs_diff(keys * 150_000) <= 1_150_000, "{extra}");
+    // A client without a server cannot make round trips.
+    let mut lone = TaskSpec::new("lone", "lone", Behaviour::Cpu);
+    lone.round_trips = Some(trips);
+    let cfg = RunConfig {
+        tasks: vec![lone],
+        ..RunConfig::default()
+    };
+    assert!(simulate(&cfg, &Control::default()).is_err());
+}
+
 #[test]
 fn accounting_conserves_work_and_ticks() {
     for (timer, policy, w) in [
