@@ -10,8 +10,10 @@
 //! - [`record`]: AF_PACKET capture with SO_TIMESTAMPNS into pcapng (if_tsresol = 9).
 //! - [`measure`]: both as measurements of the lifecycle (`punctual_session::execute`).
 //! - [`netns`]: a veth pair between two namespaces made for a measurement, removed on drop.
+//! - [`against`]: a received stream against the original file's own inter-arrival times.
 //! - [`arrivals`]: a received stream's inter-arrival errors against its spacing (ARTS's check).
 
+pub mod against;
 pub mod arrivals;
 pub mod measure;
 pub mod netns;

@@ -243,12 +243,36 @@ pub struct Timing {
     pub gaps_within_1pct: u64,
     pub gaps_within_7pct: u64,
     pub gaps: u64,
-    /// Online regression of the error (actual - intended) on the intended instant (Welford).
+    /// Online regression of the error (actual - intended) on the intended instant.
+    slope: Slope,
+    prev: Option<(u64, u64)>,
+}
+
+/// An online least-squares slope of y on x (Welford's updates): no per-point storage.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slope {
+    n: f64,
     mean_x: f64,
     mean_y: f64,
     c_xy: f64,
     m2_x: f64,
-    prev: Option<(u64, u64)>,
+}
+
+impl Slope {
+    #[inline(always)]
+    pub fn add(&mut self, x: f64, y: f64) {
+        self.n += 1.0;
+        let dx = x - self.mean_x;
+        self.mean_x += dx / self.n;
+        self.mean_y += (y - self.mean_y) / self.n;
+        self.m2_x += dx * (x - self.mean_x);
+        self.c_xy += dx * (y - self.mean_y);
+    }
+
+    /// `None` under two points or when x never moved.
+    pub fn slope(&self) -> Option<f64> {
+        (self.n >= 2.0 && self.m2_x > 0.0).then(|| self.c_xy / self.m2_x)
+    }
 }
 
 impl Timing {
@@ -262,10 +286,7 @@ impl Timing {
             gaps_within_1pct: 0,
             gaps_within_7pct: 0,
             gaps: 0,
-            mean_x: 0.0,
-            mean_y: 0.0,
-            c_xy: 0.0,
-            m2_x: 0.0,
+            slope: Slope::default(),
             prev: None,
         }
     }
@@ -275,14 +296,8 @@ impl Timing {
     fn add(&mut self, intended: u64, target: u64, actual: u64, spacing: f64) {
         self.sent += 1;
         self.lateness.record(actual.saturating_sub(target));
-        let err = actual as f64 - target as f64;
-        let x = intended as f64;
-        let n = self.sent as f64;
-        let dx = x - self.mean_x;
-        self.mean_x += dx / n;
-        self.mean_y += (err - self.mean_y) / n;
-        self.m2_x += dx * (x - self.mean_x);
-        self.c_xy += dx * (err - self.mean_y);
+        self.slope
+            .add(intended as f64, actual as f64 - target as f64);
         if let Some((pt, pa)) = self.prev {
             let want = target - pt;
             let got = actual.saturating_sub(pa);
@@ -302,7 +317,7 @@ impl Timing {
 
     /// Slope of the error over the run (ns of error per ns of run), `None` under two sends.
     pub fn drift(&self) -> Option<f64> {
-        (self.sent >= 2 && self.m2_x > 0.0).then(|| self.c_xy / self.m2_x)
+        self.slope.slope()
     }
 
     pub fn share_within_1pct(&self) -> Option<f64> {
