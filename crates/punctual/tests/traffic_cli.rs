@@ -152,6 +152,16 @@ fn replay_over_loopback_loops_and_limits_and_reports_the_gaps() {
     assert_eq!(doc["traffic"]["spacing_ns"], 1_000_000.0);
     assert!(doc["traffic"]["gaps_within_1pct"].as_f64().is_some());
     assert!(doc["traffic"]["drift"].as_f64().is_some());
+    // Loopback stamps every datagram in its xmit: each send is timed by the kernel's stamp, and
+    // the document says so.
+    let si = &doc["traffic"]["send_instant"];
+    assert_eq!(si["tx_timestamps"], "on", "{si}");
+    assert_eq!(si["kernel_stamped"], 50, "{si}");
+    assert_eq!(si["before_send_call"], 0, "{si}");
+    assert!(doc["series"][0]["measured_at"]
+        .as_str()
+        .unwrap()
+        .contains("transmit timestamp"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("within 1%"), "{stdout}");
 }

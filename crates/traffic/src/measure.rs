@@ -200,6 +200,8 @@ pub struct Replay {
     sender: Option<Box<dyn Sender>>,
     describe: String,
     progress: Arc<[SlotProgress; 1]>,
+    /// Kernel transmit stamps turned on, or why not.
+    stamps: Result<(), String>,
 }
 
 pub struct ReplayOutcome {
@@ -209,8 +211,11 @@ pub struct ReplayOutcome {
 }
 
 impl Replay {
-    pub fn new(cfg: ReplayConfig, loaded: Loaded, sender: Box<dyn Sender>) -> Replay {
+    /// Turns the sender's kernel transmit stamps on where it can (recorded either way).
+    pub fn new(cfg: ReplayConfig, loaded: Loaded, mut sender: Box<dyn Sender>) -> Replay {
+        let stamps = sender.enable_stamps().map_err(|e| e.to_string());
         Replay {
+            stamps,
             shield: None,
             describe: sender.describe(),
             cfg,
@@ -322,6 +327,16 @@ impl Measurement for Replay {
 
     fn report(&self, o: ReplayOutcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(doc, o.fallback.iter());
+        if let Err(why) = &self.stamps {
+            let f = Fallback {
+                setting: "tx_timestamps".into(),
+                wanted: "kernel software transmit timestamps (SO_TIMESTAMPING)".into(),
+                got: "the clock read just before each send call".into(),
+                why: why.clone(),
+                fix: "a kernel with SO_TIMESTAMPING on this socket type".into(),
+            };
+            ctx.runtime_fallbacks(doc, [&f]);
+        }
         let l = &self.loaded;
         let t = &o.replayed.timing;
         let s = &mut doc.settings.extra;
@@ -338,7 +353,8 @@ impl Measurement for Replay {
         let spacing = l.schedule.spacing();
         doc.series = vec![
             Series::from_recorder("send lateness", kind::LATENESS, self.cfg.cpu, &t.lateness)
-                .with("measured_at", "before the send call"),
+                .with("measured_at", measured_at(t))
+                .with("kernel_stamped", t.stamped),
             Series::from_recorder(
                 "gap error",
                 kind::INTERVAL_DEVIATION,
@@ -368,6 +384,14 @@ impl Measurement for Replay {
                 "spun_through": o.replayed.spun_through,
                 "breathers": o.replayed.breathers,
                 "expected_ns": o.expected_ns,
+                "send_instant": {
+                    "source": measured_at(t),
+                    "kernel_stamped": t.stamped,
+                    "before_send_call": t.sent - t.stamped,
+                    "stale_stamps": t.stale_stamps,
+                    "tx_timestamps": self.stamps.as_ref().map(|_| "on").unwrap_or_else(|e| e),
+                    "realtime_minus_monotonic_ns": o.replayed.stamp_offset.map(|(a, b)| [a, b]),
+                },
             }),
         );
         let mut tab = Table::new(&[
@@ -403,7 +427,11 @@ impl Measurement for Replay {
             t.drift()
                 .map_or("-".into(), |d| format!("{:.4}%", d * 100.0)),
         ]);
-        tab.note("late: from each packet's instant to just before its send call; gap: |actual - intended| between consecutive sends; within: gaps off by at most 1 % / 7 % of the spacing (ARTS's metric); drift: slope of the error over the run");
+        tab.note(format!(
+            "late: from each packet's instant to its actual send: {}",
+            measured_at(t)
+        ));
+        tab.note("gap: |actual - intended| between consecutive sends; within: gaps off by at most 1 % / 7 % of the spacing (ARTS's metric); drift: slope of the error over the run");
         let mut text = String::new();
         if let Some(st) = &l.stopped {
             text.push_str(&format!(
@@ -429,6 +457,18 @@ impl Measurement for Replay {
 
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
         doc.series.first().map(|s| (s.summary.max, "send lateness"))
+    }
+}
+
+/// Where the actual send instants came from.
+fn measured_at(t: &crate::replay::Timing) -> String {
+    match (t.stamped, t.sent) {
+        (0, _) => "the clock read just before the send call".into(),
+        (s, n) if s == n => "the kernel's software transmit timestamp (SO_TIMESTAMPING)".into(),
+        (s, n) => format!(
+            "the kernel's software transmit timestamp for {s} of {n} sends, the clock read \
+             just before the send call for the rest"
+        ),
     }
 }
 
