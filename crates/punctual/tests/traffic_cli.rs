@@ -152,6 +152,16 @@ fn replay_over_loopback_loops_and_limits_and_reports_the_gaps() {
     assert_eq!(doc["traffic"]["spacing_ns"], 1_000_000.0);
     assert!(doc["traffic"]["gaps_within_1pct"].as_f64().is_some());
     assert!(doc["traffic"]["drift"].as_f64().is_some());
+    // Loopback stamps every datagram in its xmit: each send is timed by the kernel's stamp, and
+    // the document says so.
+    let si = &doc["traffic"]["send_instant"];
+    assert_eq!(si["tx_timestamps"], "on", "{si}");
+    assert_eq!(si["kernel_stamped"], 50, "{si}");
+    assert_eq!(si["before_send_call"], 0, "{si}");
+    assert!(doc["series"][0]["measured_at"]
+        .as_str()
+        .unwrap()
+        .contains("transmit timestamp"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("within 1%"), "{stdout}");
 }
@@ -382,4 +392,150 @@ fn record_filter_keeps_only_the_named_port() {
         "{}",
         doc["traffic"]
     );
+}
+
+/// `record --against` naming a file that cannot be read exits 2 before capturing, writing nothing.
+#[test]
+fn record_against_a_missing_or_damaged_original_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.pcap");
+    std::fs::write(&bad, "not a capture").unwrap();
+    for orig in [dir.path().join("missing.pcapng"), bad] {
+        let out = punctual()
+            .args([
+                "traffic",
+                "record",
+                "-i",
+                "lo",
+                "-D",
+                "1s",
+                "--no-store",
+                "-o",
+            ])
+            .arg(dir.path().join("x.pcapng"))
+            .arg("--against")
+            .arg(&orig)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&*orig.to_string_lossy()), "{err}");
+        assert!(!dir.path().join("x.pcapng").exists(), "nothing written");
+    }
+}
+
+/// Issue 14: `record --against ORIGINAL` on the receiving side of a real replay over a veth pair
+/// (namespaces the test makes): every datagram matched to the file's packet by its UDP payload, in
+/// order, and every received gap compared with the file's own gap between the same two packets
+/// (the file's gaps alternate 1 ms and 3 ms, so a comparison with a mean spacing would be off by
+/// a millisecond).
+#[test]
+fn record_against_the_original_over_veth_compares_every_gap_with_the_files() {
+    let test = "record_against_the_original_over_veth_compares_every_gap_with_the_files";
+    if !common::is_root() {
+        eprintln!("SKIPPED {test}: network namespaces and AF_PACKET need root");
+        return;
+    }
+    let pair = match punctual_traffic::netns::Pair::new("av", 215) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("SKIPPED {test}: cannot make a veth pair between namespaces: {e}");
+            return;
+        }
+    };
+    // A static neighbour: the first datagram does not wait for ARP.
+    let mac: Vec<String> = pair
+        .mac(1)
+        .unwrap()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let ok = std::process::Command::new("ip")
+        .args(["-n", &pair.ns[0], "neigh", "replace", &pair.ip[1], "lladdr"])
+        .arg(mac.join(":"))
+        .args(["dev", &pair.dev[0]])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let dir = tempfile::tempdir().unwrap();
+    let orig = dir.path().join("orig.pcapng");
+    let n = 200u64;
+    let mut s = PacketStore::new();
+    let mut t = 1_700_000_000_000_000_000u64;
+    for i in 0..n {
+        s.push(t, &udp_frame(&i.to_le_bytes()));
+        t += if i % 2 == 0 { 1_000_000 } else { 3_000_000 };
+    }
+    write_pcapng(
+        std::fs::File::create(&orig).unwrap(),
+        DataLink::ETHERNET,
+        &s,
+    )
+    .unwrap();
+    let (rx, json) = (dir.path().join("rx.pcapng"), dir.path().join("rx.json"));
+    let mut rec = std::process::Command::new("ip")
+        .args(["netns", "exec", &pair.ns[1]])
+        .arg(common::bin_path())
+        .args([
+            "traffic",
+            "record",
+            "-i",
+            &pair.dev[1],
+            "--filter",
+            "udp port 9000",
+        ])
+        .arg("-o")
+        .arg(&rx)
+        .arg("--against")
+        .arg(&orig)
+        .args(["-D", "3s", "--no-store", "--json"])
+        .arg(&json)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &pair.ns[0]])
+        .arg(common::bin_path())
+        .args(["traffic", "replay"])
+        .arg(&orig)
+        .args(["--udp-to", &format!("{}:9000", pair.ip[1])])
+        .args(["--policy", "other", "--dma-latency", "off", "--no-store"])
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(rec.wait().unwrap().success());
+    let doc = valid_doc(&json);
+    let a = &doc["traffic"]["against"];
+    assert_eq!(a["matched_by"], "UDP payload, in order", "{a}");
+    assert_eq!(a["file_packets"], n);
+    assert_eq!(a["matched"], n, "{a}");
+    assert_eq!(
+        (a["lost"].as_u64(), a["passes"].as_u64()),
+        (Some(0), Some(1)),
+        "{a}"
+    );
+    assert_eq!(a["compared_gaps"], n - 1);
+    assert!(a["within_1pct"].as_f64().is_some() && a["drift"].as_f64().is_some());
+    let s = &doc["series"];
+    assert_eq!(
+        (&s[0]["kind"], &s[1]["kind"]),
+        (&"interval_deviation".into(), &"lateness".into())
+    );
+    assert_eq!(s[0]["count"], n - 1);
+    assert_eq!(s[0]["unit"], "ns");
+    // Against the file's own gaps, the typical error is far below the 2 ms between them.
+    let p50 = s[0]["percentiles"]["50"].as_u64().unwrap();
+    assert!(
+        p50 < 250_000,
+        "median |e| {p50} ns: compared with the wrong gaps?"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("sent"), "{stdout}");
 }

@@ -8,10 +8,13 @@
 //! - [`replay`]: the dispatcher's `Actions` that send packet k, the senders (UDP, AF_PACKET), and
 //!   the timing report (lateness, drift, share within 1 % of the spacing).
 //! - [`record`]: AF_PACKET capture with SO_TIMESTAMPNS into pcapng (if_tsresol = 9).
+//! - [`txstamp`]: kernel transmit timestamps (SO_TIMESTAMPING) from the error queue.
 //! - [`measure`]: both as measurements of the lifecycle (`punctual_session::execute`).
 //! - [`netns`]: a veth pair between two namespaces made for a measurement, removed on drop.
+//! - [`against`]: a received stream against the original file's own inter-arrival times.
 //! - [`arrivals`]: a received stream's inter-arrival errors against its spacing (ARTS's check).
 
+pub mod against;
 pub mod arrivals;
 pub mod measure;
 pub mod netns;
@@ -20,6 +23,7 @@ pub mod record;
 pub mod replay;
 pub mod schedule;
 pub mod store;
+pub mod txstamp;
 
 /// Link types of capture files (from `pcap-file`), for callers that write captures.
 pub use pcap_file::DataLink;

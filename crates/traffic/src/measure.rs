@@ -3,7 +3,8 @@
 //! file, the schedule, opening the socket) is done by [`load`] and [`open_sender`], which the
 //! binary calls before driving the measurement: bad input exits 2 or 3 with nothing sent.
 
-use crate::read::{read_capture_keeping, Format, Keep, Stopped};
+use crate::against::{Against, Original};
+use crate::read::{read_capture, read_capture_keeping, Format, Keep, Stopped};
 use crate::record::{Capturer, Filter, NsPcapNg, Recorded, Until};
 use crate::replay::{replay, LoopSettings, RawSender, Replayed, Sender, UdpSender};
 use crate::schedule::{Schedule, ScheduleConfig, Timing};
@@ -68,6 +69,23 @@ pub struct ReplayConfig {
     /// The sending CPU is shielded (by `--shield` or an enclosing `punctual shield`): the loop's
     /// margin is not capped by the spin budget.
     pub shielded: bool,
+}
+
+/// `--shield` on the sending CPU `cpu` (the first of `-a`, required): whether the CPU is shielded
+/// (by `--shield` or an enclosing `punctual shield`), and the plan `--shield` applies.
+pub fn shield_for(shield: bool, cpu: Option<usize>) -> Result<(bool, Option<ShieldPlan>), Failure> {
+    if shield && cpu.is_none() {
+        return Err(Failure::usage(
+            "--shield needs the sending CPU: add -a CPU, e.g. -a 1",
+        ));
+    }
+    let cpus: Vec<usize> = cpu.into_iter().collect();
+    let shielded = shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
+    let me = [std::process::id() as i32];
+    let plan = shield
+        .then(|| punctual_dispatch::shield::plan(&cpus, &me))
+        .transpose()?;
+    Ok((shielded, plan))
 }
 
 /// A capture read and scheduled, ready to send.
@@ -182,6 +200,8 @@ pub struct Replay {
     sender: Option<Box<dyn Sender>>,
     describe: String,
     progress: Arc<[SlotProgress; 1]>,
+    /// Kernel transmit stamps turned on, or why not.
+    stamps: Result<(), String>,
 }
 
 pub struct ReplayOutcome {
@@ -191,8 +211,11 @@ pub struct ReplayOutcome {
 }
 
 impl Replay {
-    pub fn new(cfg: ReplayConfig, loaded: Loaded, sender: Box<dyn Sender>) -> Replay {
+    /// Turns the sender's kernel transmit stamps on where it can (recorded either way).
+    pub fn new(cfg: ReplayConfig, loaded: Loaded, mut sender: Box<dyn Sender>) -> Replay {
+        let stamps = sender.enable_stamps().map_err(|e| e.to_string());
         Replay {
+            stamps,
             shield: None,
             describe: sender.describe(),
             cfg,
@@ -304,6 +327,16 @@ impl Measurement for Replay {
 
     fn report(&self, o: ReplayOutcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(doc, o.fallback.iter());
+        if let Err(why) = &self.stamps {
+            let f = Fallback {
+                setting: "tx_timestamps".into(),
+                wanted: "kernel software transmit timestamps (SO_TIMESTAMPING)".into(),
+                got: "the clock read just before each send call".into(),
+                why: why.clone(),
+                fix: "a kernel with SO_TIMESTAMPING on this socket type".into(),
+            };
+            ctx.runtime_fallbacks(doc, [&f]);
+        }
         let l = &self.loaded;
         let t = &o.replayed.timing;
         let s = &mut doc.settings.extra;
@@ -320,7 +353,8 @@ impl Measurement for Replay {
         let spacing = l.schedule.spacing();
         doc.series = vec![
             Series::from_recorder("send lateness", kind::LATENESS, self.cfg.cpu, &t.lateness)
-                .with("measured_at", "before the send call"),
+                .with("measured_at", measured_at(t))
+                .with("kernel_stamped", t.stamped),
             Series::from_recorder(
                 "gap error",
                 kind::INTERVAL_DEVIATION,
@@ -350,6 +384,14 @@ impl Measurement for Replay {
                 "spun_through": o.replayed.spun_through,
                 "breathers": o.replayed.breathers,
                 "expected_ns": o.expected_ns,
+                "send_instant": {
+                    "source": measured_at(t),
+                    "kernel_stamped": t.stamped,
+                    "before_send_call": t.sent - t.stamped,
+                    "stale_stamps": t.stale_stamps,
+                    "tx_timestamps": self.stamps.as_ref().map(|_| "on").unwrap_or_else(|e| e),
+                    "realtime_minus_monotonic_ns": o.replayed.stamp_offset.map(|(a, b)| [a, b]),
+                },
             }),
         );
         let mut tab = Table::new(&[
@@ -385,7 +427,11 @@ impl Measurement for Replay {
             t.drift()
                 .map_or("-".into(), |d| format!("{:.4}%", d * 100.0)),
         ]);
-        tab.note("late: from each packet's instant to just before its send call; gap: |actual - intended| between consecutive sends; within: gaps off by at most 1 % / 7 % of the spacing (ARTS's metric); drift: slope of the error over the run");
+        tab.note(format!(
+            "late: from each packet's instant to its actual send: {}",
+            measured_at(t)
+        ));
+        tab.note("gap: |actual - intended| between consecutive sends; within: gaps off by at most 1 % / 7 % of the spacing (ARTS's metric); drift: slope of the error over the run");
         let mut text = String::new();
         if let Some(st) = &l.stopped {
             text.push_str(&format!(
@@ -414,6 +460,18 @@ impl Measurement for Replay {
     }
 }
 
+/// Where the actual send instants came from.
+fn measured_at(t: &crate::replay::Timing) -> String {
+    match (t.stamped, t.sent) {
+        (0, _) => "the clock read just before the send call".into(),
+        (s, n) if s == n => "the kernel's software transmit timestamp (SO_TIMESTAMPING)".into(),
+        (s, n) => format!(
+            "the kernel's software transmit timestamp for {s} of {n} sends, the clock read \
+             just before the send call for the rest"
+        ),
+    }
+}
+
 fn timing_json(t: Timing) -> serde_json::Value {
     match t {
         Timing::Speed(s) => json!({"speed": s}),
@@ -429,16 +487,50 @@ pub struct Record {
     path: PathBuf,
     until: Until,
     seen: Arc<AtomicU64>,
+    /// `--against FILE`: the original the received stream is compared with.
+    against: Option<(PathBuf, Original)>,
+}
+
+/// The original capture of `--against`, read whole before anything is captured: a damaged or
+/// empty file is refused (exit 2).
+pub fn load_original(path: &std::path::Path) -> Result<Original, TrafficError> {
+    let c = read_capture(path)?;
+    let name = path.display();
+    if let Some(st) = c.stopped {
+        return Err(TrafficError::Usage(format!("--against {name}: {st}")));
+    }
+    if c.packets.len() < 2 {
+        return Err(TrafficError::Usage(format!(
+            "--against {name}: {} packet(s): no inter-arrival time to compare with",
+            c.packets.len()
+        )));
+    }
+    Ok(Original {
+        link: c.link,
+        packets: c.packets,
+    })
+}
+
+/// What `record` did, and the stream against the original with `--against`.
+pub struct RecordOutcome {
+    pub recorded: Recorded,
+    pub against: Option<Against>,
 }
 
 impl Record {
-    /// Opens the socket and creates the file (errors before anything is captured).
+    /// Reads `--against`'s file, opens the socket and creates the output file (errors before
+    /// anything is captured).
     pub fn open(
         iface: &str,
         path: PathBuf,
         until: Until,
         filter: Option<Filter>,
+        against: Option<PathBuf>,
     ) -> Result<Record, TrafficError> {
+        let against = match against {
+            Some(p) => Some((p.clone(), load_original(&p)?)),
+            None => None,
+        };
         let mut capturer = Capturer::open(iface)?;
         capturer.filter = filter;
         let f = std::fs::File::create(&path)
@@ -450,12 +542,13 @@ impl Record {
             path,
             until,
             seen: Arc::default(),
+            against,
         })
     }
 }
 
 impl Measurement for Record {
-    type Outcome = Recorded;
+    type Outcome = RecordOutcome;
 
     fn label(&self) -> String {
         "traffic record".into()
@@ -476,7 +569,7 @@ impl Measurement for Record {
         })
     }
 
-    fn run(&mut self, ctx: &Ctx) -> Result<Recorded, Failure> {
+    fn run(&mut self, ctx: &Ctx) -> Result<RecordOutcome, Failure> {
         let cap = self.capturer.take().expect("run once");
         let mut out = self.out.take().expect("run once");
         let r = cap.run(&mut out, self.until, ctx.stop(), &self.seen)?;
@@ -484,10 +577,22 @@ impl Measurement for Record {
         out.into_inner()
             .flush()
             .map_err(|e| Failure::system(format!("-o {}: {e}", self.path.display())))?;
-        Ok(r)
+        // The capture as written (what tcpdump would see), read back and compared.
+        let against = match &self.against {
+            Some((_, orig)) => {
+                let rx = read_capture(&self.path)?;
+                Some(orig.compare(&rx.packets, rx.link))
+            }
+            None => None,
+        };
+        Ok(RecordOutcome {
+            recorded: r,
+            against,
+        })
     }
 
-    fn report(&self, r: Recorded, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+    fn report(&self, o: RecordOutcome, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        let r = o.recorded;
         doc.settings
             .extra
             .insert("output".into(), self.path.display().to_string().into());
@@ -521,10 +626,125 @@ impl Measurement for Record {
             r.untimestamped.to_string(),
             r.filtered_out.to_string(),
         ]);
-        Ok(Report::tables(vec![t]))
+        let mut tables = vec![t];
+        if let (Some(a), Some((file, _))) = (&o.against, &self.against) {
+            doc.settings
+                .extra
+                .insert("against".into(), file.display().to_string().into());
+            doc.series = against_series(a);
+            doc.extra.get_mut("traffic").expect("set above")["against"] = against_json(a, file);
+            tables.push(against_table(a, file));
+        }
+        Ok(Report::tables(tables))
     }
 
-    fn worst(&self, _doc: &ResultDoc) -> Option<(u64, &'static str)> {
-        None
+    fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
+        doc.series
+            .first()
+            .map(|s| (s.summary.max, "inter-arrival error against the file"))
     }
+}
+
+/// The series of `record --against`: |e| and the positive part of e, e = received gap - file gap.
+fn against_series(a: &Against) -> Vec<Series> {
+    let by = a.by.map_or("nothing matched", |b| b.name());
+    vec![
+        Series::from_recorder(
+            "inter-arrival error vs file",
+            kind::INTERVAL_DEVIATION,
+            None,
+            &a.error,
+        )
+        .with("unit", "ns")
+        .with(
+            "measures",
+            "|received gap - the file's gap between the same two packets|",
+        )
+        .with("matched_by", by)
+        .with("mean_signed_ns", a.mean_ns)
+        .with("sd_ns", a.sd_ns),
+        Series::from_recorder("arrival lateness vs file", kind::LATENESS, None, &a.late)
+            .with("unit", "ns")
+            .with(
+                "measures",
+                "received gap - the file's gap, 0 when shorter (early gaps counted in `early`)",
+            )
+            .with("early", a.early)
+            .with("early_max_ns", a.early_max),
+    ]
+}
+
+fn against_json(a: &Against, file: &std::path::Path) -> serde_json::Value {
+    json!({
+        "file": file.display().to_string(),
+        "matched_by": a.by.map(|b| b.name()),
+        "file_packets": a.file_packets,
+        "received": a.received,
+        "matched": a.matched,
+        "unmatched": a.unmatched,
+        "lost": a.lost,
+        "passes": a.passes,
+        "compared_gaps": a.compared,
+        "within_1pct": a.share_within_1pct(),
+        "within_7pct": a.share_within_7pct(),
+        "mean_signed_ns": a.mean_ns,
+        "sd_ns": a.sd_ns,
+        "drift": a.drift,
+        "stretch": a.stretch,
+    })
+}
+
+fn against_table(a: &Against, file: &std::path::Path) -> Table {
+    let mut t = Table::new(&[
+        "file packets",
+        "matched",
+        "lost",
+        "not in file",
+        "gaps",
+        "sd",
+        "p50 |e|",
+        "p99 |e|",
+        "max |e|",
+        "within 1%",
+        "within 7%",
+        "drift",
+    ])
+    .titled(format!(
+        "received against {} (e = received gap - file gap)",
+        file.display()
+    ));
+    let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}%", v * 100.0));
+    let [p50, p99] = a.error.percentiles_of([50_000, 99_000]);
+    t.row([
+        a.file_packets.to_string(),
+        a.matched.to_string(),
+        a.lost.to_string(),
+        a.unmatched.to_string(),
+        a.compared.to_string(),
+        format_ns(a.sd_ns.round() as u64),
+        format_ns(p50),
+        format_ns(p99),
+        format_ns(a.error.max().unwrap_or(0)),
+        pct(a.share_within_1pct()),
+        pct(a.share_within_7pct()),
+        a.drift.map_or("-".into(), |d| format!("{:.4}%", d * 100.0)),
+    ]);
+    t.note(format!(
+        "matched by {} (each received frame is the next packet of the file it equals, within {} \
+         packets); lost: packets of the file skipped; not in file: received frames matching none; \
+         gaps: pairs adjacent in the file and in one pass ({} pass(es)); within: |e| at most 1 % / 7 % \
+         of the file's gap; drift: slope of the accumulated error over the file's time",
+        a.by.map_or("nothing (no frame matched)", |b| b.name()),
+        crate::against::WINDOW,
+        a.passes
+    ));
+    if a.matched != a.file_packets * a.passes.max(1) {
+        t.note(format!(
+            "count mismatch: {} matched of {} in the file over {} pass(es)",
+            a.matched,
+            a.file_packets,
+            a.passes.max(1)
+        ));
+    }
+    t
 }

@@ -6,6 +6,7 @@
 
 use crate::schedule::Schedule;
 use crate::store::PacketStore;
+use crate::txstamp::{ErrMsg, Pending, Settled, Waiting};
 use crate::TrafficError;
 use punctual_dispatch::engine::{
     dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
@@ -28,12 +29,57 @@ pub trait Sender: Send {
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()>;
     /// What it sends to, for the report (`udp 10.0.0.2:9000`, `af_packet veth0`).
     fn describe(&self) -> String;
+    /// Turns kernel transmit timestamps on ([`crate::txstamp`]); refused by senders without a
+    /// socket.
+    fn enable_stamps(&mut self) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    /// The key the kernel gives the next send's stamp, while stamps are on and the count is sure
+    /// (a failed send may or may not have used a key: after one, `None`).
+    fn stamp_key(&self) -> Option<u32> {
+        None
+    }
+    /// Reads the socket's error queue without blocking.
+    fn drain(&mut self, _f: &mut dyn FnMut(ErrMsg)) {}
 }
 
-/// UDP payloads over a connected UDP socket.
+/// The kernel's transmit-stamp counter of one socket, as the sender keeps it.
+#[derive(Clone, Copy, Debug, Default)]
+struct StampCount {
+    on: bool,
+    next: u32,
+    lost: bool,
+}
+
+impl StampCount {
+    fn enable(&mut self, fd: std::os::fd::RawFd) -> std::io::Result<()> {
+        crate::txstamp::enable(fd)?;
+        *self = StampCount {
+            on: true,
+            next: 0,
+            lost: false,
+        };
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn sent(&mut self, r: &std::io::Result<()>) {
+        match r {
+            Ok(()) => self.next = self.next.wrapping_add(1),
+            Err(_) => self.lost = true,
+        }
+    }
+
+    fn key(&self) -> Option<u32> {
+        (self.on && !self.lost).then_some(self.next)
+    }
+}
+
+/// UDP payloads over an unconnected UDP socket.
 pub struct UdpSender {
     sock: UdpSocket,
     to: SocketAddr,
+    stamps: StampCount,
 }
 
 impl UdpSender {
@@ -48,17 +94,32 @@ impl UdpSender {
         // receiver that only captures (no socket bound) look like lost packets.
         let sock = UdpSocket::bind(local)
             .map_err(|e| TrafficError::System(format!("--udp-to {to}: {e}")))?;
-        Ok(UdpSender { sock, to })
+        Ok(UdpSender {
+            sock,
+            to,
+            stamps: StampCount::default(),
+        })
     }
 }
 
 impl Sender for UdpSender {
     #[inline(always)]
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.sock.send_to(bytes, self.to).map(|_| ())
+        let r = self.sock.send_to(bytes, self.to).map(|_| ());
+        self.stamps.sent(&r);
+        r
     }
     fn describe(&self) -> String {
         format!("udp {}", self.to)
+    }
+    fn enable_stamps(&mut self) -> std::io::Result<()> {
+        self.stamps.enable(self.sock.as_raw_fd())
+    }
+    fn stamp_key(&self) -> Option<u32> {
+        self.stamps.key()
+    }
+    fn drain(&mut self, f: &mut dyn FnMut(ErrMsg)) {
+        crate::txstamp::drain(self.sock.as_raw_fd(), f);
     }
 }
 
@@ -68,6 +129,7 @@ pub struct RawSender {
     iface: String,
     /// The kernel's queueing discipline is bypassed (PACKET_QDISC_BYPASS).
     pub qdisc_bypass: bool,
+    stamps: StampCount,
 }
 
 /// An interface's index, MTU and whether it is up, or why it cannot be used.
@@ -202,6 +264,7 @@ impl RawSender {
             fd,
             iface: iface.into(),
             qdisc_bypass: bypass,
+            stamps: StampCount::default(),
         })
     }
 }
@@ -217,22 +280,48 @@ impl Sender for RawSender {
                 0,
             )
         };
-        if r < 0 {
+        let r = if r < 0 {
             Err(std::io::Error::last_os_error())
         } else {
             Ok(())
-        }
+        };
+        self.stamps.sent(&r);
+        r
     }
     fn describe(&self) -> String {
         format!("af_packet {}", self.iface)
     }
+    fn enable_stamps(&mut self) -> std::io::Result<()> {
+        self.stamps.enable(self.fd.as_raw_fd())
+    }
+    fn stamp_key(&self) -> Option<u32> {
+        self.stamps.key()
+    }
+    fn drain(&mut self, f: &mut dyn FnMut(ErrMsg)) {
+        crate::txstamp::drain(self.fd.as_raw_fd(), f);
+    }
 }
+
+/// Drain the error queue after a send when the next one is at least this far off...
+pub const DRAIN_ROOM_NS: u64 = 20_000;
+/// ... or when this many sends await their stamps.
+pub const DRAIN_BATCH: usize = 256;
+/// After the last send, how long stamps still on their way are waited for.
+pub const STAMP_WAIT_NS: u64 = 20_000_000;
 
 /// The timing of every send, kept online.
 #[derive(Clone, Debug)]
 pub struct Timing {
-    /// From each send's instant to the clock read just before its send call.
+    /// From each send's instant to its actual send: the kernel's transmit stamp where it gave one
+    /// (`stamped` of them), else the clock read just before the send call.
     pub lateness: Recorder,
+    /// Sends timed by the kernel's transmit stamp.
+    pub stamped: u64,
+    /// Stamps that matched no send awaiting one.
+    pub stale_stamps: u64,
+    /// Packets the qdisc dropped for their launch time (`--txtime`), and how many had missed it.
+    pub txtime_dropped: u64,
+    pub txtime_missed: u64,
     /// |actual gap - intended gap| between consecutive sends.
     pub gap_error: Recorder,
     pub sent: u64,
@@ -243,18 +332,46 @@ pub struct Timing {
     pub gaps_within_1pct: u64,
     pub gaps_within_7pct: u64,
     pub gaps: u64,
-    /// Online regression of the error (actual - intended) on the intended instant (Welford).
+    /// Online regression of the error (actual - intended) on the intended instant.
+    slope: Slope,
+    prev: Option<(u64, u64)>,
+}
+
+/// An online least-squares slope of y on x (Welford's updates): no per-point storage.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slope {
+    n: f64,
     mean_x: f64,
     mean_y: f64,
     c_xy: f64,
     m2_x: f64,
-    prev: Option<(u64, u64)>,
+}
+
+impl Slope {
+    #[inline(always)]
+    pub fn add(&mut self, x: f64, y: f64) {
+        self.n += 1.0;
+        let dx = x - self.mean_x;
+        self.mean_x += dx / self.n;
+        self.mean_y += (y - self.mean_y) / self.n;
+        self.m2_x += dx * (x - self.mean_x);
+        self.c_xy += dx * (y - self.mean_y);
+    }
+
+    /// `None` under two points or when x never moved.
+    pub fn slope(&self) -> Option<f64> {
+        (self.n >= 2.0 && self.m2_x > 0.0).then(|| self.c_xy / self.m2_x)
+    }
 }
 
 impl Timing {
     fn new() -> Self {
         Timing {
             lateness: Recorder::new(),
+            stamped: 0,
+            stale_stamps: 0,
+            txtime_dropped: 0,
+            txtime_missed: 0,
             gap_error: Recorder::new(),
             sent: 0,
             errors: 0,
@@ -262,10 +379,7 @@ impl Timing {
             gaps_within_1pct: 0,
             gaps_within_7pct: 0,
             gaps: 0,
-            mean_x: 0.0,
-            mean_y: 0.0,
-            c_xy: 0.0,
-            m2_x: 0.0,
+            slope: Slope::default(),
             prev: None,
         }
     }
@@ -275,14 +389,8 @@ impl Timing {
     fn add(&mut self, intended: u64, target: u64, actual: u64, spacing: f64) {
         self.sent += 1;
         self.lateness.record(actual.saturating_sub(target));
-        let err = actual as f64 - target as f64;
-        let x = intended as f64;
-        let n = self.sent as f64;
-        let dx = x - self.mean_x;
-        self.mean_x += dx / n;
-        self.mean_y += (err - self.mean_y) / n;
-        self.m2_x += dx * (x - self.mean_x);
-        self.c_xy += dx * (err - self.mean_y);
+        self.slope
+            .add(intended as f64, actual as f64 - target as f64);
         if let Some((pt, pa)) = self.prev {
             let want = target - pt;
             let got = actual.saturating_sub(pa);
@@ -300,9 +408,36 @@ impl Timing {
         self.prev = Some((target, actual));
     }
 
+    /// A send settled with its kernel stamp or without (then its instant before the send call).
+    #[inline(always)]
+    fn settle(&mut self, s: Settled, start: u64, spacing: f64) {
+        let actual = match s.stamp {
+            Some(t) => {
+                self.stamped += 1;
+                t
+            }
+            None => s.w.before,
+        };
+        self.add(s.w.target - start, s.w.target, actual, spacing);
+    }
+
+    /// One message of the error queue.
+    fn errqueue(&mut self, m: ErrMsg, pending: &mut Pending, start: u64, spacing: f64) {
+        match m {
+            ErrMsg::Sent { key, realtime_ns } => {
+                pending.stamp(key, realtime_ns, &mut |s| self.settle(s, start, spacing))
+            }
+            ErrMsg::TxTimeDropped { missed } => {
+                self.txtime_dropped += 1;
+                self.txtime_missed += missed as u64;
+            }
+            ErrMsg::Other => {}
+        }
+    }
+
     /// Slope of the error over the run (ns of error per ns of run), `None` under two sends.
     pub fn drift(&self) -> Option<f64> {
-        (self.sent >= 2 && self.m2_x > 0.0).then(|| self.c_xy / self.m2_x)
+        self.slope.slope()
     }
 
     pub fn share_within_1pct(&self) -> Option<f64> {
@@ -323,6 +458,73 @@ pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
     start: u64,
     sender: &'a mut S,
     pub timing: Timing,
+    /// Sends awaiting their kernel stamps (`None`: the sender gives none).
+    pending: Option<Pending>,
+}
+
+impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
+    /// Reads the stamps that have come, settling their sends (and older ones that got none).
+    fn drain(&mut self) {
+        let Some(p) = self.pending.as_mut() else {
+            return;
+        };
+        let (t, start, spacing) = (&mut self.timing, self.start, self.schedule.spacing());
+        self.sender.drain(&mut |m| t.errqueue(m, p, start, spacing));
+    }
+
+    /// Settles every awaited send; those without a stamp by now take their instant before the send.
+    fn flush(&mut self) {
+        let (t, start, spacing) = (&mut self.timing, self.start, self.schedule.spacing());
+        if let Some(p) = self.pending.as_mut() {
+            p.flush(&mut |s| t.settle(s, start, spacing));
+            t.stale_stamps = p.stale;
+        }
+    }
+
+    /// After the last send: waits a little for stamps still on their way, then settles the rest.
+    fn finish_stamps(&mut self) {
+        let until = self.clock.now() + STAMP_WAIT_NS;
+        while self.pending.as_ref().is_some_and(|p| !p.is_empty()) && self.clock.now() < until {
+            self.drain();
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        self.drain();
+        self.flush();
+    }
+
+    /// The send at `target` that began at `before` (its stamp key `key`, result `ok`), settled now
+    /// or left to await its stamp.
+    #[inline(always)]
+    fn sent(&mut self, target: u64, before: u64, key: Option<u32>, ok: bool, next: Option<u64>) {
+        let (start, spacing) = (self.start, self.schedule.spacing());
+        match (self.pending.as_mut(), key) {
+            (Some(p), Some(key)) if ok => {
+                let t = &mut self.timing;
+                let w = Waiting {
+                    key,
+                    target,
+                    before,
+                };
+                p.push(w, &mut |s| t.settle(s, start, spacing));
+                let room = next.map_or(0, |n| n.saturating_sub(self.clock.now()));
+                if p.len() >= DRAIN_BATCH || room >= DRAIN_ROOM_NS {
+                    self.drain();
+                }
+            }
+            _ => {
+                // Sends settle in order: the awaited ones first.
+                self.drain();
+                self.flush();
+                let w = Waiting {
+                    key: 0,
+                    target,
+                    before,
+                };
+                self.timing
+                    .settle(Settled { w, stamp: None }, start, spacing);
+            }
+        }
+    }
 }
 
 impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> {
@@ -336,10 +538,12 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
     fn fire(&mut self, _: u16, target: u64, _seq: u64, data: &[u8]) -> Fired {
         let k = u64::from_le_bytes(data[..8].try_into().expect("8 bytes of send number"));
         let bytes = self.store.get(self.schedule.packet(k));
+        let key = self.sender.stamp_key();
         let actual = self.clock.now();
         let r = self.sender.send(bytes);
-        self.timing
-            .add(target - self.start, target, actual, self.schedule.spacing());
+        let next = (k + 1 < self.schedule.total())
+            .then(|| self.start + self.schedule.at(k + 1, self.store.timestamps()));
+        self.sent(target, actual, key, r.is_ok(), next);
         let error = match r {
             Ok(()) => false,
             Err(e) => {
@@ -382,6 +586,9 @@ pub struct Replayed {
     pub breathers: u64,
     /// The loop was stopped before the last send.
     pub stopped: bool,
+    /// With kernel stamps: CLOCK_REALTIME - CLOCK_MONOTONIC (ns) before and after the run; the
+    /// first converts the stamps, a difference means the realtime clock was stepped.
+    pub stamp_offset: Option<(i64, i64)>,
 }
 
 /// Sends every scheduled packet at `settings.start + schedule.at(k)` on `clock`, through the
@@ -422,6 +629,9 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         store,
         schedule,
         start: settings.start,
+        pending: sender
+            .stamp_key()
+            .map(|_| Pending::new(crate::txstamp::realtime_offset())),
         sender,
         timing: Timing::new(),
     };
@@ -467,8 +677,14 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         out.spun_through += le.spun_through;
         k0 = k1;
     }
+    actions.finish_stamps();
+    let stamp_offset = actions
+        .pending
+        .as_ref()
+        .map(|p| (p.offset, crate::txstamp::realtime_offset()));
     let timing = actions.timing;
     Replayed {
+        stamp_offset,
         stopped: timing.sent < total,
         timing,
         margin_ns: out.margin_ns,

@@ -101,8 +101,10 @@ fn udp_replay_over_veth_delivers_every_packet_in_order() {
             }
             let to = format!("{}:9000", pair.ip[1]).parse().unwrap();
             let mut sender = UdpSender::new(to).unwrap();
-            // The first datagram waits for ARP; it goes before the timed run, marked u64::MAX.
             use punctual_traffic::replay::Sender;
+            sender.enable_stamps().unwrap();
+            // The first datagram waits for ARP; it goes before the timed run, marked u64::MAX
+            // (its stamp, key 0, is not the replay's: the sender counts it).
             sender.send(&u64::MAX.to_le_bytes().repeat(8)).unwrap();
             std::thread::sleep(Duration::from_millis(100));
             let cfg = ScheduleConfig {
@@ -130,9 +132,15 @@ fn udp_replay_over_veth_delivers_every_packet_in_order() {
     assert_eq!(r.timing.errors, 0, "{:?}", r.timing.first_error);
     assert_eq!(got.first(), Some(&u64::MAX));
     assert_in_order(&got[1..]);
+    // Every send timed by the kernel's software transmit stamp (veth stamps in its xmit).
+    assert_eq!(r.timing.stamped, N, "stale {}", r.timing.stale_stamps);
+    let (before, after) = r.stamp_offset.unwrap();
+    assert!((before - after).abs() < 1_000_000, "{before} vs {after}");
     eprintln!(
-        "veth udp: {N} at 100 us: p99 late {} ns, within 1 %: {:?}, drift {:?}",
+        "veth udp: {N} at 100 us: p50 {} p99 late {} ns, min {:?} within 1 %: {:?}, drift {:?}",
+        r.timing.lateness.percentile(50_000),
         r.timing.lateness.percentile(99_000),
+        r.timing.lateness.min(),
         r.timing.share_within_1pct(),
         r.timing.drift()
     );
@@ -189,6 +197,8 @@ fn frame_replay_over_veth_is_recorded_whole_and_in_order_with_kernel_timestamps(
                 store.push(i * 1_000, &frame(src, i));
             }
             let mut sender = RawSender::open(&pair.dev[0], store.max_len(), false).unwrap();
+            use punctual_traffic::replay::Sender;
+            sender.enable_stamps().unwrap();
             let cfg = ScheduleConfig {
                 timing: Timing::Interval(200_000),
                 loops: 1,
@@ -215,6 +225,15 @@ fn frame_replay_over_veth_is_recorded_whole_and_in_order_with_kernel_timestamps(
     let rec = rx.join().unwrap();
     assert_eq!(r.timing.sent, N);
     assert_eq!(r.timing.errors, 0, "{:?}", r.timing.first_error);
+    assert_eq!(r.timing.stamped, N, "stale {}", r.timing.stale_stamps);
+    eprintln!(
+        "veth frames: p50 {} p99 {} max {:?} late, within 1 %: {:?}, drift {:?}",
+        r.timing.lateness.percentile(50_000),
+        r.timing.lateness.percentile(99_000),
+        r.timing.lateness.max(),
+        r.timing.share_within_1pct(),
+        r.timing.drift()
+    );
     assert_eq!(rec.kernel_drops, 0);
     let c = read_capture(&file).unwrap();
     assert!(c.stopped.is_none());

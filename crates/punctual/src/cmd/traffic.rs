@@ -38,6 +38,10 @@ pub struct RecordArgs {
     /// Keep only these frames: udp, port N (UDP or TCP, either end), or udp port N.
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<Filter>,
+    /// Compare the received packets' inter-arrival times with this original capture's own (matched
+    /// in order, by whole frame or UDP payload): error series, share within 1 %/7 %, drift.
+    #[arg(long, value_name = "ORIGINAL")]
+    pub against: Option<PathBuf>,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -98,7 +102,8 @@ pub fn run(c: TrafficCmd, env: &Env) -> anyhow::Result<Exit> {
 
 fn record(a: RecordArgs, env: &Env) -> anyhow::Result<Exit> {
     let (outputs, until) = (a.out.outputs()?, Until::of(a.duration, a.count));
-    let mut m = Record::open(&a.interface, a.output, until, a.filter).map_err(Failure::from)?;
+    let m = Record::open(&a.interface, a.output, until, a.filter, a.against);
+    let mut m = m.map_err(Failure::from)?;
     Ok(drive(&mut m, &outputs, env)?)
 }
 
@@ -108,11 +113,7 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
         a.rt.cpus()
             .map_err(Failure::usage)?
             .and_then(|c| c.first().copied());
-    if a.shield && cpu.is_none() {
-        return Err(Failure::usage("--shield needs the sending CPU: add -a CPU, e.g. -a 1").into());
-    }
-    let cpus: Vec<usize> = cpu.into_iter().collect();
-    let shielded = a.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
+    let (shielded, shield) = punctual_traffic::measure::shield_for(a.shield, cpu)?;
     let target = Target::from_flags(a.udp_to, a.interface, a.qdisc_bypass)
         .ok_or_else(|| Failure::usage("give --udp-to ADDR or -i IFACE"))?;
     let cfg = ReplayConfig {
@@ -133,10 +134,6 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
     let loaded = load(&cfg).map_err(Failure::from)?;
     let sender = open_sender(&cfg.target, &loaded).map_err(Failure::from)?;
     let mut m = Replay::new(cfg, loaded, sender);
-    let me = [std::process::id() as i32];
-    m.shield = a
-        .shield
-        .then(|| punctual_dispatch::shield::plan(&cpus, &me))
-        .transpose()?;
+    m.shield = shield;
     Ok(drive(&mut m, &outputs, env)?)
 }
