@@ -341,7 +341,11 @@ pub fn sim_tables(m: &SimModel) -> Vec<Table> {
     }
     t3.note("Simulated: Linux 2.4 epoch scheduler, 50 ms quanta (+1 tick), behaviours modelled on the seed's applications (docs/design.md);");
     t3.note("the published numbers were measured with klogger on a P-III 664 with daemons and klogger itself running.");
-    t4.note("Xine counts the displayer and decoder together; Etsion's Xine had 6 processes.");
+    t4.note(
+        "Xine counts the displayer and decoder together; Etsion's Xine had 6 processes (the other four, \
+         audio among them, are not modelled, so its quanta fall short). X clients make 2 round trips to \
+         the X server per hand-off: the server's short quanta.",
+    );
     let mut tables = vec![t3, t4];
     if let Some(got) = m.table5 {
         let mut t5 = Table::new(&["", "@100Hz", "Etsion", "@1000Hz", "Etsion"])
