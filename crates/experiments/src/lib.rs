@@ -183,7 +183,7 @@ fn simulated_halves() -> Vec<Box<dyn Experiment>> {
         Box::new(Entry {
             name: etsion_overhead::NAME,
             reproduces: "Etsion 2003 Figs. 2-3, Sec. 3: added overhead of 100-20,000 Hz at 50 ms and 5(+1)-tick quanta, 1-8 sorts with a cache-refill term; the direct/indirect split",
-            duration: "a few seconds; --quick under a second (simulation)",
+            duration: "about 1 s; --quick under a second (simulation)",
             make: etsion_overhead_sim::EtsionOverheadSim::new,
         }),
     ]
