@@ -3,7 +3,8 @@
 //! ([`punctual_bench::gaps`]); Table 2 is the context switch through a pipe, the getpid trap and
 //! memcpy bandwidth; Figs. 2, 3 and 8 are the sort workload's throughput with 1, 2, 4 and 8 copies
 //! sharing one CPU in SCHED_RR at several RR timeslices (the paper varied HZ and the quantum; the
-//! quantum is the knob a modern kernel still has).
+//! quantum is the knob a modern kernel still has). Figs. 2 and 3 on the paper's own axis (HZ) are
+//! the simulated half, [`crate::etsion_overhead_sim`] (`--sim`).
 //!
 //! measure: [`EtsionOverhead::run`] (the costs, then the sort at each timeslice); model: [`Model`];
 //! tables: [`tables`]; figures: [`figures`].

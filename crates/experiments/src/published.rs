@@ -156,6 +156,38 @@ pub const SORT_MS_10000HZ: &str = "13.397";
 pub const FIG8_PIII664_BASE: &str = "2,559,000";
 pub const FIG8_PIII1133_EXTREME: &str = "3,136,000";
 
+/// Etsion et al. 2003, Section 3 and Figs. 2 and 3: the added overhead of a faster clock for the
+/// sort, and the worked example that splits it into direct and indirect overhead.
+pub mod etsion_overhead {
+    /// The worked example: a P-III 664 MHz running one sorting process with 50 ms quanta. One sort
+    /// takes 12.675 ms at 100 Hz and 13.397 ms at 10,000 Hz.
+    pub const SPLIT_MS_100HZ: f64 = 12.675;
+    pub const SPLIT_MS_10000HZ: f64 = 13.397;
+    /// 10,000 Hz has 9900 more interrupts a second: 9900 x 0.013397 = 133 during one sort.
+    pub const SPLIT_EXTRA_PER_S: u64 = 9900;
+    pub const SPLIT_EXTRA_INTERRUPTS: u64 = 133;
+    /// Table 1's cost of one interrupt without the 8253 access, us, and their total: 133 x 0.49 = 65 us.
+    pub const SPLIT_DIRECT_US_EACH: f64 = 0.49;
+    pub const SPLIT_DIRECT_US: u64 = 65;
+    /// The difference in the time to sort: 13397 - 12675 = 722 us; 722 - 65 = 657 us indirect.
+    pub const SPLIT_DIFFERENCE_US: u64 = 722;
+    pub const SPLIT_INDIRECT_US: u64 = 657;
+    /// 657 / 722: 91 % indirect, only 9 % direct.
+    pub const SPLIT_INDIRECT_PCT: u64 = 91;
+    pub const SPLIT_DIRECT_PCT: u64 = 9;
+    /// "The indirect overhead on the P-IV and Athlon machines, and when using shorter quanta on all
+    /// machines, are higher, and may even reach 99%."
+    pub const SPLIT_SHORT_QUANTA: &str = "higher, up to 99 %";
+    /// Fig. 2 (50 ms quanta): "the added overhead at 1000 Hz is negligible, and even at 5000 Hz it
+    /// is quite low"; above, it grows linearly; 8 processes give essentially the same.
+    pub const FIG2_1000HZ: &str = "negligible";
+    pub const FIG2_5000HZ: &str = "quite low";
+    /// Section 7 on Fig. 3 (6-tick quanta): at 20,000 Hz "the additional overhead can reach 35%".
+    pub const FIG3_20000HZ_PCT: f64 = 35.0;
+    /// The sort's array: "about half of the L2 cache", 256 KB on the P-III 664.
+    pub const L2_KIB: u64 = 256;
+}
+
 /// Zeadally: one row of Tables 1-4 (microseconds): minimum, median, maximum, mean, standard deviation.
 pub struct ZeadallyRow {
     pub label: &'static str,

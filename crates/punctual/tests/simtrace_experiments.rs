@@ -124,6 +124,27 @@ fn etsion_billing_sim_quick_runs_through_the_binary() {
 }
 
 #[test]
+fn etsion_overhead_sim_quick_runs_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, doc) = run_quick(dir.path(), &["etsion-overhead", "--sim"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Etsion Figs. 2 and 3 (simulated): added time per sort against 100 Hz",
+        "up to 35 %",
+        "Etsion Section 3: direct and indirect overhead, 100 Hz to 10,000 Hz",
+        "9900 x 0.013397 = 133",
+        "133 x 0.49 = 65 us",
+        "Where the time goes at 20,000 Hz",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert_eq!(doc["experiment"], "etsion-overhead");
+    assert_eq!(doc["settings"]["clock"], "simulated");
+    assert!(dir.path().join("etsion-overhead-fig2.svg").exists());
+    assert!(dir.path().join("etsion-overhead-fig3.svg").exists());
+}
+
+#[test]
 fn experiment_list_names_the_traced_and_simulated_experiments() {
     let out = Command::new(env!("CARGO_BIN_EXE_punctual"))
         .args(["experiment", "list"])
@@ -135,6 +156,7 @@ fn experiment_list_names_the_traced_and_simulated_experiments() {
         "etsion-billing ",
         "kurt-irq ",
         "etsion-billing --sim ",
+        "etsion-overhead --sim ",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(name)),

@@ -311,6 +311,8 @@ pub mod defaults {
     pub const PLAYER_WORK: Ns = 100 * US;
     /// A BLK process's work per alarm: the signal handler and the next alarm system call.
     pub const BLK_HANDLER: Ns = 2 * US;
+    /// Etsion's sort (Section 3, Figs. 2, 3, 8): an array of about half the 256 KiB L2 cache.
+    pub const SORT_FOOTPRINT_KIB: u64 = 128;
 }
 
 /// Frames per second, possibly fractional (`29.97`), as thousandths.

@@ -215,6 +215,41 @@ impl Costs {
     }
 }
 
+/// The cache behind a context switch's indirect cost (Etsion Section 3 and Fig. 3): each CPU has
+/// one cache of `size_kib`; a task with a working set ([`TaskSpec::footprint_kib`]) keeps what of it
+/// the cache still holds, and when it gets a CPU again it refills what other tasks evicted, at
+/// `refill_mb_s`. Used only by tasks with a footprint: without one a run is what it always was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cache {
+    /// Per CPU (Etsion: the 256 KiB L2 of the P-III 664).
+    pub size_kib: u64,
+    /// How fast an evicted working set comes back, MB/s (Etsion Table 2: the P-III 664's cache
+    /// bandwidth, 2512 MB/s).
+    pub refill_mb_s: u64,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Cache {
+            size_kib: 256,
+            refill_mb_s: 2512,
+        }
+    }
+}
+
+impl Cache {
+    /// The time to refill `kib` KiB (saturating at `Ns::MAX`).
+    pub fn refill_ns(&self, kib: u64) -> Ns {
+        self.refill_bytes_ns(kib.saturating_mul(1024))
+    }
+
+    /// The time to refill `bytes` (1 MB/s is a byte a microsecond).
+    pub fn refill_bytes_ns(&self, bytes: u64) -> Ns {
+        let ns = bytes as u128 * 1000 / self.refill_mb_s.max(1) as u128;
+        ns.min(Ns::MAX as u128) as Ns
+    }
+}
+
 /// One task of the workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
@@ -231,6 +266,8 @@ pub struct TaskSpec {
     pub cpu: Option<usize>,
     /// Synchronous requests this task makes of its server before each hand-off.
     pub round_trips: Option<RoundTrips>,
+    /// The working set it refills after other tasks evicted it (KiB; 0: none, no refill cost).
+    pub footprint_kib: u64,
 }
 
 /// A client's synchronous requests to its server (X protocol round trips: Etsion Section 4's X
@@ -292,6 +329,15 @@ impl TaskSpec {
             nice: 0,
             cpu: None,
             round_trips: None,
+            footprint_kib: 0,
+        }
+    }
+
+    /// The same task with a working set of `kib` KiB.
+    pub fn with_footprint(self, kib: u64) -> TaskSpec {
+        TaskSpec {
+            footprint_kib: kib,
+            ..self
         }
     }
 }
@@ -307,6 +353,8 @@ pub struct RunConfig {
     pub duration: Ns,
     pub seed: u64,
     pub costs: Costs,
+    /// The cache tasks with a footprint refill after a switch.
+    pub cache: Cache,
     /// Mean time between kernel entries (system calls, device interrupts) of a computing task:
     /// where soft and firm timers get checked.
     pub entry_interval: Ns,
@@ -327,6 +375,7 @@ impl Default for RunConfig {
             duration: 60 * NS_PER_S,
             seed: 1,
             costs: Costs::default(),
+            cache: Cache::default(),
             entry_interval: 100_000,
             overshoot: 20_000,
             tasks: Vec::new(),
@@ -349,6 +398,7 @@ impl RunConfig {
     pub fn validate(&self) -> Result<(), SimError> {
         self.validate_tick()?;
         self.validate_costs()?;
+        self.validate_cache()?;
         self.validate_run()?;
         self.validate_tasks()?;
         self.validate_size()?;
@@ -422,6 +472,46 @@ impl RunConfig {
                     "{} is longer than the simulator's limit of {}",
                     format_ns(self.entry_interval),
                     format_ns(MAX_DURATION)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The cache, when a task has a footprint: a refill must stay a bounded cost.
+    fn validate_cache(&self) -> Result<(), SimError> {
+        let Some(big) = self.tasks.iter().max_by_key(|t| t.footprint_kib) else {
+            return Ok(());
+        };
+        if big.footprint_kib == 0 {
+            return Ok(());
+        }
+        if self.cache.size_kib == 0 {
+            return Err(SimError::invalid(
+                "cache_kib",
+                "must be more than zero when a task has a footprint, e.g. 256 (Etsion's L2)",
+            ));
+        }
+        if self.cache.refill_mb_s == 0 {
+            return Err(SimError::invalid(
+                "refill_mb_s",
+                "must be more than zero, e.g. 2512 (Etsion Table 2, P-III 664)",
+            ));
+        }
+        let worst = self
+            .cache
+            .refill_ns(big.footprint_kib.min(self.cache.size_kib));
+        if worst > MAX_COST {
+            return Err(SimError::invalid(
+                "footprint_kib",
+                format!(
+                    "task '{}': refilling {} KiB at {} MB/s takes {}, more than the limit of {}; \
+                     give a smaller footprint or cache, or a faster refill",
+                    big.name,
+                    big.footprint_kib.min(self.cache.size_kib),
+                    self.cache.refill_mb_s,
+                    format_ns(worst),
+                    format_ns(MAX_COST)
                 ),
             ));
         }

@@ -119,6 +119,10 @@ struct Cpu {
     quantum_start: Ns,
     quantum_billed: u64,
     account: CpuAccount,
+    /// The cache model (only when a task has a footprint): bytes of each task's working set this
+    /// CPU's cache holds, and bytes holding nobody's. They always add up to the cache's size.
+    resident: Vec<u64>,
+    free: u64,
 }
 
 /// What a run produced.
@@ -161,6 +165,8 @@ pub struct Engine<'c> {
     min_vruntime: u64,
     recalculations: u64,
     any_idle: bool,
+    /// Some task has a working set: switches pay its refill.
+    cache_on: bool,
 }
 
 impl<'c> Engine<'c> {
@@ -236,6 +242,8 @@ impl<'c> Engine<'c> {
                 tasks[i].pipe = tasks[d].pipe;
             }
         }
+        let cache_on = cfg.tasks.iter().any(|t| t.footprint_kib > 0);
+        let cache_bytes = cfg.cache.size_kib.saturating_mul(1024);
         let mut e = Engine {
             cfg,
             now: 0,
@@ -255,6 +263,12 @@ impl<'c> Engine<'c> {
                     quantum_start: 0,
                     quantum_billed: 0,
                     account: CpuAccount::default(),
+                    resident: if cache_on {
+                        vec![0; cfg.tasks.len()]
+                    } else {
+                        Vec::new()
+                    },
+                    free: cache_bytes,
                 })
                 .collect(),
             tasks,
@@ -267,6 +281,7 @@ impl<'c> Engine<'c> {
             min_vruntime: 0,
             recalculations: 0,
             any_idle: true,
+            cache_on,
         };
         e.next_tick = e.tick_time(1);
         for i in 0..e.tasks.len() {
@@ -500,6 +515,8 @@ impl<'c> Engine<'c> {
         if next != prev {
             self.cpus[c].account.context_switches += 1;
             self.charge(c, self.cfg.costs.switch);
+            let refill = self.refill(c, n);
+            self.charge(c, refill);
         }
         if new_quantum {
             self.cpus[c].quantum_start = self.now;
@@ -517,6 +534,34 @@ impl<'c> Engine<'c> {
         }
         self.deliver_pending(c, n);
         self.refresh(c);
+    }
+
+    /// Task `n` gets CPU `c`: it refills what of its working set the CPU's cache lost since it last
+    /// ran there (all of it on a CPU it never ran on). The space comes from free space first, then
+    /// from the other tasks' lines in proportion to what each holds (random replacement, so more
+    /// competing tasks leave each less). Returns the time the refill takes.
+    fn refill(&mut self, c: usize, n: usize) -> Ns {
+        if !self.cache_on {
+            return 0;
+        }
+        let cache = self.cfg.cache;
+        let want = self.cfg.tasks[n]
+            .footprint_kib
+            .min(cache.size_kib)
+            .saturating_mul(1024);
+        let cpu = &mut self.cpus[c];
+        let miss = want.saturating_sub(cpu.resident[n]);
+        if miss == 0 {
+            return 0;
+        }
+        let from_free = miss.min(cpu.free);
+        cpu.free -= from_free;
+        evict(&mut cpu.resident, n, miss - from_free);
+        cpu.resident[n] = want;
+        let ns = cache.refill_bytes_ns(miss);
+        cpu.account.refills += 1;
+        cpu.account.refill_ns += ns;
+        ns
     }
 
     fn update_min_vruntime(&mut self) {
@@ -1047,6 +1092,41 @@ impl<'c> Engine<'c> {
             simulated_ns: self.now,
             interrupted,
             recalculations: self.recalculations,
+        }
+    }
+}
+
+/// Take `need` bytes of cache from every task but `keep`, in proportion to what each holds; the
+/// rounding remainder (a few bytes) from the first that still hold some. The others hold at least
+/// `need` (the cache is full when free space did not suffice).
+fn evict(resident: &mut [u64], keep: usize, need: u64) {
+    if need == 0 {
+        return;
+    }
+    let others: u64 = resident
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != keep)
+        .map(|(_, r)| *r)
+        .sum();
+    let mut taken = 0;
+    if others > 0 {
+        for (i, r) in resident.iter_mut().enumerate() {
+            if i != keep {
+                let take = (*r as u128 * need as u128 / others as u128) as u64;
+                *r -= take;
+                taken += take;
+            }
+        }
+    }
+    for (i, r) in resident.iter_mut().enumerate() {
+        if taken >= need {
+            break;
+        }
+        if i != keep {
+            let take = (*r).min(need - taken);
+            *r -= take;
+            taken += take;
         }
     }
 }

@@ -27,7 +27,9 @@ pub mod units;
 pub mod workload;
 
 pub use behaviour::{Behaviour, Poll};
-pub use config::{Class, Costs, Mechanism, Ns, Policy, Quantum, RoundTrips, RunConfig, TaskSpec};
+pub use config::{
+    Cache, Class, Costs, Mechanism, Ns, Policy, Quantum, RoundTrips, RunConfig, TaskSpec,
+};
 pub use engine::{Control, RunOutcome};
 pub use stats::{CpuAccount, TaskStats};
 pub use workload::parse_workload;

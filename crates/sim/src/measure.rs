@@ -146,6 +146,10 @@ fn sweep_settings(doc: &mut ResultDoc, cfgs: &[RunConfig], workload: Option<Stri
     s.insert("irq_direct_ns".into(), c.costs.irq_direct.into());
     s.insert("irq_indirect_ns".into(), c.costs.irq_indirect.into());
     s.insert("switch_ns".into(), c.costs.switch.into());
+    if c.tasks.iter().any(|t| t.footprint_kib > 0) {
+        s.insert("cache_kib".into(), c.cache.size_kib.into());
+        s.insert("refill_mb_s".into(), c.cache.refill_mb_s.into());
+    }
     if matches!(c.timer, Mechanism::Soft | Mechanism::Firm) {
         s.insert("entry_interval_ns".into(), c.entry_interval.into());
     }

@@ -318,6 +318,21 @@ pub fn overhead_table(runs: &[RunResult]) -> Table {
     }
     t.note("overhead: interrupt handlers, cache refills and context switches, as a share of all CPU time;");
     t.note("vs first: added time to do the same CPU-bound work, against the first row (Etsion Figs. 2, 3).");
+    let refills: Vec<String> = runs
+        .iter()
+        .filter(|r| r.cpus.iter().any(|c| c.refills > 0))
+        .map(|r| {
+            let ns: u64 = r.cpus.iter().map(|c| c.refill_ns).sum();
+            let share = ns as f64 * 100.0 / r.simulated_ns.max(1) as f64 / r.cpus.len() as f64;
+            format!("{} Hz {share:.2} %", r.config.hz)
+        })
+        .collect();
+    if !refills.is_empty() {
+        t.note(format!(
+            "of the overhead, working sets refilled after switches (footprint_kib): {}.",
+            refills.join(", ")
+        ));
+    }
     t
 }
 

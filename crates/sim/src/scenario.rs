@@ -10,11 +10,14 @@
 //! timer = "periodic"        # periodic, oneshot, soft, firm
 //! duration = "60s"
 //! workload = "cpu:1"        # optional: command-line labels, added to the tasks below
+//! cache_kib = 256           # per-CPU cache for tasks with a footprint (256)
+//! refill_mb_s = 2512        # how fast an evicted working set comes back (2512)
 //!
 //! [[task]]
 //! name = "X"
 //! behaviour = "server"      # blk, pct, cont, cpu, periodic, typist, player, decoder, server, game
 //! work = ["8ms", "9ms"]     # a duration or a [min, max] range
+//! footprint_kib = 128       # any behaviour: working set refilled after other tasks ran (0)
 //! ```
 
 use crate::behaviour::{defaults, parse_fps, Behaviour, Poll, ETSION_DELAY};
@@ -24,6 +27,9 @@ use crate::SimError;
 use serde::Deserialize;
 use std::ops::Range;
 use toml::Spanned;
+
+/// The largest cache or footprint a scenario may give: 1 TiB, in KiB.
+const MAX_KIB: i64 = 1 << 30;
 
 #[derive(Deserialize, Debug)]
 #[serde(untagged)]
@@ -81,6 +87,8 @@ struct SimSection {
     entry_interval: Option<Spanned<String>>,
     overshoot: Option<Spanned<String>>,
     workload: Option<Spanned<String>>,
+    cache_kib: Option<Spanned<i64>>,
+    refill_mb_s: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -93,6 +101,7 @@ struct TaskSection {
     priority: Option<Spanned<i64>>,
     nice: Option<Spanned<i64>>,
     cpu: Option<Spanned<i64>>,
+    footprint_kib: Option<Spanned<i64>>,
     delay: Option<Spanned<DurOrRange>>,
     handler: Option<Spanned<String>>,
     pct: Option<Spanned<i64>>,
@@ -307,6 +316,12 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
         if let Some(d) = &sim.overshoot {
             base.overshoot = cx.dur(d, "overshoot")?;
         }
+        if let Some(k) = &sim.cache_kib {
+            base.cache.size_kib = cx.int(k, "cache_kib", 1, MAX_KIB)? as u64;
+        }
+        if let Some(r) = &sim.refill_mb_s {
+            base.cache.refill_mb_s = cx.int(r, "refill_mb_s", 1, i64::MAX)? as u64;
+        }
         if let Some(w) = &sim.workload {
             base.tasks = parse_workload(w.get_ref())
                 .map_err(|e| cx.at(w.span(), format!("workload: {e}")))?;
@@ -397,6 +412,10 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
         .map(|c| cx.int(c, "cpu", 0, 255))
         .transpose()?
         .map(|c| c as usize);
+    let footprint_kib = t
+        .footprint_kib
+        .as_ref()
+        .map_or(Ok(0), |f| cx.int(f, "footprint_kib", 0, MAX_KIB))? as u64;
     let base = t
         .name
         .as_ref()
@@ -417,6 +436,7 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
                 nice,
                 cpu,
                 round_trips: None,
+                footprint_kib,
             }
         })
         .collect())

@@ -104,6 +104,10 @@ pub struct CpuAccount {
     /// All interrupts: ticks, one-shot timer interrupts, device interrupts.
     pub interrupts: u64,
     pub context_switches: u64,
+    /// Switches whose incoming task refilled part of its working set ([`crate::config::Cache`]),
+    /// and the time those refills took (part of `overhead_charged_ns`).
+    pub refills: u64,
+    pub refill_ns: Ns,
     /// Times a CPU stood idle while a task it could run was waiting (must stay 0).
     pub idle_with_waiting: u64,
 }

@@ -5,7 +5,7 @@ use crate::behaviour::{defaults, parse_fps, Behaviour, Poll, ETSION_DELAY};
 use crate::config::{RoundTrips, TaskSpec};
 use crate::units::Ns;
 
-/// Parse a workload given on the command line: `blk:N`, `pctK:N`, `cont:N`, `cpu:N`,
+/// Parse a workload given on the command line: `blk:N`, `pctK:N`, `cont:N`, `cpu:N`, `sort:N`,
 /// `periodic:N:PERIOD:WCET`, `select:N:TIMEOUT:WCET`, `typist:N`, `game:N`, `player:N:FPS`, `xine`, comma-separated.
 pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
     let mut tasks = Vec::new();
@@ -59,6 +59,15 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
             "cpu" => {
                 max_parts(2)?;
                 add(count(1)?, "cpu", Behaviour::Cpu)
+            }
+            "sort" => {
+                max_parts(2)?;
+                for i in 0..count(1)? {
+                    tasks.push(
+                        TaskSpec::new(format!("sort {i}"), "sort", Behaviour::Cpu)
+                            .with_footprint(defaults::SORT_FOOTPRINT_KIB),
+                    );
+                }
             }
             "typist" => {
                 max_parts(2)?;
@@ -121,7 +130,7 @@ pub fn parse_workload(spec: &str) -> Result<Vec<TaskSpec>, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown behaviour '{other}' in '{item}' (valid: blk:N, pctK:N, cont:N, cpu:N, periodic:N:PERIOD:WCET, select:N:TIMEOUT:WCET, typist:N, game:N, player:N:FPS, xine)"
+                    "unknown behaviour '{other}' in '{item}' (valid: blk:N, pctK:N, cont:N, cpu:N, sort:N, periodic:N:PERIOD:WCET, select:N:TIMEOUT:WCET, typist:N, game:N, player:N:FPS, xine)"
                 ))
             }
         }
