@@ -18,11 +18,21 @@
 //! behaviour = "server"      # blk, pct, cont, cpu, periodic, typist, player, decoder, server, game
 //! work = ["8ms", "9ms"]     # a duration or a [min, max] range
 //! footprint_kib = 128       # any behaviour: working set refilled after other tasks ran (0)
+//!
+//! [[task]]
+//! behaviour = "typist"
+//! server = "X"
+//! round_trips = 2           # typist, player: requests to the server before each hand-off (0)
+//! request_work = ["20us", "60us"]  # the server's work per request (20-60 us)
+//! reply_work = ["10us", "40us"]    # the client's work per reply (10-40 us)
 //! ```
 
 use crate::behaviour::{defaults, parse_fps, Behaviour, Poll, ETSION_DELAY};
-use crate::config::{Class, Costs, Mechanism, Ns, Policy, Quantum, RunConfig, TaskSpec};
+use crate::config::{
+    Class, Costs, Mechanism, Ns, Policy, Quantum, RoundTrips, RunConfig, TaskSpec,
+};
 use crate::workload::parse_workload;
+use crate::workload::X_ROUND_TRIPS;
 use crate::SimError;
 use serde::Deserialize;
 use std::ops::Range;
@@ -102,6 +112,9 @@ struct TaskSection {
     nice: Option<Spanned<i64>>,
     cpu: Option<Spanned<i64>>,
     footprint_kib: Option<Spanned<i64>>,
+    round_trips: Option<Spanned<i64>>,
+    request_work: Option<Spanned<DurOrRange>>,
+    reply_work: Option<Spanned<DurOrRange>>,
     delay: Option<Spanned<DurOrRange>>,
     handler: Option<Spanned<String>>,
     pct: Option<Spanned<i64>>,
@@ -416,6 +429,7 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
         .footprint_kib
         .as_ref()
         .map_or(Ok(0), |f| cx.int(f, "footprint_kib", 0, MAX_KIB))? as u64;
+    let round_trips = round_trips(cx, t)?;
     let base = t
         .name
         .as_ref()
@@ -435,11 +449,43 @@ fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
                 priority,
                 nice,
                 cpu,
-                round_trips: None,
+                round_trips,
                 footprint_kib,
             }
         })
         .collect())
+}
+
+/// A client's round trips to its server (`round_trips`, `request_work`, `reply_work`); the work
+/// keys need a count and a server.
+fn round_trips(cx: &Ctx, t: &TaskSection) -> Result<Option<RoundTrips>, SimError> {
+    let Some(n) = &t.round_trips else {
+        if let Some(w) = t.request_work.as_ref().or(t.reply_work.as_ref()) {
+            return Err(cx.at(w.span(), "request_work and reply_work need round_trips = N"));
+        }
+        return Ok(None);
+    };
+    if t.server.is_none() {
+        return Err(cx.at(
+            n.span(),
+            "round_trips need a server = \"NAME\" to send them to",
+        ));
+    }
+    let count = cx.int(n, "round_trips", 0, RoundTrips::MAX_COUNT as i64)? as u32;
+    let nonzero = |(lo, hi): (Ns, Ns), key: &str, s: &Option<Spanned<DurOrRange>>| {
+        if lo == 0 {
+            let span = s.as_ref().map_or(n.span(), |s| s.span());
+            return Err(cx.at(span, format!("{key} must be more than zero")));
+        }
+        Ok((lo, hi))
+    };
+    let server = cx.range_or(&t.request_work, "request_work", X_ROUND_TRIPS.server)?;
+    let client = cx.range_or(&t.reply_work, "reply_work", X_ROUND_TRIPS.client)?;
+    Ok(Some(RoundTrips {
+        count,
+        server: nonzero(server, "request_work", &t.request_work)?,
+        client: nonzero(client, "reply_work", &t.reply_work)?,
+    }))
 }
 
 /// Refuses an unknown behaviour, and parameters behaviour `b` does not take, so typos do not pass.
@@ -451,8 +497,19 @@ fn check_task_keys(cx: &Ctx, t: &TaskSection, b: &str) -> Result<(), SimError> {
         "cpu" => &[],
         "periodic" => &["period", "wcet", "offset"],
         "select" => &["interval", "wcet"],
-        "typist" => &["interval", "burst", "server"],
-        "player" => &["fps", "poll", "work", "frames", "start", "server", "decoder"],
+        "typist" => &["interval", "burst", "server", "round_trips", "request_work", "reply_work"],
+        "player" => &[
+            "fps",
+            "poll",
+            "work",
+            "frames",
+            "start",
+            "server",
+            "decoder",
+            "round_trips",
+            "request_work",
+            "reply_work",
+        ],
         "decoder" => &["work", "buffer"],
         "server" => &["work"],
         "game" => &["frame", "gpu"],
@@ -463,7 +520,7 @@ fn check_task_keys(cx: &Ctx, t: &TaskSection, b: &str) -> Result<(), SimError> {
             ))
         }
     };
-    let present: [(&str, Option<Range<usize>>); 18] = [
+    let present: [(&str, Option<Range<usize>>); 21] = [
         ("delay", t.delay.as_ref().map(|s| s.span())),
         ("handler", t.handler.as_ref().map(|s| s.span())),
         ("pct", t.pct.as_ref().map(|s| s.span())),
@@ -482,6 +539,9 @@ fn check_task_keys(cx: &Ctx, t: &TaskSection, b: &str) -> Result<(), SimError> {
         ("buffer", t.buffer.as_ref().map(|s| s.span())),
         ("frame", t.frame.as_ref().map(|s| s.span())),
         ("gpu", t.gpu.as_ref().map(|s| s.span())),
+        ("round_trips", t.round_trips.as_ref().map(|s| s.span())),
+        ("request_work", t.request_work.as_ref().map(|s| s.span())),
+        ("reply_work", t.reply_work.as_ref().map(|s| s.span())),
     ];
     for (key, span) in present {
         if let Some(span) = span {
@@ -714,6 +774,39 @@ mod tests {
         // No tasks at all.
         let (_, _, m) = err("[sim]\nhz = 100\n");
         assert!(m.contains("no tasks"), "{m}");
+    }
+
+    #[test]
+    fn round_trips_parse_with_defaults_and_refuse_what_cannot_work() {
+        let x = "[[task]]\nname = \"X\"\nbehaviour = \"server\"\n";
+        let sc = parse(
+            "t.toml",
+            &format!("{x}[[task]]\nbehaviour = \"typist\"\nserver = \"X\"\nround_trips = 3\nreply_work = \"5us\"\n"),
+        )
+        .unwrap();
+        let rt = sc.base.tasks[1].round_trips.unwrap();
+        assert_eq!(rt.count, 3);
+        assert_eq!(rt.server, crate::workload::X_ROUND_TRIPS.server);
+        assert_eq!(rt.client, (5_000, 5_000));
+        assert_eq!(sc.base.tasks[0].round_trips, None);
+        // Work without a count, a count without a server, a zero request, too many.
+        let typist = "[[task]]\nbehaviour = \"typist\"\n";
+        let (l, _, m) = err(&format!("{typist}request_work = \"1us\"\n"));
+        assert_eq!(l, 3);
+        assert!(m.contains("need round_trips"), "{m}");
+        let (l, _, m) = err(&format!("{typist}round_trips = 2\n"));
+        assert_eq!(l, 3);
+        assert!(m.contains("need a server"), "{m}");
+        let (l, _, m) = err(&format!(
+            "{x}{typist}server = \"X\"\nround_trips = 2\nrequest_work = \"0us\"\n"
+        ));
+        assert_eq!(l, 8);
+        assert!(m.contains("more than zero"), "{m}");
+        let (_, _, m) = err(&format!("{x}{typist}server = \"X\"\nround_trips = 5000\n"));
+        assert!(m.contains("out of range"), "{m}");
+        // Only clients make them.
+        let (_, _, m) = err("[[task]]\nbehaviour = \"cpu\"\nround_trips = 1\n");
+        assert!(m.contains("'round_trips' does not apply"), "{m}");
     }
 
     #[test]
