@@ -622,6 +622,20 @@ impl RunConfig {
                         ),
                     ));
                 }
+                let serves = self
+                    .tasks
+                    .iter()
+                    .any(|o| o.name == target && matches!(o.behaviour, Behaviour::Server { .. }));
+                if t.round_trips.is_some() && !serves {
+                    // Only a server answers requests: any other task would leave the client waiting.
+                    return Err(SimError::invalid(
+                        "round_trips",
+                        format!(
+                            "task '{}' makes round trips to '{target}', which is not a server",
+                            t.name
+                        ),
+                    ));
+                }
             }
         }
         Ok(())

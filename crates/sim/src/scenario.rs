@@ -381,6 +381,21 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
                 }
             }
         }
+        // Only a server answers round trips.
+        if let (Some(n), Some(target)) = (&t.get_ref().round_trips, &t.get_ref().server) {
+            let serves = base.tasks.iter().any(|o| {
+                &o.name == target.get_ref() && matches!(o.behaviour, Behaviour::Server { .. })
+            });
+            if !serves {
+                return Err(cx.at(
+                    n.span(),
+                    format!(
+                        "round_trips go to server = \"{}\", which is not a server behaviour",
+                        target.get_ref()
+                    ),
+                ));
+            }
+        }
     }
     Ok(Scenario {
         name,
@@ -807,6 +822,17 @@ mod tests {
         // Only clients make them.
         let (_, _, m) = err("[[task]]\nbehaviour = \"cpu\"\nround_trips = 1\n");
         assert!(m.contains("'round_trips' does not apply"), "{m}");
+        // Only a server answers them.
+        let cpu = "[[task]]\nname = \"C\"\nbehaviour = \"cpu\"\n";
+        let (_, _, m) = err(&format!("{cpu}{typist}server = \"C\"\nround_trips = 1\n"));
+        assert!(m.contains("which is not a server"), "{m}");
+        let mut cfg = sc.base.clone();
+        cfg.tasks[0].behaviour = Behaviour::Cpu;
+        assert!(cfg
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("not a server"));
     }
 
     #[test]
