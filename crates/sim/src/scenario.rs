@@ -363,14 +363,29 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
             "no tasks: add [[task]] tables or a workload = \"cont:8\" line under [sim]",
         ));
     }
-    // Names a task hands work to must exist.
-    for t in &raw.task {
+    check_targets(&cx, &raw.task, &base.tasks)?;
+    Ok(Scenario {
+        name,
+        description,
+        base,
+        hz,
+        quanta,
+    })
+}
+
+/// Names a task hands work to must exist; round trips go only to a server.
+fn check_targets(
+    cx: &Ctx,
+    raw: &[Spanned<TaskSection>],
+    tasks: &[TaskSpec],
+) -> Result<(), SimError> {
+    for t in raw {
         for (field, key) in [
             (&t.get_ref().server, "server"),
             (&t.get_ref().decoder, "decoder"),
         ] {
             if let Some(target) = field {
-                if !base.tasks.iter().any(|o| &o.name == target.get_ref()) {
+                if !tasks.iter().any(|o| &o.name == target.get_ref()) {
                     return Err(cx.at(
                         target.span(),
                         format!(
@@ -383,7 +398,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
         }
         // Only a server answers round trips.
         if let (Some(n), Some(target)) = (&t.get_ref().round_trips, &t.get_ref().server) {
-            let serves = base.tasks.iter().any(|o| {
+            let serves = tasks.iter().any(|o| {
                 &o.name == target.get_ref() && matches!(o.behaviour, Behaviour::Server { .. })
             });
             if !serves {
@@ -397,13 +412,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, SimError> {
             }
         }
     }
-    Ok(Scenario {
-        name,
-        description,
-        base,
-        hz,
-        quanta,
-    })
+    Ok(())
 }
 
 fn task(cx: &Ctx, t: &TaskSection) -> Result<Vec<TaskSpec>, SimError> {
