@@ -3,8 +3,9 @@
 //! many quanta a second they run.
 //!
 //! Two halves under one name:
-//! - [`EtsionBilling`] (this machine): trace a mixed desktop-like workload and bill it with virtual
-//!   ticks of 100 and 1000 Hz, beside the paper's numbers and the simulator's;
+//! - [`EtsionBilling`] (this machine): trace each application's stand-in alone on one CPU (the
+//!   [`RUNS`]) and bill it with virtual ticks of 100 and 1000 Hz, beside the paper's numbers and
+//!   the simulator's;
 //! - [`EtsionBillingSim`] (`--sim`): the simulator's model of each of the paper's applications
 //!   under the Linux 2.4 scheduler at 100 and 1000 Hz.
 //!
