@@ -867,12 +867,11 @@ fn table4(m: &Model) -> Table {
         if i > 0 {
             t.rule();
         }
-        let q = Some(q);
         t.row([
             format!("{} ({})", r.label, r.app),
             "paper".into(),
-            q2(q.map(|q| q[0])),
-            q2(q.map(|q| q[1])),
+            q2(Some(q[0])),
+            q2(Some(q[1])),
             String::new(),
         ]);
         t.row([

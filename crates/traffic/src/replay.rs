@@ -319,9 +319,6 @@ pub struct Timing {
     pub stamped: u64,
     /// Stamps that matched no send awaiting one.
     pub stale_stamps: u64,
-    /// Packets the qdisc dropped for their launch time (`--txtime`), and how many had missed it.
-    pub txtime_dropped: u64,
-    pub txtime_missed: u64,
     /// |actual gap - intended gap| between consecutive sends.
     pub gap_error: Recorder,
     pub sent: u64,
@@ -370,8 +367,6 @@ impl Timing {
             lateness: Recorder::new(),
             stamped: 0,
             stale_stamps: 0,
-            txtime_dropped: 0,
-            txtime_missed: 0,
             gap_error: Recorder::new(),
             sent: 0,
             errors: 0,
@@ -426,10 +421,6 @@ impl Timing {
         match m {
             ErrMsg::Sent { key, realtime_ns } => {
                 pending.stamp(key, realtime_ns, &mut |s| self.settle(s, start, spacing))
-            }
-            ErrMsg::TxTimeDropped { missed } => {
-                self.txtime_dropped += 1;
-                self.txtime_missed += missed as u64;
             }
             ErrMsg::Other => {}
         }

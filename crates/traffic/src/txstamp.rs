@@ -1,7 +1,6 @@
 //! Kernel transmit timestamps (SO_TIMESTAMPING, software): the instant the driver took each packet,
 //! read from the socket's error queue without blocking the send loop, and matched to the send by
-//! the kernel's per-socket counter (SOF_TIMESTAMPING_OPT_ID). The error queue also carries the
-//! launch-time (SO_TXTIME) drops the ETF qdisc reports.
+//! the kernel's per-socket counter (SOF_TIMESTAMPING_OPT_ID).
 //!
 //! The stamps are CLOCK_REALTIME; the schedule is CLOCK_MONOTONIC. The two tick at the same
 //! (NTP-disciplined) rate and differ only when the realtime clock is stepped, so one offset,
@@ -16,10 +15,6 @@ pub const SO_TIMESTAMPING: libc::c_int = 37;
 pub const SCM_TIMESTAMPING: libc::c_int = SO_TIMESTAMPING;
 /// `PACKET_TX_TIMESTAMP`: the error-queue message level/type of an AF_PACKET socket.
 pub const PACKET_TX_TIMESTAMP: libc::c_int = 16;
-/// `SO_EE_ORIGIN_TXTIME`: a packet the qdisc dropped for its launch time.
-pub const SO_EE_ORIGIN_TXTIME: u8 = 6;
-/// `SO_EE_CODE_TXTIME_MISSED`: its launch time had passed when the qdisc saw it.
-pub const SO_EE_CODE_TXTIME_MISSED: u8 = 2;
 /// `SCM_TSTAMP_SND`: the stamp taken when the driver sent the packet.
 const SCM_TSTAMP_SND: u32 = 0;
 
@@ -72,14 +67,8 @@ pub fn enable(fd: RawFd) -> std::io::Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrMsg {
     /// Send `key` left at `realtime_ns` (CLOCK_REALTIME).
-    Sent {
-        key: u32,
-        realtime_ns: u64,
-    },
-    /// A packet the qdisc dropped for its launch time (`missed`: it had passed; else invalid).
-    TxTimeDropped {
-        missed: bool,
-    },
+    Sent { key: u32, realtime_ns: u64 },
+    /// Anything else (another origin, or a message without a stamp).
     Other,
 }
 
@@ -138,9 +127,6 @@ fn parse(msg: &libc::msghdr) -> ErrMsg {
                 realtime_ns: t,
             }
         }
-        (Some(e), _) if e.ee_origin == SO_EE_ORIGIN_TXTIME => ErrMsg::TxTimeDropped {
-            missed: e.ee_code == SO_EE_CODE_TXTIME_MISSED,
-        },
         _ => ErrMsg::Other,
     }
 }
