@@ -12,6 +12,7 @@
 //! are counted. After the file's last packet matching goes on at its first (`--loop`); a gap is
 //! compared only between packets adjacent in the file and in the same pass.
 
+use crate::arrivals::GapErrors;
 use crate::measure::udp_payload;
 use crate::replay::Slope;
 use crate::store::PacketStore;
@@ -128,18 +129,14 @@ fn same(link: DataLink, by: MatchedBy, rx: &[u8], rx_link: DataLink, orig: &[u8]
 /// The gaps of a stream compared online.
 struct Gaps {
     a: Against,
+    g: GapErrors,
     slope: Slope,
-    sum_file: u64,
-    sum_rx: u64,
-    welford: (f64, f64),
 }
 
 impl Gaps {
     fn add(&mut self, rx_gap: u64, file_gap: u64) {
-        let a = &mut self.a;
-        let e = rx_gap as i128 - file_gap as i128;
-        let abs = e.unsigned_abs() as u64;
-        a.error.record(abs);
+        let e = self.g.add(rx_gap, file_gap);
+        let (a, abs) = (&mut self.a, e.unsigned_abs() as u64);
         if e >= 0 {
             a.late.record(abs);
         } else {
@@ -147,32 +144,22 @@ impl Gaps {
             a.early += 1;
             a.early_max = a.early_max.max(abs);
         }
-        a.compared += 1;
-        a.within_1pct += (abs as f64 <= 0.01 * file_gap as f64) as u64;
-        a.within_7pct += (abs as f64 <= 0.07 * file_gap as f64) as u64;
-        let n = a.compared as f64;
-        let (mean, m2) = &mut self.welford;
-        let d = e as f64 - *mean;
-        *mean += d / n;
-        *m2 += d * (e as f64 - *mean);
-        self.sum_file += file_gap;
-        self.sum_rx += rx_gap;
-        self.slope.add(
-            self.sum_file as f64,
-            self.sum_rx as f64 - self.sum_file as f64,
-        );
+        let g = &self.g;
+        self.slope
+            .add(g.sum_want as f64, g.sum_got as f64 - g.sum_want as f64);
     }
 
-    fn finish(mut self) -> Against {
-        let a = &mut self.a;
-        if a.compared > 0 {
-            a.mean_ns = self.welford.0;
-            a.sd_ns = (self.welford.1 / a.compared as f64).sqrt();
-        }
+    fn finish(self) -> Against {
+        let (mut a, g) = (self.a, self.g);
+        a.compared = g.compared;
+        a.within_1pct = g.within_1pct;
+        a.within_7pct = g.within_7pct;
+        a.mean_ns = g.mean_ns();
+        a.sd_ns = g.sd_ns();
+        a.stretch = g.stretch();
         a.drift = self.slope.slope();
-        a.stretch = (self.sum_file > 0)
-            .then(|| (self.sum_rx as f64 - self.sum_file as f64) / self.sum_file as f64);
-        self.a
+        a.error = g.error;
+        a
     }
 }
 
@@ -206,10 +193,8 @@ impl Original {
     pub fn compare(&self, rx: &PacketStore, link: DataLink) -> Against {
         let mut g = Gaps {
             a: Against::new(self.packets.len() as u64),
+            g: GapErrors::default(),
             slope: Slope::default(),
-            sum_file: 0,
-            sum_rx: 0,
-            welford: (0.0, 0.0),
         };
         g.a.received = rx.len() as u64;
         let mut seq: Vec<usize> = Vec::new();

@@ -1,7 +1,78 @@
 //! What a receiver saw of a stream sent at a fixed spacing: the error of every inter-arrival time
-//! against the spacing (ARTS's check with a cell analyzer, thesis Fig. 4.7).
+//! against the spacing (ARTS's check with a cell analyzer, thesis Fig. 4.7). [`GapErrors`] is the
+//! accumulator it shares with `record --against` ([`crate::against`]), where the wanted gap is the
+//! file's own.
 
 use punctual_stats::Recorder;
+
+/// Received gaps against the gaps wanted, accumulated online: |error|, the shares within 1 % and
+/// 7 % of the wanted gap (ARTS's metric), and the signed error's mean and deviation (Welford).
+#[derive(Clone, Debug)]
+pub struct GapErrors {
+    /// |got - want| of every gap.
+    pub error: Recorder,
+    pub compared: u64,
+    pub within_1pct: u64,
+    pub within_7pct: u64,
+    mean: f64,
+    m2: f64,
+    /// Sums of the wanted and received gaps (ns).
+    pub sum_want: u64,
+    pub sum_got: u64,
+}
+
+impl Default for GapErrors {
+    fn default() -> Self {
+        GapErrors {
+            error: Recorder::new(),
+            compared: 0,
+            within_1pct: 0,
+            within_7pct: 0,
+            mean: 0.0,
+            m2: 0.0,
+            sum_want: 0,
+            sum_got: 0,
+        }
+    }
+}
+
+impl GapErrors {
+    /// One gap: `got` received where `want` was wanted. Returns the signed error (ns).
+    #[inline]
+    pub fn add(&mut self, got: u64, want: u64) -> i128 {
+        let e = got as i128 - want as i128;
+        let abs = e.unsigned_abs() as u64;
+        self.error.record(abs);
+        self.compared += 1;
+        self.within_1pct += (abs as f64 <= 0.01 * want as f64) as u64;
+        self.within_7pct += (abs as f64 <= 0.07 * want as f64) as u64;
+        let d = e as f64 - self.mean;
+        self.mean += d / self.compared as f64;
+        self.m2 += d * (e as f64 - self.mean);
+        self.sum_want += want;
+        self.sum_got += got;
+        e
+    }
+
+    /// Mean of the signed error (ns), 0 before any gap.
+    pub fn mean_ns(&self) -> f64 {
+        self.mean
+    }
+
+    /// Standard deviation of the signed error (ns), 0 before any gap.
+    pub fn sd_ns(&self) -> f64 {
+        if self.compared == 0 {
+            return 0.0;
+        }
+        (self.m2 / self.compared as f64).sqrt()
+    }
+
+    /// (received - wanted) / wanted over every gap, `None` before any.
+    pub fn stretch(&self) -> Option<f64> {
+        (self.sum_want > 0)
+            .then(|| (self.sum_got as f64 - self.sum_want as f64) / self.sum_want as f64)
+    }
+}
 
 /// Inter-arrival errors of one received stream.
 #[derive(Clone, Debug)]
@@ -23,32 +94,19 @@ impl Arrivals {
         if ts.len() < 2 || spacing_ns == 0 {
             return None;
         }
-        let s = spacing_ns as f64;
-        let mut error = Recorder::new();
-        let (mut w1, mut w7) = (0u64, 0u64);
-        let (mut mean, mut m2, mut n) = (0.0f64, 0.0f64, 0.0f64);
+        let mut g = GapErrors::default();
         for w in ts.windows(2) {
-            let gap = w[1].saturating_sub(w[0]);
-            let e = gap.abs_diff(spacing_ns);
-            error.record(e);
-            let ef = e as f64;
-            w1 += (ef <= 0.01 * s) as u64;
-            w7 += (ef <= 0.07 * s) as u64;
-            let signed = gap as f64 - s;
-            n += 1.0;
-            let d = signed - mean;
-            mean += d / n;
-            m2 += d * (signed - mean);
+            g.add(w[1].saturating_sub(w[0]), spacing_ns);
         }
-        let gaps = (ts.len() - 1) as f64;
+        let gaps = g.compared as f64;
         let span = (ts[ts.len() - 1] - ts[0]) as f64;
         Some(Arrivals {
-            error,
-            sd_ns: (m2 / n).sqrt(),
-            within_1pct: w1 as f64 / gaps,
-            within_7pct: w7 as f64 / gaps,
-            stretch: span / (gaps * s) - 1.0,
+            sd_ns: g.sd_ns(),
+            within_1pct: g.within_1pct as f64 / gaps,
+            within_7pct: g.within_7pct as f64 / gaps,
+            stretch: span / (gaps * spacing_ns as f64) - 1.0,
             received: ts.len() as u64,
+            error: g.error,
         })
     }
 }
