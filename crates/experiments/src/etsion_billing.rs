@@ -616,11 +616,7 @@ impl Measurement for EtsionBilling {
             let (trace, analysis) =
                 crate::traced::trace_run(ctx, g, sched, self.secs, &self.progress)?;
             t.events += analysis.events;
-            t.lost_events += trace
-                .trailer
-                .as_ref()
-                .map(|tr| tr.lost.values().map(|l| l.total()).sum::<u64>())
-                .unwrap_or(0);
+            t.lost_events += trace.lost_events();
             t.kernel_hz = t
                 .kernel_hz
                 .or(trace.header.host.as_ref().and_then(|h| h.hz));

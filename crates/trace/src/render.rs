@@ -90,11 +90,7 @@ pub fn summary_table(a: &Analysis, trace: &TraceData) -> Table {
         "kernel events".to_string(),
         trace.header.events.len().to_string(),
     ]);
-    let lost: u64 = trace
-        .trailer
-        .as_ref()
-        .map(|t| t.lost.values().map(|l| l.total()).sum())
-        .unwrap_or(0);
+    let lost = trace.lost_events();
     t.row([
         "lost events".to_string(),
         format!("{lost} ({} loss markers)", a.loss_markers),

@@ -94,6 +94,13 @@ pub struct TraceData {
 }
 
 impl TraceData {
+    /// Events the kernel dropped, over every CPU (0 when the file has no trailer).
+    pub fn lost_events(&self) -> u64 {
+        self.trailer
+            .as_ref()
+            .map_or(0, |t| t.lost.values().map(|l| l.total()).sum())
+    }
+
     /// The trace window: from tracing on to tracing off (or the last event, when the file ended early).
     pub fn window(&self) -> (u64, u64) {
         let first = self.events.first().map_or(self.header.start_ns, |e| e.ts);
