@@ -284,6 +284,7 @@ impl KurtArts {
                     shielded: false,
                     breather_every: Some(500_000_000),
                     steal: None,
+                    txtime_lead: 0,
                 };
                 let progress = [SlotProgress::default()];
                 let r = replay(

@@ -166,6 +166,47 @@ fn replay_over_loopback_loops_and_limits_and_reports_the_gaps() {
     assert!(stdout.contains("within 1%"), "{stdout}");
 }
 
+/// Issue 14: `--txtime` where the egress interface (loopback, `noqueue`) has no queueing
+/// discipline that holds packets to their transmit times: the replay says so before sending, falls
+/// back to the dispatcher's sends, and records why; every packet still arrives, in order.
+#[test]
+fn txtime_without_an_etf_or_fq_qdisc_falls_back_and_records_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 20);
+    let r = receiver();
+    let to = r.local_addr().unwrap().to_string();
+    let json = dir.path().join("r.json");
+    let out = replay(&file, &to)
+        .args(["--interval", "1ms", "--txtime", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(drain(&r), (0..20).collect::<Vec<u64>>());
+    assert!(
+        stderr.contains("fallback: txtime") && stderr.contains("the queueing discipline of lo"),
+        "{stderr}"
+    );
+    let doc = valid_doc(&json);
+    let tx = &doc["settings"]["txtime"];
+    assert_eq!(tx["used"], false, "{tx}");
+    assert_eq!(tx["lead_ns"], 1_000_000, "the default lead");
+    assert!(tx["why"].as_str().unwrap().contains("noqueue"), "{tx}");
+    let fb = doc["settings"]["fallbacks"].as_array().unwrap();
+    assert!(fb.iter().any(|f| f["setting"] == "txtime"), "{fb:?}");
+    // Not asked for: nothing recorded.
+    let plain = dir.path().join("p.json");
+    replay(&file, &to)
+        .args(["--interval", "1ms", "--json"])
+        .arg(&plain)
+        .assert()
+        .success();
+    assert!(valid_doc(&plain)["settings"]["txtime"].is_null());
+    drain(&r);
+}
+
 #[test]
 fn zero_and_absurd_rates_exit_2_before_sending() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,6 +24,7 @@ pub mod replay;
 pub mod schedule;
 pub mod store;
 pub mod txstamp;
+pub mod txtime;
 
 /// Link types of capture files (from `pcap-file`), for callers that write captures.
 pub use pcap_file::DataLink;

@@ -9,6 +9,7 @@ use crate::record::{Capturer, Filter, NsPcapNg, Recorded, Until};
 use crate::replay::{replay, LoopSettings, RawSender, Replayed, Sender, UdpSender};
 use crate::schedule::{Schedule, ScheduleConfig, Timing};
 use crate::store::PacketStore;
+use crate::txtime::NoTxTime;
 use crate::TrafficError;
 use etherparse::{SlicedPacket, TransportSlice};
 use pcap_file::DataLink;
@@ -69,6 +70,9 @@ pub struct ReplayConfig {
     /// The sending CPU is shielded (by `--shield` or an enclosing `punctual shield`): the loop's
     /// margin is not capped by the spin budget.
     pub shielded: bool,
+    /// `--txtime`: hand each packet to the kernel this long before its instant, with its transmit
+    /// time, where the egress queueing discipline holds packets to them.
+    pub txtime: Option<u64>,
 }
 
 /// `--shield` on the sending CPU `cpu` (the first of `-a`, required): whether the CPU is shielded
@@ -202,6 +206,8 @@ pub struct Replay {
     progress: Arc<[SlotProgress; 1]>,
     /// Kernel transmit stamps turned on, or why not.
     stamps: Result<(), String>,
+    /// With `--txtime`: the queueing discipline and clock used, or why not.
+    txtime: Option<Result<(String, i32), NoTxTime>>,
 }
 
 pub struct ReplayOutcome {
@@ -214,14 +220,62 @@ impl Replay {
     /// Turns the sender's kernel transmit stamps on where it can (recorded either way).
     pub fn new(cfg: ReplayConfig, loaded: Loaded, mut sender: Box<dyn Sender>) -> Replay {
         let stamps = sender.enable_stamps().map_err(|e| e.to_string());
+        // Transmit times only with transmit stamps: without them a send would be timed at its
+        // hand-over, a lead before it leaves.
+        let txtime = cfg.txtime.map(|_| match &stamps {
+            Ok(()) => sender.enable_txtime(),
+            Err(e) => Err(NoTxTime::new(
+                format!("without kernel transmit timestamps ({e}) the sends could not be timed"),
+                "a kernel with SO_TIMESTAMPING on this socket type",
+            )),
+        });
         Replay {
             stamps,
+            txtime,
             shield: None,
             describe: sender.describe(),
             cfg,
             loaded,
             sender: Some(sender),
             progress: Arc::new([SlotProgress::default()]),
+        }
+    }
+
+    /// What the sending socket could not give: kernel transmit stamps, `--txtime`.
+    fn socket_fallbacks(&self) -> Vec<Fallback> {
+        let mut v = Vec::new();
+        if let Err(why) = &self.stamps {
+            v.push(Fallback {
+                setting: "tx_timestamps".into(),
+                wanted: "kernel software transmit timestamps (SO_TIMESTAMPING)".into(),
+                got: "the clock read just before each send call".into(),
+                why: why.clone(),
+                fix: "a kernel with SO_TIMESTAMPING on this socket type".into(),
+            });
+        }
+        if let Some(Err(no)) = &self.txtime {
+            v.push(Fallback {
+                setting: "txtime".into(),
+                wanted: "each packet handed to the kernel early with its transmit time (SO_TXTIME)"
+                    .into(),
+                got: "each packet sent at its instant by the dispatcher".into(),
+                why: no.why.clone(),
+                fix: no.fix.clone(),
+            });
+        }
+        v
+    }
+
+    /// `settings.txtime`: null when not asked for; else the lead and the qdisc and clock, or why not.
+    fn txtime_json(&self) -> serde_json::Value {
+        match (&self.txtime, self.cfg.txtime) {
+            (Some(Ok((qdisc, clockid))), Some(lead)) => {
+                json!({"used": true, "lead_ns": lead, "qdisc": qdisc, "clockid": clockid})
+            }
+            (Some(Err(no)), Some(lead)) => {
+                json!({"used": false, "lead_ns": lead, "why": no.why})
+            }
+            _ => serde_json::Value::Null,
         }
     }
 
@@ -289,6 +343,10 @@ impl Measurement for Replay {
         let (store, schedule) = (&self.loaded.store, &self.loaded.schedule);
         let (margin, cpu, progress) = (self.cfg.margin, self.cfg.cpu, &*self.progress);
         let shielded = self.cfg.shielded;
+        let txtime_lead = match self.txtime {
+            Some(Ok(_)) => self.cfg.txtime.unwrap_or(0),
+            _ => 0,
+        };
         let stop = ctx.stop().clone();
         let r = std::thread::scope(|s| {
             s.spawn(move || {
@@ -303,6 +361,7 @@ impl Measurement for Replay {
                     steal: steal
                         .as_ref()
                         .map(|s| s as &dyn punctual_dispatch::engine::StolenTime),
+                    txtime_lead,
                 };
                 let replayed = replay(
                     &SystemClock::monotonic(),
@@ -327,16 +386,7 @@ impl Measurement for Replay {
 
     fn report(&self, o: ReplayOutcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(doc, o.fallback.iter());
-        if let Err(why) = &self.stamps {
-            let f = Fallback {
-                setting: "tx_timestamps".into(),
-                wanted: "kernel software transmit timestamps (SO_TIMESTAMPING)".into(),
-                got: "the clock read just before each send call".into(),
-                why: why.clone(),
-                fix: "a kernel with SO_TIMESTAMPING on this socket type".into(),
-            };
-            ctx.runtime_fallbacks(doc, [&f]);
-        }
+        ctx.runtime_fallbacks(doc, self.socket_fallbacks().iter());
         let l = &self.loaded;
         let t = &o.replayed.timing;
         let s = &mut doc.settings.extra;
@@ -350,6 +400,7 @@ impl Measurement for Replay {
         s.insert("partial".into(), self.cfg.partial.into());
         s.insert("cpu".into(), self.cfg.cpu.into());
         s.insert("shielded".into(), self.cfg.shielded.into());
+        s.insert("txtime".into(), self.txtime_json());
         let spacing = l.schedule.spacing();
         doc.series = vec![
             Series::from_recorder("send lateness", kind::LATENESS, self.cfg.cpu, &t.lateness)
@@ -389,6 +440,7 @@ impl Measurement for Replay {
                     "kernel_stamped": t.stamped,
                     "before_send_call": t.sent - t.stamped,
                     "stale_stamps": t.stale_stamps,
+                "txtime_dropped": t.txtime_dropped,
                     "tx_timestamps": self.stamps.as_ref().map(|_| "on").unwrap_or_else(|e| e),
                     "realtime_minus_monotonic_ns": o.replayed.stamp_offset.map(|(a, b)| [a, b]),
                 },
@@ -447,6 +499,15 @@ impl Measurement for Replay {
         }
         if let Some(e) = &t.first_error {
             text.push_str(&format!("\n{} sends failed; the first: {e}\n", t.errors));
+        }
+        if let (Some(Ok((qdisc, clockid))), Some(lead)) = (&self.txtime, self.cfg.txtime) {
+            text.push_str(&format!(
+                "\n--txtime: each packet handed to the kernel {} before its instant, sent by the \
+                 {qdisc} qdisc at its transmit time (clock {clockid}); {} dropped for a transmit \
+                 time the qdisc could not meet.\n",
+                format_ns(lead),
+                t.txtime_dropped
+            ));
         }
         Ok(Report {
             tables: vec![tab],

@@ -7,6 +7,7 @@
 use crate::schedule::Schedule;
 use crate::store::PacketStore;
 use crate::txstamp::{ErrMsg, Pending, Settled, Waiting};
+use crate::txtime::NoTxTime;
 use crate::TrafficError;
 use punctual_dispatch::engine::{
     dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
@@ -26,7 +27,9 @@ pub const EVENT_CHUNK: usize = 16_384;
 
 /// Where packets go.
 pub trait Sender: Send {
-    fn send(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+    /// Sends `bytes`, meant for instant `at` (CLOCK_MONOTONIC, ns): with `--txtime` on, `at` goes
+    /// to the kernel as the packet's transmit time; otherwise it is not used.
+    fn send(&mut self, bytes: &[u8], at: u64) -> std::io::Result<()>;
     /// What it sends to, for the report (`udp 10.0.0.2:9000`, `af_packet veth0`).
     fn describe(&self) -> String;
     /// Turns kernel transmit timestamps on ([`crate::txstamp`]); refused by senders without a
@@ -41,6 +44,41 @@ pub trait Sender: Send {
     }
     /// Reads the socket's error queue without blocking.
     fn drain(&mut self, _f: &mut dyn FnMut(ErrMsg)) {}
+    /// Turns `--txtime` on ([`crate::txtime`]) where the egress interface's queueing discipline
+    /// holds packets to their transmit times: the qdisc and clock used, or why not.
+    fn enable_txtime(&mut self) -> Result<(String, i32), NoTxTime> {
+        Err(NoTxTime::new("this sender has no socket", "--udp-to or -i"))
+    }
+}
+
+/// Transmit times on a sender's socket: the offset from CLOCK_MONOTONIC to the qdisc's clock.
+#[derive(Clone, Copy, Debug, Default)]
+struct TxTimeOn {
+    offset: Option<i64>,
+}
+
+impl TxTimeOn {
+    fn enable(&mut self, fd: std::os::fd::RawFd, ifindex: u32) -> Result<(String, i32), NoTxTime> {
+        match crate::txtime::decide_for(ifindex) {
+            crate::txtime::Decision::Kernel { clockid, qdisc } => {
+                crate::txtime::enable(fd, clockid).map_err(|e| {
+                    NoTxTime::new(
+                        format!("the kernel refused SO_TXTIME: {e}"),
+                        "a kernel with SO_TXTIME (4.19 or later)",
+                    )
+                })?;
+                self.offset = Some(crate::txtime::offset_from_monotonic(clockid));
+                Ok((qdisc, clockid))
+            }
+            crate::txtime::Decision::Fallback(no) => Err(no),
+        }
+    }
+
+    /// `at` on the qdisc's clock, when transmit times are on.
+    #[inline(always)]
+    fn at(&self, at: u64) -> Option<u64> {
+        self.offset.map(|o| (at as i64 + o) as u64)
+    }
 }
 
 /// The kernel's transmit-stamp counter of one socket, as the sender keeps it.
@@ -79,7 +117,10 @@ impl StampCount {
 pub struct UdpSender {
     sock: UdpSocket,
     to: SocketAddr,
+    /// `to` as the kernel takes it, for `sendmsg`.
+    to_raw: nix::sys::socket::SockaddrStorage,
     stamps: StampCount,
+    txtime: TxTimeOn,
 }
 
 impl UdpSender {
@@ -97,15 +138,20 @@ impl UdpSender {
         Ok(UdpSender {
             sock,
             to,
+            to_raw: to.into(),
             stamps: StampCount::default(),
+            txtime: TxTimeOn::default(),
         })
     }
 }
 
 impl Sender for UdpSender {
     #[inline(always)]
-    fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let r = self.sock.send_to(bytes, self.to).map(|_| ());
+    fn send(&mut self, bytes: &[u8], at: u64) -> std::io::Result<()> {
+        let r = match self.txtime.at(at) {
+            Some(t) => crate::txtime::send_at(self.sock.as_raw_fd(), bytes, Some(&self.to_raw), t),
+            None => self.sock.send_to(bytes, self.to).map(|_| ()),
+        };
         self.stamps.sent(&r);
         r
     }
@@ -121,12 +167,23 @@ impl Sender for UdpSender {
     fn drain(&mut self, f: &mut dyn FnMut(ErrMsg)) {
         crate::txstamp::drain(self.sock.as_raw_fd(), f);
     }
+    fn enable_txtime(&mut self) -> Result<(String, i32), NoTxTime> {
+        let i = crate::txtime::egress_ifindex(self.to.ip()).map_err(|e| {
+            NoTxTime::new(
+                format!("finding the interface to {}: {e}", self.to),
+                "a route to the destination",
+            )
+        })?;
+        self.txtime.enable(self.sock.as_raw_fd(), i)
+    }
 }
 
 /// Whole frames over an AF_PACKET raw socket bound to one interface.
 pub struct RawSender {
     fd: OwnedFd,
     iface: String,
+    ifindex: u32,
+    txtime: TxTimeOn,
     /// The kernel's queueing discipline is bypassed (PACKET_QDISC_BYPASS).
     pub qdisc_bypass: bool,
     stamps: StampCount,
@@ -263,6 +320,8 @@ impl RawSender {
         Ok(RawSender {
             fd,
             iface: iface.into(),
+            ifindex: index,
+            txtime: TxTimeOn::default(),
             qdisc_bypass: bypass,
             stamps: StampCount::default(),
         })
@@ -271,7 +330,12 @@ impl RawSender {
 
 impl Sender for RawSender {
     #[inline(always)]
-    fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    fn send(&mut self, bytes: &[u8], at: u64) -> std::io::Result<()> {
+        if let Some(t) = self.txtime.at(at) {
+            let r = crate::txtime::send_at(self.fd.as_raw_fd(), bytes, None, t);
+            self.stamps.sent(&r);
+            return r;
+        }
         let r = unsafe {
             libc::send(
                 self.fd.as_raw_fd(),
@@ -300,6 +364,16 @@ impl Sender for RawSender {
     fn drain(&mut self, f: &mut dyn FnMut(ErrMsg)) {
         crate::txstamp::drain(self.fd.as_raw_fd(), f);
     }
+    fn enable_txtime(&mut self) -> Result<(String, i32), NoTxTime> {
+        if self.qdisc_bypass {
+            return Err(NoTxTime::new(
+                "--qdisc-bypass skips the queueing discipline that would hold packets to their \
+                 transmit times",
+                "leave out --qdisc-bypass",
+            ));
+        }
+        self.txtime.enable(self.fd.as_raw_fd(), self.ifindex)
+    }
 }
 
 /// Drain the error queue after a send when the next one is at least this far off...
@@ -319,6 +393,8 @@ pub struct Timing {
     pub stamped: u64,
     /// Stamps that matched no send awaiting one.
     pub stale_stamps: u64,
+    /// Packets the queueing discipline dropped for a transmit time it could not meet (`--txtime`).
+    pub txtime_dropped: u64,
     /// |actual gap - intended gap| between consecutive sends.
     pub gap_error: Recorder,
     pub sent: u64,
@@ -367,6 +443,7 @@ impl Timing {
             lateness: Recorder::new(),
             stamped: 0,
             stale_stamps: 0,
+            txtime_dropped: 0,
             gap_error: Recorder::new(),
             sent: 0,
             errors: 0,
@@ -422,6 +499,7 @@ impl Timing {
             ErrMsg::Sent { key, realtime_ns } => {
                 pending.stamp(key, realtime_ns, &mut |s| self.settle(s, start, spacing))
             }
+            ErrMsg::TxTimeDropped => self.txtime_dropped += 1,
             ErrMsg::Other => {}
         }
     }
@@ -451,6 +529,8 @@ pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
     pub timing: Timing,
     /// Sends awaiting their kernel stamps (`None`: the sender gives none).
     pending: Option<Pending>,
+    /// How long before its instant each packet is handed over (`--txtime`; else 0).
+    lead: u64,
 }
 
 impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
@@ -520,7 +600,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
 
 impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> {
     fn lead(&self, _: u16) -> u64 {
-        0
+        self.lead
     }
     fn delegated(&self, _: u16) -> bool {
         false
@@ -531,7 +611,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
         let bytes = self.store.get(self.schedule.packet(k));
         let key = self.sender.stamp_key();
         let actual = self.clock.now();
-        let r = self.sender.send(bytes);
+        let r = self.sender.send(bytes, target);
         let next = (k + 1 < self.schedule.total())
             .then(|| self.start + self.schedule.at(k + 1, self.store.timestamps()));
         self.sent(target, actual, key, r.is_ok(), next);
@@ -564,6 +644,8 @@ pub struct LoopSettings<'a> {
     pub shielded: bool,
     pub breather_every: Option<u64>,
     pub steal: Option<&'a dyn StolenTime>,
+    /// `--txtime` on the sender: packets are handed to the kernel this long before their instants.
+    pub txtime_lead: u64,
 }
 
 /// What a replay did.
@@ -625,6 +707,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
             .map(|_| Pending::new(crate::txstamp::realtime_offset())),
         sender,
         timing: Timing::new(),
+        lead: settings.txtime_lead,
     };
     let mut events: Vec<Event> = Vec::with_capacity(EVENT_CHUNK);
     let mut out = LoopEnd {
@@ -695,12 +778,15 @@ mod tests {
     struct Logged {
         clock: ManualClock,
         sent: Vec<(u64, Vec<u8>)>,
+        /// The instant each send was meant for, as the sender was told.
+        meant: Vec<u64>,
         fail_every: Option<u64>,
     }
 
     impl Sender for Logged {
-        fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        fn send(&mut self, bytes: &[u8], at: u64) -> std::io::Result<()> {
             self.sent.push((self.clock.now(), bytes.to_vec()));
+            self.meant.push(at);
             if self
                 .fail_every
                 .is_some_and(|n| (self.sent.len() as u64).is_multiple_of(n))
@@ -727,11 +813,21 @@ mod tests {
         cfg: ScheduleConfig,
         fail_every: Option<u64>,
     ) -> (Schedule, Logged, Replayed) {
+        run_lead(s, cfg, fail_every, 0)
+    }
+
+    fn run_lead(
+        s: &PacketStore,
+        cfg: ScheduleConfig,
+        fail_every: Option<u64>,
+        lead: u64,
+    ) -> (Schedule, Logged, Replayed) {
         let clock = ManualClock::new(0, 10);
         let sched = Schedule::new(&cfg, s.timestamps()).unwrap();
         let mut log = Logged {
             clock: clock.clone(),
             sent: vec![],
+            meant: vec![],
             fail_every,
         };
         let settings = LoopSettings {
@@ -740,6 +836,7 @@ mod tests {
             shielded: false,
             breather_every: None,
             steal: None,
+            txtime_lead: lead,
         };
         let progress = [SlotProgress::default()];
         let r = replay(
@@ -785,6 +882,29 @@ mod tests {
         );
         assert_eq!(r.timing.share_within_1pct(), Some(1.0));
         assert!(r.timing.lateness.max().unwrap() < 100);
+    }
+
+    #[test]
+    fn with_txtime_each_packet_is_handed_over_a_lead_early_carrying_its_instant() {
+        let s = store(1_000, 1_000);
+        let cfg = ScheduleConfig {
+            timing: T::Interval(50_000),
+            loops: 1,
+            limit: None,
+        };
+        let lead = 200_000;
+        let (sched, log, r) = run_lead(&s, cfg, None, lead);
+        assert_eq!(log.sent.len(), 1_000);
+        for (k, ((at, _), meant)) in log.sent.iter().zip(&log.meant).enumerate() {
+            let target = 1_000_000 + sched.at(k as u64, s.timestamps());
+            // The kernel is told the instant itself; the hand-over comes `lead` before it.
+            assert_eq!(*meant, target, "send {k}");
+            assert!(
+                *at + lead >= target && *at + lead - target < 100,
+                "send {k}: handed over at {at}, instant {target}"
+            );
+        }
+        assert_eq!(r.timing.sent, 1_000);
     }
 
     #[test]
@@ -842,6 +962,7 @@ mod tests {
         let mut log = Logged {
             clock: clock.clone(),
             sent: vec![],
+            meant: vec![],
             fail_every: None,
         };
         let settings = LoopSettings {
@@ -850,6 +971,7 @@ mod tests {
             shielded: false,
             breather_every: None,
             steal: None,
+            txtime_lead: 0,
         };
         let progress = [SlotProgress::default()];
         let r = replay(

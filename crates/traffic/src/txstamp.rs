@@ -17,6 +17,9 @@ pub const SCM_TIMESTAMPING: libc::c_int = SO_TIMESTAMPING;
 pub const PACKET_TX_TIMESTAMP: libc::c_int = 16;
 /// `SCM_TSTAMP_SND`: the stamp taken when the driver sent the packet.
 const SCM_TSTAMP_SND: u32 = 0;
+/// `sock_extended_err.ee_origin` of a packet the qdisc dropped for its transmit time
+/// (`include/uapi/linux/errqueue.h`; not in the libc crate).
+const SO_EE_ORIGIN_TXTIME: u8 = 6;
 
 /// Software transmit stamps, keyed by the send counter, without a copy of the packet.
 pub const FLAGS: u32 = libc::SOF_TIMESTAMPING_TX_SOFTWARE
@@ -68,6 +71,9 @@ pub fn enable(fd: RawFd) -> std::io::Result<()> {
 pub enum ErrMsg {
     /// Send `key` left at `realtime_ns` (CLOCK_REALTIME).
     Sent { key: u32, realtime_ns: u64 },
+    /// The queueing discipline dropped a packet whose transmit time it could not meet
+    /// (`--txtime`, `SO_EE_ORIGIN_TXTIME`).
+    TxTimeDropped,
     /// Anything else (another origin, or a message without a stamp).
     Other,
 }
@@ -127,6 +133,7 @@ fn parse(msg: &libc::msghdr) -> ErrMsg {
                 realtime_ns: t,
             }
         }
+        (Some(e), _) if e.ee_origin == SO_EE_ORIGIN_TXTIME => ErrMsg::TxTimeDropped,
         _ => ErrMsg::Other,
     }
 }

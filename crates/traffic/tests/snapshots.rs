@@ -17,7 +17,7 @@ use std::time::Duration;
 
 struct Counted(u64);
 impl Sender for Counted {
-    fn send(&mut self, _: &[u8]) -> std::io::Result<()> {
+    fn send(&mut self, _: &[u8], _: u64) -> std::io::Result<()> {
         self.0 += 1;
         Ok(())
     }
@@ -67,6 +67,7 @@ fn replay_table_and_document() {
             dma_latency_us: Some(0),
         },
         shielded: false,
+        txtime: None,
     };
     let loaded = load(&cfg).unwrap();
     // The replay itself, on an injected clock: every send exactly at its instant.
@@ -78,6 +79,7 @@ fn replay_table_and_document() {
         shielded: false,
         breather_every: None,
         steal: None,
+        txtime_lead: 0,
     };
     let replayed = replay(
         &clock,

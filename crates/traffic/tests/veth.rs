@@ -37,6 +37,7 @@ fn settings(start: u64) -> LoopSettings<'static> {
         shielded: false,
         breather_every: Some(500_000_000),
         steal: None,
+        txtime_lead: 0,
     }
 }
 
@@ -105,7 +106,7 @@ fn udp_replay_over_veth_delivers_every_packet_in_order() {
             sender.enable_stamps().unwrap();
             // The first datagram waits for ARP; it goes before the timed run, marked u64::MAX
             // (its stamp, key 0, is not the replay's: the sender counts it).
-            sender.send(&u64::MAX.to_le_bytes().repeat(8)).unwrap();
+            sender.send(&u64::MAX.to_le_bytes().repeat(8), 0).unwrap();
             std::thread::sleep(Duration::from_millis(100));
             let cfg = ScheduleConfig {
                 timing: Timing::Interval(100_000),
@@ -293,4 +294,115 @@ fn namespaces_are_journalled_and_deleted_with_the_pair() {
             .iter()
             .any(|c| matches!(c, Change::RemoveNetns { name } if name == n)));
     }
+}
+
+/// `tc` in namespace `ns`.
+fn tc(ns: &str, args: &[&str]) {
+    let st = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "tc"])
+        .args(args)
+        .status()
+        .expect("running tc");
+    assert!(st.success(), "tc {args:?} failed in {ns}");
+}
+
+#[test]
+fn txtime_reads_the_egress_qdisc_and_falls_back_where_it_ignores_transmit_times() {
+    use punctual_traffic::replay::Sender;
+    use punctual_traffic::txtime::{self, Decision};
+    let test = "txtime_reads_the_egress_qdisc_and_falls_back_where_it_ignores_transmit_times";
+    let Some(pair) = pair_or_skip(test, "t", 216) else {
+        return;
+    };
+    let pair = Arc::new(pair);
+    let p = pair.clone();
+    let (index, before, after, egress, refused) = std::thread::spawn(move || {
+        p.enter(0).unwrap();
+        let name = std::ffi::CString::new(p.dev[0].clone()).unwrap();
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        let before = txtime::root_qdisc(index).unwrap();
+        tc(
+            &p.ns[0],
+            &["qdisc", "add", "dev", &p.dev[0], "root", "pfifo"],
+        );
+        let after = txtime::root_qdisc(index).unwrap();
+        let egress = txtime::egress_ifindex(p.ip[1].parse().unwrap()).unwrap();
+        let mut sender = UdpSender::new(format!("{}:9000", p.ip[1]).parse().unwrap()).unwrap();
+        sender.enable_stamps().unwrap();
+        (
+            index,
+            before,
+            after,
+            egress,
+            sender.enable_txtime().unwrap_err(),
+        )
+    })
+    .join()
+    .unwrap();
+    assert!(index > 0);
+    // A veth starts without a queue; the pfifo the test added is read back as the root qdisc.
+    assert_eq!(before.map(|q| q.kind).as_deref(), Some("noqueue"));
+    assert_eq!(after.as_ref().map(|q| q.kind.as_str()), Some("pfifo"));
+    assert_eq!(egress, index, "the route to the peer leaves by the veth");
+    let Decision::Fallback(no) = txtime::decide(&pair.dev[0], after.as_ref()) else {
+        panic!("pfifo ignores transmit times");
+    };
+    assert_eq!(
+        no, refused,
+        "the sender's refusal is the decision for its egress qdisc"
+    );
+    assert!(
+        refused.why.contains("pfifo") && refused.why.contains(&pair.dev[0]),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn scm_txtime_is_refused_without_so_txtime_and_taken_with_it() {
+    use punctual_traffic::txtime;
+    use std::os::fd::AsRawFd;
+    let test = "scm_txtime_is_refused_without_so_txtime_and_taken_with_it";
+    let Some(pair) = pair_or_skip(test, "s", 217) else {
+        return;
+    };
+    let pair = Arc::new(pair);
+    let p = pair.clone();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let rx = std::thread::spawn(move || {
+        p.enter(1).unwrap();
+        let s = UdpSocket::bind(format!("{}:9000", p.ip[1])).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.recv(&mut buf).unwrap();
+        buf[..n].to_vec()
+    });
+    ready_rx.recv().unwrap();
+    let p = pair.clone();
+    let (without, with) = std::thread::spawn(move || {
+        p.enter(0).unwrap();
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let to: std::net::SocketAddr = format!("{}:9000", p.ip[1]).parse().unwrap();
+        let to = nix::sys::socket::SockaddrStorage::from(to);
+        let now = read_clock(libc::CLOCK_MONOTONIC);
+        // The kernel knows the control message as SCM_TXTIME: without SO_TXTIME it refuses it.
+        let without = txtime::send_at(s.as_raw_fd(), b"early", Some(&to), now);
+        txtime::enable(s.as_raw_fd(), libc::CLOCK_MONOTONIC).unwrap();
+        // The veth has no qdisc to hold it: it goes at once, transmit time or not.
+        let with = txtime::send_at(s.as_raw_fd(), b"txtime", Some(&to), now + 1_000_000);
+        (without, with)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        without.unwrap_err().raw_os_error(),
+        Some(libc::EINVAL),
+        "SCM_TXTIME on a socket without SO_TXTIME"
+    );
+    with.unwrap();
+    assert_eq!(
+        rx.join().unwrap(),
+        b"txtime",
+        "the datagram sent with its transmit time"
+    );
 }

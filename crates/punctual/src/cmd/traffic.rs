@@ -62,6 +62,10 @@ pub struct ReplayArgs {
     /// Bypass the interface's queueing discipline (-i only).
     #[arg(long, requires = "interface")]
     pub qdisc_bypass: bool,
+    /// Hand each packet to the kernel LEAD (default 1ms) early with its transmit time (SO_TXTIME),
+    /// for an etf or fq qdisc to send it then; without one, say so and send from the dispatcher.
+    #[arg(long, value_name = "LEAD", num_args = 0..=1, default_missing_value = "1ms", value_parser = duration, conflicts_with = "qdisc_bypass")]
+    pub txtime: Option<u64>,
     /// Play the capture's own timing this many times faster (0.5: half as fast).
     #[arg(long, value_name = "X")]
     pub speed: Option<f64>,
@@ -109,10 +113,8 @@ fn record(a: RecordArgs, env: &Env) -> anyhow::Result<Exit> {
 
 fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
     a.rt.validate()?;
-    let cpu =
-        a.rt.cpus()
-            .map_err(Failure::usage)?
-            .and_then(|c| c.first().copied());
+    let cpus = a.rt.cpus().map_err(Failure::usage)?;
+    let cpu = cpus.and_then(|c| c.first().copied());
     let (shielded, shield) = punctual_traffic::measure::shield_for(a.shield, cpu)?;
     let target = Target::from_flags(a.udp_to, a.interface, a.qdisc_bypass)
         .ok_or_else(|| Failure::usage("give --udp-to ADDR or -i IFACE"))?;
@@ -129,6 +131,7 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
         margin: a.spin_margin.unwrap_or(MarginPolicy::Auto),
         want: a.rt.want(),
         shielded,
+        txtime: a.txtime,
     };
     let outputs = a.out.outputs()?;
     let loaded = load(&cfg).map_err(Failure::from)?;
