@@ -138,6 +138,10 @@ pub struct LoopConfig<'a> {
     pub breather_every: Option<u64>,
     /// The CPU is shielded: the auto margin is not bounded by half the interval.
     pub shielded: bool,
+    /// With the auto margin, releases at most this far off are spun to, never slept towards (0:
+    /// only those closer than the kernel can wake the loop). For a loop alone on a shielded CPU:
+    /// a sleep halts a virtual CPU, and its wake-up then waits on the host.
+    pub spin_below: u64,
     /// The CPU's stolen time (`None`: not known; every late wake-up then counts as the kernel's).
     pub steal: Option<&'a dyn StolenTime>,
     pub events: &'a [Event],
@@ -229,14 +233,13 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
         // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
         // release): a sleep would only make the release late, so the loop spins through.
-        let m =
-            if auto && gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap
-            {
-                end.spun_through += 1;
-                u64::MAX
-            } else {
-                m
-            };
+        let dense = gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap;
+        let m = if auto && (dense || gap <= cfg.spin_below) {
+            end.spun_through += 1;
+            u64::MAX
+        } else {
+            m
+        };
         // A loop that has not blocked for a long time (dense releases) takes a short breather, so
         // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
         // the widest gap it has seen since, or at once when twice overdue.
@@ -804,6 +807,7 @@ mod tests {
             margin_cap: u64::MAX,
             breather_every: None,
             shielded: false,
+            spin_below: 0,
             steal: None,
             events: &[],
             event_slot: &[None],
@@ -1159,6 +1163,45 @@ mod tests {
         let (r, _) = run_one(&clock, 10_000, 100_000_000, 5_000, false, None);
         assert!(sleeps.load(Ordering::SeqCst) > 1_000, "{sleeps:?}");
         assert!(r.end.woke_late > 1_000, "{}", r.end.woke_late);
+    }
+
+    #[test]
+    fn releases_within_spin_below_are_spun_to_and_farther_ones_slept_towards() {
+        // A release every 500 us, a kernel that wakes on time: by default the loop sleeps before
+        // each one; with spin_below 1 ms it never sleeps after the first; with 400 us it sleeps
+        // again. Every release on time in all three.
+        let runs = |spin_below: u64| {
+            let (clock, sleeps) = counting_clock(0);
+            let slots = vec![task("a", 0, 500_000, 0, None, MissPolicy::Skip)];
+            let mut fake = Fake::new(&clock, 1);
+            let mut stats = vec![SlotStats::new(false)];
+            let cfg = LoopConfig {
+                interval: 500_000,
+                shielded: true,
+                spin_below,
+                ..loop_cfg(1_000_000, 1_000_000 + 500_000_000)
+            };
+            let progress = vec![SlotProgress::default()];
+            let stop = AtomicBool::new(false);
+            let hb = Heartbeat::default();
+            let end = dispatch(
+                &clock, &cfg, &slots, &mut stats, &mut fake, &stop, &progress, &hb,
+            );
+            assert_eq!(stats[0].releases, 1_000);
+            assert_eq!(stats[0].lateness.missed_periods(), 0);
+            let late = fake.log.iter().filter(|l| l.3 - l.1 > 1_000).count();
+            assert_eq!(
+                late, 0,
+                "releases more than 1 us late (spin_below {spin_below})"
+            );
+            (sleeps.load(Ordering::SeqCst), end.spun_through)
+        };
+        let (slept, spun) = runs(0);
+        assert!(slept >= 999 && spun == 0, "{slept} sleeps, {spun} spun");
+        let (slept, spun) = runs(1_000_000);
+        assert!(slept <= 1 && spun >= 999, "{slept} sleeps, {spun} spun");
+        let (slept, _) = runs(400_000);
+        assert!(slept >= 999, "{slept} sleeps");
     }
 
     #[test]

@@ -842,6 +842,8 @@ fn dispatcher_thread(
         margin_cap: prep.margin_cap,
         breather_every: settings.breather_every,
         shielded: prep.shielded,
+        // A plan's CPU may host its wake clients, which need the loop to sleep.
+        spin_below: 0,
         steal: steal.as_ref().map(|s| s as &dyn engine::StolenTime),
         events: &shared.plan.events,
         event_slot: &prep.event_slot,
