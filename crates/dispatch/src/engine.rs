@@ -36,6 +36,11 @@ pub const BREATHER_NS: u64 = 20_000;
 pub const MIN_SLEEP_NS: u64 = 5_000;
 /// The margin of the first sleep, before any wake-up was seen (at most the margin cap).
 pub const FIRST_MARGIN_NS: u64 = 200_000;
+/// On a shielded CPU whose only work is the loop's own actions, releases at most this far off are
+/// spun to rather than slept towards ([`LoopConfig::spin_below`]): nothing else needs the CPU, and
+/// a sleep halts the virtual CPU, whose wake-up then waits on the host (docs/benchmarks.md: 500 us
+/// spacing, five alternated rounds, a replay's receiver within 1 % 90.9 % sleeping, 94.9 % spinning).
+pub const SHIELDED_SPIN_BELOW_NS: u64 = 1_000_000;
 /// How often the loop refreshes its reading of the CPU's stolen time when no late wake-up asked.
 pub const STEAL_REFRESH_NS: u64 = 50_000_000;
 /// ... and only when the next release is at least this far: a read of `/proc/stat` takes tens of

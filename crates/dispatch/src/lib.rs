@@ -134,6 +134,10 @@ struct CpuPrep {
     margin_cap: u64,
     /// Nothing else needs this CPU: its margin is not held to half the interval.
     shielded: bool,
+    /// Shielded, and every action here runs inside the loop (mark, udp, plugin): no client or child
+    /// of the plan needs the loop to sleep, so it spins to releases up to
+    /// [`engine::SHIELDED_SPIN_BELOW_NS`] away.
+    spin_alone: bool,
 }
 
 /// A plan ready to run: everything that can fail before the first release has been done.
@@ -559,6 +563,16 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         if !specs.is_empty() {
             let wakes = items.iter().flatten().any(|a| a.delegated());
             let (budget, shielded) = cpu_spin(cfg, wakes);
+            let in_loop = |i: usize| {
+                matches!(
+                    plan.actions[i].action.kind(),
+                    ActionKind::Mark | ActionKind::Udp | ActionKind::Plugin
+                )
+            };
+            let spin_alone = shielded
+                && (0..items.len())
+                    .filter(|&i| items[i].is_some())
+                    .all(in_loop);
             preps.push(CpuPrep {
                 cpu,
                 first_slot,
@@ -568,6 +582,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
                 interval,
                 margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, budget),
                 shielded,
+                spin_alone,
             });
         }
     }
@@ -842,8 +857,11 @@ fn dispatcher_thread(
         margin_cap: prep.margin_cap,
         breather_every: settings.breather_every,
         shielded: prep.shielded,
-        // A plan's CPU may host its wake clients, which need the loop to sleep.
-        spin_below: 0,
+        spin_below: if prep.spin_alone {
+            engine::SHIELDED_SPIN_BELOW_NS
+        } else {
+            0
+        },
         steal: steal.as_ref().map(|s| s as &dyn engine::StolenTime),
         events: &shared.plan.events,
         event_slot: &prep.event_slot,

@@ -636,12 +636,6 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
     }
 }
 
-/// On a shielded CPU (auto margin), sends at most this far apart are spun to rather than slept
-/// towards: the CPU has nothing else to run, and a sleep halts the virtual CPU, whose wake-up then
-/// waits on the host (docs/benchmarks.md: 500 us spacing, five alternated rounds, receiver within
-/// 1 % 90.9 % sleeping against 94.9 % spinning).
-pub const SHIELDED_SPIN_BELOW_NS: u64 = 1_000_000;
-
 /// How the loop runs (the dispatcher's knobs that apply to a replay).
 pub struct LoopSettings<'a> {
     /// Absolute instant of send 0 on `clock`.
@@ -738,7 +732,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
             breather_every: settings.breather_every,
             shielded: settings.shielded,
             spin_below: if settings.shielded {
-                SHIELDED_SPIN_BELOW_NS
+                punctual_dispatch::engine::SHIELDED_SPIN_BELOW_NS
             } else {
                 0
             },

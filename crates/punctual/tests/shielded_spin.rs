@@ -1,0 +1,71 @@
+//! Issues 14 and 16: on a shielded CPU whose plan runs only in-loop actions, the dispatcher spins
+//! between releases up to 1 ms apart. In a test binary of its own: it runs FIFO dispatchers on the
+//! last CPU, which would starve another test's real-time run there.
+
+mod common;
+use common::{is_root, punctual};
+use std::path::{Path, PathBuf};
+
+fn last_cpu() -> usize {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    s.trim().rsplit([',', '-']).next().unwrap().parse().unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A shielded CPU whose plan runs only in-loop actions (here `mark`) is spun on between releases
+/// up to 1 ms apart (a sleep would halt the vCPU); the same plan unshielded sleeps between them.
+#[test]
+fn a_shielded_cpu_with_only_in_loop_actions_spins_between_releases_500us_apart() {
+    if !is_root() || last_cpu() == 0 {
+        eprintln!(
+            "SKIPPED a_shielded_cpu_with_only_in_loop_actions_spins: needs root and two CPUs"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = last_cpu().to_string();
+    let text = format!(
+        "[plan]\nname = \"half-ms\"\ncpus = \"{cpu}\"\nduration = \"1s\"\n[[task]]\nname = \"m\"\nperiod = \"500us\"\naction = {{ kind = \"mark\" }}\n"
+    );
+    let run = |name: &str, text: &str| {
+        let plan = write(dir.path(), name, text);
+        let json = dir.path().join(format!("{name}.json"));
+        let state = tempfile::tempdir().unwrap();
+        let o = punctual()
+            .args(["run", plan.to_str().unwrap(), "--no-store", "--json"])
+            .arg(&json)
+            .env("PUNCTUAL_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let n = doc["series"][0]["count"].as_u64().unwrap();
+        let through = doc["dispatchers"][0]["spun_through"].as_u64().unwrap();
+        (n, through)
+    };
+    let (n, through) = run("plain.toml", &text);
+    assert!(n >= 1_900, "{n} releases");
+    assert!(
+        through * 10 < n,
+        "unshielded: spun through {through} of {n}"
+    );
+    let (n, through) = run(
+        "shielded.toml",
+        &text.replace("[plan]\n", "[plan]\nshield = true\n"),
+    );
+    assert!(n >= 1_900, "{n} releases");
+    assert!(
+        through * 10 >= n * 9,
+        "shielded: spun through {through} of {n}"
+    );
+}
