@@ -195,7 +195,13 @@ fn txtime_without_an_etf_or_fq_qdisc_falls_back_and_records_why() {
     assert_eq!(tx["lead_ns"], 1_000_000, "the default lead");
     assert!(tx["why"].as_str().unwrap().contains("noqueue"), "{tx}");
     let fb = doc["settings"]["fallbacks"].as_array().unwrap();
-    assert!(fb.iter().any(|f| f["setting"] == "txtime"), "{fb:?}");
+    assert_eq!(
+        fb.iter().filter(|f| f["setting"] == "txtime").count(),
+        1,
+        "{fb:?}"
+    );
+    // Said once (before the first send), listed once.
+    assert_eq!(stderr.matches("fallback: txtime").count(), 1, "{stderr}");
     // Not asked for: nothing recorded.
     let plain = dir.path().join("p.json");
     replay(&file, &to)
@@ -204,6 +210,24 @@ fn txtime_without_an_etf_or_fq_qdisc_falls_back_and_records_why() {
         .assert()
         .success();
     assert!(valid_doc(&plain)["settings"]["txtime"].is_null());
+    drain(&r);
+    // A socket's fallback is not a scheduling one: at SCHED_FIFO the document still says fifo.
+    if !common::is_root() {
+        eprintln!("SKIPPED txtime fallback at SCHED_FIFO: needs root");
+        return;
+    }
+    let fifo = dir.path().join("f.json");
+    punctual()
+        .args(["traffic", "replay"])
+        .arg(&file)
+        .args(["--udp-to", &to, "--interval", "1ms", "--txtime"])
+        .args(["--dma-latency", "off", "--no-store", "--json"])
+        .arg(&fifo)
+        .assert()
+        .success();
+    let doc = valid_doc(&fifo);
+    assert_eq!(doc["settings"]["policy"], "fifo", "{}", doc["settings"]);
+    assert_eq!(doc["settings"]["txtime"]["used"], false);
     drain(&r);
 }
 

@@ -343,6 +343,9 @@ impl Measurement for Replay {
         let (store, schedule) = (&self.loaded.store, &self.loaded.schedule);
         let (margin, cpu, progress) = (self.cfg.margin, self.cfg.cpu, &*self.progress);
         let shielded = self.cfg.shielded;
+        for f in self.socket_fallbacks() {
+            ctx.note(format!("fallback: {f}"));
+        }
         let txtime_lead = match self.txtime {
             Some(Ok(_)) => self.cfg.txtime.unwrap_or(0),
             _ => 0,
@@ -386,7 +389,8 @@ impl Measurement for Replay {
 
     fn report(&self, o: ReplayOutcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(doc, o.fallback.iter());
-        ctx.runtime_fallbacks(doc, self.socket_fallbacks().iter());
+        // Said before the first send (`run`); they leave the scheduling policy as it was.
+        doc.settings.fallbacks.extend(self.socket_fallbacks());
         let l = &self.loaded;
         let t = &o.replayed.timing;
         let s = &mut doc.settings.extra;
@@ -440,7 +444,7 @@ impl Measurement for Replay {
                     "kernel_stamped": t.stamped,
                     "before_send_call": t.sent - t.stamped,
                     "stale_stamps": t.stale_stamps,
-                "txtime_dropped": t.txtime_dropped,
+                    "txtime_dropped": t.txtime_dropped,
                     "tx_timestamps": self.stamps.as_ref().map(|_| "on").unwrap_or_else(|e| e),
                     "realtime_minus_monotonic_ns": o.replayed.stamp_offset.map(|(a, b)| [a, b]),
                 },
