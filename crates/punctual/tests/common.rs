@@ -44,3 +44,21 @@ pub fn pid_alive(pid: i64) -> bool {
     // A zombie is gone for our purposes only once reaped; /proc/PID exists until then.
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
+
+/// The highest-numbered online CPU (where plans and shields in these tests run).
+pub fn last_cpu() -> usize {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    s.trim().rsplit([',', '-']).next().unwrap().parse().unwrap()
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A finished command's standard error, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -3,23 +3,7 @@
 //! the last CPU at FIFO for a second, which would starve the real-time runs of other tests there.
 
 mod common;
-use common::{is_root, punctual};
-use std::path::{Path, PathBuf};
-
-fn last_cpu() -> usize {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    s.trim().rsplit([',', '-']).next().unwrap().parse().unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{is_root, last_cpu, punctual, stderr, write_file as write};
 
 #[test]
 fn a_plan_denser_than_the_kernel_wakes_is_refused_unshielded_and_spun_through_shielded() {

@@ -3,23 +3,7 @@
 //! last CPU, which would starve another test's real-time run there.
 
 mod common;
-use common::{is_root, punctual};
-use std::path::{Path, PathBuf};
-
-fn last_cpu() -> usize {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    s.trim().rsplit([',', '-']).next().unwrap().parse().unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{is_root, last_cpu, punctual, stderr, write_file as write};
 
 /// A shielded CPU whose plan runs only in-loop actions (here `mark`) is spun on between releases
 /// up to 1 ms apart (a sleep would halt the vCPU); the same plan unshielded sleeps between them.

@@ -331,23 +331,23 @@ impl RawSender {
 impl Sender for RawSender {
     #[inline(always)]
     fn send(&mut self, bytes: &[u8], at: u64) -> std::io::Result<()> {
-        if let Some(t) = self.txtime.at(at) {
-            let r = crate::txtime::send_at(self.fd.as_raw_fd(), bytes, None, t);
-            self.stamps.sent(&r);
-            return r;
-        }
-        let r = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                bytes.as_ptr() as *const libc::c_void,
-                bytes.len(),
-                0,
-            )
-        };
-        let r = if r < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(())
+        let r = match self.txtime.at(at) {
+            Some(t) => crate::txtime::send_at(self.fd.as_raw_fd(), bytes, None, t),
+            None => {
+                let n = unsafe {
+                    libc::send(
+                        self.fd.as_raw_fd(),
+                        bytes.as_ptr() as *const libc::c_void,
+                        bytes.len(),
+                        0,
+                    )
+                };
+                if n < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(())
+                }
+            }
         };
         self.stamps.sent(&r);
         r
