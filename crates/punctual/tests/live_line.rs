@@ -5,12 +5,13 @@
 mod common;
 use common::{bin_path, is_root};
 
-/// Run `args` under a pseudo-terminal; everything the terminal received.
-fn on_a_terminal(args: &[&str]) -> Option<String> {
+/// Run `args` under a pseudo-terminal: everything the terminal received, and how long it took (s).
+fn on_a_terminal(args: &[&str]) -> Option<(String, f64)> {
     let cmd = std::iter::once(bin_path().display().to_string())
         .chain(args.iter().map(|a| a.to_string()))
         .collect::<Vec<_>>()
         .join(" ");
+    let t0 = std::time::Instant::now();
     let out = std::process::Command::new("script")
         .args(["-qfec", &cmd, "/dev/null"])
         .env(
@@ -19,7 +20,10 @@ fn on_a_terminal(args: &[&str]) -> Option<String> {
         )
         .output()
         .ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    Some((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        t0.elapsed().as_secs_f64(),
+    ))
 }
 
 fn have_script(test: &str) -> bool {
@@ -36,13 +40,16 @@ fn have_script(test: &str) -> bool {
     ok
 }
 
-/// The line was drawn (label, bar, elapsed/expected) and never more than 4 times a second.
-fn check_line(out: &str, label: &str, seconds: f64, bar: bool) {
+/// The line was drawn (label, bar, elapsed/expected) and never more than 4 times a second, over
+/// `seconds` or the command's measured run if longer (a loaded machine stretches setup and
+/// teardown: `trace record -D 2s` drew 14 times in a CI run).
+fn check_line((out, took): &(String, f64), label: &str, seconds: f64, bar: bool) {
+    let seconds = seconds.max(*took);
     let draws = out.matches(label).count();
     assert!(draws >= 2, "no live line for {label}:\n{out}");
     assert!(
         draws as f64 <= seconds * 4.0 + 3.0,
-        "{draws} redraws in about {seconds} s for {label}"
+        "{draws} redraws in {seconds:.2} s for {label}"
     );
     if bar {
         assert!(out.contains(&format!("{label} [")), "{out}");
