@@ -685,7 +685,7 @@ mod tests {
                 Some((n.to_string(), name.to_string()))
             })
         else {
-            punctual_rt::privilege::report_skip(
+            punctual_testkit::skip(
                 "refused_irqs_are_named_with_their_device_and_what_it_means",
                 "no numbered IRQ in /proc/interrupts",
             );
@@ -724,7 +724,7 @@ mod tests {
     fn the_plan_moves_a_task_of_ours_off_the_shielded_cpu() {
         let online = online_cpus();
         if online.len() < 2 {
-            punctual_rt::privilege::report_skip(
+            punctual_testkit::skip(
                 "the_plan_moves_a_task_of_ours_off_the_shielded_cpu",
                 "needs two CPUs",
             );

@@ -27,7 +27,7 @@ fn last_cpu() -> usize {
 fn an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog() {
     let name = "an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog";
     if !is_root() {
-        eprintln!("SKIPPED {name}: needs root for SCHED_FIFO");
+        punctual_testkit::skip(name, "needs root for SCHED_FIFO");
         return;
     }
     let cpus = punctual_rt::online_cpus();
@@ -35,7 +35,7 @@ fn an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog() {
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
     let (Some(taskset), true) = (taskset, cpus.len() >= 2) else {
-        eprintln!("SKIPPED {name}: needs two CPUs and taskset");
+        punctual_testkit::skip(name, "needs two CPUs and taskset");
         return;
     };
     // The spinner runs on the first CPU, away from the dispatcher and its canary, so only the
@@ -80,13 +80,17 @@ action = {{ kind = "exec", name = "spinner", argv = ["{taskset}", "-c", "{}", "/
 #[test]
 fn an_exec_child_runs_as_the_user_the_plan_names() {
     if !is_root() {
-        eprintln!(
-            "SKIPPED an_exec_child_runs_as_the_user_the_plan_names: needs root to change users"
+        punctual_testkit::skip(
+            "an_exec_child_runs_as_the_user_the_plan_names",
+            "needs root to change users",
         );
         return;
     }
     if punctual_rt::child::Credentials::lookup("nobody").is_err() {
-        eprintln!("SKIPPED an_exec_child_runs_as_the_user_the_plan_names: no user nobody");
+        punctual_testkit::skip(
+            "an_exec_child_runs_as_the_user_the_plan_names",
+            "no user nobody",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

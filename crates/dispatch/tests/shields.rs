@@ -12,12 +12,12 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn ready(name: &str) -> Option<Vec<usize>> {
     // SAFETY: plain syscall.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED {name}: needs root to move tasks and IRQs");
+        punctual_testkit::skip(name, "needs root to move tasks and IRQs");
         return None;
     }
     let online = punctual_rt::online_cpus();
     if online.len() < 2 {
-        eprintln!("SKIPPED {name}: needs two CPUs");
+        punctual_testkit::skip(name, "needs two CPUs");
         return None;
     }
     Some(online)

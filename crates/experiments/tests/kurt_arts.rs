@@ -10,7 +10,7 @@ use punctual_session::{execute, Env, Exit};
 fn kurt_arts_sends_every_frame_and_the_receiver_times_each_gap() {
     let test = "kurt_arts_sends_every_frame_and_the_receiver_times_each_gap";
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED {test}: network namespaces and AF_PACKET need root");
+        punctual_testkit::skip(test, "network namespaces and AF_PACKET need root");
         return;
     }
     let before: Vec<String> = netns_list();
@@ -34,7 +34,10 @@ fn kurt_arts_sends_every_frame_and_the_receiver_times_each_gap() {
         assert_eq!(row("tcpreplay").unwrap()[2], "200/200");
         assert_eq!(done.doc.series.len(), 2);
     } else {
-        eprintln!("SKIPPED {test} (tcpreplay half): tcpreplay is not installed");
+        punctual_testkit::missing(
+            &format!("{test} (tcpreplay half)"),
+            "tcpreplay is not installed (apt-get install -y tcpreplay)",
+        );
         assert!(row("tcpreplay").is_none());
         assert!(t.notes.iter().any(|n| n.contains("tcpreplay left out")));
     }

@@ -37,19 +37,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-fn tracing_available(test: &str) -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        punctual_rt::privilege::report_skip(test, "tracefs needs root");
-        return false;
-    }
-    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !fs.contains("tracefs") {
-        punctual_rt::privilege::report_skip(test, "this kernel has no tracefs");
-        return false;
-    }
-    true
-}
+use punctual_testkit::tracing as tracing_available;
 
 #[test]
 fn registries_hold_the_traced_and_simulated_experiments_as_before() {

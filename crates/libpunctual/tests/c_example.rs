@@ -25,7 +25,7 @@ fn repo() -> PathBuf {
 
 pub fn build_example(out: &Path) -> Option<PathBuf> {
     if Command::new("gcc").arg("--version").output().is_err() {
-        eprintln!("SKIPPED c_example: gcc is not installed (apt-get install -y gcc)");
+        punctual_testkit::missing("c_example", "gcc is not installed (apt-get install -y gcc)");
         return None;
     }
     let lib = lib_dir();

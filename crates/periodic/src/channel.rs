@@ -1329,7 +1329,7 @@ mod tests {
     #[test]
     fn unprivileged_process_cannot_open_a_channel() {
         if !is_root() {
-            punctual_rt::privilege::report_skip(
+            punctual_testkit::skip(
                 "unprivileged_process_cannot_open_a_channel",
                 "needs root to run a child as uid 65534",
             );
@@ -1377,7 +1377,7 @@ mod tests {
     #[test]
     fn a_client_refuses_a_dispatcher_of_another_user() {
         if !is_root() {
-            punctual_rt::privilege::report_skip(
+            punctual_testkit::skip(
                 "a_client_refuses_a_dispatcher_of_another_user",
                 "needs root to run a child as uid 65534",
             );

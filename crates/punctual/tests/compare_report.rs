@@ -171,7 +171,7 @@ fn report_renders_in_headless_chromium() {
     }
 
     let Some(chromium) = which("chromium").or_else(|| which("chromium-browser")) else {
-        eprintln!("SKIPPED {name}: chromium missing (apt-get install -y chromium)");
+        punctual_testkit::missing(name, "chromium missing (apt-get install -y chromium)");
         return;
     };
     let png = dir.path().join("report.png");

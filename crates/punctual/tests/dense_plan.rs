@@ -46,8 +46,9 @@ fn a_plan_denser_than_the_kernel_wakes_is_refused_unshielded_and_spun_through_sh
     assert!(String::from_utf8_lossy(&o.stdout).contains("verdict: admitted"));
 
     if !is_root() || last_cpu() == 0 {
-        eprintln!(
-            "SKIPPED a_plan_denser_than_the_kernel_wakes (shielded run): needs root and two CPUs"
+        punctual_testkit::skip(
+            "a_plan_denser_than_the_kernel_wakes (shielded run)",
+            "needs root and two CPUs",
         );
         return;
     }

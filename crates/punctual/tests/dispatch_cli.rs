@@ -152,7 +152,10 @@ fn an_unreachable_udp_target_exits_2_before_running() {
         .status()
         .is_ok_and(|s| s.success());
     if !is_root() || !unshare_ok {
-        eprintln!("SKIPPED an_unreachable_udp_target: needs root and unshare -n for a private network namespace");
+        punctual_testkit::skip(
+            "an_unreachable_udp_target",
+            "needs root and unshare -n for a private network namespace",
+        );
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -344,7 +347,10 @@ fn build_plugin(dir: &Path, body: &str) -> PathBuf {
 #[test]
 fn plugin_events_receive_their_data_and_a_missing_symbol_is_refused() {
     if !gcc() {
-        eprintln!("SKIPPED plugin_events: gcc missing");
+        punctual_testkit::missing(
+            "plugin_events",
+            "gcc is not installed (apt-get install -y gcc)",
+        );
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -382,7 +388,10 @@ fn plugin_events_receive_their_data_and_a_missing_symbol_is_refused() {
 #[test]
 fn the_watchdog_demotes_a_plugin_spinning_forever_under_fifo_and_exits_3() {
     if !gcc() || !is_root() {
-        eprintln!("SKIPPED the_watchdog_demotes_a_plugin: needs gcc and root for SCHED_FIFO");
+        punctual_testkit::skip(
+            "the_watchdog_demotes_a_plugin",
+            "needs gcc and root for SCHED_FIFO",
+        );
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -423,12 +432,16 @@ fn lib_built() -> bool {
 #[test]
 fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
     if !gcc() {
-        eprintln!("SKIPPED install_lib: gcc missing");
+        punctual_testkit::missing(
+            "install_lib",
+            "gcc is not installed (apt-get install -y gcc)",
+        );
         return;
     }
     if !lib_built() {
-        eprintln!(
-            "SKIPPED install_lib: libpunctual.so is not built (run the whole workspace's tests)"
+        punctual_testkit::skip(
+            "install_lib",
+            "libpunctual.so is not built (run the whole workspace's tests)",
         );
         return;
     }
@@ -537,7 +550,10 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
     if in_tree {
         install_from_a_copy_run_in_the_tree(t.path());
     } else {
-        eprintln!("SKIPPED install_lib from ./target: the build is not under the source tree's target/ (CARGO_TARGET_DIR?)");
+        punctual_testkit::skip(
+            "install_lib from ./target",
+            "the build is not under the source tree's target/ (CARGO_TARGET_DIR?)",
+        );
     }
     uninstall_removes_exactly_what_was_installed(&prefix);
 }
@@ -594,7 +610,7 @@ fn uninstall_removes_exactly_what_was_installed(prefix: &Path) {
 #[test]
 fn shield_is_restored_after_kill_9() {
     if !is_root() || last_cpu() == 0 {
-        eprintln!("SKIPPED shield_is_restored_after_kill_9: needs root and two CPUs");
+        punctual_testkit::skip("shield_is_restored_after_kill_9", "needs root and two CPUs");
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -665,7 +681,10 @@ fn shield_is_restored_after_kill_9() {
 #[test]
 fn the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded() {
     if !is_root() || last_cpu() == 0 {
-        eprintln!("SKIPPED the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded: needs root and two CPUs");
+        punctual_testkit::skip(
+            "the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded",
+            "needs root and two CPUs",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

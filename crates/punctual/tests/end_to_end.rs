@@ -4,7 +4,7 @@
 
 mod common;
 use common::{bin_path, is_root, pid_alive, punctual, valid_doc};
-use punctual_rt::privilege::report_skip;
+use punctual_testkit::skip as report_skip;
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(60);

@@ -16,7 +16,7 @@ fn long_functions(test: &str, args: &[&str]) -> Option<Output> {
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
-            eprintln!("SKIPPED {test}: {tool} is not installed");
+            punctual_testkit::missing(test, &format!("{tool} is not installed"));
             return None;
         }
     }

@@ -13,7 +13,7 @@ fn a_shield_without_privilege_exits_3_and_restores_what_it_changed() {
             .output()
             .is_err()
     {
-        punctual_rt::privilege::report_skip(
+        punctual_testkit::skip(
             "a_shield_without_privilege_exits_3_and_restores_what_it_changed",
             "needs root and setpriv to run punctual as an unprivileged user",
         );

@@ -32,10 +32,7 @@ fn have_script(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        punctual_rt::privilege::report_skip(
-            test,
-            "needs util-linux `script` for a pseudo-terminal",
-        );
+        punctual_testkit::skip(test, "needs util-linux `script` for a pseudo-terminal");
     }
     ok
 }
@@ -92,7 +89,7 @@ fn shield_and_trace_record_show_a_live_line() {
         return;
     }
     if !is_root() {
-        punctual_rt::privilege::report_skip(
+        punctual_testkit::skip(
             "shield_and_trace_record_show_a_live_line",
             "shield and trace record need root",
         );

@@ -105,7 +105,10 @@ fn the_shipped_example_plans_run_without_errors() {
 #[test]
 fn run_at_priority_99_under_the_watchdog_records_why_it_runs_at_98() {
     if !is_root() {
-        eprintln!("SKIPPED run_at_priority_99_under_the_watchdog_records_why_it_runs_at_98: needs root for SCHED_FIFO");
+        punctual_testkit::skip(
+            "run_at_priority_99_under_the_watchdog_records_why_it_runs_at_98",
+            "needs root for SCHED_FIFO",
+        );
         return;
     }
     let t = tempfile::tempdir().unwrap();

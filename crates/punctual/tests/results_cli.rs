@@ -62,7 +62,10 @@ fn each_command_stores_its_result_and_show_prints_its_tables_again() {
         runs.push(vec!["latency", "-t", "1", "-l", "20"]);
         runs.push(vec!["bench", "trap", "-D", "200ms"]);
     } else {
-        eprintln!("SKIPPED each_command_stores_its_result (latency, bench part): needs root");
+        punctual_testkit::skip(
+            "each_command_stores_its_result (latency, bench part)",
+            "needs root",
+        );
     }
     let mut ids = Vec::new();
     for args in &runs {
@@ -271,7 +274,10 @@ fn an_unwritable_data_dir_exits_3_before_measuring_and_no_store_avoids_it() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let Some(_guard) = Immutable::set(&data) else {
-        eprintln!("SKIPPED an_unwritable_data_dir_exits_3_before_measuring: cannot make {} unwritable (chattr)", data.display());
+        punctual_testkit::skip(
+            "an_unwritable_data_dir_exits_3_before_measuring",
+            &format!("cannot make {} unwritable (chattr)", data.display()),
+        );
         return;
     };
     let out = run(&data, &SIM);

@@ -35,7 +35,7 @@ fn run<M: Measurement>(mut m: M, name: &str) -> Finished {
 fn root(test: &str) -> bool {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        punctual_rt::privilege::report_skip(
+        punctual_testkit::skip(
             test,
             "needs root to set /proc/sys/kernel/sched_rr_timeslice_ms",
         );
@@ -309,7 +309,7 @@ fn mckenney_choose_measures_both_configurations() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        punctual_rt::privilege::report_skip(
+        punctual_testkit::skip(
             "mckenney_choose_measures_both_configurations",
             "needs root for SCHED_FIFO, mlockall and cpu_dma_latency",
         );
@@ -427,7 +427,7 @@ fn zeadally_dispatch_prints_tables_1_to_4() {
         assert_eq!(timer, 1);
         assert_ne!(irq_row[1], "-", "{irq_row:?}");
     } else {
-        punctual_rt::privilege::report_skip(
+        punctual_testkit::skip(
             "zeadally_dispatch_prints_tables_1_to_4 (interrupt latency)",
             "tracing needs root and tracefs",
         );

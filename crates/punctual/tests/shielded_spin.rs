@@ -10,8 +10,9 @@ use common::{is_root, last_cpu, punctual, stderr, write_file as write};
 #[test]
 fn a_shielded_cpu_with_only_in_loop_actions_spins_between_releases_500us_apart() {
     if !is_root() || last_cpu() == 0 {
-        eprintln!(
-            "SKIPPED a_shielded_cpu_with_only_in_loop_actions_spins: needs root and two CPUs"
+        punctual_testkit::skip(
+            "a_shielded_cpu_with_only_in_loop_actions_spins",
+            "needs root and two CPUs",
         );
         return;
     }

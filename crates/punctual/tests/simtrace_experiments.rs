@@ -6,19 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn tracing_available(test: &str) -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        punctual_rt::privilege::report_skip(test, "tracefs needs root");
-        return false;
-    }
-    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !fs.contains("tracefs") {
-        punctual_rt::privilege::report_skip(test, "this kernel has no tracefs");
-        return false;
-    }
-    true
-}
+use punctual_testkit::tracing as tracing_available;
 
 /// `punctual experiment run ARGS --quick`, its figures and store in `dir`, its JSON in `dir/doc.json`.
 fn run_quick(dir: &Path, args: &[&str]) -> (Output, serde_json::Value) {
@@ -59,7 +47,11 @@ fn kurt_irq_quick_runs_through_the_binary() {
         "1 MiB writes with fsync (io load)",
         "Result stored:",
     ] {
-        assert!(text.contains(needle), "{needle} missing:\n{text}");
+        // Rows of measured tables: their widths follow the measured figures.
+        assert!(
+            punctual_testkit::has_row(&text, needle),
+            "{needle} missing:\n{text}"
+        );
     }
     assert_eq!(doc["experiment"], "kurt-irq");
     assert_eq!(doc["settings"]["quick"], true);
@@ -95,7 +87,7 @@ fn etsion_billing_quick_runs_through_the_binary() {
         "470.67   695.94",
         "traced here: each application's stand-in alone (2 s each, pinned to CPU",
     ] {
-        assert!(text.contains(needle), "{needle} missing:\n{text}");
+        assert!(punctual_testkit::has_row(&text, needle), "{needle} missing:\n{text}");
     }
     assert_eq!(doc["experiment"], "etsion-billing");
     assert_eq!(doc["series"].as_array().unwrap().len(), 6);

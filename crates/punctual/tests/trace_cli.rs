@@ -21,21 +21,7 @@ fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("punctual")
 }
 
-fn tracing_available(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        punctual_rt::privilege::report_skip(test, "tracefs needs root");
-        return false;
-    }
-    if !std::fs::read_to_string("/proc/filesystems")
-        .unwrap_or_default()
-        .contains("tracefs")
-    {
-        punctual_rt::privilege::report_skip(test, "this kernel has no tracefs");
-        return false;
-    }
-    true
-}
+use punctual_testkit::tracing as tracing_available;
 
 /// A tracefs view of the test's own (the child is pointed at it with PUNCTUAL_TRACEFS).
 struct View(tempfile::TempDir);

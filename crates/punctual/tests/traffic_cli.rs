@@ -213,7 +213,7 @@ fn txtime_without_an_etf_or_fq_qdisc_falls_back_and_records_why() {
     drain(&r);
     // A socket's fallback is not a scheduling one: at SCHED_FIFO the document still says fifo.
     if !common::is_root() {
-        eprintln!("SKIPPED txtime fallback at SCHED_FIFO: needs root");
+        punctual_testkit::skip("txtime fallback at SCHED_FIFO", "needs root");
         return;
     }
     let fifo = dir.path().join("f.json");
@@ -405,8 +405,9 @@ fn record_filter_keeps_only_the_named_port() {
     );
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "SKIPPED record_filter_keeps_only_the_named_port (capture): AF_PACKET needs root"
+        punctual_testkit::skip(
+            "record_filter_keeps_only_the_named_port (capture)",
+            "AF_PACKET needs root",
         );
         return;
     }
@@ -498,13 +499,16 @@ fn record_against_a_missing_or_damaged_original_exits_2() {
 fn record_against_the_original_over_veth_compares_every_gap_with_the_files() {
     let test = "record_against_the_original_over_veth_compares_every_gap_with_the_files";
     if !common::is_root() {
-        eprintln!("SKIPPED {test}: network namespaces and AF_PACKET need root");
+        punctual_testkit::skip(test, "network namespaces and AF_PACKET need root");
         return;
     }
     let pair = match punctual_traffic::netns::Pair::new("av", 215) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("SKIPPED {test}: cannot make a veth pair between namespaces: {e}");
+            punctual_testkit::skip(
+                test,
+                &format!("cannot make a veth pair between namespaces: {e}"),
+            );
             return;
         }
     };

@@ -685,7 +685,7 @@ mod tests {
     }
 
     fn skip_note(test: &str, why: &str) {
-        eprintln!("SKIPPED {test} (owner part): {why}");
+        punctual_testkit::skip(&format!("{test} (owner part)"), why);
     }
 
     /// Run the calling test again in a child process with umask 022 (the umask is per process and

@@ -498,7 +498,7 @@ mod tests {
                 assert_eq!(c.uid, 65534);
                 assert_eq!(Credentials::lookup("65534").unwrap().uid, 65534);
             }
-            Err(e) => crate::privilege::report_skip(
+            Err(e) => punctual_testkit::skip(
                 "an_unknown_user_is_refused_and_nobody_is_found",
                 &format!("no user nobody here: {e}"),
             ),
@@ -509,14 +509,14 @@ mod tests {
     fn a_child_runs_as_the_user_without_capabilities() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            crate::privilege::report_skip(
+            punctual_testkit::skip(
                 "a_child_runs_as_the_user_without_capabilities",
                 "needs root to change users",
             );
             return;
         }
         let Ok(nobody) = Credentials::lookup("nobody") else {
-            crate::privilege::report_skip(
+            punctual_testkit::skip(
                 "a_child_runs_as_the_user_without_capabilities",
                 "no user nobody",
             );

@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn env_dir_owned_by_another_user_is_ignored() {
         if !is_root() {
-            crate::privilege::report_skip(
+            punctual_testkit::skip(
                 "env_dir_owned_by_another_user_is_ignored",
                 "chown needs root",
             );

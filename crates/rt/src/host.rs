@@ -236,8 +236,9 @@ mod tests {
     #[test]
     fn a_steal_meter_reports_every_cpu_over_the_time_it_ran() {
         let Some(m) = StealMeter::start() else {
-            eprintln!(
-                "SKIPPED a_steal_meter_reports_every_cpu_over_the_time_it_ran: no /proc/stat steal"
+            punctual_testkit::skip(
+                "a_steal_meter_reports_every_cpu_over_the_time_it_ran",
+                "no /proc/stat steal",
             );
             return;
         };
@@ -252,7 +253,7 @@ mod tests {
     #[test]
     fn one_cpus_steal_reads_again_and_again_from_the_open_file_and_agrees_with_the_meter() {
         let Some(s) = CpuSteal::open(0) else {
-            crate::privilege::report_skip(
+            punctual_testkit::skip(
                 "one_cpus_steal_reads_again_and_again_from_the_open_file_and_agrees_with_the_meter",
                 "/proc/stat has no steal column here",
             );

@@ -1063,10 +1063,7 @@ mod tests {
     #[test]
     fn journal_owned_by_other_uid_is_refused() {
         if !is_root() {
-            crate::privilege::report_skip(
-                "journal_owned_by_other_uid_is_refused",
-                "chown needs root",
-            );
+            punctual_testkit::skip("journal_owned_by_other_uid_is_refused", "chown needs root");
             return;
         }
         let fx = Fixture::new();
@@ -1216,7 +1213,7 @@ mod tests {
     #[test]
     fn state_dir_owned_by_another_user_is_refused() {
         if !is_root() {
-            crate::privilege::report_skip(
+            punctual_testkit::skip(
                 "state_dir_owned_by_another_user_is_refused",
                 "chown needs root",
             );
@@ -1403,7 +1400,7 @@ mod tests {
     fn a_dead_runs_network_namespace_is_deleted() {
         let test = "a_dead_runs_network_namespace_is_deleted";
         if !is_root() {
-            eprintln!("SKIPPED {test}: network namespaces need root");
+            punctual_testkit::skip(test, "network namespaces need root");
             return;
         }
         // Named as the dead process that journals it would have named it.
@@ -1412,7 +1409,7 @@ mod tests {
             .args(["netns", "add", &name])
             .status();
         if !made.is_ok_and(|s| s.success()) {
-            eprintln!("SKIPPED {test}: `ip netns add` is not available here");
+            punctual_testkit::skip(test, "`ip netns add` is not available here");
             return;
         }
         let file = Path::new(NETNS_DIR).join(&name);

@@ -210,7 +210,7 @@ mod tests {
                     assert_eq!(current().unwrap(), before);
                 }
                 Err(e) if e.is_refusal() => {
-                    crate::privilege::report_skip("guard_restores_previous_class", &e.to_string())
+                    punctual_testkit::skip("guard_restores_previous_class", &e.to_string())
                 }
                 Err(e) => panic!("{e}"),
             }

@@ -1005,7 +1005,7 @@ mod tests {
     fn a_task_forked_under_a_reduced_mask_gets_its_ancestors_mask_back() {
         let online = crate::online_cpus();
         if online.len() < 2 {
-            crate::privilege::report_skip(
+            punctual_testkit::skip(
                 "a_task_forked_under_a_reduced_mask_gets_its_ancestors_mask_back",
                 "needs two CPUs",
             );

@@ -141,7 +141,10 @@ impl Drop for Server {
 fn postgres_store_round_trips_and_lists_across_hosts() {
     let name = "postgres_store_round_trips_and_lists_across_hosts";
     let Some(bin) = pg_bin() else {
-        eprintln!("SKIPPED {name}: no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)");
+        punctual_testkit::missing(
+            name,
+            "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)",
+        );
         return;
     };
     if is_root()
@@ -150,7 +153,10 @@ fn postgres_store_round_trips_and_lists_across_hosts() {
             .output()
             .map_or(true, |o| !o.status.success())
     {
-        eprintln!("SKIPPED {name}: running as root and there is no postgres user to run initdb as");
+        punctual_testkit::skip(
+            name,
+            "running as root and there is no postgres user to run initdb as",
+        );
         return;
     }
     let server = match Server::start(&bin) {

@@ -191,8 +191,9 @@ fn tcpdump() -> Option<&'static str> {
 #[test]
 fn files_made_by_tcpdump_read_back_to_the_same_packets() {
     let Some(td) = tcpdump() else {
-        eprintln!(
-            "SKIPPED files_made_by_tcpdump_read_back_to_the_same_packets: tcpdump is not installed"
+        punctual_testkit::missing(
+            "files_made_by_tcpdump_read_back_to_the_same_packets",
+            "tcpdump is not installed (apt-get install -y tcpdump)",
         );
         return;
     };

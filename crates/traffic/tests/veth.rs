@@ -18,13 +18,16 @@ use std::time::Duration;
 /// Root and `ip` are needed; otherwise the test says it was skipped.
 fn pair_or_skip(test: &str, tag: &str, net: u8) -> Option<Pair> {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED {test}: network namespaces need root");
+        punctual_testkit::skip(test, "network namespaces need root");
         return None;
     }
     match Pair::new(tag, net) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("SKIPPED {test}: cannot make a veth pair between namespaces: {e}");
+            punctual_testkit::skip(
+                test,
+                &format!("cannot make a veth pair between namespaces: {e}"),
+            );
             None
         }
     }

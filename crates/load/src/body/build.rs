@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn generated_project_compiles_and_runs() {
         if !compiler_available() {
-            punctual_rt::privilege::report_skip(
+            punctual_testkit::skip(
                 "generated_project_compiles_and_runs",
                 "gcc is not installed",
             );

@@ -4,19 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Whether tracing can be used here; prints SKIPPED (visibly) when not.
-pub fn tracing_available(test: &str) -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        punctual_rt::privilege::report_skip(test, "tracefs needs root");
-        return false;
-    }
-    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !fs.contains("tracefs") {
-        punctual_rt::privilege::report_skip(test, "this kernel has no tracefs");
-        return false;
-    }
-    true
-}
+pub use punctual_testkit::tracing as tracing_available;
 
 /// A tracefs view of the test's own, to look at instances from outside; unmounted on drop.
 pub struct View {
