@@ -1,7 +1,9 @@
 //! `exec`: start a program (argv, never a shell) as close to the instant as possible.
 //!
-//! A preparer thread forks the next child ahead of time; the child waits on a gate pipe in `pre_exec`
-//! (after fork, before exec). At the release the dispatcher writes one byte to the gate: one child
+//! A preparer thread forks the next child ahead of time; the child waits on a gate pipe after fork,
+//! before exec, holding no descriptor but the gate, its standard three and its own error pipe
+//! ([`punctual_rt::held`]: a held child that kept another thread's spawn pipe blocked that spawn
+//! until its release, the start-up deadlock of issue 32). At the release the dispatcher writes one byte to the gate: one child
 //! wakes, stamps the clock into a shared page, and execs. The preparer then reads the stamp and records
 //! the child's start latency (release instant to child running) separately from the dispatcher's own
 //! lateness and forks the next; a reaper thread collects finished children. Every child is prepared
@@ -16,12 +18,12 @@ use super::{ActionImpl, ActionReport};
 use crate::engine::Fired;
 use crate::watchdog::Alarm;
 use punctual_rt::child::{close_in_children, ChildSetup, CloseInChildren, Credentials};
+use punctual_rt::held::{spawn_held, Held};
 use punctual_stats::Recorder;
 use punctual_time::clock::read_clock;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -191,7 +193,7 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// the alarm for a child that died of RLIMIT_RTTIME. `shown` names the program in the alarm.
 fn spawn_reaper(
     sh: Arc<Shared>,
-    children: Arc<Mutex<Vec<Child>>>,
+    children: Arc<Mutex<Vec<Held>>>,
     opts: ExecOptions,
     shown: String,
 ) -> Result<std::thread::JoinHandle<()>, String> {
@@ -231,7 +233,7 @@ struct Preparer {
     /// Release instants, in firing order, from the dispatcher.
     rx: rtrb::Consumer<u64>,
     sh: Arc<Shared>,
-    children: Arc<Mutex<Vec<Child>>>,
+    children: Arc<Mutex<Vec<Held>>>,
     reaper: std::thread::JoinHandle<()>,
 }
 
@@ -239,9 +241,8 @@ impl Preparer {
     fn run(mut self) {
         while !self.sh.done.load(Ordering::Acquire) {
             self.stamp.get().store(0, Ordering::Release);
-            let mut cmd = self.gated_command();
             // Blocks until the child is released and has exec'd (or failed to).
-            let r = cmd.spawn();
+            let r = self.spawn_gated();
             let started = self.stamp.get().load(Ordering::Acquire);
             self.count_spawn(r, started);
         }
@@ -260,27 +261,21 @@ impl Preparer {
     }
 
     /// The next child: prepared by `setup`, then held between fork and exec until its release.
-    fn gated_command(&self) -> Command {
+    fn spawn_gated(&self) -> std::io::Result<Held> {
         let gate = self.gate_r.as_raw_fd();
         let stamp_ptr = self.stamp.0 as usize;
         let stop_ptr = self.stamp.0 as usize + 8;
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args).stdin(Stdio::null());
-        let setup = self.setup.clone();
-        // SAFETY: only async-signal-safe calls between fork and exec (`apply` included).
+        // SAFETY: wait_at_gate makes only async-signal-safe calls.
         unsafe {
-            cmd.pre_exec(move || {
-                setup.apply()?;
-                wait_at_gate(gate, stop_ptr, stamp_ptr);
-                Ok(())
-            });
+            spawn_held(&self.setup, &self.program, &self.args, &[gate], || {
+                wait_at_gate(gate, stop_ptr, stamp_ptr)
+            })
         }
-        cmd
     }
 
     /// Counts a spawn: the start latency of a released child (against its release instant), or
     /// the error of one that could not start.
-    fn count_spawn(&mut self, r: std::io::Result<Child>, started: u64) {
+    fn count_spawn(&mut self, r: std::io::Result<Held>, started: u64) {
         let sh = &self.sh;
         match r {
             Ok(child) => {
@@ -313,8 +308,8 @@ impl Preparer {
 }
 
 /// In the child, between fork and exec: waits for the release byte on the gate, looking every
-/// 50 ms whether the run has ended (a child of another exec action forked before this gate was
-/// registered may still hold its write end, so EOF alone cannot be relied on), then stamps the
+/// 50 ms whether the run has ended (EOF comes only once every copy of the write end is closed, and
+/// a child forked by other code of this process holds one until its exec), then stamps the
 /// time into the shared page. Exits the child if the run ends first. Async-signal-safe calls only.
 ///
 /// # Safety
@@ -352,7 +347,7 @@ unsafe fn wait_at_gate(gate: RawFd, stop_ptr: usize, stamp_ptr: usize) {
 
 /// At the end of the run: children still running get 200 ms to end, then SIGTERM and 500 ms,
 /// then SIGKILL.
-fn stop_children(children: &mut Vec<Child>, sh: &Shared) {
+fn stop_children(children: &mut Vec<Held>, sh: &Shared) {
     let t0 = std::time::Instant::now();
     while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(200) {
         children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
@@ -360,8 +355,7 @@ fn stop_children(children: &mut Vec<Child>, sh: &Shared) {
     }
     for c in children.iter_mut() {
         sh.killed_at_end.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let _ = c.signal(libc::SIGTERM);
     }
     let t0 = std::time::Instant::now();
     while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(500) {
@@ -394,7 +388,7 @@ impl Exec {
             done: AtomicBool::new(false),
         });
         let args: Vec<String> = argv[1..].to_vec();
-        let children: Arc<Mutex<Vec<Child>>> = Arc::default();
+        let children: Arc<Mutex<Vec<Held>>> = Arc::default();
         let shown = program.display().to_string();
         let reaper = spawn_reaper(shared.clone(), children.clone(), opts, shown)?;
         let preparer = Preparer {
