@@ -9,7 +9,7 @@ fn punctual() -> Command {
     let mut c = Command::cargo_bin("punctual").unwrap();
     c.env(
         "PUNCTUAL_DATA_DIR",
-        std::env::temp_dir().join("punctual-test-data"),
+        std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
     );
     c
 }
@@ -174,7 +174,7 @@ fn an_unreachable_udp_target_exits_2_before_running() {
         .arg(&json)
         .env(
             "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join("punctual-test-data"),
+            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
         )
         .output()
         .unwrap();
@@ -421,6 +421,58 @@ fn the_watchdog_demotes_a_plugin_spinning_forever_under_fifo_and_exits_3() {
         .unwrap()
         .contains("forever"));
     assert!(doc["watchdog"]["demoted_threads"].as_u64().unwrap() >= 1);
+}
+
+/// The second SIGINT is for a run the first cannot end: here the dispatcher is stuck inside an
+/// action that never returns, with the watchdog off. The second undoes everything and exits at once.
+#[test]
+fn a_second_interrupt_ends_a_run_stuck_in_an_action_at_once() {
+    let test = "a_second_interrupt_ends_a_run_stuck_in_an_action_at_once";
+    if !gcc() {
+        punctual_testkit::missing(test, "gcc is not installed (apt-get install -y gcc)");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let so = build_plugin(
+        t.path(),
+        "#include <unistd.h>\nint punctual_event(const uint8_t *d, size_t n, uint64_t at) { sleep(3600); return 0; }",
+    );
+    let p = write(t.path(), "p.toml", &format!("[[event]]\nat = \"10ms\"\naction = {{ kind = \"plugin\", name = \"stuck\", path = \"{}\" }}\n", so.display()));
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("punctual"))
+        .args(["run", "--no-store", "--watchdog", "off"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sigint = |c: &std::process::Child| {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    sigint(&child);
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first interrupt ended a run whose dispatcher is inside the action"
+    );
+    sigint(&child);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed().as_secs() >= 20 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the second interrupt did not end the run");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("second interrupt"), "{err}");
 }
 
 fn lib_built() -> bool {
@@ -724,7 +776,7 @@ fn the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded() {
         .env("PUNCTUAL_STATE_DIR", state.path())
         .env(
             "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join("punctual-test-data"),
+            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
         )
         .output()
         .unwrap();
