@@ -38,6 +38,9 @@ pub enum DispatchError {
     /// The system refused or failed: exit 3.
     #[error("{0}")]
     System(String),
+    /// Stopped by a signal before the run began: exit 130.
+    #[error("interrupted before the run began")]
+    Interrupted,
 }
 
 impl From<DispatchError> for punctual_result::Failure {
@@ -45,6 +48,7 @@ impl From<DispatchError> for punctual_result::Failure {
         match e {
             DispatchError::Usage(m) => punctual_result::Failure::usage(m),
             DispatchError::System(m) => punctual_result::Failure::system(m),
+            DispatchError::Interrupted => punctual_result::Failure::interrupted(),
         }
     }
 }
@@ -453,7 +457,10 @@ pub fn phase_around_interference(
 }
 
 /// Prepare a validated (and admitted) plan.
-pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
+/// Prepare every action of `plan` (exec children forked, wake channels open, their clients
+/// started and attached). `stop` (SIGINT/SIGTERM) ends the wait for clients with
+/// [`DispatchError::Interrupted`].
+pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepared, DispatchError> {
     let mut cpus: Vec<usize> = cfg.cpus.clone();
     for c in plan.named_cpus() {
         if !cpus.contains(&c) {
@@ -593,14 +600,21 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         clients,
         alarm,
     };
-    wait_for_clients(&mut prepared, cfg.attach_timeout)?;
+    wait_for_clients(&mut prepared, cfg.attach_timeout, stop)?;
     Ok(prepared)
 }
 
-/// Wait until every wake channel has a client.
-fn wait_for_clients(p: &mut Prepared, timeout: u64) -> Result<(), DispatchError> {
+/// Wait until every wake channel has a client, or a signal asks to stop.
+fn wait_for_clients(
+    p: &mut Prepared,
+    timeout: u64,
+    stop: &AtomicBool,
+) -> Result<(), DispatchError> {
     let t0 = std::time::Instant::now();
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(DispatchError::Interrupted);
+        }
         let mut waiting = Vec::new();
         for c in &p.cpus {
             for (i, item) in c.actions.items.iter().enumerate() {

@@ -14,9 +14,10 @@ fn is_root() -> bool {
 fn run(text: &str, cfg: &RunConfig) -> Outcome {
     let plan = punctual_plan::parse_str(text, "t.toml", None).unwrap();
     punctual_dispatch::preflight::check(&plan).unwrap();
-    let p = prepare(plan, cfg).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let p = prepare(plan, cfg, &stop).unwrap();
     let progress = progress_for(&p);
-    execute(p, cfg, Arc::new(AtomicBool::new(false)), progress).unwrap()
+    execute(p, cfg, stop, progress).unwrap()
 }
 
 fn last_cpu() -> usize {

@@ -174,7 +174,7 @@ impl ZeadallyDispatch {
         .map_err(Failure::usage)?;
         let mut loads =
             Loads::start(&spec, ctx.exe()).map_err(|e| Failure::system(e.to_string()))?;
-        loads.wait_ready(std::time::Duration::from_secs(10));
+        loads.wait_ready(std::time::Duration::from_secs(10), ctx.stop());
         let cfg = DispatchConfig {
             event,
             raiser_cpu: self.raiser_cpu,

@@ -108,7 +108,7 @@ pub fn run_check(
         if phase.loaded && loads.is_none() {
             let mut l = Loads::start(&cfg.load, &cfg.exe)?;
             // Measure under the load, not under its start-up.
-            l.wait_ready(std::time::Duration::from_secs(5));
+            l.wait_ready(std::time::Duration::from_secs(5), stop);
             loads = Some(l);
         }
         let c = Config {

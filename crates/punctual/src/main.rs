@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     let env = Env::real();
     // Load bodies and periodic processes are punctual's own children: the parent has already done this.
     if !cli.command.is_child() {
+        env.catch_interrupts();
         punctual_session::restore_leftovers(&env);
     }
     let exit = match dispatch(cli, &env) {

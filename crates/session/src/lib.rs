@@ -254,8 +254,8 @@ pub fn execute<M: Measurement>(
     };
     let load = m.load();
     let mut loads = env.system.start_loads(&load, &env.exe)?;
-    let ready = loads.wait_ready(std::time::Duration::from_secs(10));
-    if ready < load.instances() as usize {
+    let ready = loads.wait_ready(std::time::Duration::from_secs(10), env.stop());
+    if ready < load.instances() as usize && !env.interrupted() {
         env.note(&format!(
             "{ready} of {} load processes ready after 10 s; measuring anyway",
             load.instances()
@@ -270,7 +270,13 @@ pub fn execute<M: Measurement>(
         rt: &held.plan,
         live: &live,
     };
-    let result = m.run(&ctx);
+    // A signal during the start-up (privileges, the measurement's own changes, loads) ends the
+    // command here: nothing was measured, everything is undone below (exit 130).
+    let result = if env.interrupted() {
+        Err(Failure::interrupted())
+    } else {
+        m.run(&ctx)
+    };
     live.finish();
     let load_reports = loads.stop();
     // Teardown: the system is put back before anything is written.
