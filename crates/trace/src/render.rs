@@ -319,7 +319,7 @@ pub fn kurt_table(a: &Analysis) -> Table {
         }
         t.row(row);
     }
-    t.note("KURT timestamped every cli/sti in a patched Linux 2.0 on a Pentium Pro. An unpatched kernel exposes \
+    t.note("KURT timestamped every cli/sti in a patched Linux kernel on a Pentium Pro. An unpatched kernel exposes \
             the handlers instead: hardirq = device interrupt handlers and system vectors (interrupts disabled), \
             softirq = bottom halves (every task on the CPU waits).");
     t

@@ -1,4 +1,4 @@
-//! `punctual advise`: real time or real fast (McKenney 2009, Fig. 9), decided with this machine's
+//! `punctual advise`: real time or real fast (McKenney, OLS 2008, Fig. 9), decided with this machine's
 //! facts and measured start latency. The flow is `punctual_experiments::advise`; this gathers the
 //! facts and the results it reads.
 
