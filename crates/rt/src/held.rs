@@ -283,7 +283,7 @@ mod tests {
             let base = p.0 as usize;
             let setup = ChildSetup::new(Signal::SIGKILL);
             // SAFETY: the hold stores, loads and sleeps: async-signal-safe.
-            unsafe {
+            let held = unsafe {
                 spawn_held(&setup, Path::new("/bin/true"), &[], &[keep], move || {
                     let words = base as *const AtomicU64;
                     (*words.add(1)).store(libc::getpid() as u64, Ordering::Release);
@@ -291,7 +291,9 @@ mod tests {
                         libc::usleep(1000);
                     }
                 })
-            }
+            };
+            // Waited for here: the parent-death signal follows the thread that forked.
+            held.map(|mut h| h.wait())
         });
         let t0 = std::time::Instant::now();
         let pid = loop {
@@ -307,8 +309,8 @@ mod tests {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect();
         page.word(0).store(1, Ordering::Release);
-        let mut held = spawner.join().unwrap().unwrap();
-        assert!(held.wait().unwrap().success());
+        let status = spawner.join().unwrap().unwrap().unwrap();
+        assert!(status.success(), "{status:?}");
         assert!(
             !fds.contains(&r.as_raw_fd()),
             "holds the parent's pipe: {fds:?}"
