@@ -15,6 +15,13 @@ pub struct Unit {
 }
 
 impl Unit {
+    /// The unit for an axis from `lo_ns` to `hi_ns`: the one its geometric middle reads best
+    /// in, so a latency axis from 8 us to 4 ms reads in us (10, 100, 1000), not in ms.
+    pub fn for_range(lo_ns: u64, hi_ns: u64) -> Unit {
+        let mid = ((lo_ns.max(1) as f64) * (hi_ns.max(1) as f64)).sqrt();
+        Unit::for_max(mid as u64)
+    }
+
     /// The unit in which the largest value drawn (`max_ns`) reads best: ns below 2 us, us below
     /// 2 ms, ms below 2 s, else s.
     pub fn for_max(max_ns: u64) -> Unit {
@@ -65,6 +72,21 @@ pub(crate) fn without_repeated_text(svg: String) -> String {
     out
 }
 
+/// A tick label on a logarithmic axis: 1, 2 and 5 times a power of ten are labelled, the ticks
+/// between them (3, 4, 6 ... 9) left to their grid lines, where their labels would run into
+/// each other.
+pub fn log_tick(v: f64) -> String {
+    if v <= 0.0 || !v.is_finite() {
+        return String::new();
+    }
+    let mantissa = v / 10f64.powf(v.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0].iter().any(|m| (mantissa - m).abs() < 0.01 * m) {
+        tick(v)
+    } else {
+        String::new()
+    }
+}
+
 /// A tick label on a linear axis spanning `span`: as many decimals as ten ticks over that span
 /// need to read apart, trailing zeros dropped.
 pub fn linear_tick(v: f64, span: f64) -> String {
@@ -90,7 +112,8 @@ fn rgb(c: (u8, u8, u8)) -> RGBColor {
 /// y axis is logarithmic, labelled `quantity (unit)`.
 pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<String, PlotError> {
     let max = curves.iter().filter_map(|c| c.rec.max()).max().unwrap_or(1);
-    let unit = Unit::for_max(max);
+    let min = curves.iter().filter_map(|c| c.rec.min()).min().unwrap_or(1);
+    let unit = Unit::for_range(min, max);
     let lines: Vec<(String, Vec<(f64, f64)>, RGBColor)> = curves
         .iter()
         .map(|c| {
@@ -123,6 +146,8 @@ pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", CAPTION_PX))
             .margin(14)
+            // The last percentile's label is centred on the right edge.
+            .margin_right(40)
             .x_label_area_size(50)
             .y_label_area_size(80)
             .build_cartesian_2d(0f64..x1.ceil(), (y0..y1).log_scale())
@@ -136,7 +161,7 @@ pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<
             .x_labels(x1.ceil() as usize + 1)
             .x_label_formatter(&nines_label)
             .y_labels(12)
-            .y_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| log_tick(*v))
             .draw()
             .map_err(err)?;
         for (label, pts, color) in lines {
@@ -254,7 +279,7 @@ pub fn histograms(
     scale: &HistScale,
     curves: &[Curve<'_>],
 ) -> Result<String, PlotError> {
-    let unit = Unit::for_max(scale.hi_ns);
+    let unit = Unit::for_range(scale.lo_ns, scale.hi_ns);
     let (mut x0, x1) = (scale.lo_ns as f64 / unit.ns, scale.hi_ns as f64 / unit.ns);
     if scale.log_x {
         x0 = decade_below(x0);
@@ -267,6 +292,7 @@ pub fn histograms(
         let mut b = ChartBuilder::on(&root);
         b.caption(title, ("sans-serif", CAPTION_PX))
             .margin(14)
+            .margin_right(30)
             .x_label_area_size(50)
             .y_label_area_size(80);
         let x_desc = format!("{quantity} ({})", unit.name);
@@ -275,6 +301,8 @@ pub fn histograms(
                 let mut chart = $chart.map_err(err)?;
                 chart
                     .configure_mesh()
+                    // A log axis gives each of its ticks light lines: bunched, they read as a band.
+                    .max_light_lines(if scale.log_x { 0 } else { 4 })
                     .label_style(("sans-serif", LABEL_PX))
                     .axis_desc_style(("sans-serif", DESC_PX))
                     .x_desc(x_desc.as_str())
@@ -283,12 +311,12 @@ pub fn histograms(
                     .y_labels(12)
                     .x_label_formatter(&|v| {
                         if scale.log_x {
-                            tick(*v)
+                            log_tick(*v)
                         } else {
                             linear_tick(*v, x1 - x0)
                         }
                     })
-                    .y_label_formatter(&|v| tick(*v))
+                    .y_label_formatter(&|v| log_tick(*v))
                     .draw()
                     .map_err(err)?;
                 for c in curves {
@@ -387,6 +415,7 @@ mod tests {
     }
 
     fn distinct(v: &[String]) -> bool {
+        let v: Vec<String> = v.iter().filter(|s| !s.is_empty()).cloned().collect();
         let mut u = v.to_vec();
         u.sort();
         u.dedup();
@@ -399,6 +428,9 @@ mod tests {
         assert_eq!(tick(0.0015), "0.0015");
         assert_eq!(tick(1500.0), "1500");
         assert_eq!(tick(2.0), "2");
+        assert_eq!(log_tick(20.0), "20");
+        assert_eq!(log_tick(5e-3), "0.005");
+        assert_eq!(log_tick(9.0), "");
         // One value, a narrow range, a wide range, all zeros (latencies of 0 ns read as 1 ns).
         let cases = [
             rec(std::iter::repeat_n(4_000, 1_000)),
@@ -454,5 +486,6 @@ mod tests {
         assert_eq!(Unit::for_max(150_000).name, "us");
         assert_eq!(Unit::for_max(30_000_000).name, "ms");
         assert_eq!(Unit::for_max(3_000_000_000).name, "s");
+        assert_eq!(Unit::for_range(8_000, 4_000_000).name, "us");
     }
 }

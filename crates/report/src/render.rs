@@ -22,8 +22,17 @@ fn change_cell(c: &Change) -> String {
     format!("{} %", signed(c.change_percent))
 }
 
+/// Interval bounds to a tenth below 10 %, whole percent above (the digits a bound can carry).
+fn bound(p: f64) -> String {
+    if p.abs() < 10.0 {
+        format!("{p:+.1}")
+    } else {
+        format!("{p:+.0}")
+    }
+}
+
 fn interval_cell(c: &Change) -> String {
-    format!("[{}, {}] %", signed(c.low_percent), signed(c.high_percent))
+    format!("[{}, {}] %", bound(c.low_percent), bound(c.high_percent))
 }
 
 fn both_cell(c: &Change) -> String {
@@ -165,7 +174,7 @@ fn figures(c: &Comparison) -> Vec<Section> {
                 .map(String::from)
                 .to_vec(),
                 rows,
-                notes: if several {
+                notes: if several && std::ptr::eq(s, &c.series[0]) {
                     vec!["Percentiles of a side of several runs: the geometric mean of its runs' own; max and counts over all of them.".into()]
                 } else {
                     Vec::new()
