@@ -2,7 +2,9 @@
 //! one figure, on axes named after what the series measures, in the unit its values call for,
 //! and (for histograms) on a scale shared by every figure of the same quantity.
 
-use crate::{err, finish, nines_label, percentile_points, PlotError, CAPTION_PX, DESC_PX, LABEL_PX, SIZE};
+use crate::{
+    err, finish, nines_label, percentile_points, PlotError, CAPTION_PX, DESC_PX, LABEL_PX, SIZE,
+};
 use plotters::prelude::*;
 use punctual_stats::Recorder;
 
@@ -26,9 +28,18 @@ impl Unit {
     /// 2 ms, ms below 2 s, else s.
     pub fn for_max(max_ns: u64) -> Unit {
         match max_ns {
-            0..2_000 => Unit { name: "ns", ns: 1.0 },
-            2_000..2_000_000 => Unit { name: "us", ns: 1e3 },
-            2_000_000..2_000_000_000 => Unit { name: "ms", ns: 1e6 },
+            0..2_000 => Unit {
+                name: "ns",
+                ns: 1.0,
+            },
+            2_000..2_000_000 => Unit {
+                name: "us",
+                ns: 1e3,
+            },
+            2_000_000..2_000_000_000 => Unit {
+                name: "ms",
+                ns: 1e6,
+            },
             _ => Unit { name: "s", ns: 1e9 },
         }
     }
@@ -80,7 +91,10 @@ pub fn log_tick(v: f64) -> String {
         return String::new();
     }
     let mantissa = v / 10f64.powf(v.log10().floor());
-    if [1.0, 2.0, 5.0, 10.0].iter().any(|m| (mantissa - m).abs() < 0.01 * m) {
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 0.01 * m)
+    {
         tick(v)
     } else {
         String::new()
@@ -90,7 +104,9 @@ pub fn log_tick(v: f64) -> String {
 /// A tick label on a linear axis spanning `span`: as many decimals as ten ticks over that span
 /// need to read apart, trailing zeros dropped.
 pub fn linear_tick(v: f64, span: f64) -> String {
-    let decimals = (-(span.abs().max(1e-12) / 10.0).log10()).ceil().clamp(0.0, 9.0) as usize;
+    let decimals = (-(span.abs().max(1e-12) / 10.0).log10())
+        .ceil()
+        .clamp(0.0, 9.0) as usize;
     let s = format!("{v:.decimals$}");
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -170,7 +186,9 @@ pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))
                 .map_err(err)?
                 .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
+                });
         }
         chart
             .configure_series_labels()
@@ -201,7 +219,12 @@ impl HistScale {
     /// The scale that holds every one of `recs` whole.
     pub fn of(recs: &[&Recorder]) -> HistScale {
         let mut lo = recs.iter().filter_map(|r| r.min()).min().unwrap_or(0);
-        let mut hi = recs.iter().filter_map(|r| r.max()).max().unwrap_or(1).max(lo + 1);
+        let mut hi = recs
+            .iter()
+            .filter_map(|r| r.max())
+            .max()
+            .unwrap_or(1)
+            .max(lo + 1);
         // A range narrower than 4 % of its values (one value, say) is widened to that, so its
         // ticks, at three significant digits, read differently.
         let least = (hi / 25).max(4);
@@ -322,7 +345,9 @@ pub fn histograms(
                 for c in curves {
                     let color = rgb(c.color);
                     let buckets = scale.buckets_of(c.rec);
-                    let scaled = buckets.iter().map(|&(a, b, n)| (a / unit.ns, b / unit.ns, n));
+                    let scaled = buckets
+                        .iter()
+                        .map(|&(a, b, n)| (a / unit.ns, b / unit.ns, n));
                     if curves.len() == 1 {
                         chart
                             .draw_series(scaled.filter(|b| b.2 > 0).map(|(a, b, n)| {
@@ -435,7 +460,13 @@ mod tests {
         let cases = [
             rec(std::iter::repeat_n(4_000, 1_000)),
             rec((0..1_000).map(|i| 10_000 + i % 7)),
-            rec((0..10_000).map(|i| if i % 1000 == 0 { 5_000_000 } else { 3_000 + i % 900 })),
+            rec((0..10_000).map(|i| {
+                if i % 1000 == 0 {
+                    5_000_000
+                } else {
+                    3_000 + i % 900
+                }
+            })),
             rec(std::iter::repeat_n(0, 100)),
         ];
         for (i, r) in cases.iter().enumerate() {
@@ -470,11 +501,22 @@ mod tests {
         let narrow = HistScale::of(&[&a]);
         assert!(!narrow.log_x);
         let curves = [
-            Curve { label: "A1 kernel=6.1".into(), rec: &a, color: (31, 119, 180) },
-            Curve { label: "B1 kernel=6.12".into(), rec: &b, color: (214, 39, 40) },
+            Curve {
+                label: "A1 kernel=6.1".into(),
+                rec: &a,
+                color: (31, 119, 180),
+            },
+            Curve {
+                label: "B1 kernel=6.12".into(),
+                rec: &b,
+                color: (214, 39, 40),
+            },
         ];
         let svg = histograms("h", "lateness", &shared, &curves).unwrap();
-        assert!(svg.contains("A1 kernel=6.1") && svg.contains("lateness (us)"), "legend and axis");
+        assert!(
+            svg.contains("A1 kernel=6.1") && svg.contains("lateness (us)"),
+            "legend and axis"
+        );
         let svg = percentiles("p", "quantum length", &curves).unwrap();
         assert!(svg.contains("quantum length (us)"));
         assert!(!svg.contains("latency (us)"));

@@ -352,8 +352,8 @@ pub fn line_plot(
                 let mut chart = $chart.map_err(err)?;
                 chart
                     .configure_mesh()
-            .label_style(("sans-serif", LABEL_PX))
-            .axis_desc_style(("sans-serif", DESC_PX))
+                    .label_style(("sans-serif", LABEL_PX))
+                    .axis_desc_style(("sans-serif", DESC_PX))
                     .x_desc(x_desc)
                     .y_desc(y_desc)
                     .draw()
@@ -361,7 +361,7 @@ pub fn line_plot(
                 draw_lines(&mut chart, lines)?;
                 chart
                     .configure_series_labels()
-            .label_font(("sans-serif", LABEL_PX))
+                    .label_font(("sans-serif", LABEL_PX))
                     .background_style(WHITE.mix(0.8))
                     .border_style(BLACK)
                     .draw()

@@ -38,9 +38,16 @@ fn series(name: &str, kind_: &str, cpu: Option<usize>, base: u64, tail: f64, n: 
 
 fn latency(tags: &[(&str, &str)], tail: f64, steal_ns: u64, started: &str) -> ResultDoc {
     let mut d = ResultDoc::new(
-        ["/usr/bin/punctual", "latency", "-D", "10s", "--json", "x.json"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "/usr/bin/punctual",
+            "latency",
+            "-D",
+            "10s",
+            "--json",
+            "x.json",
+        ]
+        .map(String::from)
+        .to_vec(),
         punctual_session::Env::fake(&[]).host(),
         started.into(),
     );
@@ -61,7 +68,14 @@ fn latency(tags: &[(&str, &str)], tail: f64, steal_ns: u64, started: &str) -> Re
     }
     d.run_id = Some(ResultDoc::new_run_id());
     for t in 0..2 {
-        d.series.push(series(&format!("thread {t}"), kind::WAKEUP_LATENCY, Some(t), 3_000 + 1_000 * t as u64, tail, 20_000));
+        d.series.push(series(
+            &format!("thread {t}"),
+            kind::WAKEUP_LATENCY,
+            Some(t),
+            3_000 + 1_000 * t as u64,
+            tail,
+            20_000,
+        ));
     }
     d
 }
@@ -75,13 +89,35 @@ fn check() -> ResultDoc {
         "2026-11-02T09:00:00Z".into(),
     );
     d.ended_at = "2026-11-02T09:00:30Z".into();
-    for (i, phase) in ["plain sleep idle", "punctual hybrid idle", "plain sleep loaded", "punctual hybrid loaded"].iter().enumerate() {
-        d.series.push(series(phase, kind::LATENESS, Some(1), 1_000 + 20_000 * (i as u64 % 2 == 0) as u64, 1.0 + i as f64, 7_500));
+    for (i, phase) in [
+        "plain sleep idle",
+        "punctual hybrid idle",
+        "plain sleep loaded",
+        "punctual hybrid loaded",
+    ]
+    .iter()
+    .enumerate()
+    {
+        d.series.push(series(
+            phase,
+            kind::LATENESS,
+            Some(1),
+            1_000 + 20_000 * (i as u64 % 2 == 0) as u64,
+            1.0 + i as f64,
+            7_500,
+        ));
     }
-    d.series.push(series("idle extra", kind::LATENESS, Some(1), 0, 1.0, 0));
-    d.settings.extra.insert("steal_ns".into(), json!({"0": 0, "1": 0}));
-    d.settings.extra.insert("steal_window_ns".into(), json!(30_000_000_000u64));
-    d.settings.extra.insert("load".into(), json!("cpu:2@0-1,io:1"));
+    d.series
+        .push(series("idle extra", kind::LATENESS, Some(1), 0, 1.0, 0));
+    d.settings
+        .extra
+        .insert("steal_ns".into(), json!({"0": 0, "1": 0}));
+    d.settings
+        .extra
+        .insert("steal_window_ns".into(), json!(30_000_000_000u64));
+    d.settings
+        .extra
+        .insert("load".into(), json!("cpu:2@0-1,io:1"));
     d.settings.extra.insert(
         "load_reports".into(),
         json!([{"kind": "cpu", "cpu": 0, "cpu_ns": 7_000_000_000u64, "ops": 5}]),
@@ -105,7 +141,9 @@ fn check() -> ResultDoc {
 /// An experiment with published numbers, IRQ durations and quanta (axes that are not latency).
 fn experiment() -> ResultDoc {
     let mut d = ResultDoc::new(
-        ["punctual", "experiment", "run", "etsion-latency"].map(String::from).to_vec(),
+        ["punctual", "experiment", "run", "etsion-latency"]
+            .map(String::from)
+            .to_vec(),
         punctual_session::Env::fake(&[]).host(),
         "2026-11-03T09:00:00Z".into(),
     );
@@ -114,8 +152,22 @@ fn experiment() -> ResultDoc {
         series("alarm 1", kind::ALARM_LATENCY, None, 2_000, 1.0, 20_000)
             .with("published_us", json!({"0.9": 7, "0.99": 8, "max": 900})),
     );
-    d.series.push(series("timer irq", kind::IRQ_DURATION, Some(0), 800, 0.2, 5_000));
-    d.series.push(series("make", kind::EFFECTIVE_QUANTUM, Some(1), 3_900_000, 100.0, 5_000));
+    d.series.push(series(
+        "timer irq",
+        kind::IRQ_DURATION,
+        Some(0),
+        800,
+        0.2,
+        5_000,
+    ));
+    d.series.push(series(
+        "make",
+        kind::EFFECTIVE_QUANTUM,
+        Some(1),
+        3_900_000,
+        100.0,
+        5_000,
+    ));
     d
 }
 
@@ -126,7 +178,10 @@ fn write(dir: &Path, name: &str, d: &ResultDoc) -> String {
 }
 
 /// Run a child for at most `limit`, killing it (by its pid) past that; (status, stdout, stderr).
-fn run_bounded(mut cmd: Command, limit: Duration) -> (Option<std::process::ExitStatus>, String, String) {
+fn run_bounded(
+    mut cmd: Command,
+    limit: Duration,
+) -> (Option<std::process::ExitStatus>, String, String) {
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
     let mut child = cmd
@@ -187,7 +242,10 @@ fn layout(html: &Path, profile: &Path) -> Option<Value> {
     c.args(["--virtual-time-budget=20000", "--dump-dom"])
         .arg(format!("file://{}", page.display()));
     let (status, out, err) = run_bounded(c, Duration::from_secs(180));
-    assert!(status.is_some_and(|s| s.success()), "chromium failed: {err}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "chromium failed: {err}"
+    );
     let json = out
         .split("<pre id=\"out\">")
         .nth(1)
@@ -227,7 +285,10 @@ fn screenshots(html: &Path, height: u64, name: &str, dir: &Path, profile: &Path)
             .arg("--virtual-time-budget=10000")
             .arg(format!("file://{}", page.display()));
         let (status, _, err) = run_bounded(c, Duration::from_secs(180));
-        assert!(status.is_some_and(|s| s.success()), "chromium failed: {err}");
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "chromium failed: {err}"
+        );
         let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
         let mut reader = decoder.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size()];
@@ -238,7 +299,11 @@ fn screenshots(html: &Path, height: u64, name: &str, dir: &Path, profile: &Path)
             .chunks_exact(px)
             .filter(|p| p[0] < 240 || p[1] < 240 || p[2] < 240)
             .count();
-        assert!(drawn * 200 >= (WIDTH * SLICE) as usize, "{}: a blank slice", png.display());
+        assert!(
+            drawn * 200 >= (WIDTH * SLICE) as usize,
+            "{}: a blank slice",
+            png.display()
+        );
         shots.push(png);
     }
     shots
@@ -250,16 +315,26 @@ fn report_and_check(name: &str, args: &[&str], dir: &Path) -> Option<(String, Va
     let mut cmd = punctual();
     cmd.arg("report").arg("-o").arg(&html).args(args);
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(&html).unwrap();
-    assert!(!text.contains("<script"), "{name}: no script, names escaped");
+    assert!(
+        !text.contains("<script"),
+        "{name}: no script, names escaped"
+    );
     for fetch in ["src=\"http", "href=\"http", "url(http", "@import"] {
         assert!(!text.contains(fetch), "{name}: nothing fetched ({fetch})");
     }
     let profile = dir.join("profile");
     let findings = layout(&html, &profile)?;
     let problems: Vec<&Value> = findings["problems"].as_array().unwrap().iter().collect();
-    assert!(problems.is_empty(), "{name}: a reader would see {problems:#?}");
+    assert!(
+        problems.is_empty(),
+        "{name}: a reader would see {problems:#?}"
+    );
     let shots_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
     std::fs::create_dir_all(&shots_dir).unwrap();
     let height = findings["height"].as_u64().unwrap();
@@ -278,25 +353,51 @@ fn report_and_check(name: &str, args: &[&str], dir: &Path) -> Option<(String, Va
 #[test]
 fn three_results_open_with_which_is_the_regression_and_read_well() {
     let dir = tempfile::tempdir().unwrap();
-    let a = write(dir.path(), "a.json", &latency(&[("kernel", "6.1")], 1.0, 0, "2026-11-01T10:00:00Z"));
-    let b = write(dir.path(), "b.json", &latency(&[("kernel", "6.12")], 1.6, 150_000_000, "2026-11-01T10:01:00Z"));
-    let c = write(dir.path(), "c.json", &latency(&[("kernel", "6.13")], 1.0, 0, "2026-11-01T10:02:00Z"));
+    let a = write(
+        dir.path(),
+        "a.json",
+        &latency(&[("kernel", "6.1")], 1.0, 0, "2026-11-01T10:00:00Z"),
+    );
+    let b = write(
+        dir.path(),
+        "b.json",
+        &latency(
+            &[("kernel", "6.12")],
+            1.6,
+            150_000_000,
+            "2026-11-01T10:01:00Z",
+        ),
+    );
+    let c = write(
+        dir.path(),
+        "c.json",
+        &latency(&[("kernel", "6.13")], 1.0, 0, "2026-11-01T10:02:00Z"),
+    );
     let Some((html, found)) = report_and_check("three", &[&a, &b, &c], dir.path()) else {
         return;
     };
     assert!(html.contains("<h1>punctual report: B and C each against A</h1>"));
     let summary = html.split("<section id=\"runs\">").next().unwrap();
-    assert!(summary.contains("B against A: <span class=\"bad\">"), "B is the regression");
+    assert!(
+        summary.contains("B against A: <span class=\"bad\">"),
+        "B is the regression"
+    );
     assert!(summary.contains("C against A: no regression"));
     assert!(summary.contains("<tr class=\"regression\"><td>thread 0 (wakeup_latency, cpu 0)"));
     assert!(summary.contains("Worst figures") && summary.contains("Host <b>testbox</b>"));
     assert!(summary.contains("steal differed"), "B ran under steal");
     // Legends name runs by their tags; settings in units; the host once.
     assert!(html.contains("A kernel=6.1") && html.contains("B kernel=6.12"));
-    assert!(html.contains("<td>duration</td><td>10.0 s</td>"), "units, not ns");
+    assert!(
+        html.contains("<td>duration</td><td>10.0 s</td>"),
+        "units, not ns"
+    );
     assert!(!html.contains("10000000000") && !html.contains("duration_ns"));
     assert_eq!(html.matches("<td>kernel</td>").count(), 1, "the host once");
-    assert!(html.contains("wake-up latency (us)"), "the axis names the quantity");
+    assert!(
+        html.contains("wake-up latency (us)"),
+        "the axis names the quantity"
+    );
     // 2 series x (percentiles + histogram), and the steal bars.
     assert_eq!(found["figures"], 5);
     assert!(html.contains("<title>Time taken from each CPU</title>"));
@@ -308,7 +409,12 @@ fn sides_of_three_runs_weigh_the_spread_between_runs() {
     let mut args: Vec<String> = Vec::new();
     for (side, tail) in [("a", 1.0), ("b", 1.02)] {
         for k in 0..3 {
-            let d = latency(&[("set", side)], tail * (1.0 + 0.04 * k as f64), 0, &format!("2026-11-01T1{k}:00:00Z"));
+            let d = latency(
+                &[("set", side)],
+                tail * (1.0 + 0.04 * k as f64),
+                0,
+                &format!("2026-11-01T1{k}:00:00Z"),
+            );
             args.push(write(dir.path(), &format!("{side}{k}.json"), &d));
         }
         if side == "a" {
@@ -333,14 +439,20 @@ fn a_check_with_nothing_taken_says_so_in_a_line_and_draws_no_empty_chart() {
         return;
     };
     assert!(html.contains("One side only: no verdict"));
-    assert!(html.contains("No figure: the host took no time"), "no all-zero chart");
+    assert!(
+        html.contains("No figure: the host took no time"),
+        "no all-zero chart"
+    );
     assert!(!html.contains("<title>Time taken from each CPU</title>"));
     assert!(html.contains("Without samples, so not drawn: idle extra"));
     assert!(html.contains("lateness (us)") || html.contains("lateness (ms)"));
     assert!(html.contains("mostly (99.900 %)"), "check verdicts");
     assert!(html.contains("no CAP_SYS_NICE &lt;script&gt;"));
     assert!(html.contains("<td>load</td><td>cpu:2@0-1,io:1</td>"));
-    assert!(!html.contains("cpu_ns") && !html.contains("[{"), "no JSON in the tables");
+    assert!(
+        !html.contains("cpu_ns") && !html.contains("[{"),
+        "no JSON in the tables"
+    );
     // 4 phases with samples: a percentile figure and a histogram each.
     assert_eq!(found["figures"], 8);
 }
@@ -354,10 +466,14 @@ fn a_stored_experiment_brings_its_figures_and_tables() {
         "Etsion Table 6, here",
         "us",
         &["p90".to_string(), "p99".to_string()],
-        &[("here".to_string(), vec![7.0, 9.0]), ("paper".to_string(), vec![7.0, 8.0])],
+        &[
+            ("here".to_string(), vec![7.0, 9.0]),
+            ("paper".to_string(), vec![7.0, 8.0]),
+        ],
     )
     .unwrap();
-    let tables = "etsion-latency: ours and the paper's\nrow    here    paper\np99    9 us    8 us\n";
+    let tables =
+        "etsion-latency: ours and the paper's\nrow    here    paper\np99    9 us    8 us\n";
     let id = store
         .put_with_tables(
             &experiment(),
@@ -377,7 +493,9 @@ fn a_stored_experiment_brings_its_figures_and_tables() {
     assert!(html.contains("experiment etsion-latency"));
     assert!(html.contains("Ours beside the published numbers"));
     assert!(html.contains("p99    9 us    8 us"), "the stored tables");
-    assert!(html.contains("<img alt=\"etsion-latency-table6.svg\" src=\"data:image/svg+xml;base64,"));
+    assert!(
+        html.contains("<img alt=\"etsion-latency-table6.svg\" src=\"data:image/svg+xml;base64,")
+    );
     assert_eq!(found["images"], 1);
     assert!(html.contains("IRQ handler duration (") && html.contains("quantum length ("));
     assert!(!html.contains("latency (us)</text>") || html.contains("alarm latency ("));

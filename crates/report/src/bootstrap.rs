@@ -160,7 +160,8 @@ pub fn ratio_interval(
         .collect();
     ratios.sort_unstable_by(f64::total_cmp);
     let tail = (1.0 - confidence).clamp(0.0, 1.0) / 2.0;
-    let at = |q: f64| ratios[((q * (ratios.len() - 1) as f64).round() as usize).min(ratios.len() - 1)];
+    let at =
+        |q: f64| ratios[((q * (ratios.len() - 1) as f64).round() as usize).min(ratios.len() - 1)];
     Some(RatioInterval {
         ratio: ratio(a.percentile(milli_percent), b.percentile(milli_percent)),
         low: at(tail),
@@ -208,7 +209,10 @@ mod tests {
         let b = Empirical::of(&rec((0..20_000u64).map(|i| 12_000 + (i * 7919) % 10_000)));
         let ci = ratio_interval(&a, &b, 99_000, 1_000, 0.99, &mut Rng::seeded(1)).unwrap();
         let shift = 21_900.0 / 19_900.0;
-        assert!(ci.low > 1.0 && ci.low <= shift && ci.high >= shift, "{ci:?}");
+        assert!(
+            ci.low > 1.0 && ci.low <= shift && ci.high >= shift,
+            "{ci:?}"
+        );
         let same = ratio_interval(&a, &a, 99_000, 1_000, 0.99, &mut Rng::seeded(1)).unwrap();
         assert!(same.low <= 1.0 && same.high >= 1.0, "{same:?}");
     }
@@ -217,7 +221,13 @@ mod tests {
     fn a_tiny_baseline_never_gives_an_interval_below_minus_100_percent() {
         // A baseline whose p99.9 is 1 us against one with a 50 us tail, and the reverse.
         let a = Empirical::of(&rec((0..5_000u64).map(|i| 500 + i % 500)));
-        let b = Empirical::of(&rec((0..5_000u64).map(|i| if i % 100 == 0 { 50_000 } else { 700 })));
+        let b = Empirical::of(&rec((0..5_000u64).map(|i| {
+            if i % 100 == 0 {
+                50_000
+            } else {
+                700
+            }
+        })));
         for (x, y) in [(&a, &b), (&b, &a)] {
             let ci = ratio_interval(x, y, 99_900, 500, 0.99, &mut Rng::seeded(2)).unwrap();
             assert!(ci.low > 0.0 && ci.low <= ci.high, "{ci:?}");

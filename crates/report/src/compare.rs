@@ -27,7 +27,15 @@ const MEASURED: [&str; 5] = [
 
 /// Flags that say where results go, not how the run was made: left out of the command compared.
 const OUTPUT_FLAGS: [&str; 9] = [
-    "--json", "--csv", "--hist", "--samples", "--store", "--tag", "--repeat", "--plot", "--figures",
+    "--json",
+    "--csv",
+    "--hist",
+    "--samples",
+    "--store",
+    "--tag",
+    "--repeat",
+    "--plot",
+    "--figures",
 ];
 
 /// One document to compare, with how the user named it.
@@ -363,10 +371,7 @@ pub fn compare(inputs: &[Input<'_>], opts: &Options) -> Result<Comparison, Compa
 }
 
 /// Compare sides of one or more runs each (the first side is the baseline).
-pub fn compare_sides(
-    sides: &[Vec<Input<'_>>],
-    opts: &Options,
-) -> Result<Comparison, CompareError> {
+pub fn compare_sides(sides: &[Vec<Input<'_>>], opts: &Options) -> Result<Comparison, CompareError> {
     if sides.len() < 2 {
         return Err(CompareError::TooFew(sides.iter().map(Vec::len).sum()));
     }
@@ -824,7 +829,10 @@ fn settings_fields(doc: &ResultDoc) -> Vec<(String, String)> {
                 .map(|p| p.to_string())
                 .unwrap_or_else(|| "-".into()),
         ),
-        ("mlock".into(), s.mlock.map(yes).unwrap_or_else(|| "-".into())),
+        (
+            "mlock".into(),
+            s.mlock.map(yes).unwrap_or_else(|| "-".into()),
+        ),
         (
             "dma latency".into(),
             s.dma_latency_us

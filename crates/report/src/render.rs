@@ -49,11 +49,7 @@ pub fn what(c: &Comparison) -> String {
     if c.single_runs() {
         match names.len() {
             2 => format!("{} against {}", names[1], names[0]),
-            _ => format!(
-                "{} each against {}",
-                names[1..].join(", "),
-                names[0]
-            ),
+            _ => format!("{} each against {}", names[1..].join(", "), names[0]),
         }
     } else {
         format!("{} against {}", names[1..].join(", "), names[0])
@@ -112,9 +108,16 @@ fn results(c: &Comparison) -> Section {
     let share = |s: Option<f64>, d: usize| s.map_or("-".into(), |s| crate::human::percent(s, d));
     Section {
         title: format!("compare: {}", what(c)),
-        header: ["result", "source", "started (UTC)", "steal", "others", "tags"]
-            .map(String::from)
-            .to_vec(),
+        header: [
+            "result",
+            "source",
+            "started (UTC)",
+            "steal",
+            "others",
+            "tags",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: c
             .results
             .iter()
@@ -280,14 +283,21 @@ fn differences(c: &Comparison, out: &mut Vec<Section>) {
         for d in diffs {
             for (i, v) in d.values.iter().enumerate() {
                 rows.push(vec![
-                    if i == 0 { d.field.clone() } else { String::new() },
+                    if i == 0 {
+                        d.field.clone()
+                    } else {
+                        String::new()
+                    },
                     c.sides[i].label.clone(),
                     v.clone(),
                 ]);
             }
         }
         let notes = if diffs.is_empty() {
-            vec![format!("none: every side has the same {}", title.split(' ').next().unwrap_or(""))]
+            vec![format!(
+                "none: every side has the same {}",
+                title.split(' ').next().unwrap_or("")
+            )]
         } else {
             Vec::new()
         };
@@ -324,7 +334,26 @@ fn unmatched(c: &Comparison) -> Section {
     }
 }
 
-/// The human tables.
+/// `text` in lines of at most `width` characters, broken at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The human tables; notes wrapped to 80 columns.
 pub fn text(c: &Comparison, wide: bool) -> String {
     let mut out = String::new();
     for s in sections(c, wide) {
@@ -337,7 +366,9 @@ pub fn text(c: &Comparison, wide: bool) -> String {
             t.row(r);
         }
         for n in s.notes {
-            t.note(n);
+            for line in wrap(&n, 80) {
+                t.note(line);
+            }
         }
         out.push_str(&t.render());
         out.push('\n');

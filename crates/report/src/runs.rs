@@ -69,7 +69,10 @@ pub fn ratio_interval(a: &[u64], b: &[u64], confidence: f64) -> Option<RatioInte
         ((v / na + v / nb).sqrt(), n_many - 1.0)
     };
     let d = mb - ma;
-    let t = t_quantile(1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0, df.max(1.0));
+    let t = t_quantile(
+        1.0 - (1.0 - confidence.clamp(0.5, 0.999_999)) / 2.0,
+        df.max(1.0),
+    );
     Some(RatioInterval {
         ratio: d.exp(),
         low: (d - t * se).exp(),
@@ -203,7 +206,10 @@ mod tests {
             (0.975, 1e6, 1.960),
         ] {
             let got = t_quantile(p, df);
-            assert!((got - t).abs() < 2e-3, "t({p}, {df}) = {got}, tables say {t}");
+            assert!(
+                (got - t).abs() < 2e-3,
+                "t({p}, {df}) = {got}, tables say {t}"
+            );
         }
         assert!((t_cdf(0.0, 3.0) - 0.5).abs() < 1e-12);
         assert!((t_cdf(-2.776, 4.0) - 0.025).abs() < 1e-4);
@@ -216,7 +222,10 @@ mod tests {
         assert!(same.low < 1.0 && same.high > 1.0, "{same:?}");
         let b = [60_000u64, 62_000, 61_000];
         let up = ratio_interval(&a, &b, 0.95).unwrap();
-        assert!(up.low > 1.2 && (up.ratio - 61_000.0 / 42_000.0).abs() < 0.02, "{up:?}");
+        assert!(
+            up.low > 1.2 && (up.ratio - 61_000.0 / 42_000.0).abs() < 0.02,
+            "{up:?}"
+        );
         let down = ratio_interval(&b, &a, 0.95).unwrap();
         assert!(down.high < 1.0 && down.low > 0.0, "{down:?}");
     }
@@ -227,13 +236,19 @@ mod tests {
         let b = [41_000u64, 40_500, 140_000];
         let iv = ratio_interval(&a, &b, 0.95).unwrap();
         assert!(iv.low < 1.0, "{iv:?}");
-        assert!(iv.high > 3.0, "a run 3.4 times slower makes the interval wide: {iv:?}");
+        assert!(
+            iv.high > 3.0,
+            "a run 3.4 times slower makes the interval wide: {iv:?}"
+        );
     }
 
     #[test]
     fn a_ratio_interval_never_reaches_below_zero_and_one_run_each_gives_none() {
         let iv = ratio_interval(&[1_000, 900_000], &[1, 2], 0.99).unwrap();
-        assert!(iv.low > 0.0 && iv.low < iv.ratio && iv.ratio < iv.high, "{iv:?}");
+        assert!(
+            iv.low > 0.0 && iv.low < iv.ratio && iv.ratio < iv.high,
+            "{iv:?}"
+        );
         assert!(ratio_interval(&[5], &[6], 0.95).is_none());
         // One run against three: the three's spread stands for both.
         let one = ratio_interval(&[50_000], &[40_000, 41_000, 39_000], 0.95).unwrap();

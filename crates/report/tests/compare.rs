@@ -325,7 +325,10 @@ fn three_runs_per_side_tolerate_disturbed_runs_and_still_see_a_tripled_tail() {
         "disturbed runs (30 % between-run spread), {sets} pairs: single runs flag {single}, \
          3-run sets flag {three}; a tripled tail is seen in {detected}"
     );
-    assert!(single * 4 >= sets, "single runs mistake disturbances for changes: {single}");
+    assert!(
+        single * 4 >= sets,
+        "single runs mistake disturbances for changes: {single}"
+    );
     assert!(three * 10 <= sets, "3-run sets flagged {three} of {sets}");
     assert!(detected * 10 >= sets * 9, "detected {detected} of {sets}");
 }
@@ -363,7 +366,11 @@ fn a_side_that_ran_under_steal_or_load_is_named_in_the_comparison() {
     }
     let c = compare_sides(&[side(&a), side(&b)], &Options::default()).unwrap();
     assert_eq!(c.disturbances.len(), 2, "{:?}", c.disturbances);
-    assert!(c.disturbances[0].starts_with("steal differed"), "{:?}", c.disturbances);
+    assert!(
+        c.disturbances[0].starts_with("steal differed"),
+        "{:?}",
+        c.disturbances
+    );
     assert!(c.disturbances[0].contains("0.10 %") && c.disturbances[0].contains("3.00 %"));
     assert!(c.disturbances[1].contains("5 %") && c.disturbances[1].contains("60 %"));
     assert!(
@@ -428,5 +435,9 @@ fn the_settings_table_shows_where_long_commands_differ() {
         &Options::default(),
     )
     .unwrap();
-    assert!(c.settings_differences.is_empty(), "{:?}", c.settings_differences);
+    assert!(
+        c.settings_differences.is_empty(),
+        "{:?}",
+        c.settings_differences
+    );
 }

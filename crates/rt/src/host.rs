@@ -199,7 +199,10 @@ fn parse_busy(stat: &str, user_hz: u64) -> Option<u64> {
     for l in stat.lines() {
         let mut f = l.split_whitespace();
         let Some(name) = f.next() else { continue };
-        if !name.strip_prefix("cpu").is_some_and(|n| n.parse::<usize>().is_ok()) {
+        if !name
+            .strip_prefix("cpu")
+            .is_some_and(|n| n.parse::<usize>().is_ok())
+        {
             continue;
         }
         let v: Vec<u64> = f.take(7).filter_map(|x| x.parse().ok()).collect();

@@ -116,7 +116,11 @@ impl Resolver {
             source: spec.to_string(),
             stored: punctual_store::Stored {
                 id: None,
-                tags: doc.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                tags: doc
+                    .tags
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
                 doc,
                 figures: Vec::new(),
             },

@@ -50,11 +50,18 @@ fn repeated_runs_write_numbered_files_and_store_each_run_once() {
     for (k, id) in ids.iter().enumerate() {
         let file = numbered(&json, k as u32 + 1);
         let doc = ResultDoc::from_json(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        assert_eq!(doc.series[0].summary.max, 1_000 * (k as u64 + 1), "{file:?}");
+        assert_eq!(
+            doc.series[0].summary.max,
+            1_000 * (k as u64 + 1),
+            "{file:?}"
+        );
         assert_eq!(doc.tags.get("kernel").map(String::as_str), Some("a"));
         assert!(doc.run_id.is_some());
         let stored = s.resolve(id).unwrap();
-        assert_eq!(stored.doc, doc, "the file and the store hold the same document");
+        assert_eq!(
+            stored.doc, doc,
+            "the file and the store hold the same document"
+        );
     }
     assert!(!json.exists(), "no unnumbered file");
     let (shown, _) = env.captured();
@@ -68,6 +75,12 @@ fn repeated_runs_write_numbered_files_and_store_each_run_once() {
         .err()
         .expect("--json - with --repeat is refused");
     assert!(e.to_string().contains("--repeat"), "{e}");
-    assert_eq!(numbered(std::path::Path::new("a/b.json"), 2), std::path::Path::new("a/b-2.json"));
-    assert_eq!(numbered(std::path::Path::new("out"), 1), std::path::Path::new("out-1"));
+    assert_eq!(
+        numbered(std::path::Path::new("a/b.json"), 2),
+        std::path::Path::new("a/b-2.json")
+    );
+    assert_eq!(
+        numbered(std::path::Path::new("out"), 1),
+        std::path::Path::new("out-1")
+    );
 }

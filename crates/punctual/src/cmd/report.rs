@@ -49,8 +49,8 @@ pub fn run(a: ReportArgs, env: &Env) -> anyhow::Result<Exit> {
                 .collect()
         })
         .collect();
-    let r = punctual_report::report(&inputs, &timelines, &Options::default())
-        .map_err(Failure::from)?;
+    let r =
+        punctual_report::report(&inputs, &timelines, &Options::default()).map_err(Failure::from)?;
     match &a.output {
         Output::Stdout => env.show(&r.html, false),
         out => {

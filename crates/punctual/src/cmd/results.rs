@@ -260,7 +260,10 @@ fn export(store: &Store, spec: &str, dir: &std::path::Path, env: &Env) -> anyhow
     });
     let mut files: Vec<(String, Vec<u8>)> = vec![
         // With its tags and run id, so importing it anywhere keeps both and stores it once.
-        (format!("{stem}.json"), stored.exported().to_json().into_bytes()),
+        (
+            format!("{stem}.json"),
+            stored.exported().to_json().into_bytes(),
+        ),
         (format!("{stem}.csv"), Csv.export(&stored.exported())),
     ];
     for (name, bytes) in &stored.figures {

@@ -54,7 +54,12 @@ pub(super) fn check_verdicts(runs: &[Run<'_>]) -> Option<String> {
         }
         table(
             &mut out,
-            &["deadline class", "bound", "plain sleep", "punctual (hybrid)"],
+            &[
+                "deadline class",
+                "bound",
+                "plain sleep",
+                "punctual (hybrid)",
+            ],
             &rows,
         );
     }
@@ -73,7 +78,10 @@ fn published(d: &punctual_result::ResultDoc) -> Vec<Vec<String>> {
                 // Etsion Table 6 style: {"0.9": us, "0.95": us, "0.99": us, "max": us}.
                 let Value::Object(o) = v else { continue };
                 for (q, pv) in o {
-                    let mp = q.parse::<f64>().ok().map(|f| (f * 100_000.0).round() as u64);
+                    let mp = q
+                        .parse::<f64>()
+                        .ok()
+                        .map(|f| (f * 100_000.0).round() as u64);
                     let ours = match (q.as_str(), mp) {
                         ("max", _) => Some(s.summary.max),
                         (_, Some(mp)) => s.recorder().ok().map(|r| r.percentile(mp)),
@@ -129,7 +137,11 @@ pub(super) fn experiments(runs: &[Run<'_>]) -> Option<String> {
             out.push_str("<p>Ours beside the published numbers:</p>\n");
             table(&mut out, &["series", "figure", "ours", "published"], &rows);
         }
-        if let Some(t) = r.input.tables.filter(|t| experiment.is_some() && !t.trim().is_empty()) {
+        if let Some(t) = r
+            .input
+            .tables
+            .filter(|t| experiment.is_some() && !t.trim().is_empty())
+        {
             let _ = writeln!(
                 out,
                 "<p>The tables as the command printed them:</p>\n<pre>{}</pre>",

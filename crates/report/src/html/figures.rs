@@ -75,7 +75,12 @@ pub(super) fn distributions(
     for k in keys {
         let mut recs = Vec::new();
         for (i, r) in runs.iter().enumerate() {
-            let Some(s) = r.doc().series.iter().find(|s| s.name == k.0 && s.kind == k.1 && s.cpu == k.2) else {
+            let Some(s) = r
+                .doc()
+                .series
+                .iter()
+                .find(|s| s.name == k.0 && s.kind == k.1 && s.cpu == k.2)
+            else {
                 continue;
             };
             if s.summary.count == 0 {
@@ -214,7 +219,11 @@ pub(super) fn taken(
         for (n, &c) in cpus.iter().enumerate() {
             let pct = |p: Option<f64>| p.map_or("-".into(), |p| format!("{p:.2} %"));
             rows.push(vec![
-                if n == 0 { r.label.clone() } else { String::new() },
+                if n == 0 {
+                    r.label.clone()
+                } else {
+                    String::new()
+                },
                 format!("CPU {c}"),
                 pct(at(&steal, c)),
                 pct(at(&gaps, c)),
@@ -228,9 +237,11 @@ pub(super) fn taken(
         }
     }
     if rows.is_empty() {
-        return Ok(Err("Not recorded: none of these runs measured steal time or gaps (pure \
+        return Ok(Err(
+            "Not recorded: none of these runs measured steal time or gaps (pure \
                        computation, or a document from before punctual recorded them)."
-            .into()));
+                .into(),
+        ));
     }
     let mut out = String::new();
     table(
@@ -316,7 +327,14 @@ pub(super) fn timelines(timelines: &[Timeline], figs: &mut Figures) -> Result<St
                 format_ns(t.bin_ns),
                 t.samples
             ),
-            punctual_plot::line_plot(&title, "time (s)", "worst latency (us)", &lines, false, true),
+            punctual_plot::line_plot(
+                &title,
+                "time (s)",
+                "worst latency (us)",
+                &lines,
+                false,
+                true,
+            ),
         )?;
     }
     Ok(out)

@@ -129,7 +129,11 @@ fn table_classed(out: &mut String, header: &[&str], rows: &[Vec<String>], classe
     let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let numeric: Vec<bool> = (0..ncols)
         .map(|i| {
-            let mut cells = rows.iter().filter_map(|r| r.get(i)).filter(|c| !c.is_empty()).peekable();
+            let mut cells = rows
+                .iter()
+                .filter_map(|r| r.get(i))
+                .filter(|c| !c.is_empty())
+                .peekable();
             i > 0 && cells.peek().is_some() && cells.all(|c| looks_numeric(c) || c == "-")
         })
         .collect();
@@ -181,10 +185,25 @@ impl Run<'_> {
 /// Colours by side (blues, reds, greens, purples), a shade per run of the side.
 fn color(side: usize, index: usize) -> (u8, u8, u8) {
     const FAMILIES: [[(u8, u8, u8); 4]; 4] = [
-        [(31, 119, 180), (23, 190, 207), (57, 59, 121), (107, 174, 214)],
-        [(214, 39, 40), (255, 127, 14), (140, 86, 75), (227, 119, 194)],
+        [
+            (31, 119, 180),
+            (23, 190, 207),
+            (57, 59, 121),
+            (107, 174, 214),
+        ],
+        [
+            (214, 39, 40),
+            (255, 127, 14),
+            (140, 86, 75),
+            (227, 119, 194),
+        ],
         [(44, 160, 44), (188, 189, 34), (0, 100, 0), (116, 196, 118)],
-        [(148, 103, 189), (127, 127, 127), (60, 60, 60), (158, 154, 200)],
+        [
+            (148, 103, 189),
+            (127, 127, 127),
+            (60, 60, 60),
+            (158, 154, 200),
+        ],
     ];
     FAMILIES[side % 4][index % 4]
 }
@@ -251,9 +270,19 @@ pub fn report(
         esc(&title),
         esc(&title)
     );
-    section(&mut out, "summary", "Summary", Ok(summary::summary(sides, &runs, opts)));
+    section(
+        &mut out,
+        "summary",
+        "Summary",
+        Ok(summary::summary(sides, &runs, opts)),
+    );
     section(&mut out, "runs", "Results", Ok(summary::runs_table(&runs)));
-    section(&mut out, "setup", "Host and settings", Ok(setup::setup(&runs)));
+    section(
+        &mut out,
+        "setup",
+        "Host and settings",
+        Ok(setup::setup(&runs)),
+    );
     section(
         &mut out,
         "distributions",
@@ -271,7 +300,12 @@ pub fn report(
         section(&mut out, "check", "Check verdicts", Ok(body));
     }
     if let Some(body) = extras::experiments(&runs) {
-        section(&mut out, "experiment", "The experiments' own figures and tables", Ok(body));
+        section(
+            &mut out,
+            "experiment",
+            "The experiments' own figures and tables",
+            Ok(body),
+        );
     }
     if !timelines.is_empty() {
         section(

@@ -29,12 +29,15 @@ fn fields(r: &Run<'_>) -> Vec<(String, String)> {
         ("CPU model".into(), h.cpu_model.clone()),
         ("clocksource".into(), h.clocksource.clone()),
         ("virtualised".into(), yes(h.virtualized)),
-        ("HZ".into(), h.hz.map_or("unknown".into(), |z| z.to_string())),
         (
-            "command".into(),
-            crate::compare::command_words(d).join(" "),
+            "HZ".into(),
+            h.hz.map_or("unknown".into(), |z| z.to_string()),
         ),
-        ("policy".into(), s.policy.clone().unwrap_or_else(|| "-".into())),
+        ("command".into(), crate::compare::command_words(d).join(" ")),
+        (
+            "policy".into(),
+            s.policy.clone().unwrap_or_else(|| "-".into()),
+        ),
         (
             "priority".into(),
             s.priority.map_or("-".into(), |p| p.to_string()),
@@ -156,12 +159,17 @@ fn fallbacks(out: &mut String, runs: &[Run<'_>]) {
         out.push_str("<p>Fallbacks: none (every setting asked for was had).</p>\n");
         return;
     }
-    let _ = writeln!(
+    let _ =
+        writeln!(
         out,
         "<div class=\"note\"><p>Fallbacks: settings {} could not have; their figures are worse \
          than this machine can do with them.</p>",
         esc(if runs.len() > 1 { "some runs" } else { "the run" })
     );
-    table(out, &["result", "setting", "wanted", "got", "why", "fix"], &rows);
+    table(
+        out,
+        &["result", "setting", "wanted", "got", "why", "fix"],
+        &rows,
+    );
     out.push_str("</div>\n");
 }

@@ -48,7 +48,9 @@ pub(super) fn summary(
             .map(|r| {
                 // A side of one run is named by the side's letter already.
                 if side.len() == 1 {
-                    r.name.split_once(' ').map_or(r.name.clone(), |x| x.1.to_string())
+                    r.name
+                        .split_once(' ')
+                        .map_or(r.name.clone(), |x| x.1.to_string())
                 } else {
                     r.name.clone()
                 }
@@ -111,7 +113,11 @@ fn verdicts(out: &mut String, sides: &[Vec<super::ReportInput<'_>>], opts: &Opti
             return;
         }
         Err(e) => {
-            let _ = writeln!(out, "<p class=\"why\">No verdict: {}.</p>", esc(&e.to_string()));
+            let _ = writeln!(
+                out,
+                "<p class=\"why\">No verdict: {}.</p>",
+                esc(&e.to_string())
+            );
             return;
         }
     };
@@ -237,7 +243,11 @@ fn worst(out: &mut String, runs: &[Run<'_>]) {
         ]);
     }
     if let Some((r, s)) = max {
-        rows.push(vec!["largest sample".into(), format_ns(s.summary.max), at(r, s)]);
+        rows.push(vec![
+            "largest sample".into(),
+            format_ns(s.summary.max),
+            at(r, s),
+        ]);
     }
     if let Some((r, s)) = missed.filter(|(_, s)| s.summary.missed_periods > 0) {
         rows.push(vec![
@@ -258,7 +268,9 @@ fn worst(out: &mut String, runs: &[Run<'_>]) {
         ]);
     }
     if rows.is_empty() {
-        out.push_str("<p class=\"why\">No series has samples, so there are no worst figures.</p>\n");
+        out.push_str(
+            "<p class=\"why\">No series has samples, so there are no worst figures.</p>\n",
+        );
         return;
     }
     out.push_str("<h3>Worst figures</h3>\n");
@@ -274,10 +286,7 @@ pub(super) fn runs_table(runs: &[Run<'_>]) -> String {
         .map(|r| {
             let d = r.doc();
             let (steal, others) = crate::compare::taken(d);
-            let took = match (
-                time_of(&d.started_at),
-                time_of(&d.ended_at),
-            ) {
+            let took = match (time_of(&d.started_at), time_of(&d.ended_at)) {
                 (Some(a), Some(b)) if b >= a => format_ns((b - a) as u64),
                 _ => "-".into(),
             };
@@ -288,7 +297,11 @@ pub(super) fn runs_table(runs: &[Run<'_>]) -> String {
             }
             row.extend([
                 r.input.source.clone(),
-                d.started_at.chars().take(19).collect::<String>().replace('T', " "),
+                d.started_at
+                    .chars()
+                    .take(19)
+                    .collect::<String>()
+                    .replace('T', " "),
                 took,
                 serde_json::to_value(d.status)
                     .ok()
@@ -304,7 +317,14 @@ pub(super) fn runs_table(runs: &[Run<'_>]) -> String {
     if tagged {
         header.push("tags");
     }
-    header.extend(["source", "started (UTC)", "took", "status", "steal", "others"]);
+    header.extend([
+        "source",
+        "started (UTC)",
+        "took",
+        "status",
+        "steal",
+        "others",
+    ]);
     table(&mut out, &header, &rows);
     out.push_str(
         "<p class=\"sub\">Steal: the CPUs' time the host took during the run; others: the CPUs' \
