@@ -124,13 +124,16 @@ fn rgb(c: (u8, u8, u8)) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
 }
 
+/// A curve ready to draw: label, points in the axis' unit, colour.
+type Drawn = (String, Vec<(f64, f64)>, RGBColor);
+
 /// Value against percentile on a nines axis (90, 99, 99.9 evenly spaced), one curve per run; the
 /// y axis is logarithmic, labelled `quantity (unit)`.
 pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<String, PlotError> {
     let max = curves.iter().filter_map(|c| c.rec.max()).max().unwrap_or(1);
     let min = curves.iter().filter_map(|c| c.rec.min()).min().unwrap_or(1);
     let unit = Unit::for_range(min, max);
-    let lines: Vec<(String, Vec<(f64, f64)>, RGBColor)> = curves
+    let lines: Vec<Drawn> = curves
         .iter()
         .map(|c| {
             let pts = percentile_points(c.rec)

@@ -102,7 +102,7 @@ fn check() -> ResultDoc {
             phase,
             kind::LATENESS,
             Some(1),
-            1_000 + 20_000 * (i as u64 % 2 == 0) as u64,
+            if i % 2 == 0 { 21_000 } else { 1_000 },
             1.0 + i as f64,
             7_500,
         ));

@@ -199,9 +199,9 @@ fn parse_busy(stat: &str, user_hz: u64) -> Option<u64> {
     for l in stat.lines() {
         let mut f = l.split_whitespace();
         let Some(name) = f.next() else { continue };
-        if !name
+        if name
             .strip_prefix("cpu")
-            .is_some_and(|n| n.parse::<usize>().is_ok())
+            .is_none_or(|n| n.parse::<usize>().is_err())
         {
             continue;
         }
