@@ -25,6 +25,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// A run id made from the document's content (the first 32 hex digits of its digest, see
+/// `identity`): for deterministic computations (simulations), whose same inputs give the same
+/// document byte for byte, so they give the same id too.
+pub fn content_run_id(doc: &ResultDoc) -> Result<String, StoreError> {
+    Ok(identity::digest(doc)?[..32].to_string())
+}
+
 /// The environment variable naming the store (a path or a `postgres://` URL).
 pub const STORE_VAR: &str = "PUNCTUAL_STORE";
 
