@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # compare's false-positive and detection rates on this machine (issue 29). For each of PAIRS pairs,
 # nine `punctual latency` runs interleaved A B C A B C A B C: A and B quiet, C under an injected load
-# (LOAD, chosen to raise p99 by about 10 %). Then, per pair: single runs (A1 vs B1: any verdict is
-# a false positive; A1 vs C1: a regression is a detection) and 3-run sets (A1 A2 A3 -- B1 B2 B3 and
-# A1 A2 A3 -- C1 C2 C3). Prints one line per comparison and the rates; every document stays in DIR
-# with each run's steal and other processes' CPU time (settings.steal_ns, others_cpu_ns). Before
-# and after: the load average and the busiest other processes, so the figures say what else ran.
+# (LOAD). A fourth side D is B with every sample 10 % later (scale_result: an exact 10 % regression
+# on top of real run-to-run noise). Then, per pair: single runs (A1 vs B1: any verdict is a false
+# positive; A1 vs C1 and A1 vs D1: a regression is a detection) and 3-run sets (A1 A2 A3 -- B1 B2
+# B3, -- C1 C2 C3, -- D1 D2 D3). Prints one line per comparison and the rates; every document stays
+# in DIR with each run's steal and other processes' CPU time (settings.steal_ns, others_cpu_ns).
+# Before and after: the load average and the busiest other processes (what else ran).
 # Usage: [PAIRS=10] [SECS=5] [LOAD=mem:1] scripts/bench-compare.sh [PUNCTUAL] [DIR]
+# (needs `cargo build --release -p punctual-report --example scale_result`; SCALE names it)
 set -euo pipefail
 P=$(realpath "${1:-target/release/punctual}")
 DIR=${2:-$(mktemp -d)}
 PAIRS=${PAIRS:-10}
 SECS=${SECS:-5}
 LOAD=${LOAD:-mem:1}
+SCALE=$(realpath "${SCALE:-target/release/examples/scale_result}")
 mkdir -p "$DIR"
 machine() {
     echo "# $(date -u +%FT%TZ) load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -30,14 +33,17 @@ for i in $(seq 1 "$PAIRS"); do
     done
 done
 machine
+for f in "$DIR"/b*-*.json; do
+    "$SCALE" 1.10 <"$f" >"$DIR/d${f##*/b}"
+done
 verdicts() { # compare's verdict per series, from its JSON: "regression no_significant_change ..."
-    "$P" compare "$@" --json - 2>/dev/null |
+    "$P" compare --json - "$@" 2>/dev/null |
         python3 -c 'import json,sys; c=json.load(sys.stdin); print(" ".join(a["verdict"] for s in c["series"] for a in s["against"]))'
 }
 python3 - "$DIR" "$PAIRS" <<'PY' >"$DIR/taken.txt"
 import json, sys, math, glob
 d, pairs = sys.argv[1], int(sys.argv[2])
-for side in "abc":
+for side in "abcd":
     p99, steal, others = [], [], []
     for f in sorted(glob.glob(f"{d}/{side}*-*.json")):
         doc = json.load(open(f))
@@ -54,18 +60,25 @@ for side in "abc":
           f"(max {100*max(others):.0f} %)")
 PY
 cat "$DIR/taken.txt"
-fp1=0; det1=0; fp3=0; det3=0
+declare -A n
+count() { [[ "$2" =~ $3 ]] && n[$1]=$(( ${n[$1]:-0} + 1 )); true; }
 for i in $(seq 1 "$PAIRS"); do
-    s_fp=$(verdicts "$DIR/a$i-1.json" "$DIR/b$i-1.json")
-    s_det=$(verdicts "$DIR/a$i-1.json" "$DIR/c$i-1.json")
-    r_fp=$(verdicts "$DIR/a$i-1.json" "$DIR/a$i-2.json" "$DIR/a$i-3.json" -- "$DIR/b$i-1.json" "$DIR/b$i-2.json" "$DIR/b$i-3.json")
-    r_det=$(verdicts "$DIR/a$i-1.json" "$DIR/a$i-2.json" "$DIR/a$i-3.json" -- "$DIR/c$i-1.json" "$DIR/c$i-2.json" "$DIR/c$i-3.json")
-    echo "pair $i: single quiet [$s_fp] loaded [$s_det]; 3-run quiet [$r_fp] loaded [$r_det]"
-    [[ "$s_fp" =~ (regression|improvement) ]] && fp1=$((fp1 + 1))
-    [[ "$s_det" =~ regression ]] && det1=$((det1 + 1))
-    [[ "$r_fp" =~ (regression|improvement) ]] && fp3=$((fp3 + 1))
-    [[ "$r_det" =~ regression ]] && det3=$((det3 + 1))
+    set3() { echo "$DIR/$1$i-1.json" "$DIR/$1$i-2.json" "$DIR/$1$i-3.json"; }
+    # shellcheck disable=SC2046
+    {
+        s_b=$(verdicts "$DIR/a$i-1.json" "$DIR/b$i-1.json")
+        s_c=$(verdicts "$DIR/a$i-1.json" "$DIR/c$i-1.json")
+        s_d=$(verdicts "$DIR/a$i-1.json" "$DIR/d$i-1.json")
+        r_b=$(verdicts $(set3 a) -- $(set3 b))
+        r_c=$(verdicts $(set3 a) -- $(set3 c))
+        r_d=$(verdicts $(set3 a) -- $(set3 d))
+    }
+    echo "pair $i: single B [$s_b] C [$s_c] D [$s_d]; 3-run B [$r_b] C [$r_c] D [$r_d]"
+    count s_fp "$s_b" "regression|improvement"; count r_fp "$r_b" "regression|improvement"
+    count s_c "$s_c" regression; count r_c "$r_c" regression
+    count s_d "$s_d" regression; count r_d "$r_d" regression
 done
-echo "single runs: false positives $fp1/$PAIRS, detections $det1/$PAIRS"
-echo "3-run sets:  false positives $fp3/$PAIRS, detections $det3/$PAIRS"
+echo "verdicts per series: thread 0, thread 1, total; a comparison counts once when any series is flagged"
+echo "single runs: false positives (A vs B) ${n[s_fp]:-0}/$PAIRS; regressions seen: load (A vs C) ${n[s_c]:-0}/$PAIRS, exact +10 % (A vs D) ${n[s_d]:-0}/$PAIRS"
+echo "3-run sets:  false positives (A vs B) ${n[r_fp]:-0}/$PAIRS; regressions seen: load (A vs C) ${n[r_c]:-0}/$PAIRS, exact +10 % (A vs D) ${n[r_d]:-0}/$PAIRS"
 echo "documents in $DIR"

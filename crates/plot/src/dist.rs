@@ -128,8 +128,14 @@ fn rgb(c: (u8, u8, u8)) -> RGBColor {
 type Drawn = (String, Vec<(f64, f64)>, RGBColor);
 
 /// Value against percentile on a nines axis (90, 99, 99.9 evenly spaced), one curve per run; the
-/// y axis is logarithmic, labelled `quantity (unit)`.
-pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<String, PlotError> {
+/// y axis is logarithmic, labelled `quantity (unit)`. Without `legend` the caller names the
+/// curves (a report lists them under the figure, where they cover no data).
+pub fn percentiles(
+    title: &str,
+    quantity: &str,
+    curves: &[Curve<'_>],
+    legend: bool,
+) -> Result<String, PlotError> {
     let max = curves.iter().filter_map(|c| c.rec.max()).max().unwrap_or(1);
     let min = curves.iter().filter_map(|c| c.rec.min()).min().unwrap_or(1);
     let unit = Unit::for_range(min, max);
@@ -193,14 +199,16 @@ pub fn percentiles(title: &str, quantity: &str, curves: &[Curve<'_>]) -> Result<
                     PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
                 });
         }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", LABEL_PX))
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        if legend {
+            chart
+                .configure_series_labels()
+                .label_font(("sans-serif", LABEL_PX))
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(err)?;
+        }
         finish(&root)?;
     }
     Ok(without_repeated_text(svg))
@@ -304,6 +312,7 @@ pub fn histograms(
     quantity: &str,
     scale: &HistScale,
     curves: &[Curve<'_>],
+    legend: bool,
 ) -> Result<String, PlotError> {
     let unit = Unit::for_range(scale.lo_ns, scale.hi_ns);
     let (mut x0, x1) = (scale.lo_ns as f64 / unit.ns, scale.hi_ns as f64 / unit.ns);
@@ -373,7 +382,7 @@ pub fn histograms(
                             });
                     }
                 }
-                if curves.len() > 1 {
+                if legend && curves.len() > 1 {
                     chart
                         .configure_series_labels()
                         .label_font(("sans-serif", LABEL_PX))
@@ -478,12 +487,12 @@ mod tests {
                 rec: r,
                 color: (0, 0, 200),
             }];
-            let svg = percentiles("p", "wake-up latency", &curve).unwrap();
+            let svg = percentiles("p", "wake-up latency", &curve, true).unwrap();
             let (ys, xs) = axes(&svg);
             assert!(distinct(&ys), "case {i}: percentile y ticks {ys:?}");
             assert!(distinct(&xs) || xs.len() <= 2, "case {i}: x ticks {xs:?}");
             let scale = HistScale::of(&[r]);
-            let svg = histograms("h", "wake-up latency", &scale, &curve).unwrap();
+            let svg = histograms("h", "wake-up latency", &scale, &curve, true).unwrap();
             let (ys, xs) = axes(&svg);
             assert!(distinct(&ys), "case {i}: count ticks {ys:?}");
             assert!(distinct(&xs), "case {i}: histogram x ticks {xs:?}");
@@ -515,12 +524,12 @@ mod tests {
                 color: (214, 39, 40),
             },
         ];
-        let svg = histograms("h", "lateness", &shared, &curves).unwrap();
+        let svg = histograms("h", "lateness", &shared, &curves, true).unwrap();
         assert!(
             svg.contains("A1 kernel=6.1") && svg.contains("lateness (us)"),
             "legend and axis"
         );
-        let svg = percentiles("p", "quantum length", &curves).unwrap();
+        let svg = percentiles("p", "quantum length", &curves, true).unwrap();
         assert!(svg.contains("quantum length (us)"));
         assert!(!svg.contains("latency (us)"));
     }

@@ -190,7 +190,7 @@ pub fn percentile_plot_of(
             }
         })
         .collect();
-    percentiles(title, quantity, &curves)
+    percentiles(title, quantity, &curves, true)
 }
 
 /// Counts per bucket, bars, on a log count axis. `buckets`: (low edge, high edge, count).

@@ -179,6 +179,16 @@ fn compare_bad_input_names_the_problem() {
     // Sides: nothing before `--`, tags mixed with results, --command without a tag.
     let m = refused(&["punctual", "compare", "--", &f.path("a.json")]);
     assert!(m.contains("nothing before `--`"), "{m}");
+    let m = refused(&[
+        "punctual",
+        "compare",
+        &f.path("a.json"),
+        "--",
+        &f.path("a.json"),
+        "--json",
+        "-",
+    ]);
+    assert!(m.contains("give options before `--`"), "{m}");
     let m = refused(&["punctual", "compare", "--tag", "k=v", &f.path("a.json")]);
     assert!(m.contains("not both"), "{m}");
     let m = refused(&[

@@ -257,8 +257,8 @@ impl Outputs {
         let mut doc = doc.clone();
         if doc.run_id.is_none() {
             // A simulation gives the same document for the same inputs: its id follows suit.
-            let simulated = doc.settings.extra.get("clock").and_then(|c| c.as_str())
-                == Some("simulated");
+            let simulated =
+                doc.settings.extra.get("clock").and_then(|c| c.as_str()) == Some("simulated");
             doc.run_id = Some(match simulated {
                 true => punctual_store::content_run_id(&doc)?,
                 false => env.run_id(),

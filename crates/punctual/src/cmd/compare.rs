@@ -45,6 +45,12 @@ impl SideArgs {
                 "--command selects tagged results; add --tag KEY=VALUE",
             ));
         }
+        if let Some(flag) = self.against.iter().find(|a| a.starts_with("--")) {
+            return Err(Failure::usage(format!(
+                "{flag} after `--` is taken for a result; give options before `--` (compare \
+                 --json - A1 A2 -- B1 B2)"
+            )));
+        }
         let mut r = Resolver::new(self.store.as_deref());
         let all = |r: &mut Resolver, specs: &[String]| -> Result<Vec<Named>, Failure> {
             specs.iter().map(|s| r.resolve(s)).collect()

@@ -142,10 +142,12 @@ pub(super) fn experiments(runs: &[Run<'_>]) -> Option<String> {
             .tables
             .filter(|t| experiment.is_some() && !t.trim().is_empty())
         {
+            // Line by line: `esc` shows control characters (newlines too) escaped.
+            let lines: Vec<String> = t.trim_end().lines().map(esc).collect();
             let _ = writeln!(
                 out,
                 "<p>The tables as the command printed them:</p>\n<pre>{}</pre>",
-                esc(t.trim_end())
+                lines.join("\n")
             );
         }
         for (name, bytes) in r.input.figures {

@@ -12,7 +12,7 @@ use punctual_time::format_ns;
 use std::fmt::Write;
 
 /// Runs drawn on one figure at most (more take more figures on the same scale).
-const PER_FIGURE: usize = 8;
+const PER_FIGURE: usize = 10;
 
 #[derive(Default)]
 pub(super) struct Figures {
@@ -29,11 +29,36 @@ impl Figures {
         caption: &str,
         svg: Result<String, punctual_plot::PlotError>,
     ) -> Result<(), ReportError> {
+        self.add_with_legend(out, title, caption, &[], svg)
+    }
+
+    /// [`Figures::add`] with the curves named under the figure (a swatch of each colour), where
+    /// a legend covers no data however many runs there are.
+    fn add_with_legend(
+        &mut self,
+        out: &mut String,
+        title: &str,
+        caption: &str,
+        legend: &[Curve<'_>],
+        svg: Result<String, punctual_plot::PlotError>,
+    ) -> Result<(), ReportError> {
         let svg = svg.map_err(|e| ReportError::Plot(format!("{title}: {e}")))?;
         let at = svg.find('>').map(|i| i + 1).unwrap_or(0);
+        let mut names = String::new();
+        for c in legend {
+            let (r, g, b) = c.color;
+            let _ = write!(
+                names,
+                "<span class=\"key\"><span style=\"color:#{r:02x}{g:02x}{b:02x}\">&#9632;</span> {}</span> ",
+                esc(&c.label)
+            );
+        }
+        if !names.is_empty() {
+            names = format!("<span class=\"keys\">{names}</span><br>");
+        }
         let _ = writeln!(
             out,
-            "<figure>{}<title>{}</title>{}<figcaption>{}</figcaption></figure>",
+            "<figure>{}<title>{}</title>{}<figcaption>{names}{}</figcaption></figure>",
             &svg[..at],
             esc(title),
             &svg[at..],
@@ -110,6 +135,8 @@ pub(super) fn distributions(
             scales.push((k.1.clone(), HistScale::of(&all)));
         }
     }
+    // Every run the only one of its side.
+    let single = runs.iter().all(|r| r.index == 0);
     let mut out = String::new();
     for (k, recs) in &per_key {
         let quantity = human::quantity(&k.1);
@@ -123,7 +150,7 @@ pub(super) fn distributions(
                 .map(|(i, rec)| Curve {
                     label: runs[*i].name.clone(),
                     rec,
-                    color: color(runs[*i].side, runs[*i].index),
+                    color: color(&runs[*i], single),
                 })
                 .collect();
             let suffix = if recs.len() > PER_FIGURE {
@@ -132,7 +159,7 @@ pub(super) fn distributions(
                 String::new()
             };
             let title = format!("{name}: percentiles{suffix}");
-            figs.add(
+            figs.add_with_legend(
                 &mut out,
                 &title,
                 &format!(
@@ -140,10 +167,11 @@ pub(super) fn distributions(
                      line per run; the deepest percentile drawn is one sample in the run's count.",
                     capitalised(quantity)
                 ),
-                punctual_plot::percentiles(&title, quantity, &curves),
+                &curves,
+                punctual_plot::percentiles(&title, quantity, &curves, false),
             )?;
             let title = format!("{name}: histogram{suffix}");
-            figs.add(
+            figs.add_with_legend(
                 &mut out,
                 &title,
                 &format!(
@@ -159,7 +187,8 @@ pub(super) fn distributions(
                     },
                     quantity
                 ),
-                punctual_plot::histograms(&title, quantity, &scale, &curves),
+                &curves,
+                punctual_plot::histograms(&title, quantity, &scale, &curves, false),
             )?;
         }
     }

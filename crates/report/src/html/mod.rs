@@ -82,6 +82,7 @@ th{background:#f0f4f8;text-align:left}td.n{text-align:right;font-variant-numeric
 white-space:nowrap}td.t{white-space:nowrap}\
 figure{margin:1.2em 0}figure svg,figure img{display:block;width:100%;max-width:900px;height:auto}\
 figcaption{font-size:14px;color:#555;max-width:900px}\
+.keys{color:#222;font-size:15px}.key{white-space:nowrap;margin-right:1em}\
 pre{font-size:13px;background:#f7f7f7;padding:.6em;overflow-x:auto;max-width:100%}\
 .note{background:#fff4e0;border-left:4px solid #e69500;padding:.4em .8em}\
 .sub{color:#555;margin-top:0}.why{color:#555;font-style:italic}\
@@ -182,8 +183,27 @@ impl Run<'_> {
     }
 }
 
-/// Colours by side (blues, reds, greens, purples), a shade per run of the side.
-fn color(side: usize, index: usize) -> (u8, u8, u8) {
+/// Ten colours apart from each other, for sides of one run each.
+const DISTINCT: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (214, 39, 40),
+    (44, 160, 44),
+    (255, 127, 14),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// A run's colour: with one run a side, one of ten distinct colours per side; with several, a
+/// family per side (blues, reds, greens, purples) and a shade per run.
+fn color(run: &Run<'_>, single_runs: bool) -> (u8, u8, u8) {
+    if single_runs {
+        return DISTINCT[run.side % DISTINCT.len()];
+    }
+    let (side, index) = (run.side, run.index);
     const FAMILIES: [[(u8, u8, u8); 4]; 4] = [
         [
             (31, 119, 180),

@@ -122,6 +122,7 @@ fn verdicts(out: &mut String, sides: &[Vec<super::ReportInput<'_>>], opts: &Opti
         }
     };
     let p = &c.percentile;
+    let mut notes: Vec<String> = Vec::new();
     for (i, side) in c.sides.iter().enumerate().skip(1) {
         let base = &c.sides[0].label;
         let mut rows = Vec::new();
@@ -183,13 +184,19 @@ fn verdicts(out: &mut String, sides: &[Vec<super::ReportInput<'_>>], opts: &Opti
                  Several runs per side (--repeat 3) weigh the spread between runs."
             ),
         };
-        let _ = writeln!(
-            out,
-            "<p class=\"sub\">{} A change needs its interval to exclude no change and to be at \
-             least {} %.</p>",
-            esc(&how),
+        let note = format!(
+            "{how} A change needs its interval to exclude no change and to be at least {} %.",
             c.min_change_percent
         );
+        // Said once when every side was compared the same way.
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+        if c.sides.len() == 2 || i + 1 == c.sides.len() {
+            for n in &notes {
+                let _ = writeln!(out, "<p class=\"sub\">{}</p>", esc(n));
+            }
+        }
         for d in c
             .disturbances
             .iter()
