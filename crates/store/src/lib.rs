@@ -26,10 +26,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// A run id made from the document's content (the first 32 hex digits of its digest, see
-/// `identity`): for deterministic computations (simulations), whose same inputs give the same
-/// document byte for byte, so they give the same id too.
+/// `identity`), for deterministic computations (simulations): the same inputs give the same
+/// document, so they give the same id, whatever the command line said about where the output goes
+/// or how many threads computed it (the command is left out).
 pub fn content_run_id(doc: &ResultDoc) -> Result<String, StoreError> {
-    Ok(identity::digest(doc)?[..32].to_string())
+    let mut d = doc.clone();
+    d.command.clear();
+    Ok(identity::digest(&d)?[..32].to_string())
 }
 
 /// The environment variable naming the store (a path or a `postgres://` URL).
