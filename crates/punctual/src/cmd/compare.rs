@@ -19,7 +19,7 @@ pub struct SideArgs {
     #[arg(value_name = "RESULT")]
     pub results: Vec<String>,
     /// The other side's runs (after `--`).
-    #[arg(last = true, value_name = "RESULT")]
+    #[arg(last = true, value_name = "OTHER")]
     pub against: Vec<String>,
     /// A side made of the newest --last N stored results with this tag; once per side
     /// (--tag kernel=6.1 --tag kernel=6.12).
