@@ -89,7 +89,16 @@ fn exports_agree_with_each_other() {
     let csv = std::fs::read_to_string(&csv).unwrap();
     let rows: Vec<&str> = csv.lines().collect();
     assert_eq!(rows.len(), 4, "header + 2 threads + total");
-    assert!(rows[1].starts_with("thread 0,0,wakeup_latency,300,"));
+    // Each row names its run (id, start, host), then the series.
+    let cols: Vec<&str> = rows[1].split(',').collect();
+    assert_eq!(
+        &cols[3..7],
+        ["thread 0", "0", "wakeup_latency", "300"],
+        "{}",
+        rows[1]
+    );
+    assert_eq!(Some(cols[0]), doc["run_id"].as_str());
+    assert_eq!(Some(cols[1]), doc["started_at"].as_str());
     // Every sample of every thread is in --samples, and each thread's releases step by the interval.
     let text = std::fs::read_to_string(&samples).unwrap();
     let mut per_thread: [Vec<(u64, u64)>; 2] = [vec![], vec![]];

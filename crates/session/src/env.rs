@@ -251,6 +251,16 @@ impl Env {
         self.host.get_or_init(punctual_rt::host::detect).clone()
     }
 
+    /// A new run id for a document ([`ResultDoc::run_id`]): random, or always the same one in a
+    /// fake environment, so its documents stay comparable.
+    pub fn run_id(&self) -> String {
+        if self.real {
+            punctual_result::ResultDoc::new_run_id()
+        } else {
+            format!("{:032x}", 1)
+        }
+    }
+
     /// Human output (tables) on stdout, or on stderr when `stdout_taken` (an export went there).
     pub fn show(&self, text: &str, stdout_taken: bool) {
         match &self.terminal {

@@ -526,7 +526,12 @@ pub fn irq_figure(a: &Analysis) -> Option<String> {
     if named.is_empty() {
         return None;
     }
-    punctual_plot::percentile_plot("Hard interrupt handler durations per subsystem", &named).ok()
+    punctual_plot::percentile_plot_of(
+        "Hard interrupt handler durations per subsystem",
+        "handler duration",
+        &named,
+    )
+    .ok()
 }
 
 /// Everything for `punctual trace analyze`, the result document's series included.

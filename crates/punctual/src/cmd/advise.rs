@@ -6,6 +6,7 @@ use crate::args::duration;
 use clap::Args;
 use punctual_experiments::advise::{self, Facts, Needs, Verdict, WorkKind};
 use punctual_result::{Failure, Output, ResultDoc};
+use punctual_session::store::Resolver;
 use punctual_session::{Env, Exit};
 
 #[derive(Args, Debug)]
@@ -47,6 +48,10 @@ pub struct AdviseArgs {
     /// Write the advice (steps, verdict, figures) as JSON to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<Output>,
+    /// The results store to read from: a SQLite file or postgres://USER@HOST/DB (default:
+    /// PUNCTUAL_STORE, or results.db in the data directory). Never created by reading.
+    #[arg(long, value_name = "PATH|URL")]
+    pub store: Option<String>,
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -66,8 +71,14 @@ fn size(s: &str) -> Result<u64, String> {
 }
 
 /// The newest stored `check` (or, with `experiment`, that experiment) of this host, if any.
-fn latest(host: &str, experiment: Option<&str>) -> Result<Option<(String, ResultDoc)>, Failure> {
-    let store = punctual_session::store::open(None)?;
+fn latest(
+    results: &mut Resolver,
+    host: &str,
+    experiment: Option<&str>,
+) -> Result<Option<(String, ResultDoc)>, Failure> {
+    let Some(store) = results.store_if_any()? else {
+        return Ok(None);
+    };
     let filter = punctual_store::Filter {
         command: experiment.is_none().then(|| "check".into()),
         experiment: experiment.map(Into::into),
@@ -116,18 +127,19 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
         quantum,
         slowdowns: None,
     };
+    let mut results = Resolver::new(a.store.as_deref());
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
         let choose = Some(punctual_experiments::mckenney_choose::NAME);
         let host = &facts.host.hostname;
-        latest(host, None)?
+        latest(&mut results, host, None)?
             .into_iter()
-            .chain(latest(host, choose)?)
+            .chain(latest(&mut results, host, choose)?)
             .collect()
     } else {
         // Files, stored ids, `latest`: named as compare and report name them.
         a.from
             .iter()
-            .map(|spec| Ok((spec.clone(), crate::cmd::compare::resolve(spec)?)))
+            .map(|spec| Ok((spec.clone(), results.resolve(spec)?.stored.doc)))
             .collect::<Result<_, Failure>>()?
     };
     for (source, doc) in &docs {

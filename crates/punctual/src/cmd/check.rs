@@ -5,7 +5,7 @@ use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
 use punctual_result::Failure;
-use punctual_session::{drive, Env, Exit};
+use punctual_session::{drive_repeated, Env, Exit};
 use punctual_time::format_ns;
 
 #[derive(Args, Debug)]
@@ -19,6 +19,10 @@ pub struct CheckArgs {
     /// Load for the loaded phases (default: one cpu load per online CPU, and io:1).
     #[arg(long, value_name = "SPEC", value_parser = load_spec)]
     pub load: Option<punctual_load::LoadSpec>,
+    /// Make N checks one after the other, each a result of its own (for `compare A1 A2 A3 --
+    /// B1 B2 B3`); every other one runs punctual's method before plain sleep.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -44,7 +48,7 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let outputs = a.out.outputs()?;
+    let outputs = a.out.outputs()?.repeated(a.repeat)?;
     let cfg = CheckConfig {
         cpu,
         duration: a.duration,
@@ -54,6 +58,14 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         policy: a.rt.policy,
         priority: a.rt.priority(),
         timer_slack_ns: None,
+        hybrid_first: false,
     };
-    Ok(drive(&mut Check::new(cfg, a.rt.want()), &outputs, env)?)
+    let want = a.rt.want();
+    Ok(drive_repeated(a.repeat, &outputs, env, |k| {
+        let cfg = CheckConfig {
+            hybrid_first: k % 2 == 1,
+            ..cfg.clone()
+        };
+        Check::new(cfg, want)
+    })?)
 }
