@@ -208,6 +208,7 @@ fn prepare_action(
                     match e {
                         punctual_periodic::channel::ChannelError::InUse { .. }
                         | punctual_periodic::channel::ChannelError::Squatted { .. }
+                        | punctual_periodic::channel::ChannelError::Dir { .. }
                         | punctual_periodic::channel::ChannelError::BadName(_) => {
                             DispatchError::Usage(e.to_string())
                         }

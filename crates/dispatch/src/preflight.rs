@@ -40,7 +40,8 @@ pub fn describe(problems: &[Problem]) -> String {
 /// Check every action of `plan` the way [`crate::prepare`] will use it, and the CPUs it names:
 /// exec programs and wake clients resolve (PATH as execvp searches it, or an explicit path) to
 /// executable regular files, exec users exist (and may be switched to), plugins load and export
-/// their symbol, udp targets parse, wake channel names are valid, named CPUs are online. Every
+/// their symbol, udp targets parse, wake channel names are valid and free (no live dispatcher,
+/// nobody else's file under the name, the channel directory ours), named CPUs are online. Every
 /// problem is reported, not only the first.
 pub fn check(plan: &Plan) -> Result<(), Vec<Problem>> {
     let mut problems = Vec::new();
@@ -89,6 +90,11 @@ pub fn check(plan: &Plan) -> Result<(), Vec<Problem>> {
             Action::Wake { channel, spawn } => {
                 if let Err(m) = punctual_plan::parse::check_channel(channel) {
                     at(name, m);
+                } else if let Err(e) = punctual_periodic::channel::available(
+                    &punctual_periodic::channel::shm_dir(),
+                    channel,
+                ) {
+                    at(name, e.to_string());
                 }
                 if let Some(p) = spawn.as_ref().and_then(|s| s.first()) {
                     if let Err(m) = actions::exec::resolve(p) {
