@@ -56,3 +56,92 @@ fn wake_channel_squatted_refuses_a_shielded_plan_before_any_change() {
     );
     assert!(sock.exists(), "the squatter's socket was not touched");
 }
+
+fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    punctual()
+        .current_dir(dir)
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap()
+}
+
+/// Issue 32, item 4: a typo in `--store` for a command that only reads made the directories and
+/// an empty database; now it is exit 2 and nothing is created.
+#[test]
+fn store_typo_creates_no_directory_and_no_database_for_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["results", "list", "--store", "typo/results.db"][..],
+        &["results", "list", "--store", "results.bd"][..],
+        &["results", "show", "latest", "--store", "typo/results.db"][..],
+    ] {
+        let o = run_in(dir.path(), args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains("no results store at"), "{args:?}: {e}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
+}
+
+/// Issue 32, item 4: `mysql://x` became the path `mysql:/x` (a directory `mysql:` and a database).
+#[test]
+fn store_url_of_an_unknown_scheme_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["results", "list", "--store", "mysql://x"][..],
+        &["results", "rm", "abc", "--store", "sqlite://x.db"][..],
+    ] {
+        let o = run_in(dir.path(), args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains("unknown URL scheme"), "{args:?}: {e}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{args:?}"
+        );
+    }
+}
+
+/// Issue 32, item 4: root followed another user's symbolic link in a shared directory and made a
+/// SQLite file where it pointed. The store follows the rules of every other output: a link in a
+/// directory others can write is refused, and root keeps no store in such a directory at all.
+#[test]
+fn store_link_of_another_user_is_not_followed() {
+    if !common::is_root() {
+        punctual_testkit::skip(
+            "store_link_of_another_user_is_not_followed",
+            "needs root to plant another user's link",
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.path().join("victim.db");
+    let link = shared.join("results.db");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let o = run_in(
+        dir.path(),
+        &["results", "rm", "abc", "--store", link.to_str().unwrap()],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("symbolic link"), "{e}");
+    assert!(!victim.exists(), "the link was followed");
+    // A new store in the shared directory: SQLite's -wal and -shm files could be planted there.
+    let fresh = shared.join("fresh.db");
+    let o = run_in(
+        dir.path(),
+        &["results", "rm", "abc", "--store", fresh.to_str().unwrap()],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("only it can write"), "{e}");
+    assert!(!fresh.exists());
+}

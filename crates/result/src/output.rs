@@ -370,6 +370,13 @@ impl Resolved {
         self.dir_path.display().to_string()
     }
 
+    /// Whether the directory the file is in belongs to the effective user or root and nobody else
+    /// can write it (the rule for following a link, applied to the file's own directory). `Err`
+    /// says why not.
+    pub fn dir_private(&self) -> Result<(), String> {
+        link_dir_trusted(&self.dir)
+    }
+
     /// Whether a file is there now (it will be replaced, keeping its owner, group and mode).
     pub fn replaces(&self) -> bool {
         self.existing.is_some()

@@ -19,9 +19,19 @@ pub fn results_dir() -> PathBuf {
 /// `PUNCTUAL_STORE`, or `results.db` in the data directory. Exit 3 when it cannot be written,
 /// with how to avoid it (`--no-store`).
 pub fn open(location: Option<&str>) -> Result<Store, Failure> {
+    open_as(location, punctual_store::Access::Write)
+}
+
+/// Open the store a command only reads (`results list`/`show`/`export`, `compare`, `report`,
+/// `advise`): nothing is created, so a typo in `--store` is exit 2, not a new database.
+pub fn open_existing(location: Option<&str>) -> Result<Store, Failure> {
+    open_as(location, punctual_store::Access::Read)
+}
+
+fn open_as(location: Option<&str>, access: punctual_store::Access) -> Result<Store, Failure> {
     match location {
-        Some(l) => Store::open(l),
-        None => Store::open_default(),
+        Some(l) => Store::open_as(l, access),
+        None => Store::open_default_as(access),
     }
     .map_err(Failure::from)
 }

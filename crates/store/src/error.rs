@@ -21,6 +21,10 @@ pub enum StoreError {
     #[error("{}: not a punctual result document ({reason})", .path.display())]
     NotAResult { path: PathBuf, reason: String },
 
+    /// A reader named a store that does not exist (nothing is created for a reader).
+    #[error("no results store at {path}: nothing was stored there (a typo?). Give the file a run stored into, or leave --store out for the default store")]
+    Missing { path: String },
+
     /// Bad input to the store itself (a tag, a filter).
     #[error("{0}")]
     Invalid(String),
@@ -60,6 +64,7 @@ impl StoreError {
             StoreError::UnknownId { .. }
             | StoreError::Ambiguous { .. }
             | StoreError::NotAResult { .. }
+            | StoreError::Missing { .. }
             | StoreError::Invalid(_) => Class::Usage,
             StoreError::Corrupt { .. }
             | StoreError::NewerSchema { .. }

@@ -157,6 +157,13 @@ impl Store {
     /// `PUNCTUAL_STORE` when set (a path or a `postgres://` URL), else `results.db` in
     /// [`data_dir`], importing the old JSON files there on first use.
     pub fn open_default() -> Result<Store, StoreError> {
+        Store::open_default_as(Access::Write)
+    }
+
+    /// [`Store::open_default`] for a command that writes (`Access::Write`) or only reads. A reader
+    /// creates nothing: with no `results.db` (and no old JSON files to import) it gets an empty
+    /// store in memory, so `results list` on a new machine lists nothing and leaves no file.
+    pub fn open_default_as(access: Access) -> Result<Store, StoreError> {
         match std::env::var(STORE_VAR) {
             Ok(v) if !v.is_empty() => {
                 if !is_postgres(&v) && punctual_rt::env::privileged() {
@@ -169,24 +176,45 @@ impl Store {
                         ))
                     })?;
                 }
-                Store::open(&v)
+                Store::open_as(&v, access)
             }
-            _ => Store::open_in(&data_dir()),
+            _ => {
+                let dir = data_dir();
+                if access == Access::Read
+                    && !dir.join("results.db").exists()
+                    && !dir.join("results").is_dir()
+                {
+                    let mut db = Sqlite::open(Path::new(":memory:"))?;
+                    migrate(&mut db)?;
+                    return Ok(Store::new(Box::new(db)));
+                }
+                Store::open_in(&dir)
+            }
         }
     }
 
-    /// A SQLite file at `path` (created with its directory when missing), or a PostgreSQL
-    /// database (`postgres://user@host/db`, `postgresql:///db?host=/run/postgresql`).
+    /// A SQLite file at `path`, or a PostgreSQL database (`postgres://user@host/db`,
+    /// `postgresql:///db?host=/run/postgresql`), for a command that writes.
     pub fn open(url_or_path: &str) -> Result<Store, StoreError> {
+        Store::open_as(url_or_path, Access::Write)
+    }
+
+    /// The store `url_or_path` names (`--store`), checked as every file punctual writes is
+    /// (`punctual_result::output::resolve`): symbolic links only where nobody else could have made
+    /// them, the directory must exist (a typo creates nothing), and a privileged punctual keeps a
+    /// SQLite store only in a directory nobody else can write (SQLite creates `-wal`, `-shm` and
+    /// `-journal` files beside it, which could be planted as links). A URL of another scheme
+    /// (`mysql://`) is refused, not taken for a path. A reader (`Access::Read`) needs the file to
+    /// exist.
+    pub fn open_as(url_or_path: &str, access: Access) -> Result<Store, StoreError> {
+        check_scheme(url_or_path)?;
         if is_postgres(url_or_path) {
             let mut db = Postgres::connect(url_or_path)?;
             migrate(&mut db)?;
             return Ok(Store::new(Box::new(db)));
         }
         let path = Path::new(url_or_path);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            create_dir(dir)?;
-        }
+        check_sqlite_path(path, access)?;
         Store::open_sqlite(path, None)
     }
 
@@ -583,6 +611,66 @@ const ID_LEN: usize = 12;
 
 fn is_postgres(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// Whether a command writes to the store or only reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Stores, imports, removes: the store is created when missing.
+    Write,
+    /// Lists, shows, compares, reports: nothing is created.
+    Read,
+}
+
+/// A `SCHEME://` prefix other than PostgreSQL's is refused (`mysql://x` used to become the path
+/// `mysql:/x`).
+fn check_scheme(s: &str) -> Result<(), StoreError> {
+    let Some(i) = s.find("://") else {
+        return Ok(());
+    };
+    let scheme = &s[..i];
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !is_scheme || is_postgres(s) {
+        return Ok(());
+    }
+    Err(StoreError::Invalid(format!(
+        "results store {}: unknown URL scheme '{}'; a store is a SQLite file path or a postgres:// (postgresql://) URL",
+        punctual_rt::text::display_text(&redact(s), 200),
+        punctual_rt::text::display_text(scheme, 32)
+    )))
+}
+
+/// The checks of [`Store::open_as`] on a SQLite path; changes nothing.
+fn check_sqlite_path(path: &Path, access: Access) -> Result<(), StoreError> {
+    let shown = || punctual_rt::text::display_path(path);
+    let r = match punctual_result::output::resolve(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && access == Access::Read => {
+            return Err(StoreError::Missing { path: shown() })
+        }
+        Err(e) => {
+            return Err(StoreError::Invalid(format!(
+                "results store {}: {e}",
+                shown()
+            )))
+        }
+        Ok(r) => r,
+    };
+    if access == Access::Read && !r.replaces() {
+        return Err(StoreError::Missing { path: shown() });
+    }
+    if punctual_rt::env::privileged() {
+        r.dir_private().map_err(|why| {
+            StoreError::Invalid(format!(
+                "results store {}: its directory {} {why}; SQLite creates files beside the database (-wal, -shm) that another user could plant as links, so a privileged punctual keeps a store in a directory only it can write",
+                shown(),
+                r.dir_shown()
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 fn create_dir(dir: &Path) -> Result<(), StoreError> {

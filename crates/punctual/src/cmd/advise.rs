@@ -67,7 +67,7 @@ fn size(s: &str) -> Result<u64, String> {
 
 /// The newest stored `check` (or, with `experiment`, that experiment) of this host, if any.
 fn latest(host: &str, experiment: Option<&str>) -> Result<Option<(String, ResultDoc)>, Failure> {
-    let store = punctual_session::store::open(None)?;
+    let store = punctual_session::store::open_existing(None)?;
     let filter = punctual_store::Filter {
         command: experiment.is_none().then(|| "check".into()),
         experiment: experiment.map(Into::into),

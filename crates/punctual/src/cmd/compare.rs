@@ -49,7 +49,7 @@ pub fn resolve(spec: &str) -> Result<ResultDoc, Failure> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let store = punctual_session::store::open(None)?;
+            let store = punctual_session::store::open_existing(None)?;
             return Ok(store.resolve(spec).map_err(Failure::from)?.doc);
         }
         Err(e) => return Err(Failure::usage(format!("reading {spec}: {e}"))),

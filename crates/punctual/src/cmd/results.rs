@@ -68,11 +68,15 @@ pub struct ListArgs {
 }
 
 pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
-    let store = match &a.store {
-        Some(s) => Store::open(s),
-        None => Store::open_default(),
-    }
-    .map_err(Failure::from)?;
+    let reads = matches!(
+        a.cmd,
+        ResultsCmd::List(_) | ResultsCmd::Show { .. } | ResultsCmd::Export { .. }
+    );
+    let store = if reads {
+        punctual_session::store::open_existing(a.store.as_deref())
+    } else {
+        punctual_session::store::open(a.store.as_deref())
+    }?;
     for note in store.take_notes() {
         env.note(&note);
     }
