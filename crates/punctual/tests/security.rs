@@ -145,3 +145,74 @@ fn store_link_of_another_user_is_not_followed() {
     assert!(e.contains("only it can write"), "{e}");
     assert!(!fresh.exists());
 }
+
+/// Issue 32, item 5: `plan check` loaded plugins (their constructors ran, as root) and said only
+/// whether the plan was admitted. It reads them as files now, and lists what the plan would run.
+#[test]
+fn plan_check_runs_no_plugin_code_and_lists_what_the_plan_runs() {
+    let name = "plan_check_runs_no_plugin_code_and_lists_what_the_plan_runs";
+    let Some(gcc) = punctual_testkit::tool(name, "gcc", "gcc") else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let marker = t.path().join("constructor-ran");
+    let src = write_file(
+        t.path(),
+        "p.c",
+        &format!(
+            "#include <stdio.h>\n#include <stdint.h>\n#include <stddef.h>\n\
+             __attribute__((constructor)) static void ran(void) {{ FILE *f = fopen(\"{}\", \"w\"); if (f) fclose(f); }}\n\
+             int punctual_event(const uint8_t *d, size_t n, uint64_t at) {{ return 0; }}\n\
+             int not_a_function = 3;\n",
+            marker.display()
+        ),
+    );
+    let so = t.path().join("libp.so");
+    let st = std::process::Command::new(gcc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let plan = |symbol: &str, path: &std::path::Path| {
+        format!(
+            "[plan]\nduration = \"1s\"\n\
+             [[task]]\nname = \"plug\"\nperiod = \"100ms\"\noffset = \"auto\"\n\
+             action = {{ kind = \"plugin\", path = \"{}\", symbol = \"{symbol}\" }}\n\
+             [[task]]\nname = \"prog\"\nperiod = \"500ms\"\noffset = \"auto\"\n\
+             action = {{ kind = \"exec\", argv = [\"true\"], priority = 5, drop_caps = true }}\n",
+            path.display()
+        )
+    };
+    let p = write_file(t.path(), "ok.toml", &plan("punctual_event", &so));
+    let o = punctual().args(["plan", "check"]).arg(&p).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(0), "{}{out}", stderr(&o));
+    assert!(!marker.exists(), "plan check ran the plugin's constructor");
+    let squashed = punctual_testkit::squash(&out);
+    assert!(squashed.contains("What the plan runs"), "{out}");
+    assert!(
+        squashed.contains(&format!("plug plugin {} (punctual_event)", so.display()))
+            && squashed.contains("(inside punctual), capabilities: "),
+        "{out}"
+    );
+    assert!(
+        squashed.contains("capabilities: none (drop_caps) FIFO 5"),
+        "{out}"
+    );
+    // Refusals, still without loading: a symbol that is data, one that is missing, a file that is
+    // not a library at all.
+    let text = write_file(t.path(), "libtext.so", "#!/bin/sh\necho not a library\n");
+    for (symbol, path, says) in [
+        ("not_a_function", &so, "not as a function"),
+        ("missing", &so, "has no symbol 'missing'"),
+        ("punctual_event", &text, "not a shared library"),
+    ] {
+        let p = write_file(t.path(), "bad.toml", &plan(symbol, path));
+        let o = punctual().args(["plan", "check"]).arg(&p).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{symbol}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{symbol}: {}", stderr(&o));
+    }
+    assert!(!marker.exists(), "plan check ran the plugin's constructor");
+}

@@ -4,7 +4,7 @@ use crate::args::{load_spec, run_duration, wait_duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;
-use punctual_dispatch::report::{admission_table, admit};
+use punctual_dispatch::report::{admission_table, admit, runs_table};
 use punctual_dispatch::RunConfig;
 use punctual_plan::{Plan, PlanError};
 use punctual_result::{Failure, Output};
@@ -178,8 +178,10 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
             let mut plan = load(&a.plan)?;
-            // What `run` would refuse, `plan check` reports (exit 2).
-            preflight(&plan)?;
+            // What `run` would refuse, `plan check` reports (exit 2), running none of it: plugins
+            // are read, not loaded (their constructors would run as root).
+            punctual_dispatch::preflight::check_static(&plan)
+                .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))?;
             let cpus = run_cpus(a.affinity.as_deref(), &plan)?;
             let margin = a
                 .spin_margin
@@ -193,6 +195,8 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
                 (!shielded).then_some(a.spin_budget),
             );
             env.show(&admission_table(&plan, &r).render(), false);
+            let runs = punctual_dispatch::preflight::runs(&plan);
+            env.show(&runs_table(&runs).render(), false);
             Ok(Exit::limit_if(!r.feasible()))
         }
         PlanCmd::Compile(a) => {
