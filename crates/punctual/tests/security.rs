@@ -216,3 +216,131 @@ fn plan_check_runs_no_plugin_code_and_lists_what_the_plan_runs() {
     }
     assert!(!marker.exists(), "plan check ran the plugin's constructor");
 }
+
+/// Issue 32, Low: `latency -i 18446744073709551615ns` locked memory and opened cpu_dma_latency
+/// before the engine refused the interval. Refused before the lifecycle starts now: the run's
+/// stderr has no note of what it set up, and it is exit 2 naming the flag.
+#[test]
+fn validation_before_changes_latency_interval_beyond_an_hour() {
+    let o = punctual()
+        .args([
+            "latency",
+            "--no-store",
+            "-i",
+            "18446744073709551615ns",
+            "-D",
+            "1s",
+        ])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("-i/--interval") && e.contains("limit"), "{e}");
+    let Some(strace) = punctual_testkit::which("strace") else {
+        return;
+    };
+    // Where strace is installed: not one mlockall, not one open of cpu_dma_latency.
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    let st = std::process::Command::new(strace)
+        .args(["-f", "-e", "trace=mlockall,openat", "-o"])
+        .arg(trace.path())
+        .arg(common::bin_path())
+        .args([
+            "latency",
+            "--no-store",
+            "-i",
+            "18446744073709551615ns",
+            "-D",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    let calls = std::fs::read_to_string(trace.path()).unwrap();
+    assert!(
+        !calls.contains("mlockall(") && !calls.contains("cpu_dma_latency"),
+        "{calls}"
+    );
+}
+
+/// Issue 32, Low: `cpus = "0-1"` with `shield = true` on a 2-CPU machine was admitted by
+/// `plan check` and refused by `run` with exit 3. Both refuse it with exit 2 now.
+#[test]
+fn validation_before_changes_a_shield_over_every_cpu_is_refused_by_plan_check_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let online = punctual_testkit::online_cpus();
+    let all = punctual_rt::format_cpu_list(&online);
+    let plan = write_file(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[plan]\nshield = true\ncpus = \"{all}\"\nduration = \"1s\"\n\
+             [[task]]\nname = \"m\"\nperiod = \"10ms\"\naction = {{ kind = \"mark\" }}\n"
+        ),
+    );
+    for args in [&["plan", "check"][..], &["run", "--no-store"][..]] {
+        let o = punctual()
+            .args(args)
+            .arg(&plan)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains("every online CPU"), "{args:?}: {e}");
+    }
+}
+
+/// Issue 32, Low: `--json /dev/stdout` with stdout redirected to a file replaced that file (the
+/// shell's redirection kept writing to the old one). A path through a file descriptor is refused
+/// before measuring; `-` is stdout.
+#[test]
+fn json_to_dev_stdout_is_refused_and_a_redirected_file_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("redirected");
+    std::fs::write(&out, "mine\n").unwrap();
+    let inode =
+        |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&out);
+    for target in ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"] {
+        let o = std::process::Command::new(common::bin_path())
+            .args([
+                "latency",
+                "--no-store",
+                "-i",
+                "1ms",
+                "-D",
+                "100ms",
+                "--json",
+                target,
+            ])
+            .stdout(std::fs::File::options().append(true).open(&out).unwrap())
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{target}: {e}");
+        assert!(e.contains("names a file descriptor"), "{target}: {e}");
+        assert_eq!(inode(&out), before, "{target} replaced the file");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine\n");
+    }
+}
+
+/// Issue 32, Low: `-D -1s` was refused by the parser as "unexpected argument '-1'", naming
+/// neither the flag nor the value.
+#[test]
+fn negative_duration_names_the_flag_and_the_value() {
+    for args in [
+        &["latency", "-D", "-1s"][..],
+        &["check", "-D", "-1s"][..],
+        &["run", "x.toml", "--watchdog", "-1s"][..],
+    ] {
+        let o = punctual().args(args).output().unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("'-1s'") && e.contains(args[args.len() - 2].trim_start_matches('-')),
+            "{args:?}: {e}"
+        );
+    }
+}

@@ -11,10 +11,10 @@ use punctual_session::{Env, Exit};
 #[derive(Args, Debug)]
 pub struct AdviseArgs {
     /// When each work item must be complete, counted from the event that releases it.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub deadline: Option<u64>,
     /// How long one work item runs.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub work: Option<u64>,
     /// What the work does: compute (user mode), kernel (system calls, like a build) or io.
     #[arg(long, value_name = "KIND", default_value = "compute")]
@@ -29,14 +29,14 @@ pub struct AdviseArgs {
     #[arg(long, conflicts_with_all = ["deadline", "jitter"])]
     pub throughput_only: bool,
     /// Largest lateness (and earliness) tolerated, e.g. 111us for a fuel injector's window.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub jitter: Option<u64>,
     /// CPU-bound processes that share the work's CPU under time sharing (Etsion section 8: the
     /// work may wait a quantum for each of the others).
     #[arg(long, value_name = "N")]
     pub competing: Option<u32>,
     /// The time-sharing quantum for --competing (default: the kernel's base slice).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub quantum: Option<u64>,
     /// `check`, `latency` or `mckenney-choose` results to decide with: files, stored ids or
     /// `latest~N` (repeatable; default: this host's latest stored `check` and `mckenney-choose`).
