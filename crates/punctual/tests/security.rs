@@ -344,3 +344,53 @@ fn negative_duration_names_the_flag_and_the_value() {
         );
     }
 }
+
+/// Issue 32, Low: `install-lib --from` installed any file as libpunctual.so. The file is read
+/// (not loaded) and must be an ELF shared library exporting the C ABI; nothing is created first.
+#[test]
+fn install_lib_from_a_file_that_is_not_a_library_is_refused_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = write_file(
+        dir.path(),
+        "libpunctual.so",
+        "#!/bin/sh\necho not a library\n",
+    );
+    let prefix = dir.path().join("prefix");
+    let o = punctual()
+        .args(["install-lib", "--prefix"])
+        .arg(&prefix)
+        .arg("--from")
+        .arg(&fake)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--from") && e.contains("not a shared library"),
+        "{e}"
+    );
+    assert!(!prefix.exists(), "the prefix was created");
+    // An ELF shared library without the C ABI (any system library) is refused too.
+    let libc = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists());
+    if let Some(libc) = libc {
+        let o = punctual()
+            .args(["install-lib", "--prefix"])
+            .arg(&prefix)
+            .args(["--from", libc])
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains("has no symbol 'punctual_wait_next_period'"),
+            "{e}"
+        );
+        assert!(!prefix.exists());
+    }
+}

@@ -110,27 +110,36 @@ fn host_architecture() -> Option<object::Architecture> {
 /// `symbol` as a function. What only loading shows (a missing dependency, a failing constructor)
 /// `run` finds when it loads the plugin, before it changes anything ([`probe`]).
 pub fn inspect(path: &Path, symbol: &str) -> Result<(), String> {
+    let entry = format!(
+        "a plugin exports `int {symbol}(const uint8_t *data, size_t len, uint64_t release_ns)`"
+    );
+    inspect_library("plugin", path, symbol, &entry)
+}
+
+/// The checks of [`inspect`] for any shared library (`what` names it in messages, `hint` follows
+/// a missing symbol): read, never loaded.
+pub fn inspect_library(what: &str, path: &Path, symbol: &str, hint: &str) -> Result<(), String> {
     use object::{Object, ObjectSymbol};
-    let shown = punctual_rt::text::display_path(path);
+    let shown = format!("{what} {}", punctual_rt::text::display_path(path));
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("plugin {shown} does not exist"),
-        _ => format!("plugin {shown}: {e}"),
+        std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+        _ => format!("{shown}: {e}"),
     })?;
     if !meta.is_file() {
         return Err(format!(
-            "plugin {shown} is not a regular file; give the path of a shared library"
+            "{shown} is not a regular file; give the path of a shared library"
         ));
     }
     if meta.len() > MAX_PLUGIN_BYTES {
         return Err(format!(
-            "plugin {shown} is {} MB, larger than any plugin should be ({} MB)",
+            "{shown} is {} MB, larger than any such library should be ({} MB)",
             meta.len() >> 20,
             MAX_PLUGIN_BYTES >> 20
         ));
     }
-    let data = std::fs::read(path).map_err(|e| format!("plugin {shown}: {e}"))?;
+    let data = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
     let not_lib = |why: String| {
-        format!("plugin {shown} is not a shared library ({why}); build it with `cc -shared -fPIC`")
+        format!("{shown} is not a shared library ({why}); build it with `cc -shared -fPIC`")
     };
     if !data.starts_with(b"\x7fELF") {
         return Err(not_lib("no ELF header".into()));
@@ -142,7 +151,7 @@ pub fn inspect(path: &Path, symbol: &str) -> Result<(), String> {
     if let Some(host) = host_architecture() {
         if file.architecture() != host {
             return Err(format!(
-                "plugin {shown} is built for {:?}; this machine runs {host:?}",
+                "{shown} is built for {:?}; this machine runs {host:?}",
                 file.architecture()
             ));
         }
@@ -155,11 +164,11 @@ pub fn inspect(path: &Path, symbol: &str) -> Result<(), String> {
         .find(|s| s.name_bytes().ok() == Some(symbol.as_bytes()) && s.is_definition());
     match found {
         None => Err(format!(
-            "plugin {shown} has no symbol '{}'; {entry}",
+            "{shown} has no symbol '{}'; {entry}",
             punctual_rt::text::display_name(symbol)
         )),
         Some(s) if s.kind() != object::SymbolKind::Text => Err(format!(
-            "plugin {shown} exports '{}' but not as a function ({:?}); {entry}",
+            "{shown} exports '{}' but not as a function ({:?}); {entry}",
             punctual_rt::text::display_name(symbol),
             s.kind()
         )),
