@@ -1100,5 +1100,13 @@ pub fn validate_plan(plan: &Plan) -> Result<(), String> {
             return Err("events are not sorted by time".into());
         }
     }
+    // Times from a CSV or a compiled plan are checked here too: the start plus u64::MAX wrapped
+    // into an instant already past (issue 32).
+    if let Some(e) = plan.events.iter().find(|e| e.at > MAX_TIME_NS) {
+        return Err(format!(
+            "an event at {} ns is later than a year after the start (the limit of a plan's times)",
+            e.at
+        ));
+    }
     Ok(())
 }
