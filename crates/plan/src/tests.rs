@@ -904,3 +904,18 @@ fn wraps_an_event_past_a_year_is_refused_from_csv_and_compiled_plans() {
     };
     assert!(e.contains("later than a year"), "{e}");
 }
+
+/// Issue 32, Low (memory amplification): a 100-byte plan whose `repeat` made 50 million events
+/// took 1.6 GB. `repeat` stops at a million events (24 MB).
+#[test]
+fn memory_amplification_a_small_plan_cannot_repeat_past_a_million_events() {
+    let text = "[plan]\nrepeat = 2000000\nrepeat_every = \"1ms\"\n[[event]]\nat = \"0us\"\naction = { kind = \"mark\" }\n";
+    assert!(text.len() < 120);
+    let e = parse_str(text, "p.toml", None).unwrap_err().to_string();
+    assert!(e.contains("more than 1000000"), "{e}");
+    let ok = text.replace("2000000", "1000000");
+    assert_eq!(
+        parse_str(&ok, "p.toml", None).unwrap().events.len(),
+        1_000_000
+    );
+}
