@@ -394,3 +394,68 @@ fn install_lib_from_a_file_that_is_not_a_library_is_refused_and_creates_nothing(
         assert!(!prefix.exists());
     }
 }
+
+/// Issue 32, Low (raw echo): exec's program, a plugin's path, udp's target and values on the
+/// command line (`-w`, `--task`, `results show`, the plan's path) reached the terminal with ESC
+/// and RLO, and at a megabyte. Every message is escaped and bounded.
+#[test]
+fn raw_echo_no_escape_sequence_or_megabyte_reaches_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = "\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}";
+    let big = "A".repeat(1 << 20);
+    let plan = write_file(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[plan]\nduration = \"1s\"\n\
+             [[task]]\nname = \"a\"\nperiod = \"10ms\"\noffset = \"auto\"\naction = {{ kind = \"exec\", argv = [\"/nope/{evil}{big}\"] }}\n\
+             [[task]]\nname = \"b\"\nperiod = \"10ms\"\noffset = \"auto\"\naction = {{ kind = \"plugin\", path = \"/nope/{evil}.so\" }}\n\
+             [[task]]\nname = \"c\"\nperiod = \"10ms\"\noffset = \"auto\"\naction = {{ kind = \"udp\", to = \"{evil}\" }}\n"
+        )
+        .replace('\u{1b}', "\\u001b")
+        .replace('\u{7}', "\\u0007"),
+    );
+    let plan_arg = plan.to_str().unwrap().to_string();
+    // One argument is at most 128 KB (MAX_ARG_STRLEN); the plan above holds the megabyte.
+    let big = "A".repeat(100_000);
+    let evil_path = format!("{}/{evil}{big}.toml", dir.path().display());
+    let cases: Vec<Vec<String>> = vec![
+        vec!["plan".into(), "check".into(), plan_arg.clone()],
+        vec!["run".into(), "--no-store".into(), plan_arg],
+        vec!["run".into(), "--no-store".into(), evil_path.clone()],
+        vec!["plan".into(), "check".into(), evil_path],
+        vec!["simulate".into(), "-w".into(), format!("{evil}{big}")],
+        vec!["results".into(), "show".into(), format!("{evil}{big}")],
+        vec![
+            "trace".into(),
+            "analyze".into(),
+            "x.ptf".into(),
+            "--task".into(),
+            format!("{evil}{big}"),
+        ],
+        vec!["latency".into(), "-i".into(), format!("{evil}{big}")],
+    ];
+    for args in cases {
+        let o = punctual()
+            .current_dir(dir.path())
+            .args(&args)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let shown: Vec<String> = args.iter().map(|a| a.chars().take(40).collect()).collect();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{shown:?}: {}",
+            stderr(&o).chars().take(400).collect::<String>()
+        );
+        let all = [o.stdout.as_slice(), o.stderr.as_slice()].concat();
+        let text = String::from_utf8_lossy(&all);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}') && !text.contains('\u{7}'),
+            "{shown:?}: {:?}",
+            text.chars().take(400).collect::<String>()
+        );
+        assert!(all.len() < 20_000, "{shown:?}: {} bytes", all.len());
+    }
+}
