@@ -197,3 +197,60 @@ action = {{ kind = "exec", name = "spin-sleep", argv = ["{}", "-c", "{}", "{}", 
     // The default threshold (2 s) makes a 5 s window: the trip comes long before the 40 s.
     assert!(took.as_secs() < 25, "stopped after {took:?}");
 }
+
+/// Issue 32, Low: a child that daemonises (its own session, its parent gone at once, so it is
+/// init's child) outlived the run. It carries the run's marker in its environment and is stopped
+/// with the rest at the end.
+#[test]
+fn daemonising_exec_grandchildren_do_not_outlive_the_run() {
+    let Some(setsid) = punctual_testkit::tool(
+        "daemonising_exec_grandchildren_do_not_outlive_the_run",
+        "setsid",
+        "util-linux",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("daemon.pid");
+    let text = format!(
+        r#"
+[plan]
+duration = "300ms"
+[[event]]
+at = "0us"
+action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c 'echo $$ > {}; exec sleep 60' </dev/null >/dev/null 2>&1 &"] }}
+"#,
+        setsid.display(),
+        pidfile.display()
+    );
+    let cfg = RunConfig {
+        cpus: vec![last_cpu()],
+        policy: Policy::Other,
+        priority: 0,
+        watchdog: None,
+        ..RunConfig::default()
+    };
+    run(&text, &cfg);
+    let t0 = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(t0.elapsed().as_secs() < 5, "the daemon never wrote its pid");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // Gone (or a zombie of init's for a moment) by the time the run has returned.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = state
+        .rfind(')')
+        .and_then(|i| state[i + 2..].chars().next())
+        .is_some_and(|s| s != 'Z');
+    if alive {
+        // SAFETY: ending the process this test's plan started, by its pid.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(!alive, "the daemon {pid} outlived the run: {state}");
+}
