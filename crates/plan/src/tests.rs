@@ -894,7 +894,7 @@ fn wraps_an_event_past_a_year_is_refused_from_csv_and_compiled_plans() {
         "{e}"
     );
     let mut q = p.clone();
-    let mut late = q.events[0].clone();
+    let mut late = q.events[0];
     late.at = u64::MAX;
     q.events.push(late);
     let bytes = compiled::to_bytes(&q);

@@ -94,14 +94,6 @@ fn cstring(s: &OsStr) -> io::Result<CString> {
     })
 }
 
-/// Forks a child prepared by `setup`, keeping only descriptors 0-2 (standard input from
-/// `/dev/null`) and `keep`, runs `hold` in it (which may `_exit` to end it without exec), then
-/// execs `program` with `args` and this process's environment. Returns once the child has exec'd,
-/// ended, or failed to prepare or exec (that error is returned, the child reaped).
-///
-/// # Safety
-/// `hold` runs in a forked child of a multi-threaded process: it must make async-signal-safe calls
-/// only, allocate nothing and take no lock.
 /// The environment variable every held child carries: `PUNCTUAL_EXEC_OF=<pid>:<start time>` of
 /// the punctual that started it. Its descendants inherit it, so what an exec child leaves running
 /// (a daemon that forked away and reparented to init) is found at the end of the run
@@ -152,6 +144,14 @@ pub fn stop_marked(grace: std::time::Duration) -> usize {
     found.len()
 }
 
+/// Forks a child prepared by `setup`, keeping only descriptors 0-2 (standard input from
+/// `/dev/null`) and `keep`, runs `hold` in it (which may `_exit` to end it without exec), then
+/// execs `program` with `args` and this process's environment. Returns once the child has exec'd,
+/// ended, or failed to prepare or exec (that error is returned, the child reaped).
+///
+/// # Safety
+/// `hold` runs in a forked child of a multi-threaded process: it must make async-signal-safe calls
+/// only, allocate nothing and take no lock.
 pub unsafe fn spawn_held(
     setup: &ChildSetup,
     program: &Path,

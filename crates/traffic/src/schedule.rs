@@ -241,7 +241,7 @@ mod tests {
             (cfg(Timing::Speed(f64::MIN_POSITIVE), 1), vec![0, 1]),
             (cfg(Timing::Interval(ms), 1 << 40), vec![0]),
         ] {
-            let e = Schedule::new(&c, &ts).err().expect("refused");
+            let e = Schedule::new(&c, &ts).expect_err("refused");
             assert!(matches!(e, TrafficError::Usage(_)), "{e}");
             assert!(e.to_string().contains("31536000 s"), "{e}");
         }

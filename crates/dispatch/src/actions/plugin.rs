@@ -156,9 +156,7 @@ pub fn inspect_library(what: &str, path: &Path, symbol: &str, hint: &str) -> Res
             ));
         }
     }
-    let entry = format!(
-        "a plugin exports `int {symbol}(const uint8_t *data, size_t len, uint64_t release_ns)`"
-    );
+    let entry = hint;
     let found = file
         .dynamic_symbols()
         .find(|s| s.name_bytes().ok() == Some(symbol.as_bytes()) && s.is_definition());
