@@ -6,7 +6,7 @@
 # default_smp_affinity, sched_rt_runtime_us, sched_rr_timeslice_ms, the CPU mask of every task,
 # tracefs instances named punctual-* (seen through a tracefs mounted in a private mount namespace,
 # so the host's mounts are not touched), mounts under /run/punctual, who holds
-# /dev/cpu_dma_latency, wake channels in /dev/shm and journals in /run/punctual. Every run carries
+# /dev/cpu_dma_latency, wake channels (/run/punctual-wake, /dev/shm) and journals in /run/punctual. Every run carries
 # a unique PUNCTUAL_FAULT_TAG in its environment, so its descendants are found in /proc/*/environ.
 #
 # After each injection: wait for the process and record its exit code (130 for INT/TERM, or 0 if
@@ -181,7 +181,7 @@ def leftovers(pre, seen, tag, outdir, datadir, outputs, ignore):
     left["settings"] += settings_diff(pre, now, ignore)
     left["settings"] += [f"tracefs instance {i}" for i in sorted(now["tracefs"] - pre["tracefs"])]
     left["files"] += [f"mount {m}" for m in sorted(now["mounts"] - pre["mounts"])]
-    left["files"] += [f"/dev/shm/{n}" for n in sorted(now["shm"] - pre["shm"])]
+    left["files"] += sorted(now["shm"] - pre["shm"])
     left["files"] += [f"{STATE}/{n}" for n in sorted(now["journals"] - pre["journals"])]
     for n in sorted(os.listdir(outdir)):
         if n not in outputs:
@@ -208,9 +208,9 @@ def clean(left_procs_tag, pre, seen, now):
     restore_run(left_procs_tag + "-clean", scratch)
     now = snapshot()
     for f in now["shm"] - pre["shm"]:
-        if f.startswith(f"punctual-wake-fi-{os.getpid()}-"):
+        if os.path.basename(f).startswith(f"punctual-wake-fi-{os.getpid()}-"):
             try:
-                os.unlink(os.path.join("/dev/shm", f))
+                os.unlink(f)
             except OSError:
                 pass
     restore_settings(pre, now)

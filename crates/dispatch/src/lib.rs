@@ -14,6 +14,7 @@ pub mod measure;
 pub mod preflight;
 pub mod rephase;
 pub mod report;
+pub mod share;
 pub mod shield;
 pub mod watchdog;
 
@@ -207,6 +208,7 @@ fn prepare_action(
                     match e {
                         punctual_periodic::channel::ChannelError::InUse { .. }
                         | punctual_periodic::channel::ChannelError::Squatted { .. }
+                        | punctual_periodic::channel::ChannelError::Dir { .. }
                         | punctual_periodic::channel::ChannelError::BadName(_) => {
                             DispatchError::Usage(e.to_string())
                         }
@@ -736,7 +738,19 @@ pub fn execute(
                 &cpu_list,
                 shared.heartbeats.clone(),
                 shared.stop.clone(),
-                cfg.policy.is_realtime(),
+                watchdog::Mode {
+                    realtime: cfg.policy.is_realtime(),
+                    share: Some(share::Limits {
+                        window: share::window_for(threshold),
+                        programs: cfg.spin_budget,
+                        all: share::ALL_SHARE,
+                        exempt_cpus: if cfg.shielded {
+                            cpu_list.clone()
+                        } else {
+                            Vec::new()
+                        },
+                    }),
+                },
                 names,
                 alarm,
             ))

@@ -422,14 +422,21 @@ fn tags_travel_through_export_and_import_and_every_reader_takes_store() {
     let data = dir.path().join("data");
     let here = dir.path().join("here.db");
     let there = dir.path().join("there.db");
-    // Reading a store that is not there: a line, exit 0 for a listing, exit 2 otherwise; no file.
-    let listed = ok(
+    // Reading a named store that is not there (a typo?): exit 2, no file.
+    // The default store of a new machine lists nothing, exit 0.
+    let listed = run(
         &data,
         &["results", "--store", here.to_str().unwrap(), "list"],
     );
+    assert_eq!(listed.status.code(), Some(2));
     assert!(
-        listed.contains("No stored results: there is no results store at"),
-        "{listed}"
+        String::from_utf8_lossy(&listed.stderr).contains("there is no results store at"),
+        "{listed:?}"
+    );
+    let fresh = ok(&data, &["results", "list"]);
+    assert!(
+        fresh.contains("No stored results: there is no results store at"),
+        "{fresh}"
     );
     let out = run(
         &data,

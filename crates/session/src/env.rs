@@ -263,6 +263,8 @@ impl Env {
 
     /// Human output (tables) on stdout, or on stderr when `stdout_taken` (an export went there).
     pub fn show(&self, text: &str, stdout_taken: bool) {
+        // Report text may quote what others wrote (a send error, a file's names): escaped, not cut.
+        let text = &*punctual_time::text::display_message(text, usize::MAX);
         match &self.terminal {
             Terminal::Real { .. } => {
                 if stdout_taken {
@@ -286,6 +288,7 @@ impl Env {
 
     /// A line on stderr: `punctual: <msg>`.
     pub fn note(&self, msg: &str) {
+        let msg = punctual_time::text::display_message(msg, punctual_time::text::MAX_MESSAGE_CHARS);
         let line = format!("punctual: {msg}\n");
         match &self.terminal {
             Terminal::Real { .. } => {

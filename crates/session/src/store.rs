@@ -19,11 +19,7 @@ pub fn results_dir() -> PathBuf {
 /// `PUNCTUAL_STORE`, or `results.db` in the data directory. Exit 3 when it cannot be written,
 /// with how to avoid it (`--no-store`).
 pub fn open(location: Option<&str>) -> Result<Store, Failure> {
-    match location {
-        Some(l) => Store::open(l),
-        None => Store::open_default(),
-    }
-    .map_err(Failure::from)
+    Store::open_for(location, punctual_store::Access::Create).map_err(Failure::from)
 }
 
 /// Largest result document read from a file (a 10-million-sample result is well under 1 MB:

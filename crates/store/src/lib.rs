@@ -273,23 +273,25 @@ impl Store {
         }
         if let Some(scheme) = url_scheme(url_or_path) {
             return Err(StoreError::Invalid(format!(
-                "--store {}: '{scheme}://' is not a store this punctual knows; give a file path \
-                 (results.db) or postgres://USER@HOST/DB",
+                "--store {}: unknown URL scheme '{scheme}://', not a store this punctual knows; \
+                 give a file path (results.db) or postgres://USER@HOST/DB",
                 crate::redact(&punctual_time::text::display_text(url_or_path, 200))
             )));
         }
         let path = Path::new(url_or_path);
-        if access == Access::Existing && !path.exists() {
+        // A reader names a store that is there: a typo is exit 2 and creates nothing.
+        if access == Access::Existing && std::fs::symlink_metadata(path).is_err() {
             return Err(StoreError::Absent {
                 location: path.display().to_string(),
             });
         }
-        if access == Access::Create {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                create_dir(dir)?;
-            }
+        let checked = checked_path(path)?;
+        if access == Access::Existing && !checked.exists() {
+            return Err(StoreError::Absent {
+                location: path.display().to_string(),
+            });
         }
-        Store::open_sqlite(&checked_path(path)?, None)
+        Store::open_sqlite(&checked, None)
     }
 
     /// `DIR/results.db`, importing `DIR/results/*.json` the first time (the default store, with
@@ -708,13 +710,34 @@ fn url_scheme(s: &str) -> Option<&str> {
 /// replaced by where it leads, and the file is then opened without following links, so nothing
 /// swapped in after the check is followed.
 fn checked_path(path: &Path) -> Result<PathBuf, StoreError> {
-    let refused = |e: std::io::Error| StoreError::Unwritable {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    punctual_result::output::resolve(path).map_err(refused)?;
+    let shown = || punctual_time::text::display_path(path);
+    let r = punctual_result::output::resolve(path).map_err(|e| StoreError::Invalid(format!(
+        "results store {}: {e}{}",
+        shown(),
+        if e.kind() == std::io::ErrorKind::NotFound {
+            " (a store's directory is not created: make it, or check for a typo)"
+        } else {
+            ""
+        }
+    )))?;
+    // SQLite creates files beside the database (-wal, -shm, -journal) that another user could
+    // plant as links: a privileged punctual keeps a store only in a directory nobody else writes.
+    if punctual_rt::env::privileged() {
+        r.dir_private().map_err(|why| {
+            StoreError::Invalid(format!(
+                "results store {}: its directory {} {why}; SQLite creates files beside the \
+                 database (-wal, -shm) that another user could plant as links, so a privileged \
+                 punctual keeps a store in a directory only it can write",
+                shown(),
+                r.dir_shown()
+            ))
+        })?;
+    }
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return std::fs::canonicalize(path).map_err(refused);
+        return std::fs::canonicalize(path).map_err(|e| StoreError::Unwritable {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        });
     }
     Ok(path.to_path_buf())
 }

@@ -661,6 +661,11 @@ fn reading_never_creates_a_store_and_unknown_urls_and_shared_links_are_refused()
     assert_eq!(e.class(), Class::Usage);
     assert!(e.to_string().contains("--store"), "{e}");
     assert!(!dir.path().join("sub").exists(), "nothing created");
+    // A writer does not make the directory either: `--store typo/results.db` is refused.
+    let e = Store::open_with(path.to_str().unwrap(), Access::Create).unwrap_err();
+    assert_eq!(e.class(), Class::Usage);
+    assert!(!dir.path().join("sub").exists(), "nothing created");
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
     Store::open_with(path.to_str().unwrap(), Access::Create).unwrap();
     Store::open_with(path.to_str().unwrap(), Access::Existing).unwrap();
     for url in [

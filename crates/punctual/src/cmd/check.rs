@@ -11,10 +11,10 @@ use punctual_time::format_ns;
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// Total duration; each of the four phases gets a quarter.
-    #[arg(short = 'D', long, default_value = "30s", value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "30s", allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     /// Period between releases.
-    #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'i', long, default_value = "1ms", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
     /// Load for the loaded phases (default: one cpu load per online CPU, and io:1).
     #[arg(long, value_name = "SPEC", value_parser = load_spec)]

@@ -17,10 +17,10 @@ pub struct LatencyArgs {
     #[arg(short = 't', long, value_name = "N")]
     pub threads: Option<usize>,
     /// Period between releases.
-    #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'i', long, default_value = "1ms", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
     /// How long to measure (default 10s).
-    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "loops")]
+    #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION", conflicts_with = "loops")]
     pub duration: Option<u64>,
     /// Stop after N samples per thread instead of after a duration.
     #[arg(short = 'l', long, value_name = "N")]
@@ -154,6 +154,9 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         priority: a.rt.priority(),
         timer_slack_ns: None,
     };
+    // The engine's own checks, here, before the lifecycle locks memory and holds cpu_dma_latency
+    // (`-i 18446744073709551615ns` was refused only after both; issue 32).
+    cfg.validate().map_err(Failure::from)?;
     Ok((cfg, outputs))
 }
 

@@ -74,7 +74,10 @@ pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
         _ => Access::Existing,
     };
     let store = match Store::open_for(a.store.as_deref(), access) {
-        Err(StoreError::Absent { location }) if matches!(a.cmd, ResultsCmd::List(_)) => {
+        // The default store on a new machine: nothing stored yet. A named one is a typo (exit 2).
+        Err(StoreError::Absent { location })
+            if a.store.is_none() && matches!(a.cmd, ResultsCmd::List(_)) =>
+        {
             env.show(
                 &format!("No stored results: there is no results store at {location} yet.\n"),
                 false,
