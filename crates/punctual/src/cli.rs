@@ -26,6 +26,8 @@ pub enum Command {
     Check(cmd::check::CheckArgs),
     /// Timer wake-up latency, cyclictest-class.
     Latency(cmd::latency::LatencyArgs),
+    /// rt-tests' cyclictest: its flags and output formats, on punctual's latency engine.
+    Cyclictest(cmd::cyclictest::CyclictestArgs),
     /// Tick-scheduler simulator: HZ, quantum, timer mechanism, policy; latency, billing, frames.
     Simulate(Box<cmd::simulate::SimulateArgs>),
     /// Reproductions of the seeds' experiments.

@@ -50,6 +50,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Check(a) => cmd::check::run(a, env),
         Command::Latency(a) => cmd::latency::run(a, env),
+        Command::Cyclictest(a) => cmd::cyclictest::run(a, env),
         Command::Experiment(a) => cmd::experiment::run(a, env),
         Command::Bench(a) => cmd::bench::run(a, env),
         Command::Load(a) => cmd::load_body::run(a),

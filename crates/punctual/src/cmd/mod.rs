@@ -4,6 +4,7 @@ pub mod advise;
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod cyclictest;
 pub mod experiment;
 pub mod install_lib;
 pub mod kurt;
