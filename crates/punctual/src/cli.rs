@@ -62,6 +62,9 @@ pub enum Command {
     /// Internal: one periodic process of the kurt-periodic experiment.
     #[command(name = "__periodic", hide = true)]
     PeriodicBody(cmd::kurt::PeriodicBodyArgs),
+    /// Internal: the wake client of a task converted from an rt-app file.
+    #[command(name = "__rtapp-task", hide = true)]
+    RtAppTask(cmd::rtapp::RtAppTaskArgs),
     /// Internal: run one load body (started by punctual itself).
     #[command(name = "__load", hide = true)]
     Load(cmd::load_body::LoadBodyArgs),
@@ -70,6 +73,9 @@ pub enum Command {
 impl Command {
     /// Processes punctual starts itself (load bodies, periodic processes).
     pub fn is_child(&self) -> bool {
-        matches!(self, Command::Load(_) | Command::PeriodicBody(_))
+        matches!(
+            self,
+            Command::Load(_) | Command::PeriodicBody(_) | Command::RtAppTask(_)
+        )
     }
 }

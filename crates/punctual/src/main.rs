@@ -66,5 +66,6 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::Advise(a) => cmd::advise::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),
+        Command::RtAppTask(a) => cmd::rtapp::task(a),
     }
 }

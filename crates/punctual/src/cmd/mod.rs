@@ -12,6 +12,7 @@ pub mod latency;
 pub mod load_body;
 pub mod report;
 pub mod results;
+pub mod rtapp;
 pub mod run;
 pub mod shield;
 pub mod simulate;
