@@ -4,10 +4,18 @@
 use crate::cmd;
 use clap::{Parser, Subcommand};
 
+/// `punctual --version`: the version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PUNCTUAL_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "punctual",
-    version,
+    version = VERSION,
     about = "Make commodity Linux punctual, and show how punctual it is",
     long_about = "Make commodity Linux punctual, and show how punctual it is.\n\n\
         Durations always carry a unit: ns, us, ms, s, m, h (250us, 1.5ms).\n\
@@ -62,6 +70,12 @@ pub enum Command {
     /// Internal: one periodic process of the kurt-periodic experiment.
     #[command(name = "__periodic", hide = true)]
     PeriodicBody(cmd::kurt::PeriodicBodyArgs),
+    /// Internal: write the man pages into a directory (the package's build).
+    #[command(name = "__man", hide = true)]
+    Man(cmd::docs::ManArgs),
+    /// Internal: print the completion script of a shell (the package's build).
+    #[command(name = "__completions", hide = true)]
+    Completions(cmd::docs::CompletionsArgs),
     /// Internal: the wake client of a task converted from an rt-app file.
     #[command(name = "__rtapp-task", hide = true)]
     RtAppTask(cmd::rtapp::RtAppTaskArgs),

@@ -67,5 +67,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Advise(a) => cmd::advise::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),
         Command::RtAppTask(a) => cmd::rtapp::task(a),
+        Command::Man(a) => cmd::docs::man(a, env),
+        Command::Completions(a) => cmd::docs::completions(a),
     }
 }

@@ -9,7 +9,11 @@ use punctual_result::Failure;
 use punctual_session::{drive, Env, Exit};
 
 #[derive(Args, Debug)]
-#[command(disable_help_flag = true, after_long_help = HELP)]
+#[command(
+    disable_help_flag = true,
+    long_about = "rt-tests' cyclictest (2.4): its flags, their meaning and its output formats, on \
+                  punctual's latency engine. `punctual cyclictest --help` lists the flags."
+)]
 pub struct CyclictestArgs {
     /// cyclictest's options (`punctual cyclictest --help` lists them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod cyclictest;
+pub mod docs;
 pub mod experiment;
 pub mod install_lib;
 pub mod kurt;
