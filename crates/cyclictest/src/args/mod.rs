@@ -553,9 +553,13 @@ fn policy(v: &str) -> Result<Policy, DropinError> {
     }
 }
 
-/// cyclictest's rules after reading (the end of `process_options`).
-fn settle(raw: Raw, online: &[usize]) -> Result<Settings, DropinError> {
-    let mut notes = Vec::new();
+/// Which CPU each thread runs on, and whether `-a` named them (`-S`, `-t`, `-a` with cyclictest's
+/// precedence).
+fn placement(
+    raw: &Raw,
+    online: &[usize],
+    notes: &mut Vec<String>,
+) -> Result<(Vec<usize>, bool), DropinError> {
     let mut affinity = None;
     if raw.smp {
         if raw.threads.is_some() {
@@ -582,6 +586,19 @@ fn settle(raw: Raw, online: &[usize]) -> Result<Settings, DropinError> {
             ),
         ));
     }
+    let cpus = (0..threads as usize)
+        .map(|i| pool[i % pool.len()])
+        .collect();
+    Ok((cpus, affinity.is_some()))
+}
+
+/// Policy and priority with cyclictest's rules: a priority means FIFO, a real-time policy without
+/// one gets threads + 1.
+fn scheduling(
+    raw: &Raw,
+    threads: usize,
+    notes: &mut Vec<String>,
+) -> Result<(Policy, u32), DropinError> {
     let mut policy = raw.policy.unwrap_or(Policy::Other);
     let mut priority = raw.priority.unwrap_or(0);
     if priority > 99 {
@@ -592,9 +609,17 @@ fn settle(raw: Raw, online: &[usize]) -> Result<Settings, DropinError> {
         policy = Policy::Fifo;
     }
     if policy.is_realtime() && priority == 0 {
-        priority = (threads + 1).min(99);
+        priority = (threads as u64 + 1).min(99);
         notes.push(format!("defaulting realtime priority to {priority}"));
     }
+    Ok((policy, priority as u32))
+}
+
+/// cyclictest's rules after reading (the end of `process_options`).
+fn settle(raw: Raw, online: &[usize]) -> Result<Settings, DropinError> {
+    let mut notes = Vec::new();
+    let (cpus, affinity_given) = placement(&raw, online, &mut notes)?;
+    let (policy, priority) = scheduling(&raw, cpus.len(), &mut notes)?;
     let mut histogram = raw.histogram;
     if histogram > HIST_MAX {
         notes.push(format!(
@@ -671,17 +696,14 @@ fn settle(raw: Raw, online: &[usize]) -> Result<Settings, DropinError> {
         .as_deref()
         .map(|m| parse_cpuset("--mainaffinity", m, online))
         .transpose()?;
-    let cpus = (0..threads as usize)
-        .map(|i| pool[i % pool.len()])
-        .collect();
     Ok(Settings {
         cpus,
-        affinity_given: affinity.is_some(),
+        affinity_given,
         interval_us,
         distance_us,
         until,
         policy,
-        priority: priority as u32,
+        priority,
         mlock: raw.mlock,
         dma_latency_us: (!raw.no_dma).then_some(raw.latency),
         clock,
