@@ -468,3 +468,85 @@ fn latency_hist_writes_cyclictests_histogram_for_several_threads() {
         40
     );
 }
+
+#[test]
+fn punctuals_own_document_keeps_the_extras_and_cyclictests_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("p.json");
+    let out = punctual()
+        .args(["cyclictest", "-q", "-l", "80", "-t", "2", "-a", "0", "-h", "50"])
+        .arg(format!("--punctual-json={}", doc.display()))
+        .timeout(T)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc = common::valid_doc(&doc);
+    let series = doc["series"].as_array().unwrap();
+    assert_eq!(series.len(), 3, "two threads and the total");
+    assert_eq!(series[0]["count"], 80);
+    assert!(series[0]["percentiles"]["99.9"].is_u64());
+    let cyc = &doc["cyclictest"];
+    assert_eq!(cyc["buckets"], 50);
+    assert_eq!(cyc["threads"].as_array().unwrap().len(), 2);
+    assert_eq!(cyc["threads"][1]["cycles"], 80);
+    // The histogram on stdout is the document's.
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines = Shapes::new().parse("punctual cyclictest", &text);
+    assert_eq!(check_histogram("punctual", &lines, 2, false), vec![80, 80]);
+}
+
+#[test]
+fn bad_and_unsupported_flags_exit_2_naming_the_flag_and_nothing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("j.json");
+    for (args, said) in [
+        (&["-b", "100"][..], "-b/--breaktrace is not supported by punctual cyclictest"),
+        (&["--smi"], "--smi is not supported"),
+        (&["-z"], "-z: unknown option"),
+        (&["-h"], "-h/--histogram: needs a value"),
+        (&["-p", "120"], "-p/--priority: 120: give 0 to 99"),
+        (&["-D", "3x"], "-D/--duration"),
+    ] {
+        punctual()
+            .arg("cyclictest")
+            .arg(format!("--json={}", json.display()))
+            .args(args)
+            .timeout(T)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(said));
+    }
+    assert!(!json.exists());
+    punctual()
+        .args(["cyclictest", "--help"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("--histofall=US"));
+}
+
+#[test]
+fn an_interrupted_run_writes_its_histogram_and_json_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("j.json");
+    let child = std::process::Command::new(bin_path())
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
+        .args(["cyclictest", "-q", "-h", "20", "-i", "500"])
+        .arg(format!("--json={}", json.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until interrupted, as cyclictest: wait for the first samples, then Ctrl-C.
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines = Shapes::new().parse("interrupted", &text);
+    let n = check_histogram("interrupted", &lines, 1, false);
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["return_code"], 130);
+    assert_eq!(doc["thread"]["0"]["cycles"], n[0]);
+}

@@ -388,7 +388,11 @@ pub fn parse(args: &[String], online: &[usize]) -> Result<Parsed, DropinError> {
                     _ if !rest.is_empty() => Some(rest),
                     Has::Optional => None,
                     Has::Required => {
-                        let v = next.ok_or_else(|| usage(&spelled(full), "needs a value"))?;
+                        let v = next.ok_or_else(|| {
+                            // `-h` alone is often a request for help.
+                            let hint = if c == 'h' { " (help: --help)" } else { "" };
+                            usage(&spelled(full), format!("needs a value{hint}"))
+                        })?;
                         i += 1;
                         Some(v)
                     }
