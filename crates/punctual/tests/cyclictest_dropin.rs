@@ -474,7 +474,18 @@ fn punctuals_own_document_keeps_the_extras_and_cyclictests_figures() {
     let dir = tempfile::tempdir().unwrap();
     let doc = dir.path().join("p.json");
     let out = punctual()
-        .args(["cyclictest", "-q", "-l", "80", "-t", "2", "-a", "0", "-h", "50"])
+        .args([
+            "cyclictest",
+            "-q",
+            "-l",
+            "80",
+            "-t",
+            "2",
+            "-a",
+            "0",
+            "-h",
+            "50",
+        ])
         .arg(format!("--punctual-json={}", doc.display()))
         .timeout(T)
         .output()
@@ -500,7 +511,10 @@ fn bad_and_unsupported_flags_exit_2_naming_the_flag_and_nothing_runs() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("j.json");
     for (args, said) in [
-        (&["-b", "100"][..], "-b/--breaktrace is not supported by punctual cyclictest"),
+        (
+            &["-b", "100"][..],
+            "-b/--breaktrace is not supported by punctual cyclictest",
+        ),
         (&["--smi"], "--smi is not supported"),
         (&["-z"], "-z: unknown option"),
         (&["-h"], "-h/--histogram: needs a value"),
@@ -546,7 +560,8 @@ fn an_interrupted_run_writes_its_histogram_and_json_and_exits_130() {
     let text = String::from_utf8(out.stdout).unwrap();
     let lines = Shapes::new().parse("interrupted", &text);
     let n = check_histogram("interrupted", &lines, 1, false);
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["return_code"], 130);
     assert_eq!(doc["thread"]["0"]["cycles"], n[0]);
 }
