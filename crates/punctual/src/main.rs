@@ -67,6 +67,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Check(a) => cmd::check::run(a, env),
         Command::Latency(a) => cmd::latency::run(a, env),
+        Command::Cyclictest(a) => cmd::cyclictest::run(a, env),
         Command::Experiment(a) => cmd::experiment::run(a, env),
         Command::Bench(a) => cmd::bench::run(a, env),
         Command::Load(a) => cmd::load_body::run(a),
@@ -82,5 +83,8 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::Advise(a) => cmd::advise::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),
+        Command::RtAppTask(a) => cmd::rtapp::task(a),
+        Command::Man(a) => cmd::docs::man(a, env),
+        Command::Completions(a) => cmd::docs::completions(a),
     }
 }
