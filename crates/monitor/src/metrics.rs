@@ -230,7 +230,7 @@ impl Families<'_, '_> {
 fn encode_histogram(mut m: MetricEncoder, c: &LiveCounts) -> Result<(), Error> {
     let mut classic: Vec<(f64, u64)> = CLASSIC_BOUNDS_NS
         .iter()
-        .map(|&b| (b as f64 * 1e-9, 0))
+        .map(|&b| (b as f64 / 1e9, 0))
         .chain(std::iter::once((f64::INFINITY, 0)))
         .collect();
     let mut zero = 0u64;
@@ -248,7 +248,7 @@ fn encode_histogram(mut m: MetricEncoder, c: &LiveCounts) -> Result<(), Error> {
             zero += n;
             continue;
         }
-        let mid = (low as f64 + bucket_high(i) as f64) / 2.0 * 1e-9;
+        let mid = (low as f64 + bucket_high(i) as f64) / 2.0 / 1e9;
         let idx = native_index(mid);
         match native.last_mut() {
             Some((j, k)) if *j == idx => *k += n,
@@ -271,7 +271,7 @@ fn encode_histogram(mut m: MetricEncoder, c: &LiveCounts) -> Result<(), Error> {
         created: None,
     };
     m.encode_histogram_with_native::<NoLabelSet>(
-        c.sum_ns() as f64 * 1e-9,
+        c.sum_ns() as f64 / 1e9,
         count,
         &classic,
         None,
@@ -340,7 +340,7 @@ impl Collector for LatencyCollector {
             )?;
             let rows: Vec<_> = copies
                 .iter()
-                .map(|(s, _, peak)| (cpu(s), *peak as f64 * 1e-9))
+                .map(|(s, _, peak)| (cpu(s), *peak as f64 / 1e9))
                 .collect();
             f.gauges(
                 "wakeup_latency_max",
@@ -368,7 +368,7 @@ impl Collector for LatencyCollector {
                 None,
                 &rows,
             )?;
-            let interval = board.interval_ns() as f64 * 1e-9;
+            let interval = board.interval_ns() as f64 / 1e9;
             let rows: Vec<_> = copies.iter().map(|(s, _, _)| (cpu(s), interval)).collect();
             f.gauges(
                 "period",
@@ -380,7 +380,7 @@ impl Collector for LatencyCollector {
                 "late_bound",
                 "A release later than this counts in punctual_late_releases_total",
                 Some(&Unit::Seconds),
-                &[(vec![], board.late_bound_ns as f64 * 1e-9)],
+                &[(vec![], board.late_bound_ns as f64 / 1e9)],
             )
         })();
         for (_, c, _) in copies {
@@ -403,7 +403,7 @@ impl Collector for StealCollector {
         let rows: Vec<_> = steal
             .iter()
             .zip(&names)
-            .map(|((_, ns), s)| (vec![("cpu", s.as_str())], *ns as f64 * 1e-9))
+            .map(|((_, ns), s)| (vec![("cpu", s.as_str())], *ns as f64 / 1e9))
             .collect();
         Families(&mut encoder).counters(
             "steal",
@@ -481,7 +481,7 @@ impl Collector for OpsCollector {
                 "floor_gap_max",
                 "The longest timeline gap in the latest floor measurement",
                 Some(&Unit::Seconds),
-                &rows(&|v| v.2 as f64 * 1e-9),
+                &rows(&|v| v.2 as f64 / 1e9),
             )?;
         }
         let mut m = f.0.encode_descriptor(
