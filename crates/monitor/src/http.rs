@@ -216,7 +216,17 @@ impl Server {
                         if !readable(&listener, 200) {
                             continue;
                         }
-                        while let Ok((stream, _)) = listener.accept() {
+                        loop {
+                            let stream = match listener.accept() {
+                                Ok((s, _)) => s,
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                                Err(_) => {
+                                    // Out of descriptors (or the like): let answers finish
+                                    // rather than spin on a listener that stays readable.
+                                    std::thread::sleep(Duration::from_millis(10));
+                                    break;
+                                }
+                            };
                             match tx.try_send(stream) {
                                 Ok(()) => {}
                                 Err(TrySendError::Full(s)) => {
@@ -258,6 +268,34 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// The listening socket's backlog: connections the kernel completes before they are accepted
+/// (std's 128 would drop the SYNs of a burst of scrapes, which clients retry only after a second).
+pub const BACKLOG: i32 = 1024;
+
+/// Set `listener`'s backlog to [`BACKLOG`] (Linux takes a second `listen` as a change).
+pub fn widen_backlog(listener: &TcpListener) {
+    // SAFETY: listen on a socket we own, already listening.
+    unsafe {
+        libc::listen(listener.as_raw_fd(), BACKLOG);
+    }
+}
+
+/// Raise this process's descriptor limit to `want` (at most the hard limit), so a full queue of
+/// connections cannot run it out of descriptors. Process-local: it ends with the process.
+pub fn raise_fd_limit(want: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid rlimit pointers for this process's own limit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < want {
+            l.rlim_cur = want.min(l.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
     }
 }
 
@@ -407,11 +445,7 @@ pub fn parse(head: &[u8]) -> Result<Request, Response> {
         _ => return Err(bad("the request line is not METHOD PATH HTTP/1.1")),
     };
     if !(version == "HTTP/1.1" || version == "HTTP/1.0") {
-        return Err(if version.starts_with("HTTP/") {
-            Response::error(505, "only HTTP/1.0 and HTTP/1.1 are served")
-        } else {
-            bad("the request line is not METHOD PATH HTTP/1.1")
-        });
+        return Err(bad("only HTTP/1.0 and HTTP/1.1 are served"));
     }
     let method = match method {
         "GET" => Method::Get,
@@ -465,7 +499,6 @@ fn reason(status: u16) -> &'static str {
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
         _ => "Unknown",
     }
 }
@@ -502,7 +535,7 @@ mod tests {
         assert_eq!(parse(b"HEAD / HTTP/1.0").unwrap().method, Method::Head);
         let status = |h: &[u8]| parse(h).unwrap_err().status;
         assert_eq!(status(b"POST /metrics HTTP/1.1"), 405);
-        assert_eq!(status(b"GET /metrics HTTP/2.0"), 505);
+        assert_eq!(status(b"GET /metrics HTTP/2.0"), 400);
         assert_eq!(status(b"GET /metrics"), 400);
         assert_eq!(status(b"GET  /metrics HTTP/1.1"), 400);
         assert_eq!(status(b"GET metrics HTTP/1.1"), 400);

@@ -78,7 +78,10 @@ pub fn bind(addr: &str) -> Result<std::net::TcpListener, MonitorError> {
     let mut last = None;
     for a in addrs {
         match std::net::TcpListener::bind(a) {
-            Ok(l) => return Ok(l),
+            Ok(l) => {
+                http::widen_backlog(&l);
+                return Ok(l);
+            }
             Err(e) => last = Some(e),
         }
     }

@@ -119,6 +119,8 @@ impl Measurement for Monitor {
             .take()
             .ok_or_else(|| Failure::system("a monitor runs once"))?;
         let placement = Arc::new(Placement::avoiding(&settings.cpus));
+        // Room for a full queue of connections besides everything else.
+        crate::http::raise_fd_limit(self.limits.queue as u64 + 1024);
         let host = ctx.env.host();
         let labels = HostLabels(vec![
             ("hostname", host.hostname.clone()),
