@@ -327,7 +327,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             }
         }
         publish(&progress[slot], &stats[slot], lateness);
-        heartbeat.margin_ns.store(margin.margin(), Ordering::Relaxed);
+        heartbeat
+            .margin_ns
+            .store(margin.margin(), Ordering::Relaxed);
         match late_wake {
             // A late wake-up while the hypervisor held the CPU says nothing about the kernel: the
             // margin does not chase it (no margin covers stolen time).

@@ -78,7 +78,10 @@ impl Settings {
         if self.floor_for == 0 || self.floor_for > MAX_FLOOR {
             return bad(
                 "--floor-for",
-                format!("{} must be above 0 and at most 10s", format_ns(self.floor_for)),
+                format!(
+                    "{} must be above 0 and at most 10s",
+                    format_ns(self.floor_for)
+                ),
             );
         }
         if let Some(e) = self.floor_every {

@@ -86,8 +86,10 @@ pub fn negotiate(accept: Option<&str>) -> Format {
 /// The registry in `format`.
 pub fn render(registry: &Registry, format: Format) -> Result<Vec<u8>, String> {
     match format {
-        Format::Protobuf => prometheus_client::encoding::prometheus_protobuf::encode_to_vec(registry)
-            .map_err(|e| format!("encoding protobuf: {e}")),
+        Format::Protobuf => {
+            prometheus_client::encoding::prometheus_protobuf::encode_to_vec(registry)
+                .map_err(|e| format!("encoding protobuf: {e}"))
+        }
         Format::OpenMetrics => {
             let mut s = String::with_capacity(16 << 10);
             prometheus_client::encoding::text::encode(&mut s, registry)
@@ -121,7 +123,9 @@ mod tests {
         assert_eq!(negotiate(Some("application/json")), Format::Text);
         // A protobuf of another message, or not delimited, is not ours.
         assert_eq!(
-            negotiate(Some("application/vnd.google.protobuf;proto=other;encoding=delimited")),
+            negotiate(Some(
+                "application/vnd.google.protobuf;proto=other;encoding=delimited"
+            )),
             Format::Text
         );
         // q decides; q=0 refuses.

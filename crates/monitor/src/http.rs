@@ -351,10 +351,9 @@ fn serve(mut s: TcpStream, handler: &dyn Handler, stats: &ServerStats, limits: L
     let (resp, head) = match read_head(&mut s, limits) {
         Ok(head) => match parse(&head) {
             Ok(req) => {
-                let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    handler.handle(&req)
-                }))
-                .unwrap_or_else(|_| Response::error(500, "the handler failed"));
+                let answer =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(&req)))
+                        .unwrap_or_else(|_| Response::error(500, "the handler failed"));
                 (answer, req.method == Method::Head)
             }
             Err(r) => (r, false),
@@ -458,7 +457,9 @@ pub fn parse(head: &[u8]) -> Result<Request, Response> {
         _ => return Err(bad("the method is not a token")),
     };
     if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
-        return Err(bad("the path must start with / and hold no spaces or controls"));
+        return Err(bad(
+            "the path must start with / and hold no spaces or controls",
+        ));
     }
     let path = target.split(['?', '#']).next().unwrap_or("/").to_string();
     let mut accept = None;

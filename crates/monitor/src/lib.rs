@@ -21,6 +21,7 @@ pub mod history;
 pub mod http;
 pub mod measure;
 pub mod metrics;
+pub mod slots;
 
 use std::path::PathBuf;
 
@@ -87,8 +88,7 @@ pub fn bind(addr: &str) -> Result<std::net::TcpListener, MonitorError> {
     }
     Err(MonitorError::Bind {
         addr: addr.into(),
-        source: last
-            .unwrap_or_else(|| std::io::Error::other("the name resolves to no address")),
+        source: last.unwrap_or_else(|| std::io::Error::other("the name resolves to no address")),
     })
 }
 
@@ -103,7 +103,11 @@ impl http::Handler for MetricsHandler {
         match req.path.as_str() {
             "/metrics" if req.method == Method::Head => {
                 // HEAD must not consume the "worst since the last scrape" gauges.
-                Response::new(200, expose::negotiate(req.accept.as_deref()).content_type(), "")
+                Response::new(
+                    200,
+                    expose::negotiate(req.accept.as_deref()).content_type(),
+                    "",
+                )
             }
             "/metrics" => {
                 let format = expose::negotiate(req.accept.as_deref());

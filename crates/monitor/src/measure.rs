@@ -121,16 +121,13 @@ impl Measurement for Monitor {
         let placement = Arc::new(Placement::avoiding(&settings.cpus));
         // Room for a full queue of connections besides everything else.
         crate::http::raise_fd_limit(self.limits.queue as u64 + 1024);
-        let host = ctx.env.host();
-        let labels = HostLabels(vec![
-            ("hostname", host.hostname.clone()),
-            ("kernel", host.kernel.clone()),
-            ("preempt", host.preempt.clone()),
-            ("clocksource", host.clocksource.clone()),
-            ("virtualized", host.virtualized.to_string()),
-        ]);
-        let registry =
-            crate::metrics::registry(self.board.clone(), self.ops.clone(), self.http.clone(), labels);
+        let labels = HostLabels::of(&ctx.env.host());
+        let registry = crate::metrics::registry(
+            self.board.clone(),
+            self.ops.clone(),
+            self.http.clone(),
+            labels,
+        );
         let server = Server::start(
             listener,
             Arc::new(MetricsHandler { registry }),
@@ -185,7 +182,9 @@ impl Measurement for Monitor {
                         "SIGHUP: now CPU {} every {}, a window every {}",
                         punctual_rt::format_cpu_list(&new.cpus),
                         format_ns(new.interval),
-                        new.history_every.map(format_ns).unwrap_or_else(|| "never".into())
+                        new.history_every
+                            .map(format_ns)
+                            .unwrap_or_else(|| "never".into())
                     ));
                     self.ops.reloads_ok.fetch_add(1, Ordering::Relaxed);
                     settings = new;
@@ -212,16 +211,15 @@ impl Measurement for Monitor {
             served_at,
             windows_stored,
             reloads: self.ops.reloads_ok.load(Ordering::Relaxed),
-            answered: self.http.answered.each_ref().map(|a| a.load(Ordering::Relaxed)),
+            answered: self
+                .http
+                .answered
+                .each_ref()
+                .map(|a| a.load(Ordering::Relaxed)),
         })
     }
 
-    fn report(
-        &self,
-        o: MonitorOutcome,
-        ctx: &Ctx,
-        doc: &mut ResultDoc,
-    ) -> Result<Report, Failure> {
+    fn report(&self, o: MonitorOutcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         ctx.runtime_fallbacks(
             doc,
             o.outcome.threads.iter().filter_map(|t| t.fallback.as_ref()),

@@ -110,11 +110,11 @@ impl Board {
         self.interval_ns.load(Ordering::Relaxed)
     }
 
-    fn take_counts(&self) -> LiveCounts {
+    pub fn take_counts(&self) -> LiveCounts {
         lock(&self.spare).pop().unwrap_or_default()
     }
 
-    fn give_counts(&self, c: LiveCounts) {
+    pub fn give_counts(&self, c: LiveCounts) {
         let mut spare = lock(&self.spare);
         // As many as scrapes run at once (the server's workers), never more.
         if spare.len() < 8 {
@@ -142,27 +142,48 @@ pub struct Ops {
 #[derive(Clone, Debug)]
 pub struct HostLabels(pub Vec<(&'static str, String)>);
 
-/// The registry `/metrics` serves: the measured CPUs, steal time, the monitor's own work, the HTTP
-/// server's answers, the process, build and host.
+impl HostLabels {
+    pub fn of(host: &punctual_result::HostFacts) -> HostLabels {
+        HostLabels(vec![
+            ("hostname", host.hostname.clone()),
+            ("kernel", host.kernel.clone()),
+            ("preempt", host.preempt.clone()),
+            ("clocksource", host.clocksource.clone()),
+            ("virtualized", host.virtualized.to_string()),
+        ])
+    }
+}
+
+/// The registry `punctual monitor` serves: the measured CPUs, steal time, the monitor's own
+/// work, the HTTP server's answers, the process, build and host.
 pub fn registry(
     board: Arc<Board>,
     ops: Arc<Ops>,
     http: Arc<ServerStats>,
     host: HostLabels,
 ) -> Registry {
-    let mut root = Registry::default();
-    root.register_collector(Box::new(ProcessCollector));
+    let mut root = common(http, host);
     let r = root.sub_registry_with_prefix("punctual");
     r.register_collector(Box::new(LatencyCollector(board)));
     r.register_collector(Box::new(StealCollector));
-    r.register_collector(Box::new(OpsCollector { ops, http, host }));
+    r.register_collector(Box::new(OpsCollector(ops)));
+    root
+}
+
+/// What every punctual endpoint serves: the process, the HTTP server's answers, host and build.
+/// Add collectors under the `punctual` prefix with `sub_registry_with_prefix("punctual")`.
+pub fn common(http: Arc<ServerStats>, host: HostLabels) -> Registry {
+    let mut root = Registry::default();
+    root.register_collector(Box::new(ProcessCollector));
+    root.sub_registry_with_prefix("punctual")
+        .register_collector(Box::new(CommonCollector { http, host }));
     root
 }
 
 /// Families of a collector: each `encode_*` writes one family's descriptor and its samples.
 pub struct Families<'a, 'b>(pub &'a mut DescriptorEncoder<'b>);
 
-type Labels<'l> = Vec<(&'static str, &'l str)>;
+pub type Labels<'l> = Vec<(&'static str, &'l str)>;
 
 impl Families<'_, '_> {
     fn family(
@@ -215,19 +236,25 @@ impl Families<'_, '_> {
         help: &str,
         rows: &[(Labels, &LiveCounts)],
     ) -> Result<(), Error> {
-        self.family(name, help, Some(&Unit::Seconds), MetricType::Histogram, |m| {
-            for (labels, counts) in rows {
-                encode_histogram(m.encode_family(labels)?, counts)?;
-            }
-            Ok(())
-        })
+        self.family(
+            name,
+            help,
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+            |m| {
+                for (labels, counts) in rows {
+                    encode_histogram(m.encode_family(labels)?, counts)?;
+                }
+                Ok(())
+            },
+        )
     }
 }
 
 /// A live histogram as Prometheus sees it: classic buckets (a live bucket counts under the first
 /// bound at or above its lowest value: within 0.1 % of the bound) and native buckets (each live
 /// bucket placed by its midpoint; live buckets are 100 times narrower than native ones).
-fn encode_histogram(mut m: MetricEncoder, c: &LiveCounts) -> Result<(), Error> {
+pub fn encode_histogram(mut m: MetricEncoder, c: &LiveCounts) -> Result<(), Error> {
     let mut classic: Vec<(f64, u64)> = CLASSIC_BOUNDS_NS
         .iter()
         .map(|&b| (b as f64 / 1e9, 0))
@@ -348,7 +375,10 @@ impl Collector for LatencyCollector {
                 Some(&Unit::Seconds),
                 &rows,
             )?;
-            let rows: Vec<_> = copies.iter().map(|(s, c, _)| (cpu(s), c.missed())).collect();
+            let rows: Vec<_> = copies
+                .iter()
+                .map(|(s, c, _)| (cpu(s), c.missed()))
+                .collect();
             f.counters(
                 "missed_periods",
                 "Releases that had already passed when the measuring thread woke (skipped, never run late)",
@@ -415,17 +445,13 @@ impl Collector for StealCollector {
 }
 
 #[derive(Debug)]
-struct OpsCollector {
-    ops: Arc<Ops>,
-    http: Arc<ServerStats>,
-    host: HostLabels,
-}
+struct OpsCollector(Arc<Ops>);
 
 impl Collector for OpsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
         let mut f = Families(&mut encoder);
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let ops = &self.ops;
+        let ops = &self.0;
         f.counters(
             "config_reloads",
             "SIGHUP re-reads of the configuration file, by result",
@@ -444,6 +470,49 @@ impl Collector for OpsCollector {
                 (vec![("result", "failed")], load(&ops.windows_failed)),
             ],
         )?;
+        let floors = lock(&ops.floors).clone();
+        if floors.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = floors.keys().map(|c| c.to_string()).collect();
+        let rows = |pick: &dyn Fn(&(f64, f64, u64)) -> f64| -> Vec<(Labels, f64)> {
+            floors
+                .values()
+                .zip(&names)
+                .map(|(v, s)| (vec![("cpu", s.as_str())], pick(v)))
+                .collect()
+        };
+        f.gauges(
+            "floor_gaps_per_second",
+            "Timeline gaps per second in the latest floor measurement (bench gaps)",
+            None,
+            &rows(&|v| v.0),
+        )?;
+        f.gauges(
+            "floor_lost_ratio",
+            "Share of the CPU's time lost in timeline gaps in the latest floor measurement",
+            None,
+            &rows(&|v| v.1),
+        )?;
+        f.gauges(
+            "floor_gap_max",
+            "The longest timeline gap in the latest floor measurement",
+            Some(&Unit::Seconds),
+            &rows(&|v| v.2 as f64 / 1e9),
+        )
+    }
+}
+
+#[derive(Debug)]
+struct CommonCollector {
+    http: Arc<ServerStats>,
+    host: HostLabels,
+}
+
+impl Collector for CommonCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
+        let mut f = Families(&mut encoder);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let h = &self.http;
         f.counters(
             "http_responses",
@@ -455,42 +524,13 @@ impl Collector for OpsCollector {
                 (vec![("code", "5xx")], load(&h.answered[2])),
             ],
         )?;
-        let floors = lock(&ops.floors).clone();
-        if !floors.is_empty() {
-            let names: Vec<String> = floors.keys().map(|c| c.to_string()).collect();
-            let rows = |pick: &dyn Fn(&(f64, f64, u64)) -> f64| -> Vec<(Labels, f64)> {
-                floors
-                    .values()
-                    .zip(&names)
-                    .map(|(v, s)| (vec![("cpu", s.as_str())], pick(v)))
-                    .collect()
-            };
-            f.gauges(
-                "floor_gaps_per_second",
-                "Timeline gaps per second in the latest floor measurement (bench gaps)",
-                None,
-                &rows(&|v| v.0),
-            )?;
-            f.gauges(
-                "floor_lost_ratio",
-                "Share of the CPU's time lost in timeline gaps in the latest floor measurement",
-                None,
-                &rows(&|v| v.1),
-            )?;
-            f.gauges(
-                "floor_gap_max",
-                "The longest timeline gap in the latest floor measurement",
-                Some(&Unit::Seconds),
-                &rows(&|v| v.2 as f64 / 1e9),
-            )?;
-        }
         let mut m = f.0.encode_descriptor(
             "host",
             "The host's kernel and clock",
             None,
             MetricType::Info,
         )?;
-        m.encode_info(&self.host.0)?;
+        m.encode_info(&self.host)?;
         let mut m = f.0.encode_descriptor(
             "build",
             "The punctual build serving these metrics",
@@ -574,10 +614,7 @@ mod tests {
         assert_eq!(native_index(0.5 * 1.0001), -7);
         let v = 17e-6;
         let i = native_index(v);
-        let (lo, hi) = (
-            2f64.powf((i - 1) as f64 / 8.0),
-            2f64.powf(i as f64 / 8.0),
-        );
+        let (lo, hi) = (2f64.powf((i - 1) as f64 / 8.0), 2f64.powf(i as f64 / 8.0));
         assert!(lo < v && v <= hi, "{lo} {v} {hi}");
     }
 

@@ -95,7 +95,10 @@ fn every_dashboard_query_names_an_exported_metric() {
         let used = metrics_in(e);
         assert!(!used.is_empty() || e.is_empty(), "no metric in {e}");
         for m in used {
-            assert!(names.contains(&m), "{m} (in {e}) is not exported; exported: {names:?}");
+            assert!(
+                names.contains(&m),
+                "{m} (in {e}) is not exported; exported: {names:?}"
+            );
             seen.insert(m);
         }
     }
@@ -108,7 +111,10 @@ fn every_dashboard_query_names_an_exported_metric() {
     ] {
         assert!(seen.contains(needed), "the dashboard never shows {needed}");
     }
-    let heat = panels.iter().find(|p| p["type"] == "heatmap").expect("a heatmap");
+    let heat = panels
+        .iter()
+        .find(|p| p["type"] == "heatmap")
+        .expect("a heatmap");
     assert!(heat["targets"][0]["expr"]
         .as_str()
         .unwrap()

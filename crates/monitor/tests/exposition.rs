@@ -8,7 +8,9 @@ use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::{
 use prost::Message;
 use punctual_monitor::expose::{render, Format};
 use punctual_monitor::http::ServerStats;
-use punctual_monitor::metrics::{registry, Board, HostLabels, Ops, CLASSIC_BOUNDS_NS, NATIVE_SCHEMA};
+use punctual_monitor::metrics::{
+    registry, Board, HostLabels, Ops, CLASSIC_BOUNDS_NS, NATIVE_SCHEMA,
+};
 use std::sync::Arc;
 
 /// A board measuring CPUs 0 and 1 with known values, and its registry.
@@ -43,7 +45,9 @@ fn decode(bytes: &[u8]) -> Vec<MetricFamily> {
     let mut buf = bytes;
     let mut out = Vec::new();
     while !buf.is_empty() {
-        out.push(MetricFamily::decode_length_delimited(&mut buf).expect("a delimited MetricFamily"));
+        out.push(
+            MetricFamily::decode_length_delimited(&mut buf).expect("a delimited MetricFamily"),
+        );
     }
     out
 }
@@ -68,7 +72,11 @@ fn native_buckets(h: &Histogram) -> Vec<(f64, u64)> {
     let mut count = 0i64;
     let mut deltas = h.positive_delta.iter();
     for (n, span) in h.positive_span.iter().enumerate() {
-        idx = if n == 0 { span.offset } else { idx + span.offset };
+        idx = if n == 0 {
+            span.offset
+        } else {
+            idx + span.offset
+        };
         for _ in 0..span.length {
             count += deltas.next().expect("a delta per bucket");
             let upper = 2f64.powf(idx as f64 / (1 << h.schema) as f64);
@@ -105,7 +113,10 @@ fn protobuf_carries_classic_and_native_buckets_that_match_the_values() {
         );
     }
     assert!(h.bucket.last().unwrap().upper_bound.is_infinite());
-    assert_eq!(h.bucket.last().unwrap().cumulative_count, values.len() as u64);
+    assert_eq!(
+        h.bucket.last().unwrap().cumulative_count,
+        values.len() as u64
+    );
     // Native: schema 3, the zero in the zero bucket, every other value in the bucket its
     // value falls in (a value within 0.1 % of a bound may sit on either side).
     assert_eq!(h.schema, NATIVE_SCHEMA);
@@ -126,16 +137,31 @@ fn protobuf_carries_classic_and_native_buckets_that_match_the_values() {
                 s > lower * 0.999 && s <= upper * 1.001
             })
             .count() as u64;
-        assert!(n <= inside, "({lower}, {upper}]: {n} counted, {inside} near it");
+        assert!(
+            n <= inside,
+            "({lower}, {upper}]: {n} counted, {inside} near it"
+        );
     }
     // The other families.
     let value_of = |name: &str| {
-        let f = fams.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("{name}"));
+        let f = fams
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name}"));
         f.metric[0].clone()
     };
-    assert_eq!(value_of("punctual_missed_periods_total").counter.unwrap().value, 3.0);
     assert_eq!(
-        value_of("punctual_late_releases_total").counter.unwrap().value,
+        value_of("punctual_missed_periods_total")
+            .counter
+            .unwrap()
+            .value,
+        3.0
+    );
+    assert_eq!(
+        value_of("punctual_late_releases_total")
+            .counter
+            .unwrap()
+            .value,
         values.iter().filter(|&&v| v > 10_007).count() as f64
     );
     assert_eq!(value_of("punctual_build_info").gauge.unwrap().value, 1.0);
@@ -155,7 +181,11 @@ fn the_worst_since_the_last_scrape_is_taken_by_each_scrape() {
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     assert_eq!(max(render(&reg, Format::Text).unwrap()), worst);
-    assert_eq!(max(render(&reg, Format::Text).unwrap()), 0.0, "nothing since");
+    assert_eq!(
+        max(render(&reg, Format::Text).unwrap()),
+        0.0,
+        "nothing since"
+    );
     board.active()[0].1.record(7_000);
     assert_eq!(max(render(&reg, Format::OpenMetrics).unwrap()), 7e-6);
 }
@@ -172,7 +202,10 @@ fn text_formats_name_every_family_with_units_and_escape_labels() {
         "{om}"
     );
     assert!(om.contains("punctual_wakeup_latency_seconds_bucket{le=\"0.000001\",cpu=\"0\"}"));
-    assert!(om.contains("kernel=\"6.18.0 \\\"quoted\\\"\""), "label values escaped");
+    assert!(
+        om.contains("kernel=\"6.18.0 \\\"quoted\\\"\""),
+        "label values escaped"
+    );
     let text = String::from_utf8(render(&reg, Format::Text).unwrap()).unwrap();
     for family in [
         "punctual_wakeup_latency_seconds histogram",
@@ -188,7 +221,10 @@ fn text_formats_name_every_family_with_units_and_escape_labels() {
         if name == "punctual_steal_seconds_total" && punctual_rt::host::steal_ns().is_none() {
             continue;
         }
-        assert!(text.contains(&format!("# TYPE {family}\n")), "{family}\n{text}");
+        assert!(
+            text.contains(&format!("# TYPE {family}\n")),
+            "{family}\n{text}"
+        );
         assert!(text.contains(&format!("# HELP {name} ")), "{name} has help");
     }
     assert!(!text.contains("# EOF"));

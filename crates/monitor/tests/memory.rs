@@ -58,7 +58,8 @@ const PER_SECOND: u64 = 100;
 #[test]
 fn a_simulated_week_holds_the_memory_an_hour_held() {
     let dir = tempfile::tempdir().unwrap();
-    let store = punctual_store::Store::open(dir.path().join("results.db").to_str().unwrap()).unwrap();
+    let store =
+        punctual_store::Store::open(dir.path().join("results.db").to_str().unwrap()).unwrap();
     let clock = ManualClock::new(1_000 * SECOND, 0);
     let board = Arc::new(Board::new(10_000));
     let ops = Arc::new(Ops::default());
@@ -137,7 +138,8 @@ fn a_simulated_week_holds_the_memory_an_hour_held() {
         "the heap after a simulated week must be the heap after an hour"
     );
     // The history is in the store, a window each, with the week's growing worst case.
-    let store = punctual_store::Store::open(dir.path().join("results.db").to_str().unwrap()).unwrap();
+    let store =
+        punctual_store::Store::open(dir.path().join("results.db").to_str().unwrap()).unwrap();
     let listed = store
         .list(&punctual_store::Filter {
             tags: vec![("monitor".into(), "window".into())],
@@ -154,7 +156,10 @@ fn a_simulated_week_holds_the_memory_an_hour_held() {
 fn wait_for(done: impl Fn() -> bool) {
     let t0 = std::time::Instant::now();
     while !done() {
-        assert!(t0.elapsed().as_secs() < 60, "the history writer fell behind");
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "the history writer fell behind"
+        );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }

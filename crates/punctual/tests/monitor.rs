@@ -44,7 +44,11 @@ impl Proc {
                 self.child = None;
                 return s.code().unwrap_or(-1);
             }
-            assert!(t0.elapsed() < limit, "{} did not end within {limit:?}", self.what);
+            assert!(
+                t0.elapsed() < limit,
+                "{} did not end within {limit:?}",
+                self.what
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -94,7 +98,9 @@ fn parse_response(all: &[u8]) -> Option<(u16, String, Vec<u8>)> {
 }
 
 fn get(addr: &str, target: &str, accept: Option<&str>) -> Option<(u16, String, Vec<u8>)> {
-    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     exchange(
         addr,
         format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\n{accept}\r\n").as_bytes(),
@@ -197,7 +203,9 @@ fn query(prom: &str, q: &str, at: f64) -> Option<f64> {
     )?;
     let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
     assert_eq!(status, 200, "{v}");
-    let got = v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok());
+    let got = v["data"]["result"][0]["value"][1]
+        .as_str()
+        .and_then(|s| s.parse().ok());
     if got.is_none() {
         eprintln!("{q} at {at}: {v}");
     }
@@ -301,8 +309,16 @@ fn content_negotiation_gives_each_scraper_its_format() {
     assert_eq!(s, 200);
     assert!(head.contains("Content-Type: application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"), "{head}");
     assert!(!body.is_empty());
-    let (_, head, body) = get(&addr, "/metrics", Some("application/openmetrics-text; version=1.0.0")).unwrap();
-    assert!(head.contains("application/openmetrics-text; version=1.0.0"), "{head}");
+    let (_, head, body) = get(
+        &addr,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    )
+    .unwrap();
+    assert!(
+        head.contains("application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
     assert!(String::from_utf8(body).unwrap().ends_with("# EOF\n"));
     let (_, head, _) = get(&addr, "/metrics", None).unwrap();
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
@@ -318,7 +334,13 @@ fn a_scrape_storm_with_malformed_and_slow_requests_never_stops_the_measurement()
     let dir = tempfile::tempdir().unwrap();
     let (mut mon, addr) = monitor(dir.path(), &["--history-every", "off", "--no-store"]);
     let cpu = last_cpu();
-    let count = |t: &str| sample(t, &format!("punctual_wakeup_latency_seconds_count{{cpu=\"{cpu}\"}}")).unwrap();
+    let count = |t: &str| {
+        sample(
+            t,
+            &format!("punctual_wakeup_latency_seconds_count{{cpu=\"{cpu}\"}}"),
+        )
+        .unwrap()
+    };
     let before = count(&scrape(&addr));
     // Room for 1,000 sockets in this process.
     punctual_monitor::http::raise_fd_limit(4096);
@@ -335,7 +357,8 @@ fn a_scrape_storm_with_malformed_and_slow_requests_never_stops_the_measurement()
     let mut slow: Vec<TcpStream> = (0..10)
         .map(|_| {
             let mut s = TcpStream::connect(&addr).unwrap();
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
             s
         })
         .collect();
@@ -348,7 +371,8 @@ fn a_scrape_storm_with_malformed_and_slow_requests_never_stops_the_measurement()
             let _ = s.write_all(req);
             Some(want)
         } else {
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
             None
         };
         storm.push((s, want));
@@ -370,13 +394,20 @@ fn a_scrape_storm_with_malformed_and_slow_requests_never_stops_the_measurement()
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut all = Vec::new();
         let _ = s.read_to_end(&mut all);
-        assert_eq!(parse_response(&all).map(|r| r.0), Some(408), "a slow request");
+        assert_eq!(
+            parse_response(&all).map(|r| r.0),
+            Some(408),
+            "a slow request"
+        );
     }
     let took = t0.elapsed();
     let text = scrape(&addr);
     let after = count(&text);
     eprintln!("1,000 scrapes in {took:?}: {statuses:?}; samples {before} -> {after}");
-    assert!(*statuses.get(&200).unwrap_or(&0) >= 500, "most scrapes served: {statuses:?}");
+    assert!(
+        *statuses.get(&200).unwrap_or(&0) >= 500,
+        "most scrapes served: {statuses:?}"
+    );
     assert!(after > before, "the measurement went on during the storm");
     let refused = sample(&text, "punctual_http_responses_total{code=\"4xx\"}").unwrap();
     assert!(refused >= 20.0, "{refused} 4xx counted");
@@ -415,13 +446,23 @@ fn sighup_rereads_the_configuration_and_keeps_the_old_one_when_it_is_wrong() {
         period(&scrape(&addr)) == Some(0.002)
     });
     let counted = scrape(&addr);
-    assert_eq!(sample(&counted, "punctual_config_reloads_total{result=\"ok\"}"), Some(1.0));
+    assert_eq!(
+        sample(&counted, "punctual_config_reloads_total{result=\"ok\"}"),
+        Some(1.0)
+    );
     std::fs::write(&conf, "interval = \"2 fortnights\"\n").unwrap();
     mon.signal(libc::SIGHUP);
     wait_until(Duration::from_secs(20), "the failed reload counted", || {
-        sample(&scrape(&addr), "punctual_config_reloads_total{result=\"error\"}") == Some(1.0)
+        sample(
+            &scrape(&addr),
+            "punctual_config_reloads_total{result=\"error\"}",
+        ) == Some(1.0)
     });
-    assert_eq!(period(&scrape(&addr)), Some(0.002), "the running configuration kept");
+    assert_eq!(
+        period(&scrape(&addr)),
+        Some(0.002),
+        "the running configuration kept"
+    );
     mon.signal(libc::SIGINT);
     assert_eq!(mon.wait(Duration::from_secs(30)), 130);
     let err = read(&dir.path().join("monitor.err"));
@@ -464,7 +505,10 @@ fn windows_go_to_the_store_and_compare_reads_them() {
         .filter(|l| l.contains("monitor"))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert!(windows.len() >= 2, "two windows of 2 s and the last partial one: {text}");
+    assert!(
+        windows.len() >= 2,
+        "two windows of 2 s and the last partial one: {text}"
+    );
     let cmp = punctual()
         .env("PUNCTUAL_STORE", &db)
         .args(["compare", windows[0], windows[1]])
@@ -481,8 +525,14 @@ fn bad_input_exits_2_and_a_taken_port_exits_3_before_measuring() {
         (&["monitor", "--listen", "nowhere"], "--listen"),
         (&["monitor", "-i", "1us"], "-i/--interval"),
         (&["monitor", "--history-every", "100ms"], "--history-every"),
-        (&["monitor", "--floor-every", "5s", "--floor-for", "1s"], "--floor-every"),
-        (&["monitor", "--config", "/nonexistent/monitor.toml"], "monitor.toml"),
+        (
+            &["monitor", "--floor-every", "5s", "--floor-for", "1s"],
+            "--floor-every",
+        ),
+        (
+            &["monitor", "--config", "/nonexistent/monitor.toml"],
+            "monitor.toml",
+        ),
     ];
     for (args, says) in cases {
         let o = punctual().args(args).output().unwrap();
@@ -510,7 +560,11 @@ fn the_shipped_units_pass_systemd_analyze_with_this_binary() {
     let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/systemd");
     let bin = bin_path();
     let mut units = Vec::new();
-    for u in ["punctual-monitor.service", "punctual-check.service", "punctual-check.timer"] {
+    for u in [
+        "punctual-monitor.service",
+        "punctual-check.service",
+        "punctual-check.timer",
+    ] {
         let text = std::fs::read_to_string(contrib.join(u))
             .unwrap()
             .replace("/usr/bin/punctual", bin.to_str().unwrap());
@@ -526,10 +580,87 @@ fn the_shipped_units_pass_systemd_analyze_with_this_binary() {
     // The units' command lines are ones punctual accepts.
     for u in ["punctual-monitor.service", "punctual-check.service"] {
         let text = std::fs::read_to_string(contrib.join(u)).unwrap();
-        let exec = text.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
+        let exec = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .unwrap();
         let mut args: Vec<&str> = exec.split_whitespace().skip(1).collect();
         args.push("--help");
         let o = punctual().args(&args).output().unwrap();
         assert!(o.status.success(), "{u}: {}", stderr(&o));
     }
+}
+
+#[test]
+fn run_metrics_serves_the_running_plans_tasks_and_dispatcher() {
+    let _cpu = punctual_testkit::exclusive_cpu();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plans/basic.toml");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut cmd = Command::new(bin_path());
+    cmd.args([
+        "run",
+        plan.to_str().unwrap(),
+        "-D",
+        "30s",
+        "--metrics",
+        &addr,
+        "--no-store",
+    ])
+    .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(dir.path().join("run.err")).unwrap());
+    let mut run = Proc::start("punctual run", &mut cmd);
+    let releases = |t: &str| sample(t, "punctual_task_releases_total{task=\"tick\"");
+    wait_until(Duration::from_secs(60), "the plan's tasks served", || {
+        get(&addr, "/metrics", None)
+            .filter(|r| r.0 == 200)
+            .is_some_and(|r| releases(&String::from_utf8_lossy(&r.2)).is_some_and(|n| n > 100.0))
+    });
+    let text = scrape(&addr);
+    for family in [
+        "# TYPE punctual_task_lateness_seconds histogram",
+        "# TYPE punctual_task_lateness_max_seconds gauge",
+        "# TYPE punctual_task_missed_releases_total counter",
+        "# TYPE punctual_task_overruns_total counter",
+        "# TYPE punctual_dispatcher_margin_seconds gauge",
+        "# TYPE punctual_dispatcher_cpu_seconds_total counter",
+    ] {
+        assert!(text.contains(family), "{family}\n{text}");
+    }
+    let count = sample(&text, "punctual_task_lateness_seconds_count{task=\"tick\"").unwrap();
+    assert!(count > 100.0);
+    assert!(sample(&text, "punctual_dispatcher_margin_seconds").unwrap() > 0.0);
+    if let Some(promtool) = punctual_testkit::tool(
+        "run_metrics_serves_the_running_plans_tasks_and_dispatcher",
+        "promtool",
+        "prometheus",
+    ) {
+        let mut c = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let o = c.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(&o)
+        );
+    }
+    run.signal(libc::SIGINT);
+    assert_eq!(
+        run.wait(Duration::from_secs(60)),
+        130,
+        "{}",
+        read(&dir.path().join("run.err"))
+    );
+    assert!(
+        get(&addr, "/metrics", None).is_none(),
+        "the server ends with the run"
+    );
 }

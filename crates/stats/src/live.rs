@@ -205,7 +205,8 @@ impl LiveCounts {
     /// `woke_late`: the values above zero (for a plain absolute sleep every late wake-up).
     pub fn to_recorder(&self, max: u64) -> Recorder {
         Recorder::from_buckets(
-            self.buckets().map(|(i, n)| (bucket_low(i), bucket_high(i), n)),
+            self.buckets()
+                .map(|(i, n)| (bucket_low(i), bucket_high(i), n)),
             self.sum as u128,
             max,
             self.missed,
@@ -254,7 +255,9 @@ mod tests {
         }
         live.snapshot(&mut before);
         let _ = live.take_peak(1);
-        let window: Vec<u64> = (0..10_000u64).map(|i| 1_000 + (i * 7919) % 250_000).collect();
+        let window: Vec<u64> = (0..10_000u64)
+            .map(|i| 1_000 + (i * 7919) % 250_000)
+            .collect();
         let mut exact = Recorder::new();
         for &v in &window {
             live.record(v);
@@ -273,14 +276,21 @@ mod tests {
         assert_eq!(a.count, b.count);
         assert_eq!(a.max, b.max);
         assert_eq!(a.mean, b.mean, "sum is exact");
-        assert_eq!(a.percentiles, b.percentiles, "same buckets, same percentiles");
+        assert_eq!(
+            a.percentiles, b.percentiles,
+            "same buckets, same percentiles"
+        );
         assert_eq!(a.missed_periods, 3);
         assert!((a.stddev as f64 - b.stddev as f64).abs() <= b.stddev as f64 * 1e-3);
         assert!((a.min as f64 - b.min as f64).abs() <= b.min as f64 * 1e-3);
         assert!((a.within.us50 - b.within.us50).abs() <= 1e-3);
         // The whole history is still there.
         assert_eq!(live.max(), exact.max().unwrap().max(12_345));
-        assert_eq!(live.take_peak(0), live.max(), "reader 0 never took its peak");
+        assert_eq!(
+            live.take_peak(0),
+            live.max(),
+            "reader 0 never took its peak"
+        );
         assert_eq!(live.take_peak(0), 0, "taken: starts again from zero");
     }
 
