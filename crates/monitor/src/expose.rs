@@ -39,7 +39,7 @@ pub fn negotiate(accept: Option<&str>) -> Format {
     for range in accept.split(',') {
         let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let mut q = 1.0;
+        let mut q: f64 = 1.0;
         let (mut proto, mut encoding, mut version) = (None, None, None);
         for p in parts {
             let Some((k, v)) = p.split_once('=') else {
@@ -72,7 +72,8 @@ pub fn negotiate(accept: Option<&str>) -> Format {
             _ => None,
         };
         if let Some((rank, f)) = format {
-            if !(q > 0.0) {
+            // q=0 refuses; a NaN q is no preference at all.
+            if q.is_nan() || q <= 0.0 {
                 continue;
             }
             if best.is_none_or(|(bq, br, _)| q > bq || (q == bq && rank > br)) {

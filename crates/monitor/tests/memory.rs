@@ -101,7 +101,7 @@ fn a_simulated_week_holds_the_memory_an_hour_held() {
             for _ in 0..PER_SECOND {
                 // Mostly tens of microseconds; now and then a long one that grows all week, so
                 // values keep landing in buckets never used before.
-                let v = if k % 10_007 == 0 {
+                let v = if k.is_multiple_of(10_007) {
                     300_000 + k / 1_000
                 } else {
                     2_000 + (k * 7919) % 50_000
@@ -113,10 +113,10 @@ fn a_simulated_week_holds_the_memory_an_hour_held() {
         }
         let elapsed = clock.now() - start;
         keeper.tick(&settings, &stop);
-        if elapsed % (5 * MINUTE) == 0 {
+        if elapsed.is_multiple_of(5 * MINUTE) {
             scrape_bytes = render(&reg, Format::Protobuf).unwrap().len();
         }
-        if elapsed % (10 * MINUTE) == 0 {
+        if elapsed.is_multiple_of(10 * MINUTE) {
             windows += 1;
             // Each window is written before the next (the writer queues only a few).
             wait_for(|| ops.windows_stored.load(Relaxed) == windows);
