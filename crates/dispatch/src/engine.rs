@@ -320,11 +320,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
-            stats[slot].lateness.add_missed(missed);
-            progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
-            if let Some(h) = &progress[slot].live {
-                h.add_missed(missed);
-            }
+            count_missed(&mut stats[slot], &progress[slot], missed);
         }
         publish(&progress[slot], &stats[slot], lateness);
         heartbeat
@@ -669,6 +665,16 @@ fn record_release(
         lateness = Some(l);
     }
     lateness
+}
+
+/// Releases whose instant passed before the previous one finished, counted everywhere.
+#[inline(always)]
+fn count_missed(st: &mut SlotStats, pr: &SlotProgress, missed: u64) {
+    st.lateness.add_missed(missed);
+    pr.missed.fetch_add(missed, Ordering::Relaxed);
+    if let Some(h) = &pr.live {
+        h.add_missed(missed);
+    }
 }
 
 /// The slot's live figures: releases and overruns so far, the largest lateness, and (when kept)
