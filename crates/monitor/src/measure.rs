@@ -98,12 +98,13 @@ impl Measurement for Monitor {
         let figures = move || {
             let mut n = 0u64;
             let mut max = 0u64;
-            let mut c = punctual_stats::LiveCounts::new();
+            let mut c = board.take_counts();
             for (_, h) in board.active() {
                 h.snapshot(&mut c);
                 n += c.count();
                 max = max.max(h.max());
             }
+            board.give_counts(c);
             format!("{n} samples, max {}", format_ns(max))
         };
         Some(match self.duration {
