@@ -371,10 +371,14 @@ fn serve(mut s: TcpStream, handler: &dyn Handler, stats: &ServerStats, limits: L
         }
     }
     let _ = s.shutdown(Shutdown::Write);
-    // Let the client see the answer before the close; do not wait for it beyond a moment.
-    let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
-    let mut sink = [0u8; 512];
-    let _ = s.read(&mut sink);
+    if resp.status >= 400 {
+        // The request may not have been read to its end (too large, malformed): closing with
+        // unread data sends a reset that can overtake the answer. Give the client a moment.
+        let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+        let until = Instant::now() + Duration::from_millis(200);
+        let mut sink = [0u8; 4096];
+        while Instant::now() < until && matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    }
 }
 
 enum HeadError {
