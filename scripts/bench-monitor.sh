@@ -6,12 +6,15 @@
 #   4. the measuring thread's p99 with and without a storm of 1,000 concurrent scrapes
 #      (alternated quiet/storm runs; the storm client is pinned to the other CPU).
 # Needs root (FIFO 98, mlockall), python3. Prints the machine's load and steal beside the figures.
-# Usage: scripts/bench-monitor.sh [PUNCTUAL] [MONITOR_CPU] [OTHER_CPU] [SECONDS]
+# Each run's line ends with the steal ticks (USER_HZ, 10 ms) during it and the load average at its
+# end; real-time threads of other processes on the measured CPU are listed when seen.
+# Usage: [ROUNDS=2] scripts/bench-monitor.sh [PUNCTUAL] [MONITOR_CPU] [OTHER_CPU] [SECONDS]
 set -euo pipefail
 P=$(realpath "${1:-target/release/punctual}")
 MCPU=${2:-1}
 OCPU=${3:-0}
 SECS=${4:-30}
+ROUNDS=${ROUNDS:-2}
 D=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$D"; }
@@ -22,6 +25,19 @@ ADDR=127.0.0.1:$PORT
 
 steal() { awk '/^cpu /{print $9}' /proc/stat; }
 say() { printf '%s\n' "$*"; }
+load() { cut -d' ' -f1 /proc/loadavg; }
+# Real-time threads of other processes on CPU $1 (what else could delay the measured thread).
+rt_others() {
+  for s in /proc/[0-9]*/task/*/stat; do
+    p=${s#/proc/}; p=${p%%/*}
+    [ "$p" = "$MPID" ] && continue
+    read -r l < "$s" 2>/dev/null || continue
+    r=${l##*) }; set -- $r
+    if [ "${37}" = "$MCPU" ] && [ "${39}" != 0 ]; then
+      printf '%s ' "$(echo "$l" | sed 's/^[0-9]* (\(.*\)) .*/\1/')/${38}"
+    fi
+  done 2>/dev/null | head -c 200
+}
 p99() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["series"][0]; print(s["percentiles"]["99"], s["percentiles"]["99.9"], s["max"], s["count"])' "$1"; }
 wait_up() { for _ in $(seq 200); do curl -sf "http://$ADDR/metrics" >/dev/null && return; sleep 0.1; done; echo "monitor did not come up" >&2; exit 1; }
 proc_cpu() { curl -s "http://$ADDR/metrics" | awk '/^process_cpu_seconds_total/{print $2}'; }
@@ -51,7 +67,7 @@ say "   steal during it: $(( $(steal) - st0 )) ticks"
 
 # 2. latency on the other CPU, without and with the monitor (alternated).
 say "2. latency -a $OCPU -D ${SECS}s, without and with the monitor on CPU $MCPU (p99 / p99.9 / max ns, samples):"
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   for with in no yes; do
     if [ "$with" = yes ]; then
       "$P" monitor -a "$MCPU" --listen "$ADDR" --history-every off --no-store >/dev/null 2>&1 &
@@ -59,7 +75,7 @@ for round in 1 2; do
     fi
     st0=$(steal)
     "$P" latency -a "$OCPU" -D "${SECS}s" --no-store --json "$D/lat.json" >/dev/null 2>&1
-    say "   round $round, monitor $with: $(p99 "$D/lat.json")  (steal $(( $(steal) - st0 )) ticks)"
+    say "   round $round, monitor $with: $(p99 "$D/lat.json")  (steal $(( $(steal) - st0 )) ticks, load $(load))"
     if [ "$with" = yes ]; then kill -TERM "$MPID"; wait "$MPID" || true; fi
   done
 done
@@ -110,14 +126,19 @@ print(f"{rounds} storms, {ok} answered 200, {other} otherwise")
 PY
 ulimit -n 4096
 say "4. the measuring thread on CPU $MCPU, ${SECS}s runs, quiet and under storms of 1,000 concurrent scrapes (client on CPU $OCPU) (p99 / p99.9 / max ns, samples):"
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   for storm in no yes; do
     st0=$(steal)
     "$P" monitor -a "$MCPU" --listen "$ADDR" -D "${SECS}s" --history-every off --no-store --json "$D/storm.json" >/dev/null 2>&1 &
     PIDS+=($!); MPID=$!; wait_up
     said=""
-    if [ "$storm" = yes ]; then said=$(taskset -c "$OCPU" python3 "$D/storm.py" "$ADDR" $((SECS - 5))); fi
+    if [ "$storm" = yes ]; then
+      said=$(taskset -c "$OCPU" python3 "$D/storm.py" "$ADDR" $((SECS - 5)))
+    else
+      sleep $((SECS / 2))
+    fi
+    others=$(rt_others)
     wait "$MPID"
-    say "   round $round, storm $storm: $(p99 "$D/storm.json")  (steal $(( $(steal) - st0 )) ticks) $said"
+    say "   round $round, storm $storm: $(p99 "$D/storm.json")  (steal $(( $(steal) - st0 )) ticks, load $(load)) $said${others:+ [other real-time threads on CPU $MCPU: $others]}"
   done
 done
