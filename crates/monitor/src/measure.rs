@@ -114,6 +114,8 @@ impl Measurement for Monitor {
     }
 
     fn run(&mut self, ctx: &Ctx) -> Result<MonitorOutcome, Failure> {
+        // Caught from the start: SIGHUP's default would end the process.
+        let hangup = Hangup::register();
         let mut settings = self.source.read()?;
         let listener = self
             .listener
@@ -145,7 +147,9 @@ impl Measurement for Monitor {
         ));
         // The housekeeping (this thread) keeps off the measured CPUs too.
         let _pin = punctual_rt::affinity::AffinityGuard::pin(&placement.cpus()).ok();
-        let hangup = Hangup::register();
+        if self.store.is_none() && settings.history_every.is_some() {
+            ctx.note("no results store (--no-store): windows are not kept");
+        }
         let clock = SystemClock::new(ClockId::Monotonic);
         let steal: &StealSource = &punctual_rt::host::steal_ns;
         let mut keeper = Housekeeper::new(
@@ -225,10 +229,12 @@ impl Measurement for Monitor {
             doc,
             o.outcome.threads.iter().filter_map(|t| t.fallback.as_ref()),
         );
+        // The run's length as it went, not the year an open-ended engine was given.
+        let ran = o.outcome.threads.iter().map(|t| t.wall_ns).max().unwrap_or(0);
         let cfg = Config {
             threads: o.outcome.threads.iter().map(|t| t.cpu).collect(),
             interval: o.settings.interval,
-            stop: Stop::Duration(self.duration.unwrap_or(MAX_RUN)),
+            stop: Stop::Duration(ran.max(1)),
             clock: ClockId::Monotonic,
             mode: Mode::Abs,
             margin: MarginPolicy::Auto,
@@ -250,7 +256,7 @@ impl Measurement for Monitor {
         );
         let mut table = punctual_latency::report::latency_table(doc, &cfg, &o.outcome);
         table.note(format!(
-            "served http://{}/metrics: {} answers (2xx), {} refused (4xx), {} failed (5xx); {} windows stored",
+            "http://{}/metrics: {} answered, {} refused (4xx), {} failed (5xx); {} windows stored",
             o.served_at, o.answered[0], o.answered[1], o.answered[2], o.windows_stored
         ));
         Ok(Report::tables(vec![table]))

@@ -303,7 +303,7 @@ fn prometheus_scrapes_the_monitor_and_its_quantile_agrees_with_the_monitors_p99(
 fn content_negotiation_gives_each_scraper_its_format() {
     let _cpu = punctual_testkit::exclusive_cpu();
     let dir = tempfile::tempdir().unwrap();
-    let (_mon, addr) = monitor(dir.path(), &["--history-every", "off", "--no-store"]);
+    let (mon, addr) = monitor(dir.path(), &["--history-every", "off", "--no-store"]);
     let proto = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3";
     let (s, head, body) = get(&addr, "/metrics", Some(proto)).unwrap();
     assert_eq!(s, 200);
@@ -326,6 +326,33 @@ fn content_negotiation_gives_each_scraper_its_format() {
     assert_eq!(s, 200, "{head}");
     assert!(body.is_empty());
     assert_eq!(get(&addr, "/nothing", None).unwrap().0, 404);
+    // The server's threads: normal class, and never on the measured CPU (when there is another).
+    let cpu = last_cpu();
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", mon.pid())).unwrap();
+    let mut seen = 0;
+    for t in tasks.flatten() {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        if !(stat.contains("(punctual-http") || stat.contains("(punctual-accept")) {
+            continue;
+        }
+        seen += 1;
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        assert_eq!(fields[38], "0", "SCHED_OTHER: {stat}");
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        if punctual_testkit::online_cpus().len() > 1 {
+            assert!(
+                !punctual_rt::parse_cpu_list(&allowed).unwrap().contains(&cpu),
+                "an HTTP thread may run on the measured CPU {cpu}: {allowed}"
+            );
+        }
+    }
+    assert_eq!(seen, 5, "four answering threads and the acceptor");
 }
 
 #[test]
