@@ -230,7 +230,13 @@ impl Measurement for Monitor {
             o.outcome.threads.iter().filter_map(|t| t.fallback.as_ref()),
         );
         // The run's length as it went, not the year an open-ended engine was given.
-        let ran = o.outcome.threads.iter().map(|t| t.wall_ns).max().unwrap_or(0);
+        let ran = o
+            .outcome
+            .threads
+            .iter()
+            .map(|t| t.wall_ns)
+            .max()
+            .unwrap_or(0);
         let cfg = Config {
             threads: o.outcome.threads.iter().map(|t| t.cpu).collect(),
             interval: o.settings.interval,

@@ -16,8 +16,14 @@ fn a_floor_measures_each_cpu_and_shows_in_the_exposition() {
     let ops = Arc::new(Ops::default());
     measure_floors(&settings, 10_000, &ops, &AtomicBool::new(false));
     let (per_second, lost, worst) = *ops.floors.lock().unwrap().get(&cpu).expect("measured");
-    assert!(per_second >= 0.0 && (0.0..=1.0).contains(&lost), "{per_second} {lost}");
-    assert!(worst == 0 || worst > 10_000, "only gaps above the bound count: {worst}");
+    assert!(
+        per_second >= 0.0 && (0.0..=1.0).contains(&lost),
+        "{per_second} {lost}"
+    );
+    assert!(
+        worst == 0 || worst > 10_000,
+        "only gaps above the bound count: {worst}"
+    );
     let reg = registry(
         Arc::new(Board::new(10_000)),
         ops,

@@ -347,7 +347,9 @@ fn content_negotiation_gives_each_scraper_its_format() {
             .to_string();
         if punctual_testkit::online_cpus().len() > 1 {
             assert!(
-                !punctual_rt::parse_cpu_list(&allowed).unwrap().contains(&cpu),
+                !punctual_rt::parse_cpu_list(&allowed)
+                    .unwrap()
+                    .contains(&cpu),
                 "an HTTP thread may run on the measured CPU {cpu}: {allowed}"
             );
         }
