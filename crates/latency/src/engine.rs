@@ -6,7 +6,7 @@ use crate::samples::{self, Sample};
 use crate::LatencyError;
 use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
-use punctual_stats::Recorder;
+use punctual_stats::{LiveHistogram, Recorder};
 use punctual_time::clock::{read_clock, sleep_abs, thread_cpu_time};
 use punctual_time::{format_ns, ClockId, MarginPolicy};
 use std::io::Write;
@@ -44,6 +44,19 @@ pub struct Config {
 pub struct Progress {
     pub samples: AtomicU64,
     pub max_ns: AtomicU64,
+    /// When set, every sample and missed period also goes here as it happens (relaxed atomic
+    /// increments), for readers while the run lasts: `punctual monitor`'s `/metrics` and windows.
+    pub live: Option<Arc<LiveHistogram>>,
+}
+
+impl Progress {
+    /// Progress that also feeds `live`.
+    pub fn with_live(live: Arc<LiveHistogram>) -> Progress {
+        Progress {
+            live: Some(live),
+            ..Progress::default()
+        }
+    }
 }
 
 /// The most threads one run may start.
@@ -252,11 +265,16 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         last_done: first,
     };
     let mut max = 0u64;
+    let live = progress.live.as_deref();
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
         let latency = obs.done.saturating_sub(obs.target);
         rec.record(latency);
         rec.add_missed(obs.overruns);
+        if let Some(h) = live {
+            h.record(latency);
+            h.add_missed(obs.overruns);
+        }
         if obs.woke > obs.target {
             rec.add_woke_late();
         }
@@ -287,6 +305,9 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 0
             };
             rec.add_missed(missed.min(inside));
+            if let Some(h) = live {
+                h.add_missed(missed.min(inside));
+            }
             let Some(resumed) = missed
                 .checked_mul(interval)
                 .and_then(|d| next.checked_add(d))
@@ -669,7 +690,8 @@ mod tests {
         let mut tx = Some(p);
         let mut rec = Recorder::new();
         let mut dropped = 0;
-        let progress = Progress::default();
+        let live = Arc::new(LiveHistogram::new());
+        let progress = Progress::with_live(live.clone());
         let sched = Schedule {
             first: 1_000_000,
             interval: 1_000_000,
@@ -687,6 +709,16 @@ mod tests {
         assert_eq!(
             progress.max_ns.load(Ordering::Relaxed),
             rec.max().unwrap_or(0)
+        );
+        // The live histogram saw what the recorder saw, bucket for bucket.
+        let mut counts = punctual_stats::LiveCounts::new();
+        live.snapshot(&mut counts);
+        assert_eq!(counts.count(), rec.count());
+        assert_eq!(live.missed(), rec.missed_periods());
+        assert_eq!(live.max(), rec.max().unwrap_or(0));
+        assert_eq!(
+            counts.to_recorder(live.max()).summary().percentiles,
+            rec.summary().percentiles
         );
         p = tx.take().unwrap();
         drop(p);

@@ -49,6 +49,9 @@ pub enum Command {
     Traffic(cmd::traffic::TrafficCmd),
     /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.
     Bench(cmd::bench::BenchArgs),
+    /// Keep measuring timer wake-up latency and serve it as Prometheus metrics (/metrics), with a
+    /// window stored in the results store every 10 minutes.
+    Monitor(cmd::monitor::MonitorArgs),
     /// The dispatcher: execute a plan (periodic tasks and one-shot events) with per-task statistics.
     Run(cmd::run::RunArgs),
     /// Plans: admission control and phasing (check), the compact binary form (compile, decode).

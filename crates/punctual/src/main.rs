@@ -74,6 +74,7 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::Trace(a) => cmd::trace::run(a, env),
         Command::Traffic(a) => cmd::traffic::run(a, env),
         Command::Simulate(a) => cmd::simulate::run(*a, env),
+        Command::Monitor(a) => cmd::monitor::run(a, env),
         Command::Run(a) => cmd::run::run(a, env),
         Command::Plan(a) => cmd::run::plan_cmd(a, env),
         Command::Shield(a) => cmd::shield::run(a, env),

@@ -11,6 +11,7 @@ pub mod install_lib;
 pub mod kurt;
 pub mod latency;
 pub mod load_body;
+pub mod monitor;
 pub mod report;
 pub mod results;
 pub mod rtapp;

@@ -46,6 +46,10 @@ pub struct RunArgs {
     /// interruptions seen (the timer tick and other periodic ones); the plan starts on their grid.
     #[arg(long)]
     pub avoid_interference: bool,
+    /// Serve the running plan's metrics (Prometheus/OpenMetrics) on /metrics at ADDR, e.g.
+    /// 127.0.0.1:9935: per-task lateness, missed releases, overruns, the dispatcher's margin and CPU.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -347,5 +351,13 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
         env.note("the plan has periodic tasks and no duration: running until Ctrl-C (or pass -D)");
     }
     m.avoid_interference = a.avoid_interference;
+    // Bound before anything runs; served until the run's results are written.
+    let _server = match &a.metrics {
+        Some(addr) => Some(
+            punctual_monitor::slots::serve(addr, m.live_slots(true), &cpus, &env.host())
+                .map_err(Failure::from)?,
+        ),
+        None => None,
+    };
     Ok(drive(&mut m, &outputs, env)?)
 }
