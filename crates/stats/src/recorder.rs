@@ -226,7 +226,7 @@ impl Recorder {
     ) -> Recorder {
         let mut r = Recorder::new();
         for (low, high, n) in buckets {
-            r.hist.saturating_record_n(low, n);
+            r.hist_mut().saturating_record_n(low, n);
             if r.count == 0 {
                 r.min = low;
             }
