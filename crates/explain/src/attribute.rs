@@ -1,0 +1,408 @@
+//! One cause per late release, read from the trace of the CPUs involved (docs/design.md,
+//! "Explaining lateness", has the decision order with its reasons).
+//!
+//! ```text
+//! delegated (wake client):   planned   H (handed over)     T (instant)      A (client ran)
+//!   dispatcher's CPU   ---------|~~~~~~~~~|                   |                |
+//!   client's CPU       -------------------|--- wake path -----|--- late -------|
+//! 1. no trace covers the window                         -> unexplained
+//! 2. hand-over delay d = H - planned >= lateness A - T    -> the dispatcher's window [planned, H]
+//! 3. planned lead < lead needed, wake-up took <= needed   -> lead
+//! 4. the client's CPU over [H, A]                          -> the occupant with the most time
+//! self-timed (loop, sleeper): the victim's CPU over [T, A] -> the occupant with the most time
+//! ```
+//!
+//! Occupants map to causes: a device interrupt or system vector -> `irq`; a bottom half ->
+//! `softirq`; another task -> `task`; a lower-class task while the real-time victim was runnable
+//! -> `throttle`; idle or the victim's own wake-up interrupt -> `wake_path` (a loop: `dispatcher`);
+//! the victim itself on the CPU past its instant without any guest event -> `steal` (a loop that
+//! was behind: `dispatcher`); no state -> `unexplained`. Ties go to the cause listed first in
+//! [`Cause::ALL`]. A window whose winner is idle or the victim's own time becomes `steal` when the
+//! CPU's steal counter grew in the readings around it by at least the lateness and the stretch
+//! was at least [`STEAL_COUNTER_MIN_NS`] (the counter's 10 ms resolution says nothing shorter).
+
+use crate::record::{LateRelease, Waiter};
+use crate::timeline::{account, Accounting, Occupant, Window, LOOKBACK_NS};
+use punctual_trace::capture::Captured;
+use punctual_trace::event::{softirq_name, EventKind};
+use serde::{Deserialize, Serialize};
+
+/// Why a release was late: one of SPEC section 9's causes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The virtual CPU was not running (the hypervisor took it).
+    Steal,
+    /// RT throttling or the fair server ran a normal task in the real-time victim's place.
+    Throttle,
+    /// Another task ran in its place.
+    Task,
+    /// A device interrupt handler or a system vector.
+    Irq,
+    /// A bottom half.
+    Softirq,
+    /// Handed over in time, but the CPU was idle (or its wake-up interrupt slow) and ran it late.
+    WakePath,
+    /// The client was woken later than its wake-ups need: the lead was short.
+    Lead,
+    /// punctual's own loop was late: its wake-up, a breather, bookkeeping.
+    Dispatcher,
+    Unexplained,
+}
+
+impl Cause {
+    /// In tie-break (and table) order.
+    pub const ALL: [Cause; 9] = [
+        Cause::Steal,
+        Cause::Throttle,
+        Cause::Task,
+        Cause::Irq,
+        Cause::Softirq,
+        Cause::WakePath,
+        Cause::Lead,
+        Cause::Dispatcher,
+        Cause::Unexplained,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Steal => "steal",
+            Cause::Throttle => "throttle",
+            Cause::Task => "task",
+            Cause::Irq => "irq",
+            Cause::Softirq => "softirq",
+            Cause::WakePath => "wake_path",
+            Cause::Lead => "lead",
+            Cause::Dispatcher => "dispatcher",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+
+    /// Whether the cause is punctual's own (what it can still remove).
+    pub fn is_own(self) -> bool {
+        matches!(self, Cause::Lead | Cause::Dispatcher)
+    }
+}
+
+/// A window whose winner is idle or the victim's own time is steal when the counter moved and
+/// the stretch was at least this long.
+pub const STEAL_COUNTER_MIN_NS: u64 = 1_000_000;
+
+/// One release's cause, with who did it and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribution {
+    pub cause: Cause,
+    /// What took the time (`irq 24 virtio1-req.0`, `rustc (pid 4242, normal)`...), when the cause
+    /// has a name.
+    pub offender: Option<String>,
+    /// The CPU whose trace decided it.
+    pub cpu: Option<u32>,
+    /// Time the winning cause held in the window.
+    pub held_ns: u64,
+    /// One line on how it was decided (for `--explain-detail` and tests).
+    pub why: String,
+}
+
+impl Attribution {
+    fn unexplained(why: impl Into<String>) -> Attribution {
+        Attribution {
+            cause: Cause::Unexplained,
+            offender: None,
+            cpu: None,
+            held_ns: 0,
+            why: why.into(),
+        }
+    }
+}
+
+/// The trace and steal readings a set of late releases is explained from.
+pub struct Evidence<'a> {
+    pub trace: &'a Captured,
+}
+
+impl Evidence<'_> {
+    /// The victim's wake-ups issued on every CPU but `except`, around `[from, to]`.
+    fn wakings(&self, pid: i32, except: u32, from: u64, to: u64) -> Vec<(u64, i32)> {
+        let look = from.saturating_sub(LOOKBACK_NS);
+        let mut out = Vec::new();
+        for (i, &cpu) in self.trace.cpus.iter().enumerate() {
+            if cpu as u32 == except {
+                continue;
+            }
+            let ev = &self.trace.events[i];
+            let a = ev.partition_point(|e| e.ts < look);
+            let b = ev.partition_point(|e| e.ts <= to);
+            for e in &ev[a..b] {
+                if let EventKind::Waking { pid: p, prio, .. } = e.kind {
+                    if p == pid {
+                        out.push((e.ts, prio));
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Account `[from, to]` on `cpu` for `victim`.
+    fn window(&self, cpu: u32, victim: i32, from: u64, to: u64, after: u64) -> Option<Accounting> {
+        let covered = self.trace.covered(cpu as usize)?;
+        if from < covered || to > self.trace.end_ns {
+            return None;
+        }
+        let events = self.trace.cpu_events(cpu as usize)?;
+        let wakings = self.wakings(victim, cpu, from, to);
+        Some(account(&Window {
+            events,
+            victim,
+            from,
+            to,
+            victim_after: after,
+            wakings: &wakings,
+        }))
+    }
+
+    /// Stolen time on `cpu` between the readings around `[from, to]` (`None`: no readings there).
+    fn steal_around(&self, cpu: u32, from: u64, to: u64) -> Option<u64> {
+        let s = &self.trace.steal;
+        let before = s.iter().rev().find(|x| x.ts <= from)?;
+        let after = s.iter().find(|x| x.ts >= to)?;
+        let of = |x: &punctual_trace::capture::StealSample| {
+            x.per_cpu
+                .iter()
+                .find(|(c, _)| *c == cpu as usize)
+                .map(|(_, n)| *n)
+        };
+        Some(of(after)?.saturating_sub(of(before)?))
+    }
+
+    /// A task's name for the tables: `comm (pid N, FIFO 99)`.
+    pub fn task_name(&self, pid: i32, prio: i32) -> String {
+        let comm = self
+            .trace
+            .comms
+            .get(&pid)
+            .map(String::as_str)
+            .unwrap_or("?");
+        format!(
+            "{} (pid {pid}, {})",
+            punctual_time::text::display_text(comm, 24),
+            class_of(pid, prio)
+        )
+    }
+
+    fn irq_name(&self, irq: i32) -> String {
+        match self.trace.irq_names.get(&irq) {
+            Some(n) => format!("irq {irq} {}", punctual_time::text::display_text(n, 24)),
+            None => format!("irq {irq}"),
+        }
+    }
+}
+
+/// The scheduling class a kernel priority stands for (`prio` as the trace gives it: 0-99
+/// real-time, 100-139 normal), with the policy read from `/proc` while the task lives.
+pub fn class_of(pid: i32, prio: i32) -> String {
+    let policy = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name (which may hold spaces) start after the last ')'.
+            let rest = s.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(38)?.parse::<u32>().ok()
+        });
+    match prio {
+        p if p < 0 => "deadline".into(),
+        p if p < 100 => {
+            let name = match policy {
+                Some(1) => "FIFO",
+                Some(2) => "RR",
+                _ => "RT",
+            };
+            format!("{name} {}", 99 - p)
+        }
+        p => format!("normal, nice {}", p - 120),
+    }
+}
+
+/// The cause an occupant stands for, given how the victim waits.
+fn cause_of(o: Occupant, waiter: Waiter, behind: bool) -> Cause {
+    match o {
+        Occupant::Irq(_) | Occupant::Vector(_) => Cause::Irq,
+        Occupant::Softirq(_) => Cause::Softirq,
+        Occupant::Task { .. } => Cause::Task,
+        Occupant::Throttled { .. } => Cause::Throttle,
+        Occupant::Idle(_) | Occupant::OwnWake => match waiter {
+            Waiter::Loop => Cause::Dispatcher,
+            Waiter::Sleeper | Waiter::Client => Cause::WakePath,
+        },
+        Occupant::Victim if waiter == Waiter::Loop && behind => Cause::Dispatcher,
+        Occupant::Victim => Cause::Steal,
+        Occupant::Unknown => Cause::Unexplained,
+    }
+}
+
+/// The winning cause of an accounted window, and its largest occupant.
+fn decide(acc: &Accounting, waiter: Waiter, behind: bool) -> Option<(Cause, Occupant, u64)> {
+    let mut per = [0u64; Cause::ALL.len()];
+    for &(o, t) in &acc.by {
+        let c = cause_of(o, waiter, behind);
+        per[Cause::ALL.iter().position(|x| *x == c).expect("listed")] += t;
+    }
+    // Ties go to the earlier cause: max_by_key keeps the last maximum, so walk backwards.
+    let (ci, held) = per
+        .iter()
+        .enumerate()
+        .rev()
+        .max_by_key(|(_, t)| **t)
+        .filter(|(_, t)| **t > 0)?;
+    let cause = Cause::ALL[ci];
+    let top = acc
+        .by
+        .iter()
+        .filter(|(o, _)| cause_of(*o, waiter, behind) == cause)
+        .max_by_key(|(_, t)| *t)
+        .map(|(o, _)| *o)
+        .unwrap_or(Occupant::Unknown);
+    Some((cause, top, *held))
+}
+
+fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
+    Some(match o {
+        Occupant::Irq(i) => ev.irq_name(i),
+        Occupant::Vector(v) => v.name().to_string(),
+        Occupant::Softirq(s) => format!("softirq {}", softirq_name(s)),
+        Occupant::Task { pid, prio } | Occupant::Throttled { pid, prio } => ev.task_name(pid, prio),
+        Occupant::Idle(Some(s)) => format!("idle state {s}"),
+        Occupant::Idle(None) => "idle".into(),
+        Occupant::OwnWake => "its wake-up interrupt".into(),
+        Occupant::Victim | Occupant::Unknown => return None,
+    })
+}
+
+/// Explain the window `[from, to]` on `cpu` for `victim`.
+#[allow(clippy::too_many_arguments)]
+fn explain_window(
+    ev: &Evidence,
+    cpu: u32,
+    victim: i32,
+    (from, to): (u64, u64),
+    after: u64,
+    waiter: Waiter,
+    behind: bool,
+    lateness: u64,
+) -> Attribution {
+    let Some(acc) = ev.window(cpu, victim, from, to, after) else {
+        return Attribution::unexplained(format!("CPU {cpu} not traced over the window"));
+    };
+    if acc.lost {
+        return Attribution::unexplained(format!("the kernel lost events on CPU {cpu}"));
+    }
+    let Some((mut cause, top, held)) = decide(&acc, waiter, behind) else {
+        return Attribution::unexplained("an empty window");
+    };
+    let mut why = format!(
+        "CPU {cpu} over {}: {}",
+        punctual_time::format_ns(to - from),
+        acc.by
+            .iter()
+            .map(|(o, t)| format!("{o:?} {}", punctual_time::format_ns(*t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let hidden = matches!(
+        top,
+        Occupant::Idle(_) | Occupant::Victim | Occupant::OwnWake
+    );
+    if hidden && held >= STEAL_COUNTER_MIN_NS && cause != Cause::Steal {
+        if let Some(stolen) = ev.steal_around(cpu, from, to) {
+            if stolen >= lateness {
+                why += &format!(
+                    "; steal counter +{} around it",
+                    punctual_time::format_ns(stolen)
+                );
+                cause = Cause::Steal;
+            }
+        }
+    }
+    Attribution {
+        cause,
+        offender: if cause == Cause::Steal {
+            None
+        } else {
+            offender(ev, top)
+        },
+        cpu: Some(cpu),
+        held_ns: held,
+        why,
+    }
+}
+
+/// The cause of one late release.
+pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
+    let lateness = r.lateness();
+    let Some(h) = r.handover else {
+        return explain_window(
+            ev,
+            r.cpu,
+            r.tid,
+            (r.target, r.actual),
+            r.target,
+            r.waiter,
+            r.behind,
+            lateness,
+        );
+    };
+    let delay = h.at.saturating_sub(h.planned);
+    if delay >= lateness || h.at >= r.target {
+        // Handed over too late by itself: whatever kept the dispatcher from acting on time.
+        let mut a = explain_window(
+            ev,
+            h.cpu,
+            h.tid,
+            (h.planned, h.at.max(h.planned + 1)),
+            h.planned,
+            Waiter::Loop,
+            false,
+            delay,
+        );
+        a.why = format!(
+            "handed over {} after plan (late by {}): {}",
+            punctual_time::format_ns(delay),
+            punctual_time::format_ns(lateness),
+            a.why
+        );
+        return a;
+    }
+    // When the client got its CPU: its switch-in after the hand-over (found on its CPU).
+    let switched_in = ev
+        .window(r.cpu, r.tid, h.at, r.actual, r.target)
+        .and_then(|a| a.switched_in)
+        .filter(|&s| s >= h.at);
+    let planned_lead = r.target.saturating_sub(h.planned);
+    if let Some(s) = switched_in {
+        let took = s - h.at;
+        if planned_lead < h.lead_needed && took <= h.lead_needed && took > planned_lead {
+            return Attribution {
+                cause: Cause::Lead,
+                offender: None,
+                cpu: Some(r.cpu),
+                held_ns: took - planned_lead,
+                why: format!(
+                    "its wake-up took {}, within the {} its wake-ups need, but the lead was {}",
+                    punctual_time::format_ns(took),
+                    punctual_time::format_ns(h.lead_needed),
+                    punctual_time::format_ns(planned_lead)
+                ),
+            };
+        }
+    }
+    explain_window(
+        ev,
+        r.cpu,
+        r.tid,
+        (h.at, r.actual),
+        r.target,
+        Waiter::Client,
+        false,
+        lateness,
+    )
+}
