@@ -19,6 +19,7 @@
 //! ([`crate::rephase`]): its later releases come a shift after the plan's instants.
 
 use crate::rephase::{self, LateWindow, Verdict};
+use punctual_explain::{Handover, LateLog, LateRelease, Waiter};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
@@ -78,6 +79,26 @@ pub trait Actions {
     fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired;
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
+    /// For a delegated action: how the release its last report (from `fire` or `finish`) is
+    /// about was handed over (`--explain` reads it; `None`: not known).
+    fn handed(&self, _action: u16) -> Option<Handed> {
+        None
+    }
+}
+
+/// How a delegated release was handed over, for explaining it when its client reports it late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handed {
+    /// The release instant.
+    pub target: u64,
+    /// When the dispatcher meant to hand it over (the instant less the lead) and when it did.
+    pub planned: u64,
+    pub at: u64,
+    /// The lead the client's wake-ups called for, before the cap.
+    pub lead_needed: u64,
+    /// The client's thread and the CPU it reported from (0 when the client does not say).
+    pub client_tid: i32,
+    pub client_cpu: u32,
 }
 
 /// One periodic task or one group of events (all events of one action), as the loop sees it.
@@ -111,6 +132,9 @@ pub struct SlotStats {
     /// For a periodic task: its offset at the end of the run (the plan's, plus any moves, within
     /// the period).
     pub offset_ns: Option<u64>,
+    /// `--explain`: its releases outside the bound (series = the slot's index on its CPU). Keeps
+    /// nothing unless given a bound.
+    pub late: LateLog,
 }
 
 /// Live figures of one slot, written with relaxed stores.
@@ -291,6 +315,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         heartbeat.action_since.store(0, Ordering::Release);
 
         let timed = Timed {
+            arrived: now,
             started,
             done,
             fired,
@@ -299,6 +324,16 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         };
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
+        if stats[slot].late.enabled() {
+            log_late(
+                &mut stats[slot],
+                slot,
+                &r,
+                &timed,
+                delegated,
+                actions.handed(spec.action),
+            );
+        }
         if spec.movable {
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
@@ -390,6 +425,9 @@ struct Release<'e> {
 
 /// One firing as the loop timed it.
 struct Timed {
+    /// When the loop turned to this release (before any sleep): past the instant it had to act
+    /// at, it was behind with earlier work.
+    arrived: u64,
     started: u64,
     done: u64,
     fired: Fired,
@@ -696,6 +734,7 @@ impl SlotStats {
             rephased: 0,
             rephase_gave_up: false,
             offset_ns: None,
+            late: LateLog::off(),
         }
     }
 }

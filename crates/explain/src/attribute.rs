@@ -15,8 +15,9 @@
 //! Occupants map to causes: a device interrupt or system vector -> `irq`; a bottom half ->
 //! `softirq`; another task -> `task`; a lower-class task while the real-time victim was runnable
 //! -> `throttle`; idle or the victim's own wake-up interrupt -> `wake_path` (a loop: `dispatcher`);
-//! the victim itself on the CPU past its instant without any guest event -> `steal` (a loop that
-//! was behind: `dispatcher`); no state -> `unexplained`. Ties go to the cause listed first in
+//! time the scheduler did not charge the task on the CPU (paravirtual steal accounting), or the
+//! victim itself on the CPU past its instant without any guest event -> `steal` (a loop that was
+//! behind with its own work: `dispatcher`, also for a task it let run); no state -> `unexplained`. Ties go to the cause listed first in
 //! [`Cause::ALL`]. A window whose winner is idle or the victim's own time becomes `steal` when the
 //! CPU's steal counter grew in the readings around it by at least the lateness and the stretch
 //! was at least [`STEAL_COUNTER_MIN_NS`] (the counter's 10 ms resolution says nothing shorter).
@@ -228,14 +229,20 @@ fn cause_of(o: Occupant, waiter: Waiter, behind: bool) -> Cause {
     match o {
         Occupant::Irq(_) | Occupant::Vector(_) => Cause::Irq,
         Occupant::Softirq(_) => Cause::Softirq,
+        // A loop that was behind with its own work (an action, a breather): whatever held the
+        // CPU meanwhile, the loop chose it.
+        Occupant::Victim | Occupant::Task { .. } if waiter == Waiter::Loop && behind => {
+            Cause::Dispatcher
+        }
         Occupant::Task { .. } => Cause::Task,
         Occupant::Throttled { .. } => Cause::Throttle,
         Occupant::Idle(_) | Occupant::OwnWake => match waiter {
             Waiter::Loop => Cause::Dispatcher,
             Waiter::Sleeper | Waiter::Client => Cause::WakePath,
         },
-        Occupant::Victim if waiter == Waiter::Loop && behind => Cause::Dispatcher,
-        Occupant::Victim => Cause::Steal,
+        // Not charged to the task although nothing else ran; or the victim on its CPU past its
+        // instant without any guest event (it was not making progress).
+        Occupant::Stolen | Occupant::Victim => Cause::Steal,
         Occupant::Unknown => Cause::Unexplained,
     }
 }
@@ -274,7 +281,7 @@ fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
         Occupant::Idle(Some(s)) => format!("idle state {s}"),
         Occupant::Idle(None) => "idle".into(),
         Occupant::OwnWake => "its wake-up interrupt".into(),
-        Occupant::Victim | Occupant::Unknown => return None,
+        Occupant::Victim | Occupant::Stolen | Occupant::Unknown => return None,
     })
 }
 

@@ -121,7 +121,20 @@ pub fn fill_doc(doc: &mut ResultDoc, x: &Explanation, names: &[(u32, String)]) {
             );
         }
     }
-    doc.settings
-        .extra
-        .insert("explain".into(), x.capture.to_json(x.bound));
+    let mut settings = x.capture.to_json(x.bound);
+    settings["examples"] = x.examples_json();
+    doc.settings.extra.insert("explain".into(), settings);
+}
+
+/// Everything `--explain` adds to a run's output: the series' causes and the capture's figures
+/// in the document, the tables, and the figure (named `late-by-cause`). `counts`: releases per
+/// named series, for the figure's shares.
+pub fn present(
+    doc: &mut ResultDoc,
+    x: &Explanation,
+    names: &[(u32, String)],
+    counts: &[u64],
+) -> (Vec<Table>, Result<String, punctual_plot::PlotError>) {
+    fill_doc(doc, x, names);
+    (tables(x, names), figure(x, names, counts))
 }

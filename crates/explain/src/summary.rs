@@ -148,7 +148,36 @@ pub struct Explanation {
 /// Attributions kept one by one for `--json`'s detail and tests.
 pub const KEEP_DETAILS: usize = 4096;
 
+/// Releases shown one by one per cause in the document (`settings.explain.examples`).
+pub const EXAMPLES_PER_CAUSE: usize = 5;
+
 impl Explanation {
+    /// A few releases of each cause with how each was decided: `[{"cause", "series",
+    /// "target_ns", "lateness_ns", "cpu", "offender", "why"}]`.
+    pub fn examples_json(&self) -> serde_json::Value {
+        let mut out = Vec::new();
+        for c in Cause::ALL {
+            for (r, a) in self
+                .details
+                .iter()
+                .filter(|(_, a)| a.cause == c)
+                .take(EXAMPLES_PER_CAUSE)
+            {
+                out.push(serde_json::json!({
+                    "cause": c.name(),
+                    "series": r.series,
+                    "target_ns": r.target,
+                    "lateness_ns": r.lateness(),
+                    "tid": r.tid,
+                    "cpu": a.cpu,
+                    "offender": a.offender,
+                    "why": a.why,
+                }));
+            }
+        }
+        serde_json::Value::Array(out)
+    }
+
     pub fn tally(&self, series: u32) -> Tally {
         self.series.get(&series).cloned().unwrap_or_default()
     }

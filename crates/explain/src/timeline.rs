@@ -18,6 +18,8 @@ pub const LOOKBACK_NS: u64 = 20_000_000;
 const SWITCH_SEARCH: usize = 1 << 20;
 /// Handler nesting deeper than this is a broken trace: the stack is forgotten.
 const MAX_DEPTH: usize = 16;
+/// Uncharged time below this per charge is the accounting's own jitter, not steal.
+pub const STEAL_NOISE_NS: u64 = 1_000;
 
 /// Who had the CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,6 +41,9 @@ pub enum Occupant {
     OwnWake,
     /// The victim itself.
     Victim,
+    /// Time the task on the CPU was not charged for although nothing else ran: with paravirtual
+    /// steal accounting, the hypervisor's (placed in its longest stretches without an event).
+    Stolen,
     /// The trace does not say (no switch seen, or events lost).
     Unknown,
 }
@@ -102,10 +107,20 @@ enum Frame {
 
 struct State {
     current: Option<(i32, i32)>,
+    /// The current task was switched in while the real-time victim waited to run (or switched
+    /// out the victim while it was still runnable) although its class is lower: the scheduler
+    /// chose it over the victim, which only RT throttling or the fair server does. A lower task
+    /// that merely keeps the CPU after the victim woke (a kernel that is not preemptible) is not.
+    chosen_over_victim: bool,
     stack: Vec<Frame>,
     idle: Option<u32>,
     victim_waiting: bool,
     victim_prio: Option<i32>,
+    /// Since the current task's last charge (`sched_stat_runtime`) or switch-in: when that was
+    /// (`None`: not seen, so the next charge cannot be compared with the time that passed), and
+    /// the stretches it ran, unclipped, so uncharged time can be placed in them.
+    charged_at: Option<u64>,
+    own_spans: Vec<(Occupant, u64, u64)>,
 }
 
 impl State {
@@ -127,8 +142,7 @@ impl State {
             Some((p, _)) if p == victim => Occupant::Victim,
             Some((0, _)) => Occupant::Idle(self.idle),
             Some((pid, prio)) => {
-                let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
-                if self.victim_waiting && victim_rt && prio >= 100 {
+                if self.chosen_over_victim && self.victim_waiting {
                     Occupant::Throttled { pid, prio }
                 } else {
                     Occupant::Task { pid, prio }
@@ -143,8 +157,18 @@ impl State {
         }
     }
 
-    fn apply(&mut self, e: &Event, victim: i32, own: &[u64], acc: &mut Accounting) {
+    fn apply(&mut self, e: &Event, w: &Window, own: &[u64], acc: &mut Accounting) {
+        let victim = w.victim;
         match e.kind {
+            EventKind::StatRuntime { pid, runtime } if self.current.is_some_and(|c| c.0 == pid) => {
+                let stolen = self
+                    .charged_at
+                    .map(|t| e.ts.saturating_sub(t).saturating_sub(runtime))
+                    .filter(|&m| m >= STEAL_NOISE_NS)
+                    .unwrap_or(0);
+                self.settle(w, acc, stolen);
+                self.charged_at = Some(e.ts);
+            }
             EventKind::Switch {
                 prev_pid,
                 prev_state,
@@ -152,6 +176,8 @@ impl State {
                 next_prio,
                 ..
             } => {
+                self.settle(w, acc, 0);
+                self.charged_at = Some(e.ts);
                 if prev_pid == victim {
                     self.victim_waiting = leave_reason(prev_state) == Leave::Preempted;
                 }
@@ -160,6 +186,9 @@ impl State {
                     self.victim_prio = Some(next_prio);
                     acc.switched_in = Some(e.ts);
                 }
+                let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
+                self.chosen_over_victim =
+                    self.victim_waiting && victim_rt && next_pid != 0 && next_prio >= 100;
                 self.current = Some((next_pid, next_prio));
                 self.stack.clear();
             }
@@ -194,6 +223,8 @@ impl State {
             EventKind::HrtimerExit { .. } => self.pop(|f| matches!(f, Frame::Timer { .. })),
             EventKind::CpuIdle { state } => self.idle = state,
             EventKind::Lost { .. } => {
+                self.settle(w, acc, 0);
+                self.charged_at = None;
                 self.stack.clear();
                 self.current = None;
             }
@@ -202,6 +233,37 @@ impl State {
         if self.stack.len() > MAX_DEPTH {
             self.stack.clear();
         }
+    }
+
+    /// Charge the current task's stretches since its last charge to the window, `stolen` ns of
+    /// them (longest stretches first) to [`Occupant::Stolen`].
+    fn settle(&mut self, w: &Window, acc: &mut Accounting, stolen: u64) {
+        let mut left = stolen;
+        let mut spans = std::mem::take(&mut self.own_spans);
+        spans.sort_by_key(|&(_, a, b)| std::cmp::Reverse(b - a));
+        for (o, a, b) in spans.drain(..) {
+            let len = b - a;
+            let taken = left.min(len);
+            left -= taken;
+            let from = if o == Occupant::Victim {
+                w.from.max(w.victim_after)
+            } else {
+                w.from
+            };
+            let (ca, cb) = (a.max(from), b.min(w.to));
+            if cb <= ca {
+                continue;
+            }
+            let clip = cb - ca;
+            // The uncharged time is spread evenly over the stretch it was placed in.
+            let gone = (clip as u128 * taken as u128 / len.max(1) as u128) as u64;
+            acc.add(Occupant::Stolen, gone);
+            acc.add(o, clip - gone);
+            if o == Occupant::Victim {
+                acc.victim_gap = acc.victim_gap.max(clip);
+            }
+        }
+        self.own_spans = spans;
     }
 }
 
@@ -246,10 +308,13 @@ pub fn account(w: &Window) -> Accounting {
     let end = ev.partition_point(|e| e.ts <= w.to);
     let mut st = State {
         current: None,
+        chosen_over_victim: false,
         stack: Vec::new(),
         idle: None,
         victim_waiting: false,
         victim_prio: None,
+        charged_at: None,
+        own_spans: Vec::new(),
     };
     // The task on the CPU when the walk starts: the last switch before it, however far back.
     let mut idle_seen = false;
@@ -293,7 +358,7 @@ pub fn account(w: &Window) -> Accounting {
             (None, Some((r, _))) => (r, true),
             (None, None) => break,
         };
-        account_span(&mut acc, &st, w, t_prev, ts);
+        account_span(&mut acc, &mut st, w, t_prev, ts);
         if is_remote {
             let (_, prio) = remote.next().expect("peeked");
             st.victim_waiting = true;
@@ -303,33 +368,38 @@ pub fn account(w: &Window) -> Accounting {
             if matches!(e.kind, EventKind::Lost { .. }) && e.ts >= w.from {
                 acc.lost = true;
             }
-            st.apply(e, w.victim, &own, &mut acc);
+            st.apply(e, w, &own, &mut acc);
             i += 1;
         }
         t_prev = t_prev.max(ts);
     }
-    account_span(&mut acc, &st, w, t_prev, w.to);
+    account_span(&mut acc, &mut st, w, t_prev, w.to);
+    st.settle(w, &mut acc, 0);
     acc
 }
 
-/// Charge `[a, b)`, clipped to the window, to whoever the state says had the CPU.
-fn account_span(acc: &mut Accounting, st: &State, w: &Window, a: u64, b: u64) {
-    let (a, b) = (a.max(w.from), b.min(w.to));
+/// Charge `[a, b)`, clipped to the window, to whoever the state says had the CPU. The task on
+/// the CPU (victim or not) is charged when its runtime is (see [`State::settle`]): some of its
+/// stretches may turn out to be the hypervisor's.
+fn account_span(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64) {
     if b <= a {
         return;
     }
     let o = st.occupant(w.victim);
-    if o == Occupant::Victim {
-        // Before its instant the victim is only early; after it, its own time without an event
-        // is a stretch the guest did not run it.
-        let a = a.max(w.victim_after);
-        if b > a {
-            acc.victim_gap = acc.victim_gap.max(b - a);
-            acc.add(o, b - a);
+    match o {
+        Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. } => {
+            // Before its instant the victim is only early (clipped when settled).
+            if b > w.from.saturating_sub(LOOKBACK_NS) {
+                st.own_spans.push((o, a, b));
+            }
         }
-        return;
+        _ => {
+            let (a, b) = (a.max(w.from), b.min(w.to));
+            if b > a {
+                acc.add(o, b - a);
+            }
+        }
     }
-    acc.add(o, b - a);
 }
 
 #[cfg(test)]
@@ -443,21 +513,21 @@ mod tests {
     }
 
     #[test]
-    fn a_normal_task_beside_a_runnable_real_time_victim_is_throttling() {
+    fn a_normal_task_chosen_over_a_runnable_real_time_victim_is_throttling() {
+        let sw = |prev_pid, prev_state, next_pid, next_prio| EventKind::Switch {
+            prev_pid,
+            prev_prio: 120,
+            prev_state,
+            next_pid,
+            next_prio,
+        };
         let mut s = Synth::new(2, T0, T0 + 10_000 * US);
-        s.event(
-            T0,
-            0,
-            EventKind::Switch {
-                prev_pid: 0,
-                prev_prio: 120,
-                prev_state: 0,
-                next_pid: 300,
-                next_prio: 120,
-            },
-        );
+        // A normal task runs when the victim (FIFO 80: prio 19) is woken from CPU 1 at +20 us and
+        // keeps the CPU (a kernel that is not preemptible): that is the task's time. At +40 us it
+        // hands over to another normal task although the victim waits: the scheduler chose it.
+        s.event(T0, 0, sw(0, 0, 300, 120));
+        s.event(T0 + 40 * US, 0, sw(300, PREEMPTED, 301, 120));
         let t = s.build();
-        // The victim (FIFO 80: prio 19) was woken from CPU 1.
         let a = account(&Window {
             events: &t.events,
             victim: 7,
@@ -471,15 +541,57 @@ mod tests {
                 pid: 300,
                 prio: 120
             }),
-            10 * US
+            30 * US
         );
         assert_eq!(
             a.of(Occupant::Throttled {
-                pid: 300,
+                pid: 301,
                 prio: 120
             }),
-            40 * US
+            20 * US
         );
+    }
+
+    #[test]
+    fn time_the_scheduler_did_not_charge_the_running_task_is_stolen() {
+        let mut s = Synth::new(1, T0, T0 + 20_000 * US);
+        s.switch(T0, 0, 0, 0, 7);
+        s.event(
+            T0 + 4_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 7,
+                runtime: 4_000 * US,
+            },
+        );
+        // The next tick charges 3,950 us of 4,000: 50 us went to the hypervisor, placed in the
+        // longest stretch without an event (the victim spinning from +4,000 to +7,000 us).
+        s.span(
+            0,
+            T0 + 7_000 * US,
+            T0 + 7_002 * US,
+            EventKind::IrqEntry { irq: 24 },
+            EventKind::IrqExit {
+                irq: 24,
+                handled: true,
+            },
+        );
+        s.event(
+            T0 + 8_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 7,
+                runtime: 3_950 * US,
+            },
+        );
+        let t = s.build();
+        let a = window(&t.events, 7, T0 + 4_000 * US, T0 + 8_000 * US);
+        assert_eq!(a.of(Occupant::Stolen), 50 * US);
+        assert_eq!(a.of(Occupant::Irq(24)), 2 * US);
+        assert_eq!(a.of(Occupant::Victim), 3_948 * US);
+        // A charge without a known start (the first one seen) says nothing.
+        let b = window(&t.events, 7, T0 + 100 * US, T0 + 3_000 * US);
+        assert_eq!(b.of(Occupant::Stolen), 0);
     }
 
     #[test]

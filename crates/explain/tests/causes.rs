@@ -172,10 +172,11 @@ fn a_bottom_half_is_named() {
 fn a_normal_task_running_while_the_real_time_victim_waits_is_throttling() {
     let mut s = synth();
     let t = T0 + 10_000 * US;
-    // rustc (normal) runs on CPU 0; the client (FIFO) is woken from CPU 1 at T-100 us but only
-    // runs at T+300 us: only the fair server or RT throttling let rustc keep the CPU.
-    switch(&mut s, t - 5_000 * US, 0, 0, 0, 300, 120);
-    waking(&mut s, t - 100 * US, 1, CLIENT, 19);
+    // The client (FIFO) runs on CPU 0 and is preempted by rustc (normal) at T-100 us, still
+    // runnable: only the fair server or RT throttling put a normal task before it. It runs
+    // again at T+300 us.
+    switch(&mut s, t - 5_000 * US, 0, 0, 0, CLIENT, 19);
+    switch(&mut s, t - 100 * US, 0, CLIENT, PREEMPTED, 300, 120);
     switch(&mut s, t + 300 * US, 0, 300, PREEMPTED, CLIENT, 19);
     let a = cause_of(
         &s,
@@ -212,6 +213,21 @@ fn a_client_on_an_idle_cpu_woken_in_time_but_running_late_is_the_wake_path() {
     );
     assert_eq!(a.cause, Cause::WakePath, "{a:?}");
     assert_eq!(a.offender.as_deref(), Some("idle state 1"));
+}
+
+#[test]
+fn a_normal_task_that_keeps_the_cpu_after_the_victim_woke_is_a_task_not_throttling() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // rustc is in the kernel on CPU 0 when the client's timer wakes it at T; a kernel that is not
+    // preemptible lets rustc finish its system call first (40 us).
+    switch(&mut s, t - 5_000 * US, 0, 0, 0, 300, 120);
+    vector(&mut s, 0, t, t + 3 * US, Vector::LocalTimer);
+    waking(&mut s, t + 1 * US, 0, CLIENT, 19);
+    switch(&mut s, t + 43 * US, 0, 300, PREEMPTED, CLIENT, 19);
+    let a = cause_of(&s, &own(CLIENT, Waiter::Sleeper, t, t + 44 * US));
+    assert_eq!(a.cause, Cause::Task, "{a:?}");
+    assert!(a.offender.unwrap().starts_with("rustc (pid 300, normal"));
 }
 
 #[test]

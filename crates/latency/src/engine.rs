@@ -3,6 +3,7 @@
 use crate::modes::{AbsWaiter, HybridWaiter, Mode, RelWaiter, SignalWaiter, TimerfdWaiter, Waiter};
 use crate::samples::{self, Sample};
 use crate::LatencyError;
+use punctual_explain::{LateLog, LateRelease};
 use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
 use punctual_stats::Recorder;
@@ -197,6 +198,17 @@ struct Sink<'a> {
     tx: &'a mut Option<rtrb::Producer<Sample>>,
     dropped: &'a mut u64,
     progress: &'a Progress,
+    /// Releases outside `--explain`'s bound (a log that keeps nothing when it is off).
+    late: &'a mut LateLog,
+    /// The series the thread's late releases count in (its index).
+    series: u32,
+}
+
+/// What observes the measuring loops besides the statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observe {
+    /// `--explain`: keep every release later than this (ns) for attribution.
+    pub late_bound: Option<u64>,
 }
 
 /// The loop every mode shares. Nothing in it allocates, locks or prints.
@@ -212,6 +224,8 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         tx,
         dropped,
         progress,
+        late,
+        series,
     } = sink;
     let deadline = match until {
         Stop::Duration(d) => first.saturating_add(d),
@@ -230,6 +244,19 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
         let latency = obs.done.saturating_sub(obs.target);
+        if late.is_late(latency) {
+            let (tid, cpu) = punctual_explain::here();
+            late.push(LateRelease {
+                series,
+                tid,
+                cpu,
+                waiter: punctual_explain::Waiter::Sleeper,
+                target: obs.target,
+                actual: obs.done,
+                handover: None,
+                behind: false,
+            });
+        }
         rec.record(latency);
         rec.add_missed(obs.overruns);
         if obs.woke > obs.target {
@@ -280,6 +307,18 @@ pub fn run(
     samples: Option<Box<dyn Write + Send>>,
     progress: Option<&[Progress]>,
 ) -> Result<Outcome, LatencyError> {
+    run_observed(cfg, stop, samples, progress, Observe::default()).map(|(o, _)| o)
+}
+
+/// [`run`], also keeping what `observe` asks for: the late releases of every thread (one log per
+/// thread, in thread order; logs that keep nothing when `late_bound` is `None`).
+pub fn run_observed(
+    cfg: &Config,
+    stop: &Arc<AtomicBool>,
+    samples: Option<Box<dyn Write + Send>>,
+    progress: Option<&[Progress]>,
+    observe: Observe,
+) -> Result<(Outcome, Vec<LateLog>), LatencyError> {
     cfg.validate()?;
     let n = cfg.threads.len();
     let own_progress: Vec<Progress>;
@@ -327,7 +366,7 @@ pub fn run(
                         cpu,
                         progress,
                     };
-                    measuring_thread(cfg, stop, meeting, place, tx)
+                    measuring_thread(cfg, stop, meeting, place, tx, observe)
                 })
                 .expect("spawning a measuring thread");
             handles.push(h);
@@ -340,7 +379,7 @@ pub fn run(
             .first
             .store(read_clock(clock) + LEAD_NS, Ordering::SeqCst);
         meeting.barrier.wait();
-        let results: Vec<Option<ThreadResult>> = handles
+        let results: Vec<Option<(ThreadResult, LateLog)>> = handles
             .into_iter()
             .map(|h| h.join().expect("measuring thread panicked"))
             .collect();
@@ -355,11 +394,15 @@ pub fn run(
         Some(Err(e)) => return Err(LatencyError::Samples(e)),
         None => 0,
     };
-    Ok(Outcome {
-        threads: results.into_iter().flatten().collect(),
-        samples_written,
-        first_release: meeting.first.into_inner(),
-    })
+    let (threads, logs) = results.into_iter().flatten().unzip();
+    Ok((
+        Outcome {
+            threads,
+            samples_written,
+            first_release: meeting.first.into_inner(),
+        },
+        logs,
+    ))
 }
 
 /// Where the measuring threads meet [`run`]'s thread: a barrier passed twice (everyone set up, then
@@ -386,7 +429,8 @@ fn measuring_thread(
     meeting: &Meeting,
     place: ThreadPlace,
     mut tx: Option<rtrb::Producer<Sample>>,
-) -> Option<ThreadResult> {
+    observe: Observe,
+) -> Option<(ThreadResult, LateLog)> {
     let ThreadPlace {
         index,
         cpu,
@@ -415,6 +459,10 @@ fn measuring_thread(
         }
     };
     let mut rec = Recorder::new();
+    let mut late = match observe.late_bound {
+        Some(b) => LateLog::new(b, punctual_explain::LOG_CAPACITY),
+        None => LateLog::off(),
+    };
     meeting.barrier.wait(); // everyone is set up (or failed)
     meeting.barrier.wait(); // the main thread has published the first release time
     let guards = guards?;
@@ -435,6 +483,8 @@ fn measuring_thread(
         tx: &mut tx,
         dropped: &mut dropped,
         progress,
+        late: &mut late,
+        series: index as u32,
     };
     let (margin_ns, drift_ns) = match measure_in_mode(cfg, sched, stop, sink, index) {
         Ok(figures) => figures,
@@ -457,7 +507,7 @@ fn measuring_thread(
         dropped_samples: dropped,
     };
     drop(tx); // lets the writer finish
-    Some(result)
+    Some((result, late))
 }
 
 /// Builds the waiter of `cfg.mode` and runs [`measure`] with it. Returns the spin margin at the end
@@ -563,13 +613,23 @@ mod tests {
             interval: 1_000_000,
             until,
         };
+        let mut late = LateLog::new(10_000, 1 << 16);
         let sink = Sink {
             rec: &mut rec,
             tx: &mut tx,
             dropped: &mut dropped,
             progress: &progress,
+            late: &mut late,
+            series: 3,
         };
         measure(w, sched, &AtomicBool::new(false), sink);
+        // Every release later than the bound, and only those, is kept for --explain.
+        let over =
+            rec.count() - (rec.fraction_at_or_below(10_000) * rec.count() as f64).round() as u64;
+        assert_eq!(late.records().len() as u64, over);
+        assert!(late.records().iter().all(|r| r.series == 3
+            && r.lateness() > 10_000
+            && r.waiter == punctual_explain::Waiter::Sleeper));
         assert_eq!(progress.samples.load(Ordering::Relaxed), rec.count());
         assert_eq!(
             progress.max_ns.load(Ordering::Relaxed),
@@ -664,6 +724,8 @@ mod tests {
             tx: &mut tx,
             dropped: &mut dropped,
             progress: &progress,
+            late: &mut LateLog::off(),
+            series: 0,
         };
         let end = measure(&mut w, sched, &AtomicBool::new(false), sink);
         assert_eq!(end.n, 1, "one release, then the next one does not exist");
@@ -778,6 +840,8 @@ mod tests {
             tx: &mut tx,
             dropped: &mut d,
             progress: &p,
+            late: &mut LateLog::off(),
+            series: 0,
         };
         measure(&mut w, sched, &AtomicBool::new(true), sink);
         assert_eq!((rec.count(), w.i), (0, 0));

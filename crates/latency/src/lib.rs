@@ -11,7 +11,8 @@ pub mod report;
 mod samples;
 
 pub use engine::{
-    run, Config, Outcome, Progress, Stop, ThreadResult, MAX_INTERVAL, MAX_RUN, MAX_THREADS,
+    run, run_observed, Config, Observe, Outcome, Progress, Stop, ThreadResult, MAX_INTERVAL,
+    MAX_RUN, MAX_THREADS,
 };
 pub use modes::Mode;
 

@@ -2,7 +2,8 @@
 //! ([`punctual_session::drive`]): what they hold, run and report.
 
 use crate::check::{run_check, CheckConfig, CheckOutcome, PHASES};
-use crate::{report, run, Config, Outcome, Progress, Stop};
+use crate::{report, run_observed, Config, Observe, Outcome, Progress, Stop};
+use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
 use punctual_result::{Failure, Output, ResultDoc};
 use punctual_rt::RtWant;
@@ -35,9 +36,18 @@ pub struct Latency {
     /// `--samples`: every sample as CSV (its path was checked before the run).
     pub samples: Option<Output>,
     progress: Arc<[Progress]>,
+    /// `--explain`: trace the threads' CPUs and attribute every sample later than the bound.
+    explain: Option<ExplainConfig>,
+    explained: Option<Explanation>,
 }
 
 impl Latency {
+    /// Explain every sample later than `cfg.bound` (`--explain`).
+    pub fn explain(mut self, cfg: Option<ExplainConfig>) -> Latency {
+        self.explain = cfg;
+        self
+    }
+
     pub fn new(cfg: Config, want: RtWant, load: LoadSpec, samples: Option<Output>) -> Latency {
         let progress = (0..cfg.threads.len())
             .map(|_| Progress::default())
@@ -48,8 +58,53 @@ impl Latency {
             load,
             samples,
             progress,
+            explain: None,
+            explained: None,
         }
     }
+}
+
+/// The explanation's series names (`thread N`) with their release counts.
+fn thread_series(outcome: &Outcome) -> (Vec<(u32, String)>, Vec<u64>) {
+    outcome
+        .threads
+        .iter()
+        .map(|t| {
+            (
+                (t.index as u32, format!("thread {}", t.index)),
+                t.recorder.count(),
+            )
+        })
+        .unzip()
+}
+
+/// Start tracing for `--explain` on the CPUs the threads are pinned to (all when one floats).
+fn start_explaining(
+    explain: &Option<ExplainConfig>,
+    cfg: &Config,
+) -> Result<Option<Explainer>, Failure> {
+    let Some(x) = explain else { return Ok(None) };
+    let mut x = x.clone();
+    if x.cpus.is_empty() && cfg.threads.iter().all(Option::is_some) {
+        x.cpus = cfg.threads.iter().flatten().copied().collect();
+        x.cpus.sort_unstable();
+        x.cpus.dedup();
+    }
+    Ok(Some(Explainer::start(&x)?))
+}
+
+/// The thread logs' records and, per thread, the late releases that did not fit.
+pub fn gather_logs(
+    logs: Vec<punctual_explain::LateLog>,
+) -> (Vec<punctual_explain::LateRelease>, Vec<(u32, u64)>) {
+    let mut records = Vec::new();
+    let mut unlogged = Vec::new();
+    for (i, l) in logs.into_iter().enumerate() {
+        let (r, dropped) = l.into_records();
+        records.extend(r);
+        unlogged.push((i as u32, dropped));
+    }
+    (records, unlogged)
 }
 
 /// Where `--samples` goes while the run lasts: a temporary file renamed into place at the end (an
@@ -97,7 +152,16 @@ impl Measurement for Latency {
             Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), SamplesOut(None)),
             None => (None, SamplesOut(None)),
         };
-        let outcome = run(&self.cfg, ctx.stop(), sink, Some(&self.progress))?;
+        let explainer = start_explaining(&self.explain, &self.cfg)?;
+        let observe = Observe {
+            late_bound: self.explain.as_ref().map(|x| x.bound),
+        };
+        let (outcome, logs) =
+            run_observed(&self.cfg, ctx.stop(), sink, Some(&self.progress), observe)?;
+        if let Some(x) = explainer {
+            let (records, unlogged) = gather_logs(logs);
+            self.explained = Some(x.stop()?.explain(&records, &unlogged));
+        }
         Ok((outcome, out))
     }
 
@@ -120,9 +184,17 @@ impl Measurement for Latency {
                 Failure::system(format!("writing --samples {}: {e}", path.display()))
             })?;
         }
-        Ok(Report::tables(vec![report::latency_table(
-            doc, &self.cfg, &outcome,
-        )]))
+        let mut out = Report::tables(vec![report::latency_table(doc, &self.cfg, &outcome)]);
+        if let Some(x) = &self.explained {
+            let (names, counts) = thread_series(&outcome);
+            let (tables, svg) = punctual_explain::render::present(doc, x, &names, &counts);
+            out.tables.extend(tables);
+            out.figures.push(punctual_session::Figure {
+                name: "late-by-cause".into(),
+                svg: svg.map_err(|e| Failure::system(e.to_string()))?,
+            });
+        }
+        Ok(out)
     }
 }
 

@@ -48,9 +48,10 @@ impl Default for CaptureConfig {
     }
 }
 
-/// The kernel events an attribution reads: the scheduler's switches and wake-ups, hard and soft
-/// interrupt handlers, system vectors (timer, IPIs), timer expiries, idle and IPIs sent. Only the
-/// first two are required; the rest are taken where the kernel has them.
+/// The kernel events an attribution reads: the scheduler's switches, wake-ups and runtime charges,
+/// hard and soft interrupt handlers, system vectors (timer, IPIs), timer expiries, idle and IPIs
+/// sent. Switches, wake-ups and handlers are required; the rest are taken where the kernel has
+/// them.
 pub fn explain_events() -> Vec<KernelEvent> {
     let req = |system: &'static str, name: &str| KernelEvent {
         system,
@@ -74,6 +75,9 @@ pub fn explain_events() -> Vec<KernelEvent> {
         opt("power", "cpu_idle"),
         opt("ipi", "ipi_send_cpu"),
         opt("sched", "sched_wake_idle_without_ipi"),
+        // What the scheduler charged each task: with paravirtual steal accounting, time that
+        // passed and was not charged was the hypervisor's.
+        opt("sched", "sched_stat_runtime"),
     ];
     for vec in Vector::ALL {
         for end in ["entry", "exit"] {

@@ -112,6 +112,13 @@ pub enum EventKind {
     WakeIdleNoIpi {
         target_cpu: u32,
     },
+    /// `sched/sched_stat_runtime`: the scheduler charged `pid` with `runtime` ns of CPU since it
+    /// last did (at each tick and switch). With paravirtual steal accounting the time the
+    /// hypervisor took is left out, so a charge shorter than the time that passed shows steal.
+    StatRuntime {
+        pid: i32,
+        runtime: u64,
+    },
 }
 
 impl EventKind {
@@ -138,6 +145,7 @@ impl EventKind {
             EventKind::CpuIdle { .. } => 18,
             EventKind::IpiSend { .. } => 19,
             EventKind::WakeIdleNoIpi { .. } => 20,
+            EventKind::StatRuntime { .. } => 21,
         }
     }
 }

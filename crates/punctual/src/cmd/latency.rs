@@ -1,7 +1,7 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency. The measurement is
 //! `punctual_latency::measure::Latency`; this file checks the flags.
 
-use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::measure::Latency;
 use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
@@ -54,6 +54,8 @@ pub struct LatencyArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 const DEFAULT_DURATION: u64 = 10_000_000_000;
@@ -111,7 +113,7 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         }
         (_, None) => MarginPolicy::Auto,
     };
-    let outputs = a.out.outputs()?.export(
+    let outputs = a.explain.outputs(a.out.outputs()?)?.export(
         "--hist",
         a.hist.as_ref(),
         CyclictestHistogram {
@@ -144,6 +146,7 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
 pub fn run(a: LatencyArgs, env: &Env) -> anyhow::Result<Exit> {
     let (cfg, outputs) = validate(&a)?;
     let load = a.load.clone().unwrap_or_default();
-    let mut m = Latency::new(cfg, a.rt.want(), load, a.samples.clone());
+    let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
+    let mut m = Latency::new(cfg, a.rt.want(), load, a.samples.clone()).explain(explain);
     Ok(drive(&mut m, &outputs, env)?)
 }

@@ -317,7 +317,8 @@ pub fn analyze(trace: &TraceData) -> Analysis {
             | EventKind::Exit { .. }
             | EventKind::CpuIdle { .. }
             | EventKind::IpiSend { .. }
-            | EventKind::WakeIdleNoIpi { .. } => {}
+            | EventKind::WakeIdleNoIpi { .. }
+            | EventKind::StatRuntime { .. } => {}
             EventKind::Lost { .. } => {
                 a.loss_markers += 1;
                 sched.lost(&mut a, cpu);

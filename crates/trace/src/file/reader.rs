@@ -223,6 +223,10 @@ fn decode_kind(tag: u8, c: &mut Cursor) -> Option<EventKind> {
         20 => EventKind::WakeIdleNoIpi {
             target_cpu: u32::try_from(c.varint()?).ok()?,
         },
+        21 => EventKind::StatRuntime {
+            pid: c.i32()?,
+            runtime: c.varint()?,
+        },
         _ => return None,
     })
 }

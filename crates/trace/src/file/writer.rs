@@ -98,6 +98,10 @@ pub(crate) fn encode_kind(out: &mut Vec<u8>, kind: &EventKind) {
         EventKind::IpiSend { target_cpu } | EventKind::WakeIdleNoIpi { target_cpu } => {
             put_varint(out, target_cpu as u64)
         }
+        EventKind::StatRuntime { pid, runtime } => {
+            put_signed(out, pid as i64);
+            put_varint(out, runtime);
+        }
     }
 }
 

@@ -64,6 +64,11 @@ enum Decoding {
     CpuIdle {
         state: Field,
     },
+    StatRuntime {
+        comm: Field,
+        pid: Field,
+        runtime: Field,
+    },
     Cpu {
         /// 0: `ipi_send_cpu`, 1: `sched_wake_idle_without_ipi`.
         which: u8,
@@ -131,6 +136,11 @@ impl Decoder {
                 child_comm: g("child_comm")?,
             },
             ("sched", "sched_process_exit") => Decoding::Exit { pid: g("pid")? },
+            ("sched", "sched_stat_runtime") => Decoding::StatRuntime {
+                comm: g("comm")?,
+                pid: g("pid")?,
+                runtime: g("runtime")?,
+            },
             ("sched", "sched_wake_idle_without_ipi") => Decoding::Cpu {
                 which: 1,
                 cpu: g("cpu")?,
@@ -321,6 +331,14 @@ impl Decoder {
                 entry: false,
                 vector,
             } => EventKind::VectorExit { vector: *vector },
+            Decoding::StatRuntime { comm, pid, runtime } => {
+                let pid = i32f(pid)?;
+                labels.comms[0] = comm.read_str(rec).map(|c| (pid, c));
+                EventKind::StatRuntime {
+                    pid,
+                    runtime: runtime.read_u64(rec)?,
+                }
+            }
             // PWR_EVENT_EXIT is (u32)-1.
             Decoding::CpuIdle { state } => EventKind::CpuIdle {
                 state: match state.read_int(rec)? as u32 {
