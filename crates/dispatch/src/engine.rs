@@ -221,6 +221,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     // The widest gap between releases since the loop last blocked: where a breather goes.
     let mut widest_gap = 0u64;
     let mut slept_once = false;
+    // How long the previous action ran (for --explain: a loop that arrives late because of it was
+    // behind with its own work).
+    let mut prev_work = 0u64;
     let mut end = LoopEnd {
         margin_ns: margin.margin(),
         breathers: 0,
@@ -272,6 +275,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         // A loop that has not blocked for a long time (dense releases) takes a short breather, so
         // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
         // the widest gap it has seen since, or at once when twice overdue.
+        let mut breathed = false;
         if let Some(every) = cfg.breather_every {
             let unblocked = now.saturating_sub(last_block);
             widest_gap = widest_gap.max(gap);
@@ -280,6 +284,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
                 && (gap >= widest_gap || unblocked > every.saturating_mul(2))
             {
                 clock.pause(BREATHER_NS);
+                breathed = true;
                 end.breathers += 1;
                 last_block = clock.now();
                 widest_gap = 0;
@@ -314,8 +319,10 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let done = clock.now();
         heartbeat.action_since.store(0, Ordering::Release);
 
+        let behind = breathed || (now > act_at && prev_work >= now - act_at);
+        prev_work = done - started;
         let timed = Timed {
-            arrived: now,
+            behind,
             started,
             done,
             fired,
@@ -338,6 +345,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
+            if stats[slot].late.enabled() && !delegated {
+                log_missed(&mut stats[slot], slot, spec, &r, &timed, missed);
+            }
             stats[slot].lateness.add_missed(missed);
             progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
         }
@@ -425,9 +435,9 @@ struct Release<'e> {
 
 /// One firing as the loop timed it.
 struct Timed {
-    /// When the loop turned to this release (before any sleep): past the instant it had to act
-    /// at, it was behind with earlier work.
-    arrived: u64,
+    /// The loop came to this release late because of its own work: the previous action ran past
+    /// the instant it had to act at, or it took a breather just before.
+    behind: bool,
     started: u64,
     done: u64,
     fired: Fired,
@@ -697,6 +707,100 @@ fn publish(pr: &SlotProgress, releases: u64, lateness: Option<u64>) {
     }
 }
 
+/// Missed releases logged one by one for `--explain`, at most this many per late release.
+pub const LOG_MISSED_MAX: u64 = 8;
+/// An action that ran at least this long over a missed instant was the loop's own work.
+pub const OWN_WORK_NS: u64 = 5_000;
+
+/// `--explain`: keep a release later than the log's bound. Self-timed releases are the loop's
+/// (its thread, its CPU); a delegated one is its client's report on the release before, kept
+/// with how that release was handed over.
+#[cold]
+fn log_late(
+    st: &mut SlotStats,
+    slot: usize,
+    r: &Release,
+    t: &Timed,
+    delegated: bool,
+    handed: Option<Handed>,
+) {
+    if !delegated {
+        if st.late.is_late(t.started.saturating_sub(r.target)) {
+            let (tid, cpu) = punctual_explain::here();
+            st.late.push(LateRelease {
+                series: slot as u32,
+                tid,
+                cpu,
+                waiter: Waiter::Loop,
+                target: r.target,
+                actual: t.started,
+                handover: None,
+                behind: t.behind,
+            });
+        }
+        return;
+    }
+    let (Some(h), Some(ack)) = (handed, t.fired.previous) else {
+        return;
+    };
+    let actual = match ack {
+        Ack::Done { lateness, .. } if st.late.is_late(lateness) => h.target + lateness,
+        Ack::Done { .. } => return,
+        // Not taken before the next release: late by at least that long.
+        Ack::Missed => t.started.max(h.target + 1),
+    };
+    push_client(&mut st.late, slot, h, actual);
+}
+
+fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64) {
+    let (tid, cpu) = punctual_explain::here();
+    log.push(LateRelease {
+        series: slot as u32,
+        tid: h.client_tid,
+        cpu: h.client_cpu,
+        waiter: Waiter::Client,
+        target: h.target,
+        actual,
+        handover: Some(Handover {
+            tid,
+            cpu,
+            planned: h.planned,
+            at: h.at,
+            lead_needed: h.lead_needed,
+        }),
+        behind: false,
+    });
+}
+
+/// `--explain`: the instants a release's lateness made the loop skip (the first
+/// [`LOG_MISSED_MAX`]), each late until the loop got past it.
+#[cold]
+fn log_missed(
+    st: &mut SlotStats,
+    slot: usize,
+    spec: &SlotSpec,
+    r: &Release,
+    t: &Timed,
+    missed: u64,
+) {
+    let Some(p) = spec.period else { return };
+    let (tid, cpu) = punctual_explain::here();
+    for j in 1..=missed.min(LOG_MISSED_MAX) {
+        let m = r.target + j * p;
+        st.late.push(LateRelease {
+            series: slot as u32,
+            tid,
+            cpu,
+            waiter: Waiter::Loop,
+            target: m,
+            actual: t.done.max(m + 1),
+            handover: None,
+            // The action itself was running over the instant, and for long: the loop's work.
+            behind: t.started <= m && t.done - t.started >= OWN_WORK_NS,
+        });
+    }
+}
+
 /// After the loop: the reports delegated actions still owe on their last release.
 fn collect_owed_reports<A: Actions + ?Sized>(
     slots: &[SlotSpec],
@@ -705,7 +809,18 @@ fn collect_owed_reports<A: Actions + ?Sized>(
 ) {
     for (i, s) in slots.iter().enumerate() {
         if actions.delegated(s.action) && stats[i].releases > 0 {
-            match actions.finish(s.action) {
+            let ack = actions.finish(s.action);
+            if let (Some(h), true) = (actions.handed(s.action), stats[i].late.enabled()) {
+                match ack {
+                    Some(Ack::Done { lateness, .. }) if stats[i].late.is_late(lateness) => {
+                        push_client(&mut stats[i].late, i, h, h.target + lateness)
+                    }
+                    // Never taken, and the run is over: when it would have run is not known.
+                    Some(Ack::Missed) => stats[i].late.dropped += 1,
+                    _ => {}
+                }
+            }
+            match ack {
                 Some(Ack::Done {
                     lateness,
                     woke_late,

@@ -78,6 +78,8 @@ pub struct RunConfig {
     /// Indices into the plan's tasks whose offsets were automatic and may move during the run when
     /// their late releases line up ([`rephase`]); empty: every task keeps its phase.
     pub movable: Vec<usize>,
+    /// `--explain`: keep every release later than this (ns) for attribution (`None`: keep none).
+    pub explain_bound: Option<u64>,
 }
 
 impl Default for RunConfig {
@@ -96,6 +98,7 @@ impl Default for RunConfig {
             spin_budget: DISPATCH_SPIN_BUDGET,
             start_grid: None,
             movable: Vec::new(),
+            explain_bound: None,
         }
     }
 }
@@ -660,6 +663,25 @@ pub struct SlotResult {
     pub report: Option<ActionReport>,
 }
 
+impl Outcome {
+    /// `--explain`: every slot's late releases, each counted in its slot's index in
+    /// [`Outcome::slots`], and per slot the ones its log had no room for.
+    pub fn late_releases(&mut self) -> (Vec<punctual_explain::LateRelease>, Vec<(u32, u64)>) {
+        let mut records = Vec::new();
+        let mut unlogged = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            let log = std::mem::take(&mut s.stats.late);
+            let (r, dropped) = log.into_records();
+            records.extend(r.into_iter().map(|mut r| {
+                r.series = i as u32;
+                r
+            }));
+            unlogged.push((i as u32, dropped));
+        }
+        (records, unlogged)
+    }
+}
+
 pub struct Outcome {
     pub slots: Vec<SlotResult>,
     pub cpus: Vec<CpuResult>,
@@ -782,6 +804,7 @@ struct ThreadSettings {
     margin: MarginPolicy,
     duration: Option<u64>,
     breather_every: Option<u64>,
+    explain_bound: Option<u64>,
 }
 
 fn spawn_dispatcher(
@@ -801,6 +824,7 @@ fn spawn_dispatcher(
         margin: cfg.margin,
         duration: cfg.duration,
         breather_every: cfg.watchdog.map(|w| w / 4),
+        explain_bound: cfg.explain_bound,
     };
     let shared = shared.clone();
     std::thread::Builder::new()
@@ -840,6 +864,13 @@ fn dispatcher_thread(
             )
         })
         .collect();
+    if let Some(bound) = settings.explain_bound {
+        // One CPU's logs share the per-thread capacity, each slot at least a thousand records.
+        let each = (punctual_explain::LOG_CAPACITY / stats.len().max(1)).max(1024);
+        for st in &mut stats {
+            st.late = punctual_explain::LateLog::new(bound, each);
+        }
+    }
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;

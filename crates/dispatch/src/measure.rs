@@ -4,6 +4,7 @@
 use crate::engine::SlotProgress;
 use crate::shield::{Shield, ShieldPlan};
 use crate::{execute, prepare, report, Avoidance, DispatchError, Outcome, RunConfig};
+use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
 use punctual_plan::admission::Report as Admission;
 use punctual_plan::{Offset, Plan};
@@ -33,6 +34,41 @@ pub fn run_plan(
         let _ = s.set((names, progress.clone()));
     }
     execute(prepared, cfg, stop, progress)
+}
+
+/// [`run_plan`], with `--explain`: the kernel trace runs from the moment the plan is prepared
+/// (its clients attached) to its end, the dispatcher keeps its late releases (`cfg.explain_bound`
+/// is set from `explain`), and each gets its cause, counted per slot (series = index in
+/// [`Outcome::slots`]).
+pub fn run_plan_explained(
+    plan: Plan,
+    cfg: &RunConfig,
+    stop: Arc<AtomicBool>,
+    slots: Option<&LiveSlots>,
+    explain: Option<&ExplainConfig>,
+) -> Result<(Outcome, Option<Explanation>), Failure> {
+    let Some(explain) = explain else {
+        return Ok((run_plan(plan, cfg, stop, slots)?, None));
+    };
+    let explain = Some(explain);
+    let mut cfg = cfg.clone();
+    cfg.explain_bound = explain.map(|x| x.bound);
+    let prepared = prepare(plan, &cfg)?;
+    let progress = crate::progress_for(&prepared);
+    if let Some(s) = slots {
+        let names = prepared.slots.iter().map(|s| s.name.clone()).collect();
+        let _ = s.set((names, progress.clone()));
+    }
+    let explainer = explain.map(Explainer::start).transpose()?;
+    let mut out = execute(prepared, &cfg, stop, progress)?;
+    let explained = match explainer {
+        Some(x) => {
+            let (records, unlogged) = out.late_releases();
+            Some(x.stop()?.explain(&records, &unlogged))
+        }
+        None => None,
+    };
+    Ok((out, explained))
 }
 
 impl Applied for Shield {
@@ -80,6 +116,11 @@ pub struct RunPlan {
     auto_tasks: Vec<usize>,
     avoidance: Option<Avoidance>,
     slots: LiveSlots,
+    /// `--explain`: trace the run and attribute every release later than the bound.
+    pub explain: Option<ExplainConfig>,
+    explained: Option<Explanation>,
+    /// With `--explain`: the floor watched on the dispatcher CPUs just before the run.
+    floor: Option<f64>,
 }
 
 impl RunPlan {
@@ -141,6 +182,9 @@ impl RunPlan {
             auto_tasks,
             avoidance: None,
             slots: LiveSlots::default(),
+            explain: None,
+            explained: None,
+            floor: None,
         }
     }
 
@@ -273,12 +317,32 @@ impl Measurement for RunPlan {
             ctx.note(format!("fallback: {f}"));
         }
         self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
-        Ok(run_plan(
+        if let Some(x) = &self.explain {
+            // What no method could win on these CPUs, watched just before the plan runs.
+            ctx.step("floor");
+            let sched = punctual_rt::SchedParams {
+                policy: ctx.rt.policy,
+                priority: self.cfg.priority,
+            };
+            self.floor = punctual_bench::gaps::measure_floor(
+                &self.cfg.cpus,
+                punctual_bench::gaps::FLOOR_WATCH_NS,
+                x.bound,
+                sched,
+                ctx.stop(),
+            )
+            .map_err(|e| Failure::system(format!("--explain: watching the floor: {e}")))?;
+            ctx.step("");
+        }
+        let (out, explained) = run_plan_explained(
             plan,
             &self.cfg,
             ctx.stop().clone(),
             Some(&self.slots),
-        )?)
+            self.explain.as_ref(),
+        )?;
+        self.explained = explained;
+        Ok(out)
     }
 
     fn report(&self, o: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
@@ -334,7 +398,46 @@ impl Measurement for RunPlan {
                 ));
             }
         }
-        Ok(Report::tables(vec![report::table(doc, &o, &self.name)]))
+        let mut out = Report::tables(vec![report::table(doc, &o, &self.name)]);
+        if let Some(x) = &self.explained {
+            let (names, counts): (Vec<(u32, String)>, Vec<u64>) = o
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    (
+                        (i as u32, s.info.name.clone()),
+                        s.stats.lateness.count() + s.stats.lateness.missed_periods(),
+                    )
+                })
+                .unzip();
+            if let Some(f) = self.floor {
+                record_floor(doc, &names, x.bound, f);
+                ctx.note(format!(
+                    "floor: {:.2} % of 10 ms windows on CPU {} held an interruption longer than {} (watched {} before the run)",
+                    f * 100.0,
+                    punctual_rt::format_cpu_list(&self.cfg.cpus),
+                    format_ns(x.bound),
+                    format_ns(punctual_bench::gaps::FLOOR_WATCH_NS)
+                ));
+            }
+            out = punctual_explain::render::into_report(out, doc, x, &names, &counts)?;
+        }
+        Ok(out)
+    }
+}
+
+/// `"floor": {"10us": share}` on each named series (the key is the bound, as `within` names its
+/// thresholds).
+pub fn record_floor(doc: &mut ResultDoc, names: &[(u32, String)], bound: u64, floor: f64) {
+    let key = punctual_explain::bound_key(bound);
+    for s in doc
+        .series
+        .iter_mut()
+        .filter(|s| names.iter().any(|(_, n)| *n == s.name))
+    {
+        s.extra
+            .insert("floor".into(), serde_json::json!({ key.clone(): floor }));
     }
 }
 

@@ -236,7 +236,9 @@ fn cause_of(o: Occupant, waiter: Waiter, behind: bool) -> Cause {
         }
         Occupant::Task { .. } => Cause::Task,
         Occupant::Throttled { .. } => Cause::Throttle,
-        Occupant::Idle(_) | Occupant::OwnWake => match waiter {
+        // Idle, the victim's wake-up interrupt, or the victim charged for running: its way back
+        // to the CPU (a loop's own wake-up or work: the dispatcher's).
+        Occupant::Idle(_) | Occupant::OwnWake | Occupant::VictimRan => match waiter {
             Waiter::Loop => Cause::Dispatcher,
             Waiter::Sleeper | Waiter::Client => Cause::WakePath,
         },
@@ -281,7 +283,9 @@ fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
         Occupant::Idle(Some(s)) => format!("idle state {s}"),
         Occupant::Idle(None) => "idle".into(),
         Occupant::OwnWake => "its wake-up interrupt".into(),
-        Occupant::Victim | Occupant::Stolen | Occupant::Unknown => return None,
+        Occupant::Victim | Occupant::VictimRan | Occupant::Stolen | Occupant::Unknown => {
+            return None
+        }
     })
 }
 

@@ -48,6 +48,17 @@ impl From<ExplainError> for punctual_result::Failure {
     }
 }
 
+/// A bound as the document's keys name thresholds: `10us`, `1500ns`, `2ms`.
+pub fn bound_key(ns: u64) -> String {
+    if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
 /// What `--explain` was asked for.
 #[derive(Clone, Debug)]
 pub struct ExplainConfig {

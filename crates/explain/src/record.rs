@@ -115,6 +115,13 @@ impl LateLog {
         &self.records
     }
 
+    /// Count every record in series `series` (a log kept per thread, counted per phase).
+    pub fn relabel(&mut self, series: u32) {
+        for r in &mut self.records {
+            r.series = series;
+        }
+    }
+
     /// Add another thread's log (after the run).
     pub fn absorb(&mut self, other: LateLog) {
         self.dropped += other.dropped;

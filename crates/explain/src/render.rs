@@ -138,3 +138,21 @@ pub fn present(
     fill_doc(doc, x, names);
     (tables(x, names), figure(x, names, counts))
 }
+
+/// A run's report with `--explain`'s tables after its own and the figure (`late-by-cause`) among
+/// its figures; the document gets the causes ([`present`]).
+pub fn into_report(
+    mut out: punctual_session::Report,
+    doc: &mut ResultDoc,
+    x: &Explanation,
+    names: &[(u32, String)],
+    counts: &[u64],
+) -> Result<punctual_session::Report, punctual_result::Failure> {
+    let (tables, svg) = present(doc, x, names, counts);
+    out.tables.extend(tables);
+    out.figures.push(punctual_session::Figure {
+        name: "late-by-cause".into(),
+        svg: svg.map_err(|e| punctual_result::Failure::system(e.to_string()))?,
+    });
+    Ok(out)
+}

@@ -39,8 +39,12 @@ pub enum Occupant {
     Idle(Option<u32>),
     /// The interrupt or timer callback that delivered the victim's own wake-up.
     OwnWake,
-    /// The victim itself.
+    /// The victim itself, where no charge of its runtime says whether it really ran (a gap with
+    /// no guest event: the hypervisor may have held the CPU).
     Victim,
+    /// The victim itself, charged by the scheduler for that time: it ran (its own work, or the
+    /// kernel's path back to it).
+    VictimRan,
     /// Time the task on the CPU was not charged for although nothing else ran: with paravirtual
     /// steal accounting, the hypervisor's (placed in its longest stretches without an event).
     Stolen,
@@ -161,11 +165,15 @@ impl State {
         let victim = w.victim;
         match e.kind {
             EventKind::StatRuntime { pid, runtime } if self.current.is_some_and(|c| c.0 == pid) => {
-                let stolen = self
-                    .charged_at
-                    .map(|t| e.ts.saturating_sub(t).saturating_sub(runtime))
-                    .filter(|&m| m >= STEAL_NOISE_NS)
-                    .unwrap_or(0);
+                // Without a known start the charge cannot be compared with the time that passed.
+                let stolen = self.charged_at.map(|t| {
+                    let m = e.ts.saturating_sub(t).saturating_sub(runtime);
+                    if m >= STEAL_NOISE_NS {
+                        m
+                    } else {
+                        0
+                    }
+                });
                 self.settle(w, acc, stolen);
                 self.charged_at = Some(e.ts);
             }
@@ -176,7 +184,9 @@ impl State {
                 next_prio,
                 ..
             } => {
-                self.settle(w, acc, 0);
+                // The charge of the task leaving comes before its switch: anything since is not
+                // known to be charged.
+                self.settle(w, acc, None);
                 self.charged_at = Some(e.ts);
                 if prev_pid == victim {
                     self.victim_waiting = leave_reason(prev_state) == Leave::Preempted;
@@ -223,7 +233,7 @@ impl State {
             EventKind::HrtimerExit { .. } => self.pop(|f| matches!(f, Frame::Timer { .. })),
             EventKind::CpuIdle { state } => self.idle = state,
             EventKind::Lost { .. } => {
-                self.settle(w, acc, 0);
+                self.settle(w, acc, None);
                 self.charged_at = None;
                 self.stack.clear();
                 self.current = None;
@@ -235,33 +245,56 @@ impl State {
         }
     }
 
-    /// Charge the current task's stretches since its last charge to the window, `stolen` ns of
-    /// them (longest stretches first) to [`Occupant::Stolen`].
-    fn settle(&mut self, w: &Window, acc: &mut Accounting, stolen: u64) {
-        let mut left = stolen;
+    /// Charge the current task's stretches since its last charge to the window. With the
+    /// scheduler's charge known (`Some`), its uncharged ns go to [`Occupant::Stolen`] (the
+    /// longest stretches first) and the victim's charged rest to [`Occupant::VictimRan`];
+    /// without, the stretches keep their occupant.
+    fn settle(&mut self, w: &Window, acc: &mut Accounting, stolen: Option<u64>) {
+        let mut left = stolen.unwrap_or(0);
         let mut spans = std::mem::take(&mut self.own_spans);
-        spans.sort_by_key(|&(_, a, b)| std::cmp::Reverse(b - a));
-        for (o, a, b) in spans.drain(..) {
-            let len = b - a;
-            let taken = left.min(len);
-            left -= taken;
+        // Where the victim ran past its instant is where its lateness shows: uncharged time goes
+        // there first. Another task's stretches share the rest evenly (their time may or may not
+        // have been the hypervisor's; the task is named unless the charge says otherwise).
+        let clip = |o: Occupant, a: u64, b: u64| {
             let from = if o == Occupant::Victim {
                 w.from.max(w.victim_after)
             } else {
                 w.from
             };
             let (ca, cb) = (a.max(from), b.min(w.to));
-            if cb <= ca {
+            (ca, cb.max(ca))
+        };
+        for &(o, a, b) in &spans {
+            let (ca, cb) = clip(o, a, b);
+            if o != Occupant::Victim || cb == ca {
                 continue;
             }
-            let clip = cb - ca;
-            // The uncharged time is spread evenly over the stretch it was placed in.
-            let gone = (clip as u128 * taken as u128 / len.max(1) as u128) as u64;
+            let gone = left.min(cb - ca);
+            left -= gone;
             acc.add(Occupant::Stolen, gone);
-            acc.add(o, clip - gone);
-            if o == Occupant::Victim {
-                acc.victim_gap = acc.victim_gap.max(clip);
+            let ran = if stolen.is_some() {
+                Occupant::VictimRan
+            } else {
+                Occupant::Victim
+            };
+            acc.add(ran, cb - ca - gone);
+            acc.victim_gap = acc.victim_gap.max(cb - ca);
+        }
+        let others: u64 = spans
+            .iter()
+            .filter(|(o, _, _)| *o != Occupant::Victim)
+            .map(|(_, a, b)| b - a)
+            .sum();
+        for (o, a, b) in spans.drain(..) {
+            let (ca, cb) = clip(o, a, b);
+            if o == Occupant::Victim || cb == ca {
+                continue;
             }
+            let part = cb - ca;
+            let gone =
+                ((part as u128 * left as u128) / others.max(1) as u128).min(part as u128) as u64;
+            acc.add(Occupant::Stolen, gone);
+            acc.add(o, part - gone);
         }
         self.own_spans = spans;
     }
@@ -374,8 +407,46 @@ pub fn account(w: &Window) -> Accounting {
         t_prev = t_prev.max(ts);
     }
     account_span(&mut acc, &mut st, w, t_prev, w.to);
-    st.settle(w, &mut acc, 0);
+    // The stretches up to the window's end are settled by the task's next charge, if it comes
+    // before it leaves the CPU.
+    let next_charge = ev[end..]
+        .iter()
+        .take_while(|e| e.ts <= w.to + LOOKBACK_NS)
+        .find(|e| {
+            matches!(e.kind, EventKind::Switch { .. } | EventKind::Lost { .. })
+                || matches!(e.kind, EventKind::StatRuntime { pid, .. } if st.current.is_some_and(|c| c.0 == pid))
+        });
+    let stolen = match (next_charge, st.charged_at) {
+        (Some(e), Some(t)) => match e.kind {
+            EventKind::StatRuntime { runtime, .. } => {
+                // The charge runs past the window: only what the window holds is placed.
+                let m = e.ts.saturating_sub(t).saturating_sub(runtime);
+                Some(if m >= STEAL_NOISE_NS { m } else { 0 })
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    if let (Some(e), Some(_)) = (next_charge, stolen) {
+        // The stretch from the window's end to the charge is the task's too.
+        account_span_after(&mut st, w, w.to, e.ts);
+    }
+    st.settle(w, &mut acc, stolen);
     acc
+}
+
+/// The current task's stretch after the window (`[a, b)`), kept only so uncharged time found by a
+/// later charge can be placed among all its stretches; nothing of it is counted.
+fn account_span_after(st: &mut State, w: &Window, a: u64, b: u64) {
+    if b > a && st.stack.is_empty() {
+        let o = st.occupant(w.victim);
+        if matches!(
+            o,
+            Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. }
+        ) {
+            st.own_spans.push((o, a, b));
+        }
+    }
 }
 
 /// Charge `[a, b)`, clipped to the window, to whoever the state says had the CPU. The task on
@@ -588,7 +659,12 @@ mod tests {
         let a = window(&t.events, 7, T0 + 4_000 * US, T0 + 8_000 * US);
         assert_eq!(a.of(Occupant::Stolen), 50 * US);
         assert_eq!(a.of(Occupant::Irq(24)), 2 * US);
-        assert_eq!(a.of(Occupant::Victim), 3_948 * US);
+        assert_eq!(a.of(Occupant::VictimRan), 3_948 * US);
+        assert_eq!(a.of(Occupant::Victim), 0);
+        // A window that ends before the charge still learns from it.
+        let c = window(&t.events, 7, T0 + 6_000 * US, T0 + 7_000 * US);
+        assert_eq!(c.of(Occupant::Stolen), 50 * US);
+        assert_eq!(c.of(Occupant::VictimRan), 950 * US);
         // A charge without a known start (the first one seen) says nothing.
         let b = window(&t.events, 7, T0 + 100 * US, T0 + 3_000 * US);
         assert_eq!(b.of(Occupant::Stolen), 0);

@@ -448,3 +448,87 @@ fn the_explanation_counts_every_cause_per_series_and_keeps_offenders_by_name() {
     assert_eq!(x.total().late(), 6);
     assert_eq!(x.details.len(), 4);
 }
+
+#[test]
+fn the_scheduler_charging_the_loop_for_the_stall_makes_it_the_dispatchers_own_work() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // The loop runs from T-4 ms; the tick at T+2 ms charges it all: it was running (an action's
+    // system call, bookkeeping), not held by the hypervisor.
+    switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+    s.event(
+        t - 2_000 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 2_000 * US,
+        },
+    );
+    s.event(
+        t + 2_000 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 4_000 * US,
+        },
+    );
+    let a = cause_of(&s, &own(DISPATCHER, Waiter::Loop, t, t + 60 * US));
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
+    // The same stall left uncharged (60 us of the 4 ms missing) was the hypervisor's.
+    let mut s2 = synth();
+    switch(&mut s2, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+    s2.event(
+        t - 2_000 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 2_000 * US,
+        },
+    );
+    s2.event(
+        t + 2_000 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 3_940 * US,
+        },
+    );
+    let b = cause_of(&s2, &own(DISPATCHER, Waiter::Loop, t, t + 60 * US));
+    assert_eq!(b.cause, Cause::Steal, "{b:?}");
+}
+
+#[test]
+fn a_task_that_was_not_charged_for_its_stretch_was_the_hypervisors() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // rustc runs on CPU 0 across the client's instant; the client is woken in time from CPU 1 but
+    // rustc's charge for those 300 us says it ran 20 us of them.
+    switch(&mut s, t - 1_000 * US, 0, 0, 0, 300, 120);
+    s.event(
+        t - 200 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: 300,
+            runtime: 800 * US,
+        },
+    );
+    waking(&mut s, t - 100 * US, 1, CLIENT, 19);
+    s.event(
+        t + 100 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: 300,
+            runtime: 20 * US,
+        },
+    );
+    switch(&mut s, t + 100 * US, 0, 300, PREEMPTED, CLIENT, 19);
+    let a = cause_of(
+        &s,
+        &client(
+            t,
+            t + 101 * US,
+            handover(t - 100 * US, t - 100 * US, 30 * US),
+        ),
+    );
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+}

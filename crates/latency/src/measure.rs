@@ -1,7 +1,7 @@
 //! `punctual latency` and `punctual check` as measurements of the lifecycle
 //! ([`punctual_session::drive`]): what they hold, run and report.
 
-use crate::check::{run_check, CheckConfig, CheckOutcome, PHASES};
+use crate::check::{run_check_observed, CheckConfig, CheckOutcome, PHASES};
 use crate::{report, run_observed, Config, Observe, Outcome, Progress, Stop};
 use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
@@ -93,7 +93,7 @@ fn start_explaining(
     Ok(Some(Explainer::start(&x)?))
 }
 
-/// The thread logs' records and, per thread, the late releases that did not fit.
+/// The logs' records and, per log (its index is its series), the late releases that did not fit.
 pub fn gather_logs(
     logs: Vec<punctual_explain::LateLog>,
 ) -> (Vec<punctual_explain::LateRelease>, Vec<(u32, u64)>) {
@@ -184,17 +184,14 @@ impl Measurement for Latency {
                 Failure::system(format!("writing --samples {}: {e}", path.display()))
             })?;
         }
-        let mut out = Report::tables(vec![report::latency_table(doc, &self.cfg, &outcome)]);
-        if let Some(x) = &self.explained {
-            let (names, counts) = thread_series(&outcome);
-            let (tables, svg) = punctual_explain::render::present(doc, x, &names, &counts);
-            out.tables.extend(tables);
-            out.figures.push(punctual_session::Figure {
-                name: "late-by-cause".into(),
-                svg: svg.map_err(|e| Failure::system(e.to_string()))?,
-            });
+        let out = Report::tables(vec![report::latency_table(doc, &self.cfg, &outcome)]);
+        match &self.explained {
+            Some(x) => {
+                let (names, counts) = thread_series(&outcome);
+                punctual_explain::render::into_report(out, doc, x, &names, &counts)
+            }
+            None => Ok(out),
         }
-        Ok(out)
     }
 }
 
@@ -203,6 +200,8 @@ pub struct Check {
     pub cfg: CheckConfig,
     pub want: RtWant,
     progress: Arc<[Progress]>,
+    explain: Option<ExplainConfig>,
+    explained: Option<Explanation>,
 }
 
 impl Check {
@@ -211,7 +210,20 @@ impl Check {
             cfg,
             want,
             progress: Arc::new([Progress::default()]),
+            explain: None,
+            explained: None,
         }
+    }
+
+    /// Explain every release later than `cfg.bound` in each phase (`--explain`).
+    pub fn explain(mut self, cfg: Option<ExplainConfig>) -> Check {
+        self.explain = cfg.map(|mut c| {
+            if c.cpus.is_empty() {
+                c.cpus = vec![self.cfg.cpu];
+            }
+            c
+        });
+        self
     }
 }
 
@@ -240,12 +252,22 @@ impl Measurement for Check {
             self.cfg.load
         ));
         let slot: &[Progress; 1] = (&*self.progress).try_into().expect("one slot");
-        Ok(run_check(
+        let explainer = self.explain.as_ref().map(Explainer::start).transpose()?;
+        let observe = Observe {
+            late_bound: self.explain.as_ref().map(|x| x.bound),
+        };
+        let (outcome, logs) = run_check_observed(
             &self.cfg,
             ctx.stop(),
             |i, p| ctx.step(format!("{}/{} {}", i + 1, PHASES.len(), p.label())),
             slot,
-        )?)
+            observe,
+        )?;
+        if let Some(x) = explainer {
+            let (records, unlogged) = gather_logs(logs);
+            self.explained = Some(x.stop()?.explain(&records, &unlogged));
+        }
+        Ok(outcome)
     }
 
     fn report(
@@ -278,7 +300,7 @@ impl Measurement for Check {
         if !doc.settings.fallbacks.is_empty() {
             text.push_str("\nRan with fallbacks (see above): figures are worse than this machine can do when privileged.\n");
         }
-        Ok(Report {
+        let out = Report {
             tables: vec![
                 outcome.results_table(self.cfg.interval, self.cfg.cpu),
                 outcome.verdict_table(),
@@ -286,6 +308,18 @@ impl Measurement for Check {
             text,
             figures: Vec::new(),
             ..Report::default()
-        })
+        };
+        match &self.explained {
+            Some(x) => {
+                let (names, counts): (Vec<(u32, String)>, Vec<u64>) = outcome
+                    .phases
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| ((i as u32, p.phase.label()), p.thread.recorder.count()))
+                    .unzip();
+                punctual_explain::render::into_report(out, doc, x, &names, &counts)
+            }
+            None => Ok(out),
+        }
     }
 }

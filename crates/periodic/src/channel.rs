@@ -80,7 +80,11 @@ pub struct Shared {
     pub lateness: AtomicU64,
     pub wake_latency: AtomicU64,
     pub client_missed: AtomicU64,
-    _pad3: [u8; 32],
+    /// The client's thread and the CPU it acknowledged from (0 from a client that does not say:
+    /// the layout's size is unchanged, so older clients still attach).
+    pub client_tid: AtomicI32,
+    pub client_cpu: AtomicU32,
+    _pad3: [u8; 24],
 }
 
 const _: () = assert!(std::mem::size_of::<Shared>() <= PAGE);
@@ -579,6 +583,16 @@ impl Server {
         self.pending = self.released > 0;
     }
 
+    /// The client's thread and the CPU it last acknowledged from (`--explain` traces them); 0
+    /// when the client does not say.
+    pub fn client_thread(&self) -> (i32, u32) {
+        let s = self.map.shared();
+        (
+            s.client_tid.load(Ordering::Relaxed),
+            s.client_cpu.load(Ordering::Relaxed),
+        )
+    }
+
     /// Release the client for instant `target`; `issued` is now, on the same clock.
     #[inline]
     pub fn release(&mut self, target: u64, issued: u64) {
@@ -739,6 +753,9 @@ pub struct Client {
     last: u32,
     /// The declared lead plus slack: the furthest ahead a release may be.
     lead_bound: u64,
+    /// The thread that attached (and waits: one client per thread), told to the dispatcher with
+    /// each acknowledgement.
+    tid: i32,
 }
 
 impl Client {
@@ -867,6 +884,8 @@ impl Client {
             _page: page,
             last,
             lead_bound: max_lead + LEAD_SLACK_NS,
+            // SAFETY: a plain system call without arguments that can fail.
+            tid: unsafe { libc::gettid() },
         })
     }
 
@@ -956,6 +975,10 @@ impl Client {
         missed_total: u64,
     ) {
         let s = self.map.shared();
+        // SAFETY: a plain system call without arguments that can fail (the vDSO's getcpu).
+        let cpu = unsafe { libc::sched_getcpu() };
+        s.client_tid.store(self.tid, Ordering::Relaxed);
+        s.client_cpu.store(cpu.max(0) as u32, Ordering::Relaxed);
         s.lateness.store(lateness, Ordering::Relaxed);
         s.wake_latency
             .store(wake_latency.unwrap_or(u64::MAX), Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! `punctual check`: the main job. The measurement is `punctual_latency::measure::Check`.
 
-use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
@@ -23,6 +23,8 @@ pub struct CheckArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 /// The shortest check that still gives each phase a few hundred releases.
@@ -44,7 +46,8 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let outputs = a.out.outputs()?;
+    let outputs = a.explain.outputs(a.out.outputs()?)?;
+    let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     let cfg = CheckConfig {
         cpu,
         duration: a.duration,
@@ -55,5 +58,6 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         priority: a.rt.priority(),
         timer_slack_ns: None,
     };
-    Ok(drive(&mut Check::new(cfg, a.rt.want()), &outputs, env)?)
+    let mut m = Check::new(cfg, a.rt.want()).explain(explain);
+    Ok(drive(&mut m, &outputs, env)?)
 }
