@@ -198,15 +198,42 @@ pub fn floor_share(out: &GapsOutcome, window: u64, bound: u64) -> Option<f64> {
     (all > 0).then(|| hit as f64 / all as f64)
 }
 
+/// The floor for releases at any phase: over every CPU watched, the share of instants at which a
+/// release would be later than `bound` whatever the method (inside an interruption, more than
+/// `bound` before its end): the sum over gaps of `duration - bound`, over the time watched. Where
+/// every window holds an interruption (a timer tick of tens of microseconds), this is the floor
+/// that still tells something; a release placed away from the interruptions' phase beats it.
+pub fn floor_instants(out: &GapsOutcome, bound: u64) -> Option<f64> {
+    let (mut lost, mut all) = (0u64, 0u64);
+    for c in &out.cpus {
+        all += c.ended_ns.saturating_sub(c.began_ns);
+        lost += c
+            .starts
+            .iter()
+            .map(|&(_, d)| d.saturating_sub(bound))
+            .sum::<u64>();
+    }
+    (all > 0).then(|| (lost as f64 / all as f64).min(1.0))
+}
+
+/// What [`measure_floor`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Floor {
+    /// [`floor_share`]: windows holding an interruption over the bound (SPEC section 9's).
+    pub windows: Option<f64>,
+    /// [`floor_instants`]: instants a release would be late at.
+    pub instants: Option<f64>,
+}
+
 /// Watch `cpus` with the gaps loop at `sched` for `duration` and return the floor for `bound`
-/// in [`FLOOR_WINDOW_NS`] windows.
+/// in [`FLOOR_WINDOW_NS`] windows, and for releases at any instant.
 pub fn measure_floor(
     cpus: &[usize],
     duration: u64,
     bound: u64,
     sched: SchedParams,
     stop: &AtomicBool,
-) -> Result<Option<f64>, BenchError> {
+) -> Result<Floor, BenchError> {
     let out = run(
         &GapsConfig {
             cpus: cpus.to_vec(),
@@ -217,7 +244,10 @@ pub fn measure_floor(
         },
         stop,
     )?;
-    Ok(floor_share(&out, FLOOR_WINDOW_NS, bound))
+    Ok(Floor {
+        windows: floor_share(&out, FLOOR_WINDOW_NS, bound),
+        instants: floor_instants(&out, bound),
+    })
 }
 
 /// Find the tick among gaps given as (start ns, duration ns): fold the starts on the tick period and

@@ -871,6 +871,8 @@ mod tests {
         counts: Vec<u64>,
         /// For delegated actions: the client's report on the release before, from its target.
         client: Option<fn(u64) -> Ack>,
+        /// The loop asked for the final report.
+        finished: bool,
     }
 
     impl Fake {
@@ -884,6 +886,7 @@ mod tests {
                 delegated: false,
                 counts: vec![0; actions],
                 client: None,
+                finished: false,
             }
         }
     }
@@ -923,10 +926,25 @@ mod tests {
             }
         }
         fn finish(&mut self, _: u16) -> Option<Ack> {
+            self.finished = true;
             Some(Ack::Done {
                 lateness: 9,
                 wake_latency: None,
                 woke_late: false,
+            })
+        }
+        fn handed(&self, action: u16) -> Option<Handed> {
+            // The release the last report was about: the one before the last firing, or the last
+            // one once the loop asked for its final report.
+            let back = if self.finished { 0 } else { 1 };
+            let l = self.log.iter().rev().filter(|l| l.0 == action).nth(back)?;
+            Some(Handed {
+                target: l.1,
+                planned: l.1 - self.lead,
+                at: l.3,
+                lead_needed: 0,
+                client_tid: 77,
+                client_cpu: 1,
             })
         }
     }
@@ -1090,6 +1108,117 @@ mod tests {
                 .sum::<u64>(),
             0
         );
+    }
+
+    /// [`run`] with `--explain`'s logs on (bound 10 us).
+    fn run_explained(
+        clock: &ManualClock,
+        slots: &[SlotSpec],
+        fake: &mut Fake,
+        end: u64,
+        margin: MarginPolicy,
+    ) -> Vec<SlotStats> {
+        let mut stats: Vec<SlotStats> = slots
+            .iter()
+            .map(|_| {
+                let mut s = SlotStats::new(fake.delegated);
+                s.late = LateLog::new(10_000, 1024);
+                s
+            })
+            .collect();
+        let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
+        let cfg = LoopConfig {
+            margin,
+            ..loop_cfg(1_000_000, end)
+        };
+        dispatch(
+            clock,
+            &cfg,
+            slots,
+            &mut stats,
+            fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        stats
+    }
+
+    #[test]
+    fn explain_keeps_the_releases_a_long_action_made_the_loop_miss_as_its_own() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.long_once = Some((0, 2, 2_600_000)); // release 2 runs 2.6 ms: releases 3 and 4 pass
+        let stats = run_explained(
+            &clock,
+            &slots,
+            &mut fake,
+            1_000_000 + 10_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        let late = stats[0].late.records();
+        let offsets: Vec<u64> = late
+            .iter()
+            .map(|r| (r.target - 1_000_000) / 1_000_000)
+            .collect();
+        assert_eq!(offsets, vec![3, 4], "{late:?}");
+        let (tid, _) = punctual_explain::here();
+        for r in late {
+            assert_eq!(r.waiter, Waiter::Loop);
+            assert_eq!(r.tid, tid, "the loop's own thread");
+            assert!(
+                r.behind,
+                "the action ran over the instant: the loop's own work"
+            );
+            assert!(r.actual > r.target + 10_000);
+            assert_eq!(r.series, 0);
+        }
+        // Without a bound nothing is kept.
+        let clock = ManualClock::new(0, 10);
+        let mut fake = Fake::new(&clock, 1);
+        fake.long_once = Some((0, 2, 2_600_000));
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            11_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        assert!(r.stats[0].late.records().is_empty());
+    }
+
+    #[test]
+    fn explain_keeps_a_clients_late_report_with_how_its_release_was_handed_over() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("c", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.delegated = true;
+        fake.lead = 100_000;
+        // The client reports the release at offset 3 ms 50 us late, the others on time.
+        fake.client = Some(|target| Ack::Done {
+            lateness: if target == 4_000_000 { 50_000 } else { 2_000 },
+            wake_latency: Some(1_000),
+            woke_late: false,
+        });
+        let stats = run_explained(
+            &clock,
+            &slots,
+            &mut fake,
+            1_000_000 + 6_000_000,
+            MarginPolicy::Fixed(20_000),
+        );
+        let late = stats[0].late.records();
+        assert_eq!(late.len(), 1, "{late:?}");
+        let r = late[0];
+        assert_eq!((r.target, r.actual), (4_000_000, 4_050_000));
+        assert_eq!((r.tid, r.cpu, r.waiter), (77, 1, Waiter::Client));
+        let h = r.handover.expect("handed over");
+        assert_eq!(h.planned, 4_000_000 - 100_000);
+        assert!(h.at >= h.planned && h.at < r.target, "{h:?}");
+        assert_eq!(h.tid, punctual_explain::here().0, "the dispatcher's thread");
     }
 
     #[test]

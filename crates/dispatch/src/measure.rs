@@ -120,7 +120,7 @@ pub struct RunPlan {
     pub explain: Option<ExplainConfig>,
     explained: Option<Explanation>,
     /// With `--explain`: the floor watched on the dispatcher CPUs just before the run.
-    floor: Option<f64>,
+    floor: punctual_bench::gaps::Floor,
 }
 
 impl RunPlan {
@@ -184,7 +184,7 @@ impl RunPlan {
             slots: LiveSlots::default(),
             explain: None,
             explained: None,
-            floor: None,
+            floor: Default::default(),
         }
     }
 
@@ -334,12 +334,19 @@ impl Measurement for RunPlan {
             .map_err(|e| Failure::system(format!("--explain: watching the floor: {e}")))?;
             ctx.step("");
         }
+        // The trace's own thread keeps off shielded CPUs.
+        let explain = self.explain.clone().map(|mut x| {
+            if self.shield.is_some() || self.cfg.shielded {
+                x.quiet = self.cfg.cpus.clone();
+            }
+            x
+        });
         let (out, explained) = run_plan_explained(
             plan,
             &self.cfg,
             ctx.stop().clone(),
             Some(&self.slots),
-            self.explain.as_ref(),
+            explain.as_ref(),
         )?;
         self.explained = explained;
         Ok(out)
@@ -411,15 +418,9 @@ impl Measurement for RunPlan {
                     )
                 })
                 .unzip();
-            if let Some(f) = self.floor {
-                record_floor(doc, &names, x.bound, f);
-                ctx.note(format!(
-                    "floor: {:.2} % of 10 ms windows on CPU {} held an interruption longer than {} (watched {} before the run)",
-                    f * 100.0,
-                    punctual_rt::format_cpu_list(&self.cfg.cpus),
-                    format_ns(x.bound),
-                    format_ns(punctual_bench::gaps::FLOOR_WATCH_NS)
-                ));
+            record_floor(doc, &names, x.bound, self.floor);
+            if let Some(t) = out.tables.first_mut() {
+                t.note(floor_note(self.floor, &self.cfg.cpus, x.bound));
             }
             out = punctual_explain::render::into_report(out, doc, x, &names, &counts)?;
         }
@@ -427,18 +428,45 @@ impl Measurement for RunPlan {
     }
 }
 
-/// `"floor": {"10us": share}` on each named series (the key is the bound, as `within` names its
-/// thresholds).
-pub fn record_floor(doc: &mut ResultDoc, names: &[(u32, String)], bound: u64, floor: f64) {
+/// `"floor": {"10us": share}` (SPEC section 9: windows holding an interruption over the bound)
+/// and `"floor_instants": {"10us": share}` (instants a release would be late at) on each named
+/// series; the key is the bound, as `within` names its thresholds.
+pub fn record_floor(
+    doc: &mut ResultDoc,
+    names: &[(u32, String)],
+    bound: u64,
+    floor: punctual_bench::gaps::Floor,
+) {
     let key = punctual_explain::bound_key(bound);
     for s in doc
         .series
         .iter_mut()
         .filter(|s| names.iter().any(|(_, n)| *n == s.name))
     {
-        s.extra
-            .insert("floor".into(), serde_json::json!({ key.clone(): floor }));
+        if let Some(w) = floor.windows {
+            s.extra
+                .insert("floor".into(), serde_json::json!({ key.clone(): w }));
+        }
+        if let Some(i) = floor.instants {
+            s.extra.insert(
+                "floor_instants".into(),
+                serde_json::json!({ key.clone(): i }),
+            );
+        }
     }
+}
+
+/// One line under the run's table: the floor as a share of releases that can be within the bound.
+pub fn floor_note(floor: punctual_bench::gaps::Floor, cpus: &[usize], bound: u64) -> String {
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2} %", v * 100.0));
+    format!(
+        "floor on CPU {} (watched {} before the run): {} of instants let a release be within {}          (interruptions longer cover the rest); {} of 10 ms windows held one.",
+        punctual_rt::format_cpu_list(cpus),
+        format_ns(punctual_bench::gaps::FLOOR_WATCH_NS),
+        pct(floor.instants.map(|i| 1.0 - i)),
+        format_ns(bound),
+        pct(floor.windows),
+    )
 }
 
 /// `punctual shield`: real-time mode held for a duration, until Ctrl-C, or around a command run on

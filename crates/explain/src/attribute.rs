@@ -27,6 +27,7 @@ use crate::timeline::{account, Accounting, Occupant, Window, LOOKBACK_NS};
 use punctual_trace::capture::Captured;
 use punctual_trace::event::{softirq_name, EventKind};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 
 /// Why a release was late: one of SPEC section 9's causes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -119,6 +120,26 @@ impl Attribution {
 /// The trace and steal readings a set of late releases is explained from.
 pub struct Evidence<'a> {
     pub trace: &'a Captured,
+    /// punctual's own threads in the run: the dispatchers that handed releases over and the
+    /// clients they released. One of them holding a victim's CPU is punctual's doing
+    /// (`dispatcher`: its loop, or its placement of clients), not another task's.
+    pub own: std::collections::HashSet<i32>,
+}
+
+impl<'a> Evidence<'a> {
+    /// Evidence from `trace`, with punctual's own threads taken from the records.
+    pub fn new(trace: &'a Captured, records: &[LateRelease]) -> Evidence<'a> {
+        let mut own = std::collections::HashSet::new();
+        for r in records {
+            if let Some(h) = r.handover {
+                own.insert(h.tid);
+                if r.tid > 0 {
+                    own.insert(r.tid);
+                }
+            }
+        }
+        Evidence { trace, own }
+    }
 }
 
 impl Evidence<'_> {
@@ -224,9 +245,12 @@ pub fn class_of(pid: i32, prio: i32) -> String {
     }
 }
 
-/// The cause an occupant stands for, given how the victim waits.
-fn cause_of(o: Occupant, waiter: Waiter, behind: bool) -> Cause {
+/// The cause an occupant stands for, given how the victim waits and which threads are punctual's.
+fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>) -> Cause {
     match o {
+        Occupant::Task { pid, .. } | Occupant::Throttled { pid, .. } if own.contains(&pid) => {
+            Cause::Dispatcher
+        }
         Occupant::Irq(_) | Occupant::Vector(_) => Cause::Irq,
         Occupant::Softirq(_) => Cause::Softirq,
         // A loop that was behind with its own work (an action, a breather): whatever held the
@@ -250,10 +274,15 @@ fn cause_of(o: Occupant, waiter: Waiter, behind: bool) -> Cause {
 }
 
 /// The winning cause of an accounted window, and its largest occupant.
-fn decide(acc: &Accounting, waiter: Waiter, behind: bool) -> Option<(Cause, Occupant, u64)> {
+fn decide(
+    acc: &Accounting,
+    waiter: Waiter,
+    behind: bool,
+    own: &HashSet<i32>,
+) -> Option<(Cause, Occupant, u64)> {
     let mut per = [0u64; Cause::ALL.len()];
     for &(o, t) in &acc.by {
-        let c = cause_of(o, waiter, behind);
+        let c = cause_of(o, waiter, behind, own);
         per[Cause::ALL.iter().position(|x| *x == c).expect("listed")] += t;
     }
     // Ties go to the earlier cause: max_by_key keeps the last maximum, so walk backwards.
@@ -267,7 +296,7 @@ fn decide(acc: &Accounting, waiter: Waiter, behind: bool) -> Option<(Cause, Occu
     let top = acc
         .by
         .iter()
-        .filter(|(o, _)| cause_of(*o, waiter, behind) == cause)
+        .filter(|(o, _)| cause_of(*o, waiter, behind, own) == cause)
         .max_by_key(|(_, t)| *t)
         .map(|(o, _)| *o)
         .unwrap_or(Occupant::Unknown);
@@ -307,7 +336,7 @@ fn explain_window(
     if acc.lost {
         return Attribution::unexplained(format!("the kernel lost events on CPU {cpu}"));
     }
-    let Some((mut cause, top, held)) = decide(&acc, waiter, behind) else {
+    let Some((mut cause, top, held)) = decide(&acc, waiter, behind, &ev.own) else {
         return Attribution::unexplained("an empty window");
     };
     let mut why = format!(
@@ -383,13 +412,17 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         );
         return a;
     }
-    // When the client got its CPU: its switch-in after the hand-over (found on its CPU).
-    let switched_in = ev
+    // When the client got its CPU after the hand-over (found on its CPU): on it by its instant,
+    // only what came after the instant made it late.
+    let first_in = ev
         .window(r.cpu, r.tid, h.at, r.actual, r.target)
-        .and_then(|a| a.switched_in)
-        .filter(|&s| s >= h.at);
+        .and_then(|a| a.first_switched_in);
+    let from = match first_in {
+        Some(s) if s <= r.target => r.target,
+        _ => h.at,
+    };
     let planned_lead = r.target.saturating_sub(h.planned);
-    if let Some(s) = switched_in {
+    if let Some(s) = first_in.filter(|&s| s > r.target) {
         let took = s - h.at;
         if planned_lead < h.lead_needed && took <= h.lead_needed && took > planned_lead {
             return Attribution {
@@ -410,7 +443,7 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         ev,
         r.cpu,
         r.tid,
-        (h.at, r.actual),
+        (from, r.actual),
         r.target,
         Waiter::Client,
         false,

@@ -66,6 +66,8 @@ pub struct ExplainConfig {
     pub bound: u64,
     /// CPUs to trace (empty: all online CPUs).
     pub cpus: Vec<usize>,
+    /// CPUs the trace's drain thread keeps off (shielded ones).
+    pub quiet: Vec<usize>,
 }
 
 impl Default for ExplainConfig {
@@ -73,6 +75,7 @@ impl Default for ExplainConfig {
         ExplainConfig {
             bound: DEFAULT_BOUND_NS,
             cpus: Vec::new(),
+            quiet: Vec::new(),
         }
     }
 }
@@ -95,6 +98,7 @@ impl Explainer {
     pub fn start(cfg: &ExplainConfig) -> Result<Explainer, ExplainError> {
         let capture = Capture::start(&CaptureConfig {
             cpus: cfg.cpus.clone(),
+            drain_off: cfg.quiet.clone(),
             ..CaptureConfig::default()
         })?;
         Ok(Explainer {

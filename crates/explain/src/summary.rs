@@ -199,7 +199,7 @@ pub fn explain(
     records: &[LateRelease],
     unlogged: &[(u32, u64)],
 ) -> Explanation {
-    let ev = Evidence { trace };
+    let ev = Evidence::new(trace, records);
     let mut out = Explanation {
         bound,
         capture: CaptureStats::of(trace),

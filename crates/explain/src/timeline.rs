@@ -62,6 +62,8 @@ pub struct Accounting {
     pub victim_gap: u64,
     /// When the victim was last switched in on this CPU within the walk.
     pub switched_in: Option<u64>,
+    /// When the victim was first switched in on this CPU within the window.
+    pub first_switched_in: Option<u64>,
     /// Events were lost inside the window.
     pub lost: bool,
 }
@@ -195,6 +197,9 @@ impl State {
                     self.victim_waiting = false;
                     self.victim_prio = Some(next_prio);
                     acc.switched_in = Some(e.ts);
+                    if e.ts >= w.from && acc.first_switched_in.is_none() {
+                        acc.first_switched_in = Some(e.ts);
+                    }
                 }
                 let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
                 self.chosen_over_victim =
@@ -371,6 +376,24 @@ pub fn account(w: &Window) -> Accounting {
             EventKind::Lost { .. } => break,
             _ => {}
         }
+    }
+    if st.current.is_none() {
+        // No switch before (the task has held the CPU since before the trace began): the first
+        // switch after says who it was, or a charge of the victim's runtime does.
+        st.current = ev[start..]
+            .iter()
+            .take(SWITCH_SEARCH)
+            .find_map(|e| match e.kind {
+                EventKind::Switch {
+                    prev_pid,
+                    prev_prio,
+                    ..
+                } => Some(Some((prev_pid, prev_prio))),
+                EventKind::StatRuntime { pid, .. } if pid == w.victim => Some(Some((pid, 0))),
+                EventKind::Lost { .. } => Some(None),
+                _ => None,
+            })
+            .flatten();
     }
     let own = own_handlers(&ev[start..end], w.victim);
     let mut remote = w

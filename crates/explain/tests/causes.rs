@@ -99,7 +99,7 @@ fn handover(planned: u64, at: u64, lead_needed: u64) -> Handover {
 
 fn cause_of(s: &Synth, r: &LateRelease) -> punctual_explain::Attribution {
     let c = s.captured();
-    attribute(&Evidence { trace: &c }, r)
+    attribute(&Evidence::new(&c, std::slice::from_ref(r)), r)
 }
 
 #[test]
@@ -338,7 +338,7 @@ fn a_long_idle_stretch_while_the_steal_counter_moved_is_steal() {
     let mut c = s.captured();
     // Without steal readings: the idle CPU's wake path.
     assert_eq!(
-        attribute(&Evidence { trace: &c }, &r).cause,
+        attribute(&Evidence::new(&c, &[]), &r).cause,
         Cause::WakePath
     );
     c.steal = vec![
@@ -351,7 +351,7 @@ fn a_long_idle_stretch_while_the_steal_counter_moved_is_steal() {
             per_cpu: vec![(0, 5_010_000_000), (1, 7_000_000_000)],
         },
     ];
-    let a = attribute(&Evidence { trace: &c }, &r);
+    let a = attribute(&Evidence::new(&c, &[]), &r);
     assert_eq!(a.cause, Cause::Steal, "{a:?}");
     assert!(2_000 * US >= STEAL_COUNTER_MIN_NS);
     // A short idle stretch stays the wake path whatever the counter did: its 10 ms resolution
@@ -364,7 +364,7 @@ fn a_long_idle_stretch_while_the_steal_counter_moved_is_steal() {
     let mut c2 = s2.captured();
     c2.steal = c.steal.clone();
     let a2 = attribute(
-        &Evidence { trace: &c2 },
+        &Evidence::new(&c2, &[]),
         &own(CLIENT, Waiter::Sleeper, t, t + 46 * US),
     );
     assert_eq!(a2.cause, Cause::WakePath, "{a2:?}");
@@ -531,4 +531,25 @@ fn a_task_that_was_not_charged_for_its_stretch_was_the_hypervisors() {
         ),
     );
     assert_eq!(a.cause, Cause::Steal, "{a:?}");
+}
+
+#[test]
+fn punctuals_own_dispatcher_on_a_clients_cpu_is_the_dispatcher_not_a_task() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // The client spins on CPU 0 from T-50 us; the dispatcher (FIFO 90) wakes on CPU 0 at T-5 us
+    // for another release and holds it 40 us.
+    switch(&mut s, t - 50 * US, 0, 0, 0, CLIENT, 19);
+    switch(&mut s, t - 5 * US, 0, CLIENT, PREEMPTED, DISPATCHER, 9);
+    switch(&mut s, t + 35 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
+    let a = cause_of(
+        &s,
+        &client(
+            t,
+            t + 36 * US,
+            handover(t - 100 * US, t - 100 * US, 30 * US),
+        ),
+    );
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
+    assert!(a.offender.unwrap().starts_with("punctual-d1 (pid 5, "));
 }

@@ -252,7 +252,7 @@ impl ExplainArgs {
         }
         Ok(Some(punctual_explain::ExplainConfig {
             bound,
-            cpus: Vec::new(),
+            ..Default::default()
         }))
     }
 

@@ -35,6 +35,8 @@ pub struct CaptureConfig {
     pub max_events: usize,
     /// Longest sleep of the drain between passes (also the steal sampling interval).
     pub drain_interval: Duration,
+    /// CPUs the drain thread keeps off (a shielded CPU); empty: it runs anywhere.
+    pub drain_off: Vec<usize>,
 }
 
 impl Default for CaptureConfig {
@@ -44,6 +46,7 @@ impl Default for CaptureConfig {
             buffer_kb: 2048,
             max_events: 4 << 20,
             drain_interval: Duration::from_millis(50),
+            drain_off: Vec::new(),
         }
     }
 }
@@ -235,9 +238,18 @@ impl Capture {
         let state = DrainState::new(cfg, cpus, enabled, start_ns, decoder, layout);
         let s2 = stop.clone();
         let interval = cfg.drain_interval;
+        let elsewhere: Vec<usize> = punctual_rt::online_cpus()
+            .into_iter()
+            .filter(|c| !cfg.drain_off.contains(c))
+            .collect();
         let drain = std::thread::Builder::new()
             .name("punctual-trace".into())
-            .spawn(move || state.run(pipes, &s2, interval))
+            .spawn(move || {
+                if !elsewhere.is_empty() {
+                    let _ = punctual_rt::affinity::set(0, &elsewhere);
+                }
+                state.run(pipes, &s2, interval)
+            })
             .map_err(|e| TraceError::io("starting the trace drain thread", e))?;
         Ok(Capture {
             inst: Some(inst),

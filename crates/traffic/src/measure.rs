@@ -365,6 +365,9 @@ impl Measurement for Replay {
                 if let (true, Some(c)) = (x.cpus.is_empty(), cpu) {
                     x.cpus = vec![c];
                 }
+                if let (true, Some(c)) = (shielded, cpu) {
+                    x.quiet = vec![c];
+                }
                 punctual_explain::Explainer::start(&x)
             })
             .transpose()?;
