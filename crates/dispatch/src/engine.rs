@@ -345,7 +345,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
-            if stats[slot].late.enabled() && !delegated {
+            if stats[slot].late.enabled() {
                 log_missed(&mut stats[slot], slot, spec, &r, &timed, missed);
             }
             stats[slot].lateness.add_missed(missed);
@@ -773,7 +773,8 @@ fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64) {
 }
 
 /// `--explain`: the instants a release's lateness made the loop skip (the first
-/// [`LOG_MISSED_MAX`]), each late until the loop got past it.
+/// [`LOG_MISSED_MAX`]), each late until the loop got past it (kept when that is beyond the
+/// bound). A delegated release skipped was never handed over: the loop's, like any other.
 #[cold]
 fn log_missed(
     st: &mut SlotStats,
@@ -787,6 +788,9 @@ fn log_missed(
     let (tid, cpu) = punctual_explain::here();
     for j in 1..=missed.min(LOG_MISSED_MAX) {
         let m = r.target + j * p;
+        if !st.late.is_late(t.done.saturating_sub(m)) {
+            continue;
+        }
         st.late.push(LateRelease {
             series: slot as u32,
             tid,

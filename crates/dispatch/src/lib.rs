@@ -80,6 +80,8 @@ pub struct RunConfig {
     pub movable: Vec<usize>,
     /// `--explain`: keep every release later than this (ns) for attribution (`None`: keep none).
     pub explain_bound: Option<u64>,
+    /// How early `wake` clients are released (`None`: as `margin`, automatic by default).
+    pub wake_lead: Option<MarginPolicy>,
 }
 
 impl Default for RunConfig {
@@ -99,6 +101,7 @@ impl Default for RunConfig {
             start_grid: None,
             movable: Vec::new(),
             explain_bound: None,
+            wake_lead: None,
         }
     }
 }
@@ -229,7 +232,10 @@ fn prepare_action(
                 );
             }
             Box::new(actions::wake::Wake::new(
-                server, period, cfg.margin, wake_cap,
+                server,
+                period,
+                cfg.wake_lead.unwrap_or(cfg.margin),
+                wake_cap,
             ))
         }
     })

@@ -6,16 +6,20 @@
 //!   dispatcher's CPU   ---------|~~~~~~~~~|                   |                |
 //!   client's CPU       -------------------|--- wake path -----|--- late -------|
 //! 1. no trace covers the window                         -> unexplained
-//! 2. hand-over delay d = H - planned >= lateness A - T    -> the dispatcher's window [planned, H]
-//! 3. planned lead < lead needed, wake-up took <= needed   -> lead
-//! 4. the client's CPU over [H, A]                          -> the occupant with the most time
+//! 2. the client on its CPU (S) by T                       -> its CPU over [T, A], as below
+//! 3. lateness = d + (S - H) - lead with d = H - planned:
+//!    d the larger part                                    -> the dispatcher's CPU over [planned, H]
+//! 4. planned lead < lead needed, wake-up S - H <= needed  -> lead
+//! 5. the client's CPU over [H, A]                          -> the occupant with the most time
 //! self-timed (loop, sleeper): the victim's CPU over [T, A] -> the occupant with the most time
 //! ```
 //!
 //! Occupants map to causes: a device interrupt or system vector -> `irq`; a bottom half ->
 //! `softirq`; another task -> `task`; a lower-class task while the real-time victim was runnable
 //! -> `throttle`; idle or the victim's own wake-up interrupt -> `wake_path` (a loop: `dispatcher`);
-//! time the scheduler did not charge the task on the CPU (paravirtual steal accounting), or the
+//! the idle task polling (a wake-up reaches a polling CPU at once) -> `steal` under a hypervisor,
+//! else `unexplained`; time the scheduler did not charge the task on the CPU (paravirtual steal
+//! accounting), or the
 //! victim itself on the CPU past its instant without any guest event -> `steal` (a loop that was
 //! behind with its own work: `dispatcher`, also for a task it let run); no state -> `unexplained`. Ties go to the cause listed first in
 //! [`Cause::ALL`]. A window whose winner is idle or the victim's own time becomes `steal` when the
@@ -181,6 +185,7 @@ impl Evidence<'_> {
             to,
             victim_after: after,
             wakings: &wakings,
+            poll_state: self.trace.poll_state(cpu as usize),
         }))
     }
 
@@ -245,9 +250,13 @@ pub fn class_of(pid: i32, prio: i32) -> String {
     }
 }
 
-/// The cause an occupant stands for, given how the victim waits and which threads are punctual's.
-fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>) -> Cause {
+/// The cause an occupant stands for, given how the victim waits, which threads are punctual's and
+/// whether a hypervisor may have held the CPU.
+fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>, vm: bool) -> Cause {
     match o {
+        // A polling CPU notices a wake-up at once: past the victim's time, it was not running.
+        Occupant::IdlePoll if vm => Cause::Steal,
+        Occupant::IdlePoll => Cause::Unexplained,
         Occupant::Task { pid, .. } | Occupant::Throttled { pid, .. } if own.contains(&pid) => {
             Cause::Dispatcher
         }
@@ -279,10 +288,11 @@ fn decide(
     waiter: Waiter,
     behind: bool,
     own: &HashSet<i32>,
+    vm: bool,
 ) -> Option<(Cause, Occupant, u64)> {
     let mut per = [0u64; Cause::ALL.len()];
     for &(o, t) in &acc.by {
-        let c = cause_of(o, waiter, behind, own);
+        let c = cause_of(o, waiter, behind, own, vm);
         per[Cause::ALL.iter().position(|x| *x == c).expect("listed")] += t;
     }
     // Ties go to the earlier cause: max_by_key keeps the last maximum, so walk backwards.
@@ -296,7 +306,7 @@ fn decide(
     let top = acc
         .by
         .iter()
-        .filter(|(o, _)| cause_of(*o, waiter, behind, own) == cause)
+        .filter(|(o, _)| cause_of(*o, waiter, behind, own, vm) == cause)
         .max_by_key(|(_, t)| *t)
         .map(|(o, _)| *o)
         .unwrap_or(Occupant::Unknown);
@@ -312,6 +322,7 @@ fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
         Occupant::Idle(Some(s)) => format!("idle state {s}"),
         Occupant::Idle(None) => "idle".into(),
         Occupant::OwnWake => "its wake-up interrupt".into(),
+        Occupant::IdlePoll => "idle (polling)".into(),
         Occupant::Victim | Occupant::VictimRan | Occupant::Stolen | Occupant::Unknown => {
             return None
         }
@@ -336,7 +347,8 @@ fn explain_window(
     if acc.lost {
         return Attribution::unexplained(format!("the kernel lost events on CPU {cpu}"));
     }
-    let Some((mut cause, top, held)) = decide(&acc, waiter, behind, &ev.own) else {
+    let Some((mut cause, top, held)) = decide(&acc, waiter, behind, &ev.own, ev.trace.virtualized)
+    else {
         return Attribution::unexplained("an empty window");
     };
     let mut why = format!(
@@ -391,9 +403,19 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             lateness,
         );
     };
+    // The lateness is the dispatcher's delay plus the wake-up's excess over the lead it planned:
+    // A - T = (H - planned) + (S - H) - (T - planned). The larger part decides whose CPU is read.
     let delay = h.at.saturating_sub(h.planned);
-    if delay >= lateness || h.at >= r.target {
-        // Handed over too late by itself: whatever kept the dispatcher from acting on time.
+    let planned_lead = r.target.saturating_sub(h.planned);
+    // When the client got its CPU after the hand-over (found on its CPU): on it by its instant,
+    // only what came after the instant made it late.
+    let first_in = ev
+        .window(r.cpu, r.tid, h.at, r.actual, r.target)
+        .and_then(|a| a.first_switched_in);
+    let took = first_in.unwrap_or(r.actual).saturating_sub(h.at);
+    let on_cpu_in_time = first_in.is_some_and(|s| s <= r.target);
+    if !on_cpu_in_time && delay >= took.saturating_sub(planned_lead) {
+        // Handed over late, and that is most of it: whatever kept the dispatcher from acting.
         let mut a = explain_window(
             ev,
             h.cpu,
@@ -412,32 +434,24 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         );
         return a;
     }
-    // When the client got its CPU after the hand-over (found on its CPU): on it by its instant,
-    // only what came after the instant made it late.
-    let first_in = ev
-        .window(r.cpu, r.tid, h.at, r.actual, r.target)
-        .and_then(|a| a.first_switched_in);
-    let from = match first_in {
-        Some(s) if s <= r.target => r.target,
-        _ => h.at,
-    };
-    let planned_lead = r.target.saturating_sub(h.planned);
-    if let Some(s) = first_in.filter(|&s| s > r.target) {
-        let took = s - h.at;
-        if planned_lead < h.lead_needed && took <= h.lead_needed && took > planned_lead {
-            return Attribution {
-                cause: Cause::Lead,
-                offender: None,
-                cpu: Some(r.cpu),
-                held_ns: took - planned_lead,
-                why: format!(
-                    "its wake-up took {}, within the {} its wake-ups need, but the lead was {}",
-                    punctual_time::format_ns(took),
-                    punctual_time::format_ns(h.lead_needed),
-                    punctual_time::format_ns(planned_lead)
-                ),
-            };
-        }
+    let from = if on_cpu_in_time { r.target } else { h.at };
+    if first_in.is_some_and(|s| s > r.target)
+        && planned_lead < h.lead_needed
+        && took <= h.lead_needed
+        && took > planned_lead
+    {
+        return Attribution {
+            cause: Cause::Lead,
+            offender: None,
+            cpu: Some(r.cpu),
+            held_ns: took - planned_lead,
+            why: format!(
+                "its wake-up took {}, within the {} its wake-ups need, but the lead was {}",
+                punctual_time::format_ns(took),
+                punctual_time::format_ns(h.lead_needed),
+                punctual_time::format_ns(planned_lead)
+            ),
+        };
     }
     explain_window(
         ev,

@@ -50,9 +50,9 @@ impl From<ExplainError> for punctual_result::Failure {
 
 /// A bound as the document's keys name thresholds: `10us`, `1500ns`, `2ms`.
 pub fn bound_key(ns: u64) -> String {
-    if ns % 1_000_000 == 0 {
+    if ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
+    } else if ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

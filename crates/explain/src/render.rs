@@ -16,7 +16,7 @@ pub fn causes_cell(t: &Tally) -> String {
         .map(|c| (*c, t.count(*c)))
         .filter(|(_, n)| *n > 0)
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|x| std::cmp::Reverse(x.1));
     if v.is_empty() {
         return "-".into();
     }

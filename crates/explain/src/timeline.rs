@@ -37,6 +37,9 @@ pub enum Occupant {
     Throttled { pid: i32, prio: i32 },
     /// The idle task (the cpuidle state it was in, if the kernel said).
     Idle(Option<u32>),
+    /// The idle task polling (the CPU's `POLL` state): a wake-up reaches it at once, so time
+    /// here after the victim was due is time the CPU did not run.
+    IdlePoll,
     /// The interrupt or timer callback that delivered the victim's own wake-up.
     OwnWake,
     /// The victim itself, where no charge of its runtime says whether it really ran (a gap with
@@ -101,6 +104,8 @@ pub struct Window<'a> {
     pub victim_after: u64,
     /// The victim's wake-ups issued on other CPUs: (time, priority), in time order.
     pub wakings: &'a [(u64, i32)],
+    /// The CPU's polling idle state, if it has one.
+    pub poll_state: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +125,7 @@ struct State {
     chosen_over_victim: bool,
     stack: Vec<Frame>,
     idle: Option<u32>,
+    poll: Option<u32>,
     victim_waiting: bool,
     victim_prio: Option<i32>,
     /// Since the current task's last charge (`sched_stat_runtime`) or switch-in: when that was
@@ -146,6 +152,7 @@ impl State {
         match self.current {
             None => Occupant::Unknown,
             Some((p, _)) if p == victim => Occupant::Victim,
+            Some((0, _)) if self.idle.is_some() && self.idle == self.poll => Occupant::IdlePoll,
             Some((0, _)) => Occupant::Idle(self.idle),
             Some((pid, prio)) => {
                 if self.chosen_over_victim && self.victim_waiting {
@@ -349,6 +356,7 @@ pub fn account(w: &Window) -> Accounting {
         chosen_over_victim: false,
         stack: Vec::new(),
         idle: None,
+        poll: w.poll_state,
         victim_waiting: false,
         victim_prio: None,
         charged_at: None,
@@ -512,6 +520,7 @@ mod tests {
             to,
             victim_after: from,
             wakings: &[],
+            poll_state: None,
         })
     }
 
@@ -629,6 +638,7 @@ mod tests {
             to: T0 + 60 * US,
             victim_after: T0,
             wakings: &[(T0 + 20 * US, 19)],
+            poll_state: None,
         });
         assert_eq!(
             a.of(Occupant::Task {

@@ -125,7 +125,7 @@ fn an_interrupt_handler_is_named_by_its_number_and_device() {
     switch(&mut s, t - 50 * US, 0, 0, 0, CLIENT, 19);
     s.span(
         0,
-        t - 1 * US,
+        t - US,
         t + 30 * US,
         EventKind::IrqEntry { irq: 24 },
         EventKind::IrqExit {
@@ -223,7 +223,7 @@ fn a_normal_task_that_keeps_the_cpu_after_the_victim_woke_is_a_task_not_throttli
     // preemptible lets rustc finish its system call first (40 us).
     switch(&mut s, t - 5_000 * US, 0, 0, 0, 300, 120);
     vector(&mut s, 0, t, t + 3 * US, Vector::LocalTimer);
-    waking(&mut s, t + 1 * US, 0, CLIENT, 19);
+    waking(&mut s, t + US, 0, CLIENT, 19);
     switch(&mut s, t + 43 * US, 0, 300, PREEMPTED, CLIENT, 19);
     let a = cause_of(&s, &own(CLIENT, Waiter::Sleeper, t, t + 44 * US));
     assert_eq!(a.cause, Cause::Task, "{a:?}");
@@ -253,7 +253,7 @@ fn a_hand_over_late_by_the_dispatchers_own_loop_is_the_dispatcher() {
     // The dispatcher slept past its plan on an idle CPU 1 (its margin too short): it hands over
     // at T+5 us instead of T-100 us; the client is on time after that, 30 us late.
     switch(&mut s, t - 1_000 * US, 1, DISPATCHER, SLEEPING, 0, 120);
-    vector(&mut s, 1, t + 1 * US, t + 3 * US, Vector::LocalTimer);
+    vector(&mut s, 1, t + US, t + 3 * US, Vector::LocalTimer);
     waking(&mut s, t + 2 * US, 1, DISPATCHER, 9);
     switch(&mut s, t + 4 * US, 1, 0, 0, DISPATCHER, 9);
     waking(&mut s, t + 5 * US, 1, CLIENT, 19);
@@ -353,7 +353,7 @@ fn a_long_idle_stretch_while_the_steal_counter_moved_is_steal() {
     ];
     let a = attribute(&Evidence::new(&c, &[]), &r);
     assert_eq!(a.cause, Cause::Steal, "{a:?}");
-    assert!(2_000 * US >= STEAL_COUNTER_MIN_NS);
+    const { assert!(2_000 * US >= STEAL_COUNTER_MIN_NS) };
     // A short idle stretch stays the wake path whatever the counter did: its 10 ms resolution
     // cannot place a hold of microseconds.
     let mut s2 = synth();
@@ -376,7 +376,7 @@ fn the_victims_own_timer_interrupt_is_its_wake_path_not_an_interruption() {
     let t = T0 + 10_000 * US;
     switch(&mut s, t - 3_000 * US, 0, CLIENT, SLEEPING, 0, 120);
     // Its timer interrupt runs 14 us (the wake-up itself), the switch comes 2 us later.
-    vector(&mut s, 0, t + 1 * US, t + 15 * US, Vector::LocalTimer);
+    vector(&mut s, 0, t + US, t + 15 * US, Vector::LocalTimer);
     waking(&mut s, t + 10 * US, 0, CLIENT, 19);
     switch(&mut s, t + 17 * US, 0, 0, 0, CLIENT, 19);
     let a = cause_of(&s, &own(CLIENT, Waiter::Sleeper, t, t + 18 * US));
@@ -552,4 +552,31 @@ fn punctuals_own_dispatcher_on_a_clients_cpu_is_the_dispatcher_not_a_task() {
     );
     assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
     assert!(a.offender.unwrap().starts_with("punctual-d1 (pid 5, "));
+}
+
+#[test]
+fn a_polling_idle_cpu_past_the_victims_timer_was_not_running_under_a_hypervisor() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // CPU 0 polls in idle (state 0 is its POLL state); the sleeper's timer interrupt, due at T,
+    // comes 120 us late: a polling CPU takes an interrupt at once, so the virtual CPU was held.
+    switch(&mut s, t - 3_000 * US, 0, CLIENT, SLEEPING, 0, 120);
+    s.event(t - 2_900 * US, 0, EventKind::CpuIdle { state: Some(0) });
+    s.event(t + 120 * US, 0, EventKind::CpuIdle { state: None });
+    vector(&mut s, 0, t + 120 * US, t + 124 * US, Vector::LocalTimer);
+    waking(&mut s, t + 122 * US, 0, CLIENT, 19);
+    switch(&mut s, t + 126 * US, 0, 0, 0, CLIENT, 19);
+    let r = own(CLIENT, Waiter::Sleeper, t, t + 127 * US);
+    let mut c = s.captured();
+    c.poll_state = vec![Some(0), Some(0)];
+    c.virtualized = true;
+    let a = attribute(&Evidence::new(&c, &[]), &r);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    c.virtualized = false;
+    let bare = attribute(&Evidence::new(&c, &[]), &r);
+    assert_eq!(bare.cause, Cause::Unexplained, "{bare:?}");
+    // The same stretch in a halting state is the wake path (the CPU must be woken).
+    c.poll_state = vec![None, None];
+    let halt = attribute(&Evidence::new(&c, &[]), &r);
+    assert_eq!(halt.cause, Cause::WakePath, "{halt:?}");
 }

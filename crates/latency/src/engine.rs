@@ -286,6 +286,9 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 0
             };
             rec.add_missed(missed.min(inside));
+            if late.enabled() {
+                log_missed(late, series, next, interval, missed.min(inside), obs.done);
+            }
             let Some(resumed) = missed
                 .checked_mul(interval)
                 .and_then(|d| next.checked_add(d))
@@ -297,6 +300,35 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         target = next;
     }
     end
+}
+
+/// Missed releases kept one by one for `--explain` after one late wake-up, at most.
+pub const LOG_MISSED_MAX: u64 = 64;
+
+/// `--explain`: the releases a late wake-up made the thread skip (from `first`, every `interval`,
+/// `count` of them, the first [`LOG_MISSED_MAX`]), each late until the thread ran at `done` (kept
+/// when that is beyond the bound).
+#[cold]
+fn log_missed(late: &mut LateLog, series: u32, first: u64, interval: u64, count: u64, done: u64) {
+    let (tid, cpu) = punctual_explain::here();
+    for j in 0..count.min(LOG_MISSED_MAX) {
+        let target = first.saturating_add(j.saturating_mul(interval));
+        // Skipped this long after its instant (the later ones less late).
+        if !late.is_late(done.saturating_sub(target)) {
+            continue;
+        }
+        late.push(LateRelease {
+            series,
+            tid,
+            cpu,
+            waiter: punctual_explain::Waiter::Sleeper,
+            target,
+            actual: done.max(target + 1),
+            handover: None,
+            behind: false,
+        });
+    }
+    late.dropped += count.saturating_sub(LOG_MISSED_MAX);
 }
 
 /// Run the measurement. `stop` ends it early (interrupt); `samples` receives every sample as CSV;

@@ -109,7 +109,7 @@ pub struct Captured {
     /// Per traced CPU (same order as `cpus`), its events in time order.
     pub events: Vec<Vec<Event>>,
     /// Per traced CPU, the first instant its events cover (later than `start_ns` when older
-    /// events were dropped to bound memory, or the kernel lost some).
+    /// events were dropped to bound memory; a loss inside is an [`EventKind::Lost`] marker).
     pub covered_from: Vec<u64>,
     pub comms: HashMap<i32, String>,
     pub irq_names: HashMap<i32, String>,
@@ -126,6 +126,11 @@ pub struct Captured {
     pub drain_cpu_ns: u64,
     /// The most events held at once.
     pub peak_events: usize,
+    /// Per traced CPU, the index of its cpuidle state that polls (`POLL`: the CPU keeps running
+    /// the idle loop, so a wake-up reaches it at once), if it has one.
+    pub poll_state: Vec<Option<u32>>,
+    /// The kernel runs under a hypervisor (a CPU can stop without any guest event).
+    pub virtualized: bool,
 }
 
 impl Captured {
@@ -143,6 +148,14 @@ impl Captured {
             .iter()
             .position(|&c| c == cpu)
             .map(|i| self.covered_from[i])
+    }
+
+    /// The index of `cpu`'s polling idle state, if it has one.
+    pub fn poll_state(&self, cpu: usize) -> Option<u32> {
+        self.cpus
+            .iter()
+            .position(|&c| c == cpu)
+            .and_then(|i| self.poll_state.get(i).copied().flatten())
     }
 
     /// Bytes the events take in memory (what `max_events` bounds).
@@ -174,6 +187,7 @@ impl Captured {
             start_ns,
             end_ns,
             covered_from: vec![start_ns; cpus.len()],
+            poll_state: vec![None; cpus.len()],
             cpus,
             seen: events.len() as u64,
             peak_events: events.len(),
@@ -304,6 +318,16 @@ impl Drop for Capture {
     }
 }
 
+/// The index of `cpu`'s cpuidle state named `POLL` (sysfs), if any.
+pub fn poll_state_of(cpu: usize) -> Option<u32> {
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    (0..16u32).find(|k| {
+        std::fs::read_to_string(format!("{dir}/state{k}/name"))
+            .map(|n| n.trim() == "POLL")
+            .unwrap_or(false)
+    })
+}
+
 /// A CPU list as the hexadecimal mask `tracing_cpumask` takes (comma-separated 32-bit words, the
 /// most significant first).
 pub fn cpu_mask_hex(cpus: &[usize]) -> String {
@@ -357,6 +381,8 @@ impl DrainState {
             out: Captured {
                 start_ns,
                 covered_from: vec![start_ns; n],
+                poll_state: cpus.iter().map(|&c| poll_state_of(c)).collect(),
+                virtualized: punctual_rt::host::detect().virtualized,
                 cpus,
                 enabled,
                 ..Captured::default()
@@ -442,12 +468,12 @@ impl DrainState {
         };
         let cpu = self.out.cpus[i] as u32;
         if page.missed != Missed::None {
-            // Events before this page are incomplete: nothing earlier is explained from them.
+            // Events just before this page are missing: the marker makes any window across it
+            // unexplained (the CPU's state is unknown until its next switch).
             self.out.lost += match page.missed {
                 Missed::Count(n) => n,
                 _ => 1,
             };
-            self.out.covered_from[i] = self.out.covered_from[i].max(page.base_ts);
             self.push(
                 i,
                 Event {

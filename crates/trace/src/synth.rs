@@ -173,6 +173,7 @@ impl Synth {
                 c.cpus.insert(at, cpu);
                 c.events.insert(at, Vec::new());
                 c.covered_from.insert(at, self.header.start_ns);
+                c.poll_state.insert(at, None);
             }
         }
         c.comms = t.comms;
