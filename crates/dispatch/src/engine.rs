@@ -153,6 +153,21 @@ pub struct Heartbeat {
     pub action: AtomicU64,
 }
 
+impl Heartbeat {
+    /// Action `action` begins at `at`.
+    #[inline(always)]
+    fn begin(&self, action: u16, at: u64) {
+        self.action.store(action as u64, Ordering::Relaxed);
+        self.action_since.store(at.max(1), Ordering::Release);
+    }
+
+    /// No action runs.
+    #[inline(always)]
+    fn end(&self) {
+        self.action_since.store(0, Ordering::Release);
+    }
+}
+
 pub struct LoopConfig<'a> {
     /// Absolute instant of the plan's offset 0.
     pub start: u64,
@@ -216,10 +231,8 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     };
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
-    let mut last_block = clock.now();
-    let mut steal = StealWatch::new(cfg.steal, last_block);
-    // The widest gap between releases since the loop last blocked: where a breather goes.
-    let mut widest_gap = 0u64;
+    let mut breather = Breather::new(cfg.breather_every, clock.now());
+    let mut steal = StealWatch::new(cfg.steal, clock.now());
     let mut slept_once = false;
     // How long the previous action ran (for --explain: a loop that arrives late because of it was
     // behind with its own work).
@@ -248,7 +261,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let m = margin.margin();
         if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
             clock.sleep_until(now + SLEEP_SLICE_NS);
-            last_block = clock.now();
+            breather.blocked(clock.now());
             continue;
         }
         // The first release has not learnt the kernel's wake-up latency yet: it sleeps with room.
@@ -272,23 +285,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         } else {
             m
         };
-        // A loop that has not blocked for a long time (dense releases) takes a short breather, so
-        // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
-        // the widest gap it has seen since, or at once when twice overdue.
-        let mut breathed = false;
-        if let Some(every) = cfg.breather_every {
-            let unblocked = now.saturating_sub(last_block);
-            widest_gap = widest_gap.max(gap);
-            if unblocked > every
-                && gap < m
-                && (gap >= widest_gap || unblocked > every.saturating_mul(2))
-            {
-                clock.pause(BREATHER_NS);
-                breathed = true;
-                end.breathers += 1;
-                last_block = clock.now();
-                widest_gap = 0;
-            }
+        let breathed = breather.due(now, gap, m, margin.needed());
+        if breathed {
+            clock.pause(BREATHER_NS);
+            end.breathers += 1;
+            breather.blocked(clock.now());
         }
         let w = hybrid_until(clock, act_at, m);
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
@@ -296,8 +297,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         slept_once |= slept;
         let mut late_wake = None;
         if slept && w.woke > w.sleep_to {
-            last_block = w.woke;
-            widest_gap = 0;
+            breather.blocked(w.woke);
             if w.woke_late() {
                 end.woke_late += 1;
                 // Judged after the action: reading the stolen time never delays a release.
@@ -308,16 +308,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
         let slot = r.slot;
         let spec = &slots[slot];
-        heartbeat
-            .action
-            .store(spec.action as u64, Ordering::Relaxed);
-        heartbeat
-            .action_since
-            .store(w.done.max(1), Ordering::Release);
+        heartbeat.begin(spec.action, w.done);
         let started = clock.now();
         let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();
-        heartbeat.action_since.store(0, Ordering::Release);
+        heartbeat.end();
 
         let behind = breathed || (now > act_at && prev_work >= now - act_at);
         prev_work = done - started;
@@ -364,6 +359,56 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// When a loop that has not blocked for a long time (dense releases) takes a short breather, so
+/// lower-priority work on its CPU (the watchdog's canary, kernel threads) gets to run: where no
+/// release falls (the next one at least the breather and the kernel's wake-up away) when the plan
+/// has such room; in a plan without any, in the widest gap seen since the loop last blocked; and
+/// at once when twice overdue. A breather that lands on a release makes it late by the loop's own
+/// doing (`--explain`'s `dispatcher`).
+struct Breather {
+    every: Option<u64>,
+    last_block: u64,
+    /// The widest gap between releases since the loop last blocked.
+    widest: u64,
+}
+
+impl Breather {
+    fn new(every: Option<u64>, now: u64) -> Breather {
+        Breather {
+            every,
+            last_block: now,
+            widest: 0,
+        }
+    }
+
+    /// The loop blocked (slept in the kernel) until `at`.
+    #[inline(always)]
+    fn blocked(&mut self, at: u64) {
+        self.last_block = at;
+        self.widest = 0;
+    }
+
+    /// Whether to breathe now, with the next action `gap` away, a margin `m` the loop would
+    /// sleep to and `needed` the kernel's wake-up latency.
+    #[inline(always)]
+    fn due(&mut self, now: u64, gap: u64, m: u64, needed: u64) -> bool {
+        let Some(every) = self.every else {
+            return false;
+        };
+        let room = BREATHER_NS
+            .saturating_add(needed)
+            .saturating_add(MIN_SLEEP_NS);
+        let roomy_seen = self.widest >= room;
+        self.widest = self.widest.max(gap);
+        let unblocked = now.saturating_sub(self.last_block);
+        // A loop that will sleep before the release blocks anyway.
+        if unblocked <= every || gap >= m {
+            return false;
+        }
+        gap >= room || (!roomy_seen && gap >= self.widest) || unblocked > every.saturating_mul(2)
+    }
 }
 
 /// The CPU's stolen time as the loop last read it.
@@ -1897,6 +1942,58 @@ mod tests {
         // One second of back-to-back events: about one breather per 100 ms.
         assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
         assert_eq!(stats[0].releases, 100_000);
+    }
+
+    #[test]
+    fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
+        let clock = ManualClock::new(0, 100);
+        let slots = vec![SlotSpec {
+            name: "e".into(),
+            action: 0,
+            period: None,
+            offset: 0,
+            wcet: None,
+            miss: MissPolicy::Skip,
+            movable: false,
+        }];
+        // Bursts of events 10 us apart, then 150 us of room, over and over for 1 s.
+        let mut events = Vec::new();
+        let mut t = 0;
+        while t < 1_000_000_000 {
+            for k in 0..20 {
+                events.push(Event::new(t + k * 10_000, 0, &[]));
+            }
+            t += 20 * 10_000 + 150_000;
+        }
+        let n = events.len() as u64;
+        let mut fake = Fake::new(&clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let progress = vec![SlotProgress::default()];
+        // A loop alone on a shielded CPU spins through it all (it never blocks by itself).
+        let cfg = LoopConfig {
+            interval: 100_000,
+            breather_every: Some(100_000_000),
+            shielded: true,
+            spin_below: SHIELDED_SPIN_BELOW_NS,
+            events: &events,
+            event_slot: &[Some(0)],
+            ..loop_cfg(1_000_000, u64::MAX)
+        };
+        let e = dispatch(
+            &clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+        assert_eq!(stats[0].releases, n);
+        // Every breather fell in the room: not one release came late.
+        let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
+        assert!(worst < 5_000, "a release {worst} ns late");
     }
 
     #[test]
