@@ -922,6 +922,8 @@ mod tests {
         client: Option<fn(u64) -> Ack>,
         /// The loop asked for the final report.
         finished: bool,
+        /// Per action, its lead (else `lead`).
+        leads: Vec<u64>,
     }
 
     impl Fake {
@@ -936,13 +938,17 @@ mod tests {
                 counts: vec![0; actions],
                 client: None,
                 finished: false,
+                leads: Vec::new(),
             }
         }
     }
 
     impl Actions for Fake {
-        fn lead(&self, _: u16) -> u64 {
-            self.lead
+        fn lead(&self, action: u16) -> u64 {
+            self.leads
+                .get(action as usize)
+                .copied()
+                .unwrap_or(self.lead)
         }
         fn delegated(&self, _: u16) -> bool {
             self.delegated
@@ -1268,6 +1274,83 @@ mod tests {
         assert_eq!(h.planned, 4_000_000 - 100_000);
         assert!(h.at >= h.planned && h.at < r.target, "{h:?}");
         assert_eq!(h.tid, punctual_explain::here().0, "the dispatcher's thread");
+    }
+
+    #[test]
+    fn thirty_clients_on_fifteen_cpus_get_the_per_cpu_lead_cap_without_overlapping() {
+        // kurt-periodic's 30 wake tasks at 10 ms, evenly phased, placed two per CPU on CPUs 1-15:
+        // each action's lead is its CPU's cap, and the dispatcher acts that far ahead of each
+        // instant, on the injected clock.
+        let text: String = (0..30)
+            .map(|i| {
+                format!(
+                    "[[task]]\nname = \"t{i}\"\nperiod = \"10ms\"\noffset = \"{}us\"\naction = {{ kind = \"wake\", channel = \"c{i}\" }}\n",
+                    i * 10_000 / 30
+                )
+            })
+            .collect();
+        let plan = punctual_plan::parse_str(&text, "t.toml", None).unwrap();
+        let placement = crate::place_clients(30, &[0], &(0..16).collect::<Vec<_>>(), None);
+        let placed: Vec<(u16, usize)> = placement
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i as u16, c))
+            .collect();
+        let caps = crate::wake_lead_caps(&plan, &placed);
+        // The plan's wake cap would be 166 us; per CPU it is 2.5 ms, held to the period's own
+        // 2 ms bound by the lead's estimator.
+        let leads: Vec<u64> = caps.iter().map(|&c| c.min(AutoMargin::CEILING)).collect();
+        assert!(leads.iter().all(|&l| l == 2_000_000), "{leads:?}");
+        let clock = ManualClock::new(0, 10);
+        let slots: Vec<SlotSpec> = plan
+            .tasks
+            .iter()
+            .map(|t| {
+                task(
+                    &t.name,
+                    t.action,
+                    t.period,
+                    t.offset.ns(),
+                    None,
+                    MissPolicy::Skip,
+                )
+            })
+            .collect();
+        let mut fake = Fake::new(&clock, 30);
+        fake.delegated = true;
+        fake.leads = leads.clone();
+        run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 30_000_000,
+            MarginPolicy::Fixed(10_000),
+        );
+        // Each release handed over its lead before its instant (within the clock's read cost),
+        // once the run had begun that long before.
+        for &(a, target, _, at) in fake.log.iter().filter(|l| l.1 >= 4_000_000) {
+            let planned = target - leads[a as usize];
+            assert!(
+                at >= planned && at - planned < 5_000,
+                "action {a}: {at} vs {planned}"
+            );
+        }
+        // On each CPU, one client's spin [T - lead, T] never overlaps the next one's.
+        for cpu in 1..16 {
+            let mut spins: Vec<(u64, u64)> = fake
+                .log
+                .iter()
+                .filter(|l| placement[l.0 as usize] == cpu && l.1 >= 4_000_000)
+                .map(|l| (l.1 - leads[l.0 as usize], l.1))
+                .collect();
+            spins.sort_unstable();
+            assert!(spins.len() >= 3, "CPU {cpu}: {spins:?}");
+            for w in spins.windows(2) {
+                assert!(w[0].1 <= w[1].0, "CPU {cpu}: {w:?}");
+            }
+        }
     }
 
     #[test]

@@ -468,10 +468,25 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
         cell.interference = Some((av.interference.lost_share(), av.hit_share));
     }
     let shielded = cell.mode == Mode::WakeShielded;
+    // (c): the processes on the CPUs without the dispatcher (and without the busiest device
+    // interrupt when more remain), round robin in phase order, each lead capped by its CPU's
+    // releases: the dispatcher never wakes on a client's CPU, clients on one CPU never spin at
+    // once (design.md, "Leads, caps and placement"). (d): all on the shielded CPU.
+    let placement = if shielded {
+        vec![cpu; n]
+    } else {
+        let busy = punctual_dispatch::busiest_irq_cpu(std::time::Duration::from_millis(200));
+        punctual_dispatch::place_clients(n, &[cpu], &punctual_rt::online_cpus(), busy)
+    };
     // In (d) the clients share the shielded CPU with the dispatcher, which therefore keeps its
     // margin to the spin budget (a CPU with wake actions does: a first quick run, before it did,
     // had (d) at 82 % for 30 processes, starved by its spinning).
     let cfg = RunConfig {
+        client_cpus: placement
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i as u16, c))
+            .collect(),
         cpus: vec![cpu],
         duration: Some(dur),
         start_grid: avoided.map(|av| av.grid),
@@ -489,6 +504,16 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
             let _ = c.wait();
         }
     };
+    if !shielded {
+        for (c, &to) in children.iter().zip(&placement) {
+            if let Err(e) = punctual_rt::affinity::set(c.id() as i32, &[to]) {
+                kill(children);
+                return Err(Failure::system(format!(
+                    "placing a periodic process on CPU {to}: {e}"
+                )));
+            }
+        }
+    }
     // Real-time mode: the processes join the dispatcher on its CPU, everything else that can
     // move leaves it (restored when `_shield` drops, on every path).
     let _shield = if shielded {
@@ -797,7 +822,8 @@ pub fn tables(m: &Model) -> Vec<Table> {
         }
         t.note("this machine: every process's iterations merged; the metric is |time since the previous iteration - 10 ms| (KURT's).");
         t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
-        t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference).");
+        t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference);");
+        t.note("its processes are pinned round robin to the CPUs without the dispatcher, each lead capped by its own CPU's releases.");
         t.note("(d) is (c) in real-time mode: the processes pinned to the dispatcher's CPU, which a shield empties of every other movable task and IRQ (KURT_PROCS).");
         t.note("host steal: the share of the CPUs' time the hypervisor took while the row ran (/proc/stat); releases inside it are late whatever the method.");
         tables.push(t);

@@ -103,6 +103,7 @@ pub struct CaptureStats {
     /// CPU time of the drain thread (the user-space side of the cost).
     pub drain_cpu_ns: u64,
     pub enabled: Vec<String>,
+    pub by_kind: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl CaptureStats {
@@ -116,6 +117,7 @@ impl CaptureStats {
             peak_memory_bytes: c.memory_bytes() as u64,
             drain_cpu_ns: c.drain_cpu_ns,
             enabled: c.enabled.clone(),
+            by_kind: c.by_kind.clone(),
         }
     }
 
@@ -130,6 +132,7 @@ impl CaptureStats {
             "peak_memory_bytes": self.peak_memory_bytes,
             "drain_cpu_ns": self.drain_cpu_ns,
             "events_enabled": self.enabled,
+            "events_by_kind": self.by_kind,
         })
     }
 }

@@ -131,6 +131,8 @@ pub struct Captured {
     pub poll_state: Vec<Option<u32>>,
     /// The kernel runs under a hypervisor (a CPU can stop without any guest event).
     pub virtualized: bool,
+    /// Events decoded, by kind (what the capture's cost is made of).
+    pub by_kind: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Captured {
@@ -315,6 +317,27 @@ impl Drop for Capture {
         if let Some(h) = self.drain.take() {
             let _ = h.join();
         }
+    }
+}
+
+/// The kernel event an event kind comes from, for counting.
+pub fn kind_name(k: &EventKind) -> &'static str {
+    match k {
+        EventKind::Switch { .. } => "sched_switch",
+        EventKind::Waking { .. } => "sched_waking",
+        EventKind::Wakeup { .. } | EventKind::WakeupNew { .. } => "sched_wakeup",
+        EventKind::Fork { .. } | EventKind::Exit { .. } => "sched_process",
+        EventKind::IrqEntry { .. } | EventKind::IrqExit { .. } => "irq_handler",
+        EventKind::SoftirqEntry { .. } | EventKind::SoftirqExit { .. } => "softirq",
+        EventKind::HrtimerEntry { .. }
+        | EventKind::HrtimerExit { .. }
+        | EventKind::HrtimerStart { .. } => "hrtimer",
+        EventKind::VectorEntry { .. } | EventKind::VectorExit { .. } => "irq_vectors",
+        EventKind::Lost { .. } => "lost",
+        EventKind::CpuIdle { .. } => "cpu_idle",
+        EventKind::IpiSend { .. } => "ipi_send_cpu",
+        EventKind::WakeIdleNoIpi { .. } => "sched_wake_idle_without_ipi",
+        EventKind::StatRuntime { .. } => "sched_stat_runtime",
     }
 }
 
@@ -514,6 +537,7 @@ impl DrainState {
 
     fn push(&mut self, i: usize, e: Event) {
         self.out.seen += 1;
+        *self.out.by_kind.entry(kind_name(&e.kind)).or_default() += 1;
         let ring = &mut self.rings[i];
         if ring.len() >= self.per_cpu_cap {
             if let Some(old) = ring.pop_front() {
