@@ -460,7 +460,8 @@ pub fn record_floor(
 pub fn floor_note(floor: punctual_bench::gaps::Floor, cpus: &[usize], bound: u64) -> String {
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2} %", v * 100.0));
     format!(
-        "floor on CPU {} (watched {} before the run): {} of instants let a release be within {}          (interruptions longer cover the rest); {} of 10 ms windows held one.",
+        "floor on CPU {} (watched {} before the run): {} of instants let a release be within {} \
+         (interruptions longer cover the rest); {} of 10 ms windows held one.",
         punctual_rt::format_cpu_list(cpus),
         format_ns(punctual_bench::gaps::FLOOR_WATCH_NS),
         pct(floor.instants.map(|i| 1.0 - i)),

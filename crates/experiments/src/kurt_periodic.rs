@@ -949,9 +949,9 @@ pub fn explain_table(cells: &[Cell]) -> Table {
             Some(t) => (
                 t.late().to_string(),
                 punctual_explain::render::causes_cell(t),
-                t.offenders
-                    .first()
-                    .map_or("-".to_string(), |(_, n, k)| format!("{n}: {k}")),
+                t.offenders.first().map_or("-".to_string(), |(_, n, k)| {
+                    format!("{}: {k}", punctual_time::text::display_text(n, 32))
+                }),
             ),
             None => ("-".into(), "-".into(), "-".into()),
         };
@@ -964,10 +964,9 @@ pub fn explain_table(cells: &[Cell]) -> Table {
             top,
         ]);
     }
-    t.note(
-        "floor: the share of 10 ms windows on the row's CPUs without an interruption over 10 us,",
-    );
-    t.note("watched just before the row (bench gaps' loop): iterations within 10 us above it are what is left to win.");
+    t.note("floor: the share of instants on the row's CPUs at which a release can be within 10 us (not inside an");
+    t.note("interruption longer than that), watched just before the row with bench gaps' loop; the document also has the");
+    t.note("share of 10 ms windows holding one (floor). Releases placed away from the interruptions' phase beat this floor.");
     t.note("late: releases more than 10 us after their instant; an iteration outside 10 us of 10 ms needs one.");
     t
 }

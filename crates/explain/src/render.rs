@@ -123,6 +123,7 @@ pub fn fill_doc(doc: &mut ResultDoc, x: &Explanation, names: &[(u32, String)]) {
     }
     let mut settings = x.capture.to_json(x.bound);
     settings["examples"] = x.examples_json();
+    settings["latest"] = x.worst_json();
     doc.settings.extra.insert("explain".into(), settings);
 }
 

@@ -146,6 +146,24 @@ pub struct Explanation {
     pub capture: CaptureStats,
     /// Each late release with its cause (at most [`KEEP_DETAILS`], the first ones).
     pub details: Vec<(LateRelease, Attribution)>,
+    /// The latest releases of the run with their causes (at most [`KEEP_WORST`], latest first).
+    pub worst: Vec<(LateRelease, Attribution)>,
+}
+
+/// The latest releases kept one by one whatever their order in the run.
+pub const KEEP_WORST: usize = 10;
+
+fn example(r: &LateRelease, a: &Attribution) -> serde_json::Value {
+    serde_json::json!({
+        "cause": a.cause.name(),
+        "series": r.series,
+        "target_ns": r.target,
+        "lateness_ns": r.lateness(),
+        "tid": r.tid,
+        "cpu": a.cpu,
+        "offender": a.offender,
+        "why": a.why,
+    })
 }
 
 /// Attributions kept one by one for `--json`'s detail and tests.
@@ -166,19 +184,15 @@ impl Explanation {
                 .filter(|(_, a)| a.cause == c)
                 .take(EXAMPLES_PER_CAUSE)
             {
-                out.push(serde_json::json!({
-                    "cause": c.name(),
-                    "series": r.series,
-                    "target_ns": r.target,
-                    "lateness_ns": r.lateness(),
-                    "tid": r.tid,
-                    "cpu": a.cpu,
-                    "offender": a.offender,
-                    "why": a.why,
-                }));
+                out.push(example(r, a));
             }
         }
         serde_json::Value::Array(out)
+    }
+
+    /// The latest releases of the run, latest first, as [`Explanation::examples_json`] gives them.
+    pub fn worst_json(&self) -> serde_json::Value {
+        self.worst.iter().map(|(r, a)| example(r, a)).collect()
     }
 
     pub fn tally(&self, series: u32) -> Tally {
@@ -211,6 +225,17 @@ pub fn explain(
     for r in records {
         let a = attribute(&ev, r);
         out.series.entry(r.series).or_default().add(&a);
+        if out.worst.len() < KEEP_WORST
+            || out
+                .worst
+                .last()
+                .is_some_and(|(w, _)| w.lateness() < r.lateness())
+        {
+            out.worst.push((*r, a.clone()));
+            out.worst
+                .sort_by_key(|(w, _)| std::cmp::Reverse(w.lateness()));
+            out.worst.truncate(KEEP_WORST);
+        }
         if out.details.len() < KEEP_DETAILS {
             out.details.push((*r, a));
         }
