@@ -101,8 +101,14 @@ fn check_hog(x: &Explanation, bursts: &[(u64, u64)]) -> usize {
     let mut others = Vec::new();
     for (r, a) in &x.details {
         let from = r.target.saturating_sub(500_000);
-        let meets = bursts.iter().any(|&(b0, b1)| b0 < r.actual && b1 > from);
-        match (meets, named(a)) {
+        // A 200 us burst makes a release late by about its length; one later than 1 ms had
+        // something else on top (under a loaded suite: the fair server's turn for starved normal
+        // tasks, attributed `throttle`), and is not the hog's to claim.
+        let at_burst = bursts.iter().any(|&(b0, b1)| b0 < r.actual && b1 > from);
+        if at_burst && r.actual - r.target > 1_000_000 {
+            continue;
+        }
+        match (at_burst, named(a)) {
             (true, n) => {
                 near += 1;
                 near_named += n as usize;
