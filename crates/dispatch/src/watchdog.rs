@@ -279,6 +279,8 @@ impl Watchdog {
                         let fmt = punctual_time::format_ns;
                         // SAFETY: plain syscall.
                         let me = unsafe { libc::gettid() };
+                        // It runs at FIFO 99 beside the clients: holding one's CPU is punctual's doing.
+                        punctual_explain::own_thread(me);
                         let mut share = mode.share.filter(|_| realtime).map(crate::share::ShareWatch::new);
                         // The share is sampled every 100 ms (the other checks ride along).
                         let step = tick.min(100_000_000);

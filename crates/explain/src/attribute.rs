@@ -29,9 +29,12 @@
 use crate::record::{LateRelease, Waiter};
 use crate::timeline::{account, Accounting, Occupant, Window, LOOKBACK_NS};
 use punctual_trace::capture::Captured;
-use punctual_trace::event::{softirq_name, EventKind};
+use punctual_trace::event::{softirq_name, EventKind, STATE_MASK, STATE_PREEMPTED};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+
+/// `TASK_UNINTERRUPTIBLE` in `sched_switch`'s `prev_state`.
+const STATE_BLOCKED: u64 = 0x2;
 
 /// Why a release was late: one of SPEC section 9's causes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -124,8 +127,9 @@ impl Attribution {
 /// The trace and steal readings a set of late releases is explained from.
 pub struct Evidence<'a> {
     pub trace: &'a Captured,
-    /// punctual's own threads in the run: the dispatchers that handed releases over and the
-    /// clients they released. One of them holding a victim's CPU is punctual's doing
+    /// punctual's own threads in the run: the dispatchers that handed releases over, the
+    /// clients they released and the threads declared with [`crate::record::own_thread`] (the
+    /// watchdog). One of them holding a victim's CPU is punctual's doing
     /// (`dispatcher`: its loop, or its placement of clients), not another task's.
     pub own: std::collections::HashSet<i32>,
 }
@@ -133,7 +137,8 @@ pub struct Evidence<'a> {
 impl<'a> Evidence<'a> {
     /// Evidence from `trace`, with punctual's own threads taken from the records.
     pub fn new(trace: &'a Captured, records: &[LateRelease]) -> Evidence<'a> {
-        let mut own = std::collections::HashSet::new();
+        let mut own: std::collections::HashSet<i32> =
+            crate::record::own_threads().into_iter().collect();
         for r in records {
             if let Some(h) = r.handover {
                 own.insert(h.tid);
@@ -216,6 +221,20 @@ impl Evidence<'_> {
             punctual_time::text::display_text(comm, 24),
             class_of(pid, prio)
         )
+    }
+
+    /// How `victim` last left `cpu` at or before `to`: when, and its state (`prev_state`).
+    fn left_as(&self, cpu: u32, victim: i32, to: u64) -> Option<(u64, u64)> {
+        let ev = self.trace.cpu_events(cpu as usize)?;
+        let b = ev.partition_point(|e| e.ts <= to);
+        ev[..b].iter().rev().find_map(|e| match e.kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                ..
+            } if prev_pid == victim => Some((e.ts, prev_state)),
+            _ => None,
+        })
     }
 
     fn irq_name(&self, irq: i32) -> String {
@@ -360,6 +379,18 @@ fn explain_window(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Its CPU idle while it waited: say when it had left the CPU blocked (`D`: disk I/O, a page
+    // fault), which is not a sleep it chose. The cause stays its own (dispatcher, wake path).
+    if matches!(top, Occupant::Idle(_)) {
+        if let Some((at, state)) = ev.left_as(cpu, victim, to) {
+            if state & STATE_PREEMPTED == 0 && state & STATE_MASK == STATE_BLOCKED {
+                why += &format!(
+                    "; it had left the CPU blocked (D: I/O or a page fault) {} before the window's end",
+                    punctual_time::format_ns(to - at)
+                );
+            }
+        }
+    }
     let hidden = matches!(
         top,
         Occupant::Idle(_) | Occupant::Victim | Occupant::OwnWake

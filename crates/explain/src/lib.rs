@@ -18,7 +18,7 @@ pub mod summary;
 pub mod timeline;
 
 pub use attribute::{Attribution, Cause};
-pub use record::{here, Handover, LateLog, LateRelease, Waiter, LOG_CAPACITY};
+pub use record::{here, own_thread, Handover, LateLog, LateRelease, Waiter, LOG_CAPACITY};
 pub use summary::{explain, Explanation, Tally};
 
 use punctual_trace::capture::{Capture, CaptureConfig, Captured};

@@ -134,6 +134,26 @@ impl LateLog {
 }
 
 /// The calling thread's id and the CPU it runs on (for a record).
+/// Threads of this process that are punctual's own besides the ones a run's records name (its
+/// watchdog): one of them holding a victim's CPU is `dispatcher`, not another `task`.
+static OWN_THREADS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Declare `tid` one of punctual's own threads for the explanations made in this process.
+pub fn own_thread(tid: i32) {
+    let mut own = OWN_THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    if !own.contains(&tid) {
+        own.push(tid);
+    }
+}
+
+/// The threads declared with [`own_thread`].
+pub fn own_threads() -> Vec<i32> {
+    OWN_THREADS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
 pub fn here() -> (i32, u32) {
     // SAFETY: plain system calls without arguments that can fail.
     let tid = unsafe { libc::gettid() };
