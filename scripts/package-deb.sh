@@ -109,6 +109,18 @@ License: MIT or Apache-2.0
 EOF
 find "$root" -type d -exec chmod 755 {} +
 
+# The shared libraries the binaries need, as packages with versions (dpkg-shlibdeps, from
+# dpkg-dev, reads the symbols they use); without dpkg-dev, the two packages they link against.
+depends="libc6, libgcc-s1"
+if command -v dpkg-shlibdeps > /dev/null; then
+  shl=$stage/shlibdeps
+  mkdir -p "$shl/debian"
+  printf 'Source: punctual\n\nPackage: punctual\nArchitecture: any\n' > "$shl/debian/control"
+  found=$(cd "$shl" && dpkg-shlibdeps -O "$root/usr/bin/punctual" "$root/usr/lib/libpunctual.so" \
+    2> /dev/null | sed -n 's/^shlibs:Depends=//p') || found=""
+  [ -n "$found" ] && depends=$found
+fi
+
 mkdir -p "$root/DEBIAN"
 cat > "$root/DEBIAN/control" <<EOF
 Package: punctual
@@ -116,7 +128,7 @@ Version: $version
 Architecture: $arch
 Maintainer: punctual developers <punctual@example.invalid>
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
-Depends: libc6
+Depends: $depends
 Suggests: rt-tests, rt-app
 Section: utils
 Priority: optional

@@ -302,25 +302,51 @@ fn compare(
     (a, b)
 }
 
+/// The `# Histogram Overflows:` values of a parsed histogram.
+fn overflows(lines: &[Line]) -> Vec<u64> {
+    lines
+        .iter()
+        .find_map(|l| match l {
+            Line::Trailer(n, v) if n == "Histogram Overflows" => Some(v.clone()),
+            _ => None,
+        })
+        .expect("# Histogram Overflows")
+}
+
 #[test]
 fn one_thread_histogram_with_overflows_matches_cyclictest() {
     let test = "one_thread_histogram_with_overflows_matches_cyclictest";
     let dir = tempfile::tempdir().unwrap();
     let _cpu = exclusive_cpu();
     let cpu = last_cpu().to_string();
-    // 5 buckets of 1 us: wake-ups through the kernel land past them, so the overflow lines fill.
-    let args = [
-        "-m", "-q", "-l", "300", "-i", "500", "-h", "5", "-p", "80", "-a", &cpu,
-    ];
-    let Some((theirs, ours)) = run_both(test, &args, dir.path()) else {
-        return;
-    };
-    let (a, b) = compare(&theirs, &ours, 1, Some(false));
-    // One thread: every sample is in a bucket or an overflow, in both.
-    assert_eq!(check_histogram("cyclictest", &a, 1, false), vec![300]);
-    assert_eq!(check_histogram("punctual", &b, 1, false), vec![300]);
-    assert_eq!(ours.json["thread"]["0"]["cycles"], 300);
-    assert_eq!(theirs.json["thread"]["0"]["cycles"], 300);
+    // -h 1 keeps only the 0 us bucket: a wake-up through the kernel takes microseconds, so both
+    // tools overflow and list cycle numbers. -h 20000 (20 ms) normally overflows in neither (a
+    // stall of the machine can still put one there: the checks hold either way).
+    for (buckets, surely_over) in [("1", true), ("5", false), ("20000", false)] {
+        let args = [
+            "-m", "-q", "-l", "300", "-i", "500", "-h", buckets, "-p", "80", "-a", &cpu,
+        ];
+        let Some((theirs, ours)) = run_both(test, &args, dir.path()) else {
+            return;
+        };
+        let (a, b) = compare(&theirs, &ours, 1, Some(false));
+        // One thread: every sample is in a bucket or an overflow, in both.
+        assert_eq!(check_histogram("cyclictest", &a, 1, false), vec![300]);
+        assert_eq!(check_histogram("punctual", &b, 1, false), vec![300]);
+        assert_eq!(ours.json["thread"]["0"]["cycles"], 300);
+        assert_eq!(theirs.json["thread"]["0"]["cycles"], 300);
+        let rows = |l: &[Line]| l.iter().filter(|l| matches!(l, Line::Bucket(..))).count();
+        assert_eq!(rows(&a), buckets.parse::<usize>().unwrap());
+        assert_eq!(rows(&b), rows(&a));
+        let (oa, ob) = (overflows(&a), overflows(&b));
+        if surely_over {
+            assert!(
+                oa[0] > 0 && ob[0] > 0,
+                "-h {buckets}: overflows {oa:?} {ob:?}"
+            );
+        }
+        eprintln!("-h {buckets}: overflows cyclictest {oa:?}, punctual {ob:?}");
+    }
 }
 
 #[test]
@@ -347,14 +373,18 @@ fn several_threads_histogram_matches_cyclictest_with_and_without_the_all_column(
         let theirs_n = check_histogram("cyclictest", &a, 3, all);
         assert_eq!(theirs_n.iter().max(), Some(&200), "{theirs_n:?}");
         assert_eq!(check_histogram("punctual", &b, 3, all), vec![200, 200, 200]);
-        // The thread columns of -H's trailer beside the column over all of them.
+        // The thread columns of -H's trailer beside the column over all of them, in both.
         if all {
-            let total = b.iter().find_map(|l| match l {
-                Line::Trailer(n, v) if n == "Total" => Some(v.clone()),
-                _ => None,
-            });
-            let v = total.unwrap();
-            assert_eq!(v[3], v[0] + v[1] + v[2]);
+            for (who, lines) in [("cyclictest", &a), ("punctual", &b)] {
+                let total = lines.iter().find_map(|l| match l {
+                    Line::Trailer(n, v) if n == "Total" => Some(v.clone()),
+                    _ => None,
+                });
+                let v = total.unwrap();
+                assert_eq!(v[3], v[0] + v[1] + v[2], "{who}: # Total's all column");
+                let o = overflows(lines);
+                assert_eq!(o[3], o[0] + o[1] + o[2], "{who}: overflows' all column");
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Issue 28: the Debian package. `scripts/package-deb.sh` packages the binaries this test run built
-//! (a release build would take minutes here), the package is unpacked into a scratch root, and
+//! (a release build would take minutes here), dpkg installs it into a scratch root, and
 //! from there `punctual --version` names the version and commit, the man pages and completions are
 //! where man and the shells look, and `examples/c/periodic.c` links with pkg-config against the
 //! installed header and library and runs.
@@ -25,6 +25,7 @@ fn the_package_installs_into_a_scratch_root_and_works_from_there() {
     let test = "the_package_installs_into_a_scratch_root_and_works_from_there";
     for (name, package) in [
         ("dpkg-deb", "dpkg"),
+        ("dpkg", "dpkg"),
         ("gcc", "gcc"),
         ("pkg-config", "pkg-config"),
     ] {
@@ -54,9 +55,31 @@ fn the_package_installs_into_a_scratch_root_and_works_from_there() {
     assert_eq!(field("Package").trim(), "punctual");
     assert_eq!(field("Version").trim(), env!("CARGO_PKG_VERSION"));
 
-    // Installed into a scratch root (what dpkg --root would write, without its database).
+    // The shared libraries the binary links against are dependencies (libgcc_s is libgcc-s1's).
+    let depends = field("Depends");
+    for package in ["libc6", "libgcc-s1"] {
+        assert!(depends.contains(package), "Depends: {depends}");
+    }
+
+    // Installed by dpkg into a scratch root with its own, empty, database: the control file and
+    // the file list are dpkg's to accept. libc6 is not in that database, hence --force-depends.
     let root = dir.path().join("root");
-    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
+    let admin = root.join("var/lib/dpkg");
+    std::fs::create_dir_all(admin.join("info")).unwrap();
+    std::fs::create_dir_all(admin.join("updates")).unwrap();
+    std::fs::write(admin.join("status"), "").unwrap();
+    run(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["--force-depends", "--log=/dev/null", "-i"])
+        .arg(&deb));
+    let status = run(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["-s", "punctual"]));
+    assert!(status.contains("Status: install ok installed"), "{status}");
+    let listed = run(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["-L", "punctual"]));
+    assert!(listed.lines().any(|l| l == "/usr/bin/punctual"), "{listed}");
     let installed = root.join("usr/bin/punctual");
     let version = run(Command::new(&installed).arg("--version"));
     let re = regex::Regex::new(r"^punctual (\d+\.\d+\.\d+) \(commit ([0-9a-f]{12}|unknown)\)\n$")
@@ -84,6 +107,16 @@ fn the_package_installs_into_a_scratch_root_and_works_from_there() {
         "punctual-plan-convert.1.gz",
     ] {
         assert!(man.join(page).is_file(), "{page}");
+    }
+    // man itself finds the page under the scratch root's man path (where it is installed).
+    if let Some(man_cmd) = tool(test, "man", "man-db") {
+        let found = run(Command::new(man_cmd)
+            .args(["-w", "punctual-cyclictest"])
+            .env("MANPATH", root.join("usr/share/man")));
+        assert_eq!(
+            PathBuf::from(found.trim()),
+            man.join("punctual-cyclictest.1.gz")
+        );
     }
     let page = run(Command::new("zcat").arg(man.join("punctual-cyclictest.1.gz")));
     assert!(page.contains(".TH punctual-cyclictest 1"), "{page}");

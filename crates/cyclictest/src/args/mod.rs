@@ -194,6 +194,18 @@ fn usage(flag: &str, why: impl Into<String>) -> DropinError {
 }
 
 /// The flag as the user would recognise it: `-i/--interval`.
+/// A flag given without its value: an unsupported one is refused by name (with what to use
+/// instead) before its missing value is mentioned.
+fn missing_value(long: &str, hint: &str) -> DropinError {
+    match REFUSED.iter().find(|r| r.0 == long) {
+        Some((_, instead)) => DropinError::Unsupported {
+            flag: spelled(long),
+            instead: (*instead).to_string(),
+        },
+        None => usage(&spelled(long), format!("needs a value{hint}")),
+    }
+}
+
 fn spelled(long: &str) -> String {
     match OPTIONS.iter().find(|o| o.0 == long).and_then(|o| o.1) {
         Some(c) => format!("-{c}/--{long}"),
@@ -353,7 +365,7 @@ pub fn parse(args: &[String], online: &[usize]) -> Result<Parsed, DropinError> {
                     return Err(usage(&format!("--{full}"), "takes no value"));
                 }
                 (Has::Required, None) => {
-                    let v = next.ok_or_else(|| usage(&spelled(full), "needs a value"))?;
+                    let v = next.ok_or_else(|| missing_value(full, ""))?;
                     i += 1;
                     Some(v)
                 }
@@ -390,8 +402,7 @@ pub fn parse(args: &[String], online: &[usize]) -> Result<Parsed, DropinError> {
                     Has::Required => {
                         let v = next.ok_or_else(|| {
                             // `-h` alone is often a request for help.
-                            let hint = if c == 'h' { " (help: --help)" } else { "" };
-                            usage(&spelled(full), format!("needs a value{hint}"))
+                            missing_value(full, if c == 'h' { " (help: --help)" } else { "" })
                         })?;
                         i += 1;
                         Some(v)

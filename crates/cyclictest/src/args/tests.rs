@@ -112,6 +112,10 @@ fn flags_punctual_cannot_honour_are_refused_by_name_with_the_equivalent() {
         (&["--breaktrace=100"], "-b/--breaktrace", "trace record"),
         (&["--tracemark"], "--tracemark", "trace record"),
         (&["-F", "/tmp/f"], "-F/--fifo", "--punctual-json"),
+        // Without their value (as README's table names them): refused by name all the same.
+        (&["-F"], "-F/--fifo", "punctual monitor"),
+        (&["-b"], "-b/--breaktrace", "--fail-above"),
+        (&["--fifo"], "-F/--fifo", "punctual monitor"),
         (&["-R"], "-R/--resolution", "bench gaps"),
         (&["--smi"], "--smi", "SMI"),
         (&["--priospread"], "--priospread", "-p"),
