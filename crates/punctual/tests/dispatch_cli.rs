@@ -7,11 +7,14 @@ use std::process::Command as Std;
 
 fn punctual() -> Command {
     let mut c = Command::cargo_bin("punctual").unwrap();
-    c.env(
-        "PUNCTUAL_DATA_DIR",
-        std::env::temp_dir().join("punctual-test-data"),
-    );
+    c.env("PUNCTUAL_DATA_DIR", data_dir());
     c
+}
+
+/// This test process's own results store: a store shared by every checkout on the machine would
+/// be migrated by a newer punctual, and this one would refuse it (issue 31).
+fn data_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id()))
 }
 
 fn repo() -> PathBuf {
@@ -172,10 +175,7 @@ fn an_unreachable_udp_target_exits_2_before_running() {
         .arg(&plan)
         .arg("--json")
         .arg(&json)
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join("punctual-test-data"),
-        )
+        .env("PUNCTUAL_DATA_DIR", data_dir())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -722,10 +722,7 @@ fn the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded() {
         .args(["run", plan.to_str().unwrap(), "-a", &cpu, "--json"])
         .arg(&shielded)
         .env("PUNCTUAL_STATE_DIR", state.path())
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join("punctual-test-data"),
-        )
+        .env("PUNCTUAL_DATA_DIR", data_dir())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

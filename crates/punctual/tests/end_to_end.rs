@@ -221,7 +221,7 @@ fn a_second_interrupt_stops_at_once() {
         .args(["latency", "-t", "1", "-i", "10s", "-D", "60s"])
         .env(
             "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join("punctual-test-second"),
+            std::env::temp_dir().join(format!("punctual-test-second-{}", std::process::id())),
         )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -16,7 +16,7 @@ fn on_a_terminal(args: &[&str]) -> Option<(String, f64)> {
         .args(["-qfec", &cmd, "/dev/null"])
         .env(
             "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join("punctual-live-test"),
+            std::env::temp_dir().join(format!("punctual-live-test-{}", std::process::id())),
         )
         .output()
         .ok()?;
