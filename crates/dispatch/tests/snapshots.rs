@@ -70,6 +70,7 @@ fn slot(name: &str, period: u64, base: u64) -> SlotResult {
 
 fn outcome(trip: Option<Trip>) -> Outcome {
     Outcome {
+        held_by_others: Vec::new(),
         slots: vec![slot("tick", 1_000_000, 200), slot("frame", 10_000_000, 400)],
         cpus: vec![CpuResult {
             cpu: 1,
