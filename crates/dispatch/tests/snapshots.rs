@@ -186,7 +186,8 @@ fn a_rephased_task_is_noted_under_the_table_and_in_its_series() {
     assert_eq!(exit, Exit::Ok);
     let (table, _) = env.captured();
     assert!(
-        table.contains(
+        punctual_testkit::has_text(
+            &table,
             "task 'tick' re-phased 2 time(s) (its late releases lined up), now at offset 763932ns"
         ),
         "{table}"

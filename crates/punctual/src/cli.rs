@@ -15,6 +15,10 @@ use clap::{Parser, Subcommand};
         130 interrupted (partial results written, system restored)."
 )]
 pub struct Cli {
+    /// Draw tables as wide as their widest row instead of fitting the terminal (COLUMNS, else
+    /// the terminal's width; output that is no terminal is never cut).
+    #[arg(long, global = true)]
+    pub wide: bool,
     #[command(subcommand)]
     pub command: Command,
 }

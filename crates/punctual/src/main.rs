@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    punctual_result::table::set_width(punctual_result::table::Width::detect(cli.wide));
     let env = Env::real();
     // Load bodies and periodic processes are punctual's own children: the parent has already done this.
     if !cli.command.is_child() {

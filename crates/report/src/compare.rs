@@ -487,10 +487,39 @@ fn compare_series(
     })
 }
 
+/// A setting as people read it: objects as `key: value` pairs, lists one item after another,
+/// nanoseconds (`*_ns` keys) as durations, never raw JSON (a 270-column cell, issue 31).
 fn show(v: &Value) -> String {
+    show_keyed("", v)
+}
+
+fn show_keyed(key: &str, v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
+        Value::Number(n) if key.ends_with("_ns") => n
+            .as_u64()
+            .map(punctual_time::format_ns)
+            .unwrap_or_else(|| n.to_string()),
+        Value::Array(items) if items.is_empty() => "none".into(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| show_keyed(key, i))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                // A map keyed by CPU number under a nanosecond field keeps its unit.
+                let unit = if k.chars().all(|c| c.is_ascii_digit()) {
+                    key
+                } else {
+                    k
+                };
+                format!("{k}: {}", show_keyed(unit, v))
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
         other => other.to_string(),
     }
 }
@@ -555,7 +584,7 @@ fn settings_fields(doc: &ResultDoc) -> Vec<(String, String)> {
         ),
     ];
     for (k, v) in &s.extra {
-        out.push((k.clone(), show(v)));
+        out.push((k.clone(), show_keyed(k, v)));
     }
     out
 }
@@ -590,4 +619,35 @@ fn differences(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 31 item 7: `compare` printed nested settings as raw JSON, 270 columns of it.
+    #[test]
+    fn nested_settings_read_as_words_with_units_not_json() {
+        let steal = serde_json::json!({"0": 1_500_000u64, "1": 0});
+        assert_eq!(show_keyed("steal_ns", &steal), "0: 1.50 ms, 1: 0 ns");
+        let loads = serde_json::json!([
+            {"kind": "cpu", "cpu": 1, "elapsed_ns": 2_000_000_000u64},
+            {"kind": "io", "cpu": null, "elapsed_ns": 5_000u64}
+        ]);
+        let shown = show_keyed("load_reports", &loads);
+        // Keys keep the document's order, whatever serde_json's map keeps.
+        let items: Vec<&str> = shown.split("; ").collect();
+        assert_eq!(items.len(), 2, "{shown}");
+        for (item, parts) in items.iter().zip([
+            ["cpu: 1", "elapsed_ns: 2.00 s", "kind: cpu"],
+            ["cpu: -", "elapsed_ns: 5.00 us", "kind: io"],
+        ]) {
+            for p in parts {
+                assert!(item.contains(p), "{p} not in {item}");
+            }
+        }
+        assert!(!shown.contains('{') && !shown.contains('"'), "{shown}");
+        assert_eq!(show(&serde_json::json!([])), "none");
+        assert_eq!(show(&serde_json::json!(true)), "true");
+    }
 }

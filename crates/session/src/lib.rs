@@ -135,11 +135,12 @@ impl Report {
         }
     }
 
-    /// Tables (a blank line between two), then the text, as the user reads them.
+    /// Tables (a blank line between two), then the text, as the user reads them: all fitted to
+    /// the process's width (`punctual_result::table::width`; the text's long lines wrapped).
     pub fn render(&self) -> String {
         let tables: Vec<String> = self.tables.iter().map(Table::render).collect();
         let mut s = tables.join("\n");
-        s.push_str(&self.text);
+        s.push_str(&punctual_result::table::wrap(&self.text));
         s
     }
 }
