@@ -470,6 +470,7 @@ impl Measurement for KurtPeriodic {
         Some(LiveSpec::timed(self.per.saturating_mul(n), String::new))
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Vec<Cell>, Failure> {
+        crate::needs_realtime(ctx, NAME, "periodic processes")?;
         let mut cells = Vec::new();
         for (loaded, mode, n) in Self::configurations() {
             if ctx.stop().load(Ordering::Relaxed) {

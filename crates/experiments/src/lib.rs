@@ -189,6 +189,21 @@ fn simulated_halves() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
+/// Refuse to start an experiment whose point is real-time processes when the session could not
+/// have them (the kernel refused SCHED_FIFO: no privilege, or a cgroup without real-time
+/// budget). The session's fallback line already said why and how to fix it; this says what it
+/// means for the experiment, before anything runs, instead of letting its processes fail one by
+/// one (kurt-periodic's clients did, and the run died 10 s later waiting for them).
+pub fn needs_realtime(ctx: &punctual_session::Ctx, name: &str, what: &str) -> Result<(), Failure> {
+    if ctx.rt.policy.is_realtime() {
+        return Ok(());
+    }
+    Err(Failure::system(format!(
+        "{name} measures {what} under SCHED_FIFO, which this process cannot have here (the \
+         fallback above says why and how to fix it); nothing was measured"
+    )))
+}
+
 /// Mark a document as an experiment's: its name and whether it was the quick version.
 pub fn mark(doc: &mut ResultDoc, name: &str, quick: bool) {
     doc.extra.insert("experiment".into(), name.into());

@@ -19,6 +19,10 @@ pub struct Cli {
     /// the terminal's width; output that is no terminal is never cut).
     #[arg(long, global = true)]
     pub wide: bool,
+    /// When punctual's cpu cgroup has no real-time budget (real-time group scheduling refuses
+    /// SCHED_FIFO even to root), run in the nearest group that has one, and move back after.
+    #[arg(long, global = true)]
+    pub move_to_rt_cgroup: bool,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -19,6 +19,16 @@ fn main() -> ExitCode {
     if !cli.command.is_child() {
         punctual_session::restore_leftovers(&env);
     }
+    let moved = match cli.move_to_rt_cgroup && !cli.command.is_child() {
+        true => match cmd::rt_cgroup::enter(&env) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("punctual: error: {e}");
+                return ExitCode::from(Exit::of(&e).code());
+            }
+        },
+        false => None,
+    };
     let exit = match dispatch(cli, &env) {
         Ok(exit) => exit,
         Err(e) => {
@@ -26,6 +36,10 @@ fn main() -> ExitCode {
             exit_of(&e)
         }
     };
+    // Every thread is back in the normal class by now: the group without a budget takes us back.
+    if let Some(g) = moved {
+        cmd::rt_cgroup::leave(g, &env);
+    }
     ExitCode::from(exit.code())
 }
 

@@ -11,6 +11,7 @@ pub mod latency;
 pub mod load_body;
 pub mod report;
 pub mod results;
+pub mod rt_cgroup;
 pub mod run;
 pub mod shield;
 pub mod simulate;
