@@ -250,6 +250,7 @@ fn advise_picks_the_measured_slowdowns_of_a_choose_result() {
         max_ns: 50_000,
         cpu: Some(1),
         steal: None,
+        partial: None,
     });
     let a = advise::advise(&needs, &f);
     let step = a
