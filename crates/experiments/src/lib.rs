@@ -9,6 +9,7 @@
 //! [`registry`] (measured on this machine) and [`sim_registry`] (simulated halves, `--sim`).
 
 pub mod advise;
+pub mod alone;
 pub mod kurt_periodic;
 pub mod published;
 
