@@ -518,9 +518,20 @@ impl Store {
     /// Store a result file (from this machine or another); return its id. A document already
     /// stored (the same bytes of JSON) is not stored twice: its existing id is returned.
     pub fn import(&self, path: &Path) -> Result<String, StoreError> {
+        self.import_with(path, &[], None)
+    }
+
+    /// [`Store::import`], with the figures and tables that travelled with the document (as
+    /// `results export` writes them beside it). A document already stored keeps what it has.
+    pub fn import_with(
+        &self,
+        path: &Path,
+        figures: &[(String, Vec<u8>)],
+        tables: Option<&str>,
+    ) -> Result<String, StoreError> {
         let doc = read_doc(path)?;
         let mut db = self.db();
-        transaction(&mut **db, |db| import_doc(db, &doc))
+        transaction(&mut **db, |db| import_doc(db, &doc, figures, tables))
     }
 
     fn import_json_once(&self, dir: &Path) -> Result<(), StoreError> {
@@ -546,7 +557,7 @@ impl Store {
             for f in &files {
                 match read_doc(f) {
                     Ok(doc) => {
-                        import_doc(db, &doc)?;
+                        import_doc(db, &doc, &[], None)?;
                         imported += 1;
                     }
                     Err(e) => notes.push(format!(
@@ -699,7 +710,12 @@ fn digest(json: &str) -> String {
     format!("{a:016x}{:016x}", h.finish())
 }
 
-fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<String, StoreError> {
+fn import_doc(
+    db: &mut dyn Db,
+    doc: &ResultDoc,
+    figures: &[(String, Vec<u8>)],
+    tables: Option<&str>,
+) -> Result<String, StoreError> {
     let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let rows = db.query(
         "SELECT r.id, d.doc FROM results r JOIN documents d ON d.result_id = r.id \
@@ -709,7 +725,7 @@ fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<String, StoreError> {
     if let Some(r) = rows.into_iter().find(|r| r[1].text() == json) {
         return Ok(r[0].text());
     }
-    insert(db, doc, &[], &[], None)
+    insert(db, doc, figures, &[], tables)
 }
 
 fn insert(
