@@ -88,6 +88,10 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
     all
 }
 
+/// Experiments that are simulations through and through (in [`registry`]): `--sim` runs them
+/// as they are.
+pub const SIMULATED: [&str; 1] = [etsion_frames::NAME];
+
 /// Simulated halves of experiments (`--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
     let mut all: Vec<Box<dyn Experiment>> = vec![Box::new(Entry {

@@ -119,3 +119,24 @@ fn every_process_count_gets_its_figure_and_every_row_its_histogram() {
         ]
     );
 }
+
+/// Issue 31 item 9: the target table gave this machine's figures beside the wanted ones without
+/// saying whether each was met.
+#[test]
+fn kurt_periodic_target_table_says_pass_or_fail() {
+    let model = Model {
+        rows: Vec::new(),
+        target: Some(Target {
+            within_10us: 0.9850,
+            ratio: 22.9,
+            lateness_10us: 0.9886,
+            within_10us_shielded: None,
+            steal: [None; 4],
+        }),
+    };
+    let t = tables(&model).pop().unwrap();
+    assert_eq!(t.header.last().map(String::as_str), Some("met"));
+    let met: Vec<&str> = t.rows.iter().map(|r| r[3].as_str()).collect();
+    // 98.50 % against >= 99 %: no; (d) not run: -; 22.9x against >= 10x: yes; no target: blank.
+    assert_eq!(met, ["no", "-", "yes", "", ""], "{}", t.render());
+}

@@ -217,7 +217,12 @@ pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit
     let done = execute(m, out.fail_above, env)?;
     out.write(&done.doc, &done.report, env)?;
     if done.doc.status == Status::Interrupted {
-        env.note("interrupted; partial results written");
+        // Only what was written is said to be (issue 31: `shield` writes no results).
+        env.note(if out.keeps_results() {
+            "interrupted; partial results written, everything changed restored"
+        } else {
+            "interrupted; everything changed restored"
+        });
     }
     Ok(done.exit)
 }

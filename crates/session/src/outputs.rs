@@ -170,6 +170,11 @@ impl Outputs {
         self.store.is_some()
     }
 
+    /// Whether a run's results are kept anywhere but the terminal: an export, figures, the store.
+    pub fn keeps_results(&self) -> bool {
+        !self.exports.is_empty() || self.figures.is_some() || self.store.is_some()
+    }
+
     pub fn fail_above(mut self, limit: Option<u64>) -> Outputs {
         self.fail_above = limit;
         self
