@@ -283,7 +283,7 @@ mod tests {
             let base = p.0 as usize;
             let setup = ChildSetup::new(Signal::SIGKILL);
             // SAFETY: the hold stores, loads and sleeps: async-signal-safe.
-            unsafe {
+            let held = unsafe {
                 spawn_held(&setup, Path::new("/bin/true"), &[], &[keep], move || {
                     let words = base as *const AtomicU64;
                     (*words.add(1)).store(libc::getpid() as u64, Ordering::Release);
@@ -291,7 +291,10 @@ mod tests {
                         libc::usleep(1000);
                     }
                 })
-            }
+            };
+            // The child's death signal follows this thread: it must outlive the child, or the
+            // child dies of SIGKILL while it waits (it did, whenever this thread ended first).
+            held.and_then(|mut h| h.wait())
         });
         let t0 = std::time::Instant::now();
         let pid = loop {
@@ -307,8 +310,8 @@ mod tests {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect();
         page.word(0).store(1, Ordering::Release);
-        let mut held = spawner.join().unwrap().unwrap();
-        assert!(held.wait().unwrap().success());
+        let status = spawner.join().unwrap().unwrap();
+        assert!(status.success(), "{status:?}");
         assert!(
             !fds.contains(&r.as_raw_fd()),
             "holds the parent's pipe: {fds:?}"
