@@ -51,7 +51,7 @@ impl Sharing {
             })
             .filter(|(_, ns)| *ns > 0)
             .collect();
-        by_thread.sort_by(|a, b| b.1.cmp(&a.1));
+        by_thread.sort_by_key(|b| std::cmp::Reverse(b.1));
         Sharing {
             cpu,
             window_ns: a.window_ns(),
