@@ -6,7 +6,7 @@
 # default_smp_affinity, sched_rt_runtime_us, sched_rr_timeslice_ms, the CPU mask of every task,
 # tracefs instances named punctual-* (seen through a tracefs mounted in a private mount namespace,
 # so the host's mounts are not touched), mounts under /run/punctual, who holds
-# /dev/cpu_dma_latency, wake channels in /dev/shm and journals in /run/punctual. Every run carries
+# /dev/cpu_dma_latency, wake channels (/run/punctual-wake, /dev/shm) and journals in /run/punctual. Every run carries
 # a unique PUNCTUAL_FAULT_TAG in its environment, so its descendants are found in /proc/*/environ.
 #
 # After each injection: wait for the process and record its exit code (130 for INT/TERM, or 0 if
@@ -24,8 +24,12 @@
 # and the next punctual start then repair what a run left.)
 # Traffic stays on loopback (the udp action targets a socket this script binds on 127.0.0.1).
 # Needs root and python3. Exit 0: nothing left behind and every exit code as expected; 1 otherwise.
+# SIGINT and SIGTERM must end a command within FI_STOP_BOUND seconds (default 1) of the signal, in
+# every phase, start-up included (issue 32): an injection that takes longer is reported as slow.
 #   scripts/fault-inject.sh                       # 8 commands x 3 signals x 6 delays = 144 injections
 #   FI_DELAYS=0.1,3 FI_ONLY=run-exec-wake-udp,check scripts/fault-inject.sh
+#   FI_RANDOM=50 FI_SPAN=2 FI_SIGNALS=INT,TERM scripts/fault-inject.sh   # 50 random delays in [0, 2 s]
+#                                                 # per command and signal: start-up at random points
 #   PUNCTUAL=/path/to/punctual scripts/fault-inject.sh   # test that binary (no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +49,16 @@ from sysstate import *  # noqa: F401,F403  (snapshot, settings_diff, tagged, ...
 
 P = sys.argv[1]
 DELAYS = [float(x) for x in os.environ.get("FI_DELAYS", "0.02,0.1,0.5,1,3,6").split(",")]
+if os.environ.get("FI_RANDOM"):
+    import random
+    rng = random.Random(int(os.environ.get("FI_SEED", "1")))
+    span = float(os.environ.get("FI_SPAN", "2"))
+    DELAYS = sorted(round(rng.uniform(0, span), 3) for _ in range(int(os.environ["FI_RANDOM"])))
+STOP_BOUND = float(os.environ.get("FI_STOP_BOUND", "1"))
 ONLY = [x for x in os.environ.get("FI_ONLY", "").split(",") if x]
 SIGNALS = [("INT", signal.SIGINT), ("TERM", signal.SIGTERM), ("KILL", signal.SIGKILL)]
+if os.environ.get("FI_SIGNALS"):
+    SIGNALS = [s for s in SIGNALS if s[0] in os.environ["FI_SIGNALS"].split(",")]
 BATCH = f"fi{os.getpid()}-{int(time.time())}"
 LAST = str(online_cpus()[-1])
 
@@ -169,7 +181,7 @@ def leftovers(pre, seen, tag, outdir, datadir, outputs, ignore):
     left["settings"] += settings_diff(pre, now, ignore)
     left["settings"] += [f"tracefs instance {i}" for i in sorted(now["tracefs"] - pre["tracefs"])]
     left["files"] += [f"mount {m}" for m in sorted(now["mounts"] - pre["mounts"])]
-    left["files"] += [f"/dev/shm/{n}" for n in sorted(now["shm"] - pre["shm"])]
+    left["files"] += sorted(now["shm"] - pre["shm"])
     left["files"] += [f"{STATE}/{n}" for n in sorted(now["journals"] - pre["journals"])]
     for n in sorted(os.listdir(outdir)):
         if n not in outputs:
@@ -196,9 +208,9 @@ def clean(left_procs_tag, pre, seen, now):
     restore_run(left_procs_tag + "-clean", scratch)
     now = snapshot()
     for f in now["shm"] - pre["shm"]:
-        if f.startswith(f"punctual-wake-fi-{os.getpid()}-"):
+        if os.path.basename(f).startswith(f"punctual-wake-fi-{os.getpid()}-"):
             try:
-                os.unlink(os.path.join("/dev/shm", f))
+                os.unlink(f)
             except OSError:
                 pass
     restore_settings(pre, now)
@@ -214,7 +226,8 @@ print(f"fault injection: {P}, {len(COMMANDS)} commands x {len(SIGNALS)} signals 
 if batch["tracefs"] or batch["mounts"] or batch["journals"]:
     print(f"note: before the batch: tracefs {sorted(batch['tracefs'])}, mounts {sorted(batch['mounts'])}, "
           f"journals {sorted(batch['journals'])}", flush=True)
-rows = {c[0]: {"n": 0, "ok_exit": 0, "processes": 0, "settings": 0, "files": 0, "foreign": 0} for c in COMMANDS}
+rows = {c[0]: {"n": 0, "ok_exit": 0, "slow": 0, "worst_stop": 0.0, "processes": 0, "settings": 0,
+               "files": 0, "foreign": 0} for c in COMMANDS}
 problems = []
 n = 0
 t_start = time.time()
@@ -273,6 +286,7 @@ try:
                     os.kill(proc.pid, sig)
                 else:
                     finished_first = True
+                t_sig = time.monotonic()
                 hung = False
                 try:
                     rc = proc.wait(timeout=30)
@@ -280,6 +294,8 @@ try:
                     hung = True
                     os.kill(proc.pid, signal.SIGKILL)
                     rc = proc.wait()
+                stop_s = time.monotonic() - t_sig
+                slow = not finished_first and sig != signal.SIGKILL and stop_s > STOP_BOUND
                 log.close()
                 rc = 128 - rc if rc < 0 else rc
                 restore_rc = None
@@ -300,6 +316,13 @@ try:
                 r = rows[name]
                 r["n"] += 1
                 r["ok_exit"] += ok_exit
+                r["slow"] += slow
+                if not finished_first and sig != signal.SIGKILL:
+                    r["worst_stop"] = max(r["worst_stop"], stop_s)
+                if slow and not hung:
+                    tail = open(os.path.join(inj, "punctual.log")).read().strip().splitlines()[-2:]
+                    problems.append(f"#{n} {name} SIG{sname} at {delay:g} s: slow stop, {stop_s:.2f} s after the "
+                                    f"signal (bound {STOP_BOUND:g} s); last output: {' | '.join(tail)}")
                 for k in ("processes", "settings", "files"):
                     r[k] += bool(left[k])
                 r["foreign"] += bool(foreign or drift)
@@ -320,7 +343,9 @@ try:
                 if any(left.values()):
                     clean(tag, pre, seen, now)
                 status = "ok" if ok_exit and not any(left.values()) else "LEFT/UNEXPECTED"
-                print(f"{what}: exit {rc}{' (finished first)' if finished_first else ''} {status}", file=sys.stderr, flush=True)
+                status += " SLOW" if slow else ""
+                print(f"{what}: exit {rc} after {stop_s:.2f} s{' (finished first)' if finished_first else ''} {status}",
+                      file=sys.stderr, flush=True)
 
 except Interrupted as e:
     interrupted = e.args[0]
@@ -361,14 +386,19 @@ for p in stray:
         pass
 
 print()
-print(f"{'command':18} {'injections':>10} {'exit as expected':>17} {'left: processes':>16} {'settings':>9} {'files':>6}")
-tot = {"n": 0, "ok_exit": 0, "processes": 0, "settings": 0, "files": 0, "foreign": 0}
+print(f"{'command':18} {'inj.':>5} {'exit ok':>7} {'slow':>5} {'worst stop':>10} {'left: procs':>11} "
+      f"{'settings':>8} {'files':>5}")
+tot = {"n": 0, "ok_exit": 0, "slow": 0, "worst_stop": 0.0, "processes": 0, "settings": 0, "files": 0,
+       "foreign": 0}
 for name, *_ in COMMANDS:
     r = rows[name]
     for k in tot:
-        tot[k] += r[k]
-    print(f"{name:18} {r['n']:>10} {r['ok_exit']:>17} {r['processes']:>16} {r['settings']:>9} {r['files']:>6}")
-print(f"{'total':18} {tot['n']:>10} {tot['ok_exit']:>17} {tot['processes']:>16} {tot['settings']:>9} {tot['files']:>6}")
+        tot[k] = max(tot[k], r[k]) if k == "worst_stop" else tot[k] + r[k]
+    print(f"{name:18} {r['n']:>5} {r['ok_exit']:>7} {r['slow']:>5} {r['worst_stop']:>8.2f} s {r['processes']:>11} "
+          f"{r['settings']:>8} {r['files']:>5}")
+print(f"{'total':18} {tot['n']:>5} {tot['ok_exit']:>7} {tot['slow']:>5} {tot['worst_stop']:>8.2f} s "
+      f"{tot['processes']:>11} {tot['settings']:>8} {tot['files']:>5}")
+print(f"(slow: SIGINT/SIGTERM answered later than {STOP_BOUND:g} s; worst stop: the longest such answer)")
 print(f"({time.time() - t_start:.0f} s; {received[0]} datagrams received on 127.0.0.1:{port}; "
       f"{tot['foreign']} injections overlapped another punctual or began with settings already changed; "
       f"final shield --restore exit {final_restore}; logs in {scratch})")
@@ -382,7 +412,7 @@ if problems:
     print("\nproblems:")
     for p in problems:
         print(f"  {p}")
-bad = tot["n"] - tot["ok_exit"] + tot["processes"] + tot["settings"] + tot["files"] + len(stray)
+bad = tot["n"] - tot["ok_exit"] + tot["slow"] + tot["processes"] + tot["settings"] + tot["files"] + len(stray)
 if interrupted:
     print(f"interrupted by signal {interrupted} after {n} injections; everything restored as above")
     sys.exit(130)

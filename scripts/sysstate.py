@@ -4,7 +4,7 @@ scripts/fault-inject.sh and scripts/bad-input.sh (issue 19).
 A snapshot holds every IRQ's smp_affinity_list, default_smp_affinity, sched_rt_runtime_us,
 sched_rr_timeslice_ms, the CPU mask of every task, tracefs instances named punctual-* (seen through a
 tracefs mounted in a private mount namespace, so the host's mounts are not touched), mounts under
-/run/punctual, who holds /dev/cpu_dma_latency, wake channels in /dev/shm and journals in /run/punctual.
+/run/punctual, who holds /dev/cpu_dma_latency, wake channels in /run/punctual-wake and /dev/shm and journals in /run/punctual.
 Runs are tagged with PUNCTUAL_FAULT_TAG in their environment so their descendants can be found.
 """
 import os
@@ -160,7 +160,14 @@ def snapshot():
             v = read(f"/proc/irq/{d}/smp_affinity_list")
             if v is not None:
                 irq[d] = v
-    shm = {n for n in os.listdir("/dev/shm") if n.startswith("punctual-")}
+    # Wake channels: root's live in /run/punctual-wake (issue 32), older ones and other users'
+    # under /dev/shm. Full paths.
+    shm = {f"/dev/shm/{n}" for n in os.listdir("/dev/shm") if n.startswith("punctual-")}
+    for d in ("/run/punctual-wake",):
+        try:
+            shm |= {f"{d}/{n}" for n in os.listdir(d) if n.startswith("punctual-")}
+        except OSError:
+            pass
     try:
         state = {n for n in os.listdir(STATE) if n.startswith("journal-")}
     except OSError:

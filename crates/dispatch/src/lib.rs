@@ -14,6 +14,7 @@ pub mod measure;
 pub mod preflight;
 pub mod rephase;
 pub mod report;
+pub mod share;
 pub mod shield;
 pub mod watchdog;
 
@@ -38,6 +39,9 @@ pub enum DispatchError {
     /// The system refused or failed: exit 3.
     #[error("{0}")]
     System(String),
+    /// Stopped by a signal before the run began: exit 130.
+    #[error("interrupted before the run began")]
+    Interrupted,
 }
 
 impl From<DispatchError> for punctual_result::Failure {
@@ -45,6 +49,7 @@ impl From<DispatchError> for punctual_result::Failure {
         match e {
             DispatchError::Usage(m) => punctual_result::Failure::usage(m),
             DispatchError::System(m) => punctual_result::Failure::system(m),
+            DispatchError::Interrupted => punctual_result::Failure::interrupted(),
         }
     }
 }
@@ -203,6 +208,7 @@ fn prepare_action(
                     match e {
                         punctual_periodic::channel::ChannelError::InUse { .. }
                         | punctual_periodic::channel::ChannelError::Squatted { .. }
+                        | punctual_periodic::channel::ChannelError::Dir { .. }
                         | punctual_periodic::channel::ChannelError::BadName(_) => {
                             DispatchError::Usage(e.to_string())
                         }
@@ -453,7 +459,10 @@ pub fn phase_around_interference(
 }
 
 /// Prepare a validated (and admitted) plan.
-pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
+/// Prepare every action of `plan` (exec children forked, wake channels open, their clients
+/// started and attached). `stop` (SIGINT/SIGTERM) ends the wait for clients with
+/// [`DispatchError::Interrupted`].
+pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepared, DispatchError> {
     let mut cpus: Vec<usize> = cfg.cpus.clone();
     for c in plan.named_cpus() {
         if !cpus.contains(&c) {
@@ -593,14 +602,21 @@ pub fn prepare(plan: Plan, cfg: &RunConfig) -> Result<Prepared, DispatchError> {
         clients,
         alarm,
     };
-    wait_for_clients(&mut prepared, cfg.attach_timeout)?;
+    wait_for_clients(&mut prepared, cfg.attach_timeout, stop)?;
     Ok(prepared)
 }
 
-/// Wait until every wake channel has a client.
-fn wait_for_clients(p: &mut Prepared, timeout: u64) -> Result<(), DispatchError> {
+/// Wait until every wake channel has a client, or a signal asks to stop.
+fn wait_for_clients(
+    p: &mut Prepared,
+    timeout: u64,
+    stop: &AtomicBool,
+) -> Result<(), DispatchError> {
     let t0 = std::time::Instant::now();
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(DispatchError::Interrupted);
+        }
         let mut waiting = Vec::new();
         for c in &p.cpus {
             for (i, item) in c.actions.items.iter().enumerate() {
@@ -724,7 +740,19 @@ pub fn execute(
                 &cpu_list,
                 shared.heartbeats.clone(),
                 shared.stop.clone(),
-                cfg.policy.is_realtime(),
+                watchdog::Mode {
+                    realtime: cfg.policy.is_realtime(),
+                    share: Some(share::Limits {
+                        window: share::window_for(threshold),
+                        programs: cfg.spin_budget,
+                        all: share::ALL_SHARE,
+                        exempt_cpus: if cfg.shielded {
+                            cpu_list.clone()
+                        } else {
+                            Vec::new()
+                        },
+                    }),
+                },
                 names,
                 alarm,
             ))

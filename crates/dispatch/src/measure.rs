@@ -26,7 +26,7 @@ pub fn run_plan(
     stop: Arc<AtomicBool>,
     slots: Option<&LiveSlots>,
 ) -> Result<Outcome, DispatchError> {
-    let prepared = prepare(plan, cfg)?;
+    let prepared = prepare(plan, cfg, &stop)?;
     let progress = crate::progress_for(&prepared);
     if let Some(s) = slots {
         let names = prepared.slots.iter().map(|s| s.name.clone()).collect();

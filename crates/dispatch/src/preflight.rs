@@ -3,8 +3,10 @@
 //! calls it too, so "admitted" means the plan can start. `shield -- COMMAND` calls
 //! [`resolve_command`] before it moves the first task.
 //!
-//! Nothing here changes the system. Plugins are loaded (and closed again) exactly as the run loads
-//! them, so their constructors run: a plugin named in a plan is trusted code in any case.
+//! Nothing here changes the system. For `run`, plugins are loaded (and closed again) exactly as the
+//! run loads them, so their constructors run a moment early: the run runs them anyway. `plan check`
+//! ([`check_static`]) runs no code of a plugin: it reads the file (ELF header, dynamic symbols), and
+//! [`runs`] lists what the plan would start and load, as whom, with which capabilities.
 
 use crate::actions;
 use punctual_plan::{Action, Plan};
@@ -40,9 +42,29 @@ pub fn describe(problems: &[Problem]) -> String {
 /// Check every action of `plan` the way [`crate::prepare`] will use it, and the CPUs it names:
 /// exec programs and wake clients resolve (PATH as execvp searches it, or an explicit path) to
 /// executable regular files, exec users exist (and may be switched to), plugins load and export
-/// their symbol, udp targets parse, wake channel names are valid, named CPUs are online. Every
+/// their symbol, udp targets parse, wake channel names are valid and free (no live dispatcher,
+/// nobody else's file under the name, the channel directory ours), named CPUs are online. Every
 /// problem is reported, not only the first.
 pub fn check(plan: &Plan) -> Result<(), Vec<Problem>> {
+    check_with(plan, Plugins::Load)
+}
+
+/// [`check`] without loading any plugin: each is read as a file ([`actions::plugin::inspect`]).
+/// What `plan check` runs, possibly as root.
+pub fn check_static(plan: &Plan) -> Result<(), Vec<Problem>> {
+    check_with(plan, Plugins::Inspect)
+}
+
+/// How plugins are checked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plugins {
+    /// `dlopen`ed and closed, as the run will (constructors run).
+    Load,
+    /// Read as files, never loaded.
+    Inspect,
+}
+
+fn check_with(plan: &Plan, plugins: Plugins) -> Result<(), Vec<Problem>> {
     let mut problems = Vec::new();
     let mut at = |action: &str, message: String| {
         problems.push(Problem {
@@ -89,6 +111,11 @@ pub fn check(plan: &Plan) -> Result<(), Vec<Problem>> {
             Action::Wake { channel, spawn } => {
                 if let Err(m) = punctual_plan::parse::check_channel(channel) {
                     at(name, m);
+                } else if let Err(e) = punctual_periodic::channel::available(
+                    &punctual_periodic::channel::shm_dir(),
+                    channel,
+                ) {
+                    at(name, e.to_string());
                 }
                 if let Some(p) = spawn.as_ref().and_then(|s| s.first()) {
                     if let Err(m) = actions::exec::resolve(p) {
@@ -97,7 +124,11 @@ pub fn check(plan: &Plan) -> Result<(), Vec<Problem>> {
                 }
             }
             Action::Plugin { path, symbol } => {
-                if let Err(m) = actions::plugin::probe(path, symbol) {
+                let r = match plugins {
+                    Plugins::Load => actions::plugin::probe(path, symbol),
+                    Plugins::Inspect => actions::plugin::inspect(path, symbol),
+                };
+                if let Err(m) = r {
                     at(name, m);
                 }
             }
@@ -124,6 +155,108 @@ pub fn check(plan: &Plan) -> Result<(), Vec<Problem>> {
     } else {
         Err(problems)
     }
+}
+
+/// One thing a plan runs: a program it starts or a library it loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runs {
+    /// The action's name.
+    pub action: String,
+    /// `exec`, `wake client` or `plugin`.
+    pub kind: &'static str,
+    /// The program as it resolves (or as written, when it does not), or the plugin's path and
+    /// symbol.
+    pub what: String,
+    /// The user it runs as.
+    pub user: String,
+    /// The capabilities it keeps.
+    pub capabilities: String,
+    /// Its scheduling (`FIFO 10`, or `normal`).
+    pub sched: String,
+}
+
+/// Everything `plan` would run, in plan order: programs (exec actions, spawned wake clients) and
+/// plugins (code loaded into punctual itself, on the dispatcher thread), each with the user it runs
+/// as and the capabilities it keeps. Nothing is run or loaded to find this.
+pub fn runs(plan: &Plan) -> Vec<Runs> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let me = user_name(euid);
+    let caps_of = |uid: u32| {
+        if uid == 0 {
+            "all (root's)".to_string()
+        } else {
+            "none".to_string()
+        }
+    };
+    let program = |p: &str| {
+        actions::exec::resolve(p)
+            .map(|r| punctual_rt::text::display_path(&r))
+            .unwrap_or_else(|_| punctual_rt::text::display_name(p).into_owned())
+    };
+    let mut out = Vec::new();
+    for named in &plan.actions {
+        let action = punctual_rt::text::display_name(&named.name).into_owned();
+        match &named.action {
+            Action::Exec {
+                argv,
+                priority,
+                user,
+                drop_caps,
+            } => {
+                let uid = user
+                    .as_deref()
+                    .and_then(|u| punctual_rt::child::Credentials::lookup(u).ok())
+                    .map_or(euid, |c| c.uid);
+                out.push(Runs {
+                    action,
+                    kind: "exec",
+                    what: argv.first().map(|p| program(p)).unwrap_or_default(),
+                    user: user
+                        .as_deref()
+                        .map(|u| punctual_rt::text::display_name(u).into_owned())
+                        .unwrap_or_else(|| me.clone()),
+                    capabilities: if *drop_caps {
+                        "none (drop_caps)".into()
+                    } else {
+                        caps_of(uid)
+                    },
+                    sched: priority.map_or("normal".into(), |p| format!("FIFO {p}")),
+                });
+            }
+            Action::Wake {
+                spawn: Some(argv), ..
+            } => out.push(Runs {
+                action,
+                kind: "wake client",
+                what: argv.first().map(|p| program(p)).unwrap_or_default(),
+                user: me.clone(),
+                capabilities: caps_of(euid),
+                sched: "its own".into(),
+            }),
+            Action::Plugin { path, symbol } => out.push(Runs {
+                action,
+                kind: "plugin",
+                what: format!(
+                    "{} ({})",
+                    punctual_rt::text::display_path(path),
+                    punctual_rt::text::display_name(symbol)
+                ),
+                user: format!("{me} (inside punctual)"),
+                capabilities: caps_of(euid),
+                sched: "the dispatcher's".into(),
+            }),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {uid}"), |u| u.name)
 }
 
 /// The program `punctual shield -- COMMAND` would start, resolved as execvp resolves it (PATH, or

@@ -28,6 +28,25 @@ pub fn admit(
 }
 
 /// Admission control's verdict, per CPU, with the collisions and offsets it chose.
+/// What the plan runs ([`crate::preflight::runs`]), for `plan check`: one row per program or plugin.
+pub fn runs_table(runs: &[crate::preflight::Runs]) -> Table {
+    let mut t = Table::new(&["action", "runs", "as", "scheduling"])
+        .titled("What the plan runs (nothing was started or loaded to check it)");
+    for r in runs {
+        t.row([
+            r.action.clone(),
+            format!("{} {}", r.kind, r.what),
+            format!("{}, capabilities: {}", r.user, r.capabilities),
+            r.sched.clone(),
+        ]);
+    }
+    if runs.is_empty() {
+        t.notes
+            .push("no programs and no plugins: only marks, datagrams and wakes".into());
+    }
+    t
+}
+
 pub fn admission_table(plan: &Plan, r: &Admission) -> Table {
     let mut t = Table::new(&[
         "cpu",

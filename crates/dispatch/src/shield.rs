@@ -218,6 +218,18 @@ fn cpu_list_of(path: &str) -> Option<Vec<usize>> {
 }
 
 /// Work out the moves. `keep` lists processes left alone (punctual itself).
+/// What [`plan`] would refuse for `cpus` (offline CPUs, every online CPU, CPUs another live
+/// shield holds), found without reading a task: for `plan check` and the preflight.
+pub fn check(cpus: &[usize]) -> Result<(), ShieldError> {
+    punctual_rt::affinity::check_online(cpus)
+        .map_err(|e| ShieldError::Usage(format!("--cpus: {e}")))?;
+    let live = Registry::system().live_claims();
+    if enclosing(cpus, &live).is_some() {
+        return Ok(());
+    }
+    others_than(cpus, &live).map(|_| ())
+}
+
 pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
     punctual_rt::affinity::check_online(cpus)
         .map_err(|e| ShieldError::Usage(format!("--cpus: {e}")))?;

@@ -13,6 +13,10 @@
 //!   Every exec child gets the same limits before its exec (`punctual_rt::child`), with the default
 //!   disposition of SIGXCPU, so a child spinning at a real-time priority dies of it; the exec
 //!   action's reaper raises the [`Alarm`], which trips the watchdog like the rest.
+//! - RLIMIT_RTTIME and the canary bound only a continuous hold; [`crate::share`] bounds the share of
+//!   each CPU the run's real-time tasks (its own threads, exec children, wake clients it spawned)
+//!   hold over a sliding window (5 s by default): the spin budget (50 %) for the programs the plan
+//!   starts, 95 % for everything together. Sampled every 100 ms.
 //!
 //! Tripping demotes every real-time thread of this process and of its descendants (exec children,
 //! spawned wake clients) to SCHED_OTHER, stops the run and records why; the binary exits with 3.
@@ -237,7 +241,7 @@ fn demote(tid: i32) -> bool {
     false
 }
 
-fn tasks_of(pid: i32) -> Vec<i32> {
+pub(crate) fn tasks_of(pid: i32) -> Vec<i32> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|d| {
             d.flatten()
@@ -279,6 +283,44 @@ pub fn descendants(root: i32) -> Vec<i32> {
     out
 }
 
+/// Every descendant process of `root` from the kernel's `children` lists (each task's children,
+/// CONFIG_PROC_CHILDREN), which costs a few reads instead of a scan of /proc; the scan when the lists
+/// are missing.
+pub fn descendants_fast(root: i32) -> Vec<i32> {
+    if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+        return descendants(root);
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for t in tasks_of(p) {
+            let Ok(list) = std::fs::read_to_string(format!("/proc/{p}/task/{t}/children")) else {
+                continue;
+            };
+            for c in list
+                .split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
+                if !out.contains(&c) {
+                    out.push(c);
+                    frontier.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How the run is watched beside the threshold.
+#[derive(Clone, Debug, Default)]
+pub struct Mode {
+    /// The dispatcher runs under a real-time policy (without one nothing can starve, and only stuck
+    /// actions are watched).
+    pub realtime: bool,
+    /// The share bounds ([`crate::share`]; `None`: not watched, as without a real-time policy).
+    pub share: Option<crate::share::Limits>,
+}
+
 /// Demote this process's real-time threads and its descendants'. Returns (threads, children) demoted.
 pub fn demote_all() -> (usize, usize) {
     let me = std::process::id() as i32;
@@ -291,19 +333,19 @@ pub fn demote_all() -> (usize, usize) {
 }
 
 impl Watchdog {
-    /// Start watching. `threshold`: how long a CPU may be starved or an action may run. `realtime`:
-    /// whether the dispatcher runs under a real-time policy (without one nothing can starve, and only
-    /// stuck actions are watched). `action_names` names actions in messages. `alarm` is raised by
-    /// exec children's reapers.
+    /// Start watching. `threshold`: how long a CPU may be starved or an action may run. `mode`:
+    /// whether the dispatcher runs under a real-time policy and the CPU-share bounds.
+    /// `action_names` names actions in messages. `alarm` is raised by exec children's reapers.
     pub fn start(
         threshold: u64,
         cpus: &[usize],
         heartbeats: Arc<[Heartbeat]>,
         run_stop: Arc<AtomicBool>,
-        realtime: bool,
+        mode: Mode,
         action_names: Vec<String>,
         alarm: Alarm,
     ) -> Watchdog {
+        let realtime = mode.realtime;
         let stop = Arc::new(AtomicBool::new(false));
         let tripped: Arc<Mutex<Option<Trip>>> = Arc::new(Mutex::new(None));
         // At most 0.5 s (the default threshold's quarter): stop() joins threads sleeping a tick, so
@@ -381,9 +423,22 @@ impl Watchdog {
                         if realtime {
                             set_fifo(99);
                         }
+                        // SAFETY: plain syscall.
+                        let me = unsafe { libc::gettid() };
+                        let mut share = mode
+                            .share
+                            .filter(|_| realtime)
+                            .map(crate::share::ShareWatch::new);
+                        // The share is sampled every 100 ms (the other checks ride along).
+                        let step = tick.min(100_000_000);
                         while !stop.load(Ordering::Relaxed) {
-                            sleep_abs(libc::CLOCK_MONOTONIC, now() + tick);
-                            if let Some(reason) = watch.check(now()) {
+                            sleep_abs(libc::CLOCK_MONOTONIC, now() + step);
+                            let t = now();
+                            let over_share = share
+                                .as_mut()
+                                .and_then(|w| w.sample(t, &crate::share::run_tasks(me)))
+                                .map(|e| e.to_string());
+                            if let Some(reason) = over_share.or_else(|| watch.check(t)) {
                                 let (own, kids) = demote_all();
                                 *tripped.lock().unwrap() = Some(Trip {
                                     reason,

@@ -14,9 +14,10 @@ fn is_root() -> bool {
 fn run(text: &str, cfg: &RunConfig) -> Outcome {
     let plan = punctual_plan::parse_str(text, "t.toml", None).unwrap();
     punctual_dispatch::preflight::check(&plan).unwrap();
-    let p = prepare(plan, cfg).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let p = prepare(plan, cfg, &stop).unwrap();
     let progress = progress_for(&p);
-    execute(p, cfg, Arc::new(AtomicBool::new(false)), progress).unwrap()
+    execute(p, cfg, stop, progress).unwrap()
 }
 
 fn last_cpu() -> usize {
@@ -131,4 +132,125 @@ action = {{ kind = "exec", argv = ["/bin/sh", "-c", "{{ id -u; grep CapEff /proc
         Some("0000000000000000"),
         "{got}"
     );
+}
+
+/// Issue 32, item 2: RLIMIT_RTTIME bounds only a continuous hold, and the canaries watch only the
+/// dispatcher's CPU, so a child at FIFO that spins 1.5 s and sleeps 1 ms stalled other tasks on its
+/// CPU 0.95 s at a time for the whole run, which ended `ok`. The CPU-share watch trips on it.
+#[test]
+fn watchdog_gap_a_fifo_child_sleeping_1ms_every_1_5s_trips_the_cpu_share_bound() {
+    let name = "watchdog_gap_a_fifo_child_sleeping_1ms_every_1_5s_trips_the_cpu_share_bound";
+    if !is_root() {
+        punctual_testkit::skip(name, "needs root for SCHED_FIFO");
+        return;
+    }
+    let cpus = punctual_rt::online_cpus();
+    let Some(taskset) = punctual_testkit::tool(name, "taskset", "util-linux") else {
+        return;
+    };
+    let Some(perl) = punctual_testkit::tool(name, "perl", "perl-base") else {
+        return;
+    };
+    if cpus.len() < 2 {
+        punctual_testkit::skip(name, "needs two CPUs");
+        return;
+    }
+    let _cpu = punctual_testkit::exclusive_cpu();
+    // The issue's child: 1.5 s of its own CPU time (user and system: the loop is mostly the
+    // `times` call), then 1 ms asleep, for ever; on the first CPU, away from the dispatcher and its
+    // canary. `times` and 4-argument `select` are perl-base's own.
+    let child = "sub cpu { my @t = times; $t[0] + $t[1] } while (1) { my $t = cpu(); while (cpu() - $t < 1.5) {} select(undef, undef, undef, 0.001) }";
+    let text = format!(
+        r#"
+[plan]
+duration = "40s"
+[[task]]
+name = "keep-going"
+period = "100ms"
+action = {{ kind = "mark" }}
+[[event]]
+at = "0us"
+action = {{ kind = "exec", name = "spin-sleep", argv = ["{}", "-c", "{}", "{}", "-e", "{child}"], priority = 10 }}
+"#,
+        taskset.display(),
+        cpus[0],
+        perl.display()
+    );
+    let cfg = RunConfig {
+        cpus: vec![*cpus.last().unwrap()],
+        priority: 90,
+        policy: Policy::Fifo,
+        ..RunConfig::default()
+    };
+    let t0 = std::time::Instant::now();
+    let o = run(&text, &cfg);
+    let took = t0.elapsed();
+    let trip = o.trip.expect("the CPU-share watch trips on the child");
+    assert!(
+        trip.reason.contains(&format!("CPU {} held", cpus[0]))
+            && trip.reason.contains("programs the plan started")
+            && !trip.reason.contains("SIGXCPU"),
+        "{}",
+        trip.reason
+    );
+    assert!(trip.demoted_children >= 1, "{trip:?}");
+    // The default threshold (2 s) makes a 5 s window: the trip comes long before the 40 s.
+    assert!(took.as_secs() < 25, "stopped after {took:?}");
+}
+
+/// Issue 32, Low: a child that daemonises (its own session, its parent gone at once, so it is
+/// init's child) outlived the run. It carries the run's marker in its environment and is stopped
+/// with the rest at the end.
+#[test]
+fn daemonising_exec_grandchildren_do_not_outlive_the_run() {
+    let Some(setsid) = punctual_testkit::tool(
+        "daemonising_exec_grandchildren_do_not_outlive_the_run",
+        "setsid",
+        "util-linux",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("daemon.pid");
+    let text = format!(
+        r#"
+[plan]
+duration = "300ms"
+[[event]]
+at = "0us"
+action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c 'echo $$ > {}; exec sleep 60' </dev/null >/dev/null 2>&1 &"] }}
+"#,
+        setsid.display(),
+        pidfile.display()
+    );
+    let cfg = RunConfig {
+        cpus: vec![last_cpu()],
+        policy: Policy::Other,
+        priority: 0,
+        watchdog: None,
+        ..RunConfig::default()
+    };
+    run(&text, &cfg);
+    let t0 = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(t0.elapsed().as_secs() < 5, "the daemon never wrote its pid");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // Gone (or a zombie of init's for a moment) by the time the run has returned.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = state
+        .rfind(')')
+        .and_then(|i| state[i + 2..].chars().next())
+        .is_some_and(|s| s != 'Z');
+    if alive {
+        // SAFETY: ending the process this test's plan started, by its pid.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(!alive, "the daemon {pid} outlived the run: {state}");
 }

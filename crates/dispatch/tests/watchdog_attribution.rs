@@ -8,7 +8,7 @@
 //! recorded as held by others and the run goes on.
 
 use punctual_dispatch::engine::Heartbeat;
-use punctual_dispatch::watchdog::{Alarm, Watchdog};
+use punctual_dispatch::watchdog::{Alarm, Mode, Watchdog};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,10 @@ fn watchdog(threshold: u64, cpu: usize, hb: Arc<[Heartbeat]>, stop: Arc<AtomicBo
         &[cpu],
         hb,
         stop,
-        true,
+        Mode {
+            realtime: true,
+            share: None,
+        },
         vec!["forever".into()],
         Alarm::default(),
     )

@@ -4,7 +4,7 @@
 //! included.
 
 use punctual_dispatch::engine::Heartbeat;
-use punctual_dispatch::watchdog::{Alarm, Watchdog};
+use punctual_dispatch::watchdog::{Alarm, Mode, Watchdog};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ fn stop_takes(threshold_ns: u64) -> Duration {
         &[cpu],
         heartbeats,
         Arc::new(AtomicBool::new(false)),
-        false,
+        Mode::default(),
         vec!["a".into()],
         Alarm::default(),
     );

@@ -1,4 +1,4 @@
-//! `punctual advise`: McKenney's decision flow (2009, Fig. 9 and the six principles of section 5)
+//! `punctual advise`: McKenney's decision flow (OLS 2008, Fig. 9 and the six principles of section 5)
 //! as a function of what the user needs and what this machine is and measured. Pure: the facts are
 //! gathered by the caller, so every branch is tested with fake ones.
 //!

@@ -234,7 +234,7 @@ impl EtsionOverhead {
         let mut loads = Loads::start_with(&spec, ctx.exe(), &opts)
             .map_err(|e| Failure::system(e.to_string()))?;
         // The window starts when every copy sorts (starting copies queue behind running ones).
-        let ready = loads.wait_ready(Duration::from_secs(30));
+        let ready = loads.wait_ready(Duration::from_secs(30), ctx.stop());
         if ready != n as usize {
             return Err(Failure::system(format!(
                 "only {ready} of {n} sort copies started within 30 s"

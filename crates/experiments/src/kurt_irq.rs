@@ -254,9 +254,7 @@ pub fn tables(m: &Model) -> Vec<Table> {
         "mean",
         "max",
     ])
-    .titled(
-        "Table 4.3: duration for which interrupts are disabled (us), KURT 1998 beside this machine",
-    );
+    .titled("Table 4.3: interrupts disabled in KURT 1998 beside handler durations here (us)");
     let cell = |d: &Durations| {
         if d.count == 0 {
             vec!["0".to_string(), "-".into(), "-".into(), "-".into()]
@@ -277,9 +275,10 @@ pub fn tables(m: &Model) -> Vec<Table> {
         row.extend(cell(soft));
         t.row(row);
     }
-    t.note("KURT: every cli/sti timestamped in a patched Linux 2.0 on a 200 MHz Pentium Pro. Here, on an unpatched \
+    t.note("KURT: every cli/sti timestamped in a patched Linux kernel on a Pentium Pro. Here, on an unpatched \
             kernel: hardirq = device interrupt handlers and system vectors (they run with interrupts disabled), \
-            softirq = bottom halves (every task on that CPU waits); each row from a phase generating that activity.");
+            softirq = bottom halves (they run with interrupts on, but every task on that CPU waits); each row from a \
+            phase generating that activity. Only the hardirq columns measure what the thesis measured.");
     t.note("Table 4.3's text says the network maximum was 2.74 milliseconds while its table says 2.74 us; the table's value is shown.");
 
     let mut detail = Table::new(&["Category", "activity generated", "busiest sources traced"])

@@ -497,7 +497,7 @@ impl McKenneyChoose {
         }
         let spec = cpu_load();
         let mut loads = ctx.env.system.start_loads(&spec, ctx.exe())?;
-        loads.wait_ready(std::time::Duration::from_secs(5));
+        loads.wait_ready(std::time::Duration::from_secs(5), ctx.stop());
         let measured = (|| {
             for setup in Setup::ALL {
                 if stopped() {

@@ -238,7 +238,7 @@ impl McKenneyNanosleep {
             .map_err(Failure::usage)?;
         let mut loads =
             Loads::start(&spec, ctx.exe()).map_err(|e| Failure::system(e.to_string()))?;
-        loads.wait_ready(std::time::Duration::from_secs(10));
+        loads.wait_ready(std::time::Duration::from_secs(10), ctx.stop());
         // Let the first compilers get going before measuring.
         std::thread::sleep(std::time::Duration::from_millis(300));
         let all = (ClockId::Monotonic, Policy::Fifo, true);

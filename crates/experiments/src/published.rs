@@ -12,6 +12,12 @@ pub struct Table6Row {
     pub hz20000: [&'static str; 4],
 }
 
+/// Etsion et al. 2003, Fig. 7 (left, 100 Hz with 60 ms quanta): the share of CONT processes' timer
+/// signals delivered within one tick, for 2, 4 and 8 processes, as read off the figure's Y axis in
+/// the text, beside the probability of running next (1/2, 1/4, 1/8).
+pub const FIG7_WITHIN_TICK: [(usize, &str, &str); 3] =
+    [(2, "0.53", "1/2"), (4, "0.30", "1/4"), (8, "0.16", "1/8")];
+
 pub const TABLE6: [Table6Row; 10] = [
     Table6Row {
         ty: "BLK",

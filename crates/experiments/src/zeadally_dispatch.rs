@@ -159,6 +159,33 @@ pub struct Outcome {
     /// is none.
     pub interrupt: Result<Recorder, String>,
     pub fallbacks: Vec<Fallback>,
+    /// What the notes say of the machine: whether it is virtual, whether it can mount NFS.
+    pub machine: Machine,
+}
+
+/// The facts Table 1's and Table 4's notes depend on, read when the experiment runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Machine {
+    pub virtualized: bool,
+    /// NFS is in /proc/filesystems or a module for it is installed for this kernel.
+    pub nfs: bool,
+}
+
+impl Machine {
+    pub fn here(virtualized: bool) -> Machine {
+        let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+        let listed = fs
+            .lines()
+            .any(|l| matches!(l.split_whitespace().last(), Some("nfs" | "nfs4")));
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let module = std::path::Path::new("/lib/modules")
+            .join(release.trim())
+            .join("kernel/fs/nfs");
+        Machine {
+            virtualized,
+            nfs: listed || module.is_dir(),
+        }
+    }
 }
 
 impl ZeadallyDispatch {
@@ -174,7 +201,7 @@ impl ZeadallyDispatch {
         .map_err(Failure::usage)?;
         let mut loads =
             Loads::start(&spec, ctx.exe()).map_err(|e| Failure::system(e.to_string()))?;
-        loads.wait_ready(std::time::Duration::from_secs(10));
+        loads.wait_ready(std::time::Duration::from_secs(10), ctx.stop());
         let cfg = DispatchConfig {
             event,
             raiser_cpu: self.raiser_cpu,
@@ -284,6 +311,7 @@ impl Measurement for ZeadallyDispatch {
             measured: Vec::new(),
             interrupt: Err("not measured".into()),
             fallbacks: Vec::new(),
+            machine: Machine::here(ctx.env.host().virtualized),
         };
         for event in self.settings.events.clone() {
             for case in CASES {
@@ -400,6 +428,7 @@ pub struct Model {
     pub duration_ns: u64,
     /// Table 1's interrupt latency, or why there is none.
     pub interrupt: Result<Five, String>,
+    pub machine: Machine,
 }
 
 impl Model {
@@ -421,6 +450,7 @@ impl Model {
                 Ok(_) => Err("no expiry measured".into()),
                 Err(why) => Err(why.clone()),
             },
+            machine: out.machine,
         }
     }
 
@@ -507,9 +537,14 @@ pub fn tables(m: &Model) -> Vec<Table> {
     let _ = match &m.interrupt {
         Ok(f) => t1.note(format!(
             "Interrupt latency: {} hrtimer expiries traced during the first case, from the expiry each timer was programmed for \
-             (hrtimer_start) to the clock reading its interrupt handler took (hrtimer_expire_entry); the timer interrupt, \
-             delivered through this VM's emulated local APIC. A device interrupt cannot be raised on purpose here.",
-            f.count
+             (hrtimer_start) to the clock reading its interrupt handler took (hrtimer_expire_entry); the timer interrupt{}. \
+             A device interrupt cannot be raised on purpose here.",
+            f.count,
+            if m.machine.virtualized {
+                ", delivered through this virtual machine's emulated local APIC"
+            } else {
+                " of the local APIC"
+            }
         )),
         Err(why) => t1.note(format!(
             "Interrupt latency: not measured ({why}); it is read from a kernel trace of the timer events (needs root and tracefs)."
@@ -531,9 +566,15 @@ pub fn tables(m: &Model) -> Vec<Table> {
         &[m.here(CASES[2]), m.here(CASES[3])],
     );
     t4.note("The paper's second row is labelled SVR4.0 in its table but is SVR4.2 with preemption points off (its caption and text).");
-    t4.note("Zeadally's find walked an NFS file system over Ethernet, so the network card's interrupts came with it. Not reproducible here: \
-             this kernel has no NFS (not in /proc/filesystems, and no modules to load), so the find walks the local disk, whose \
-             virtio interrupts and BLOCK softirqs stand in for the network's.");
+    t4.note(if m.machine.nfs {
+        "Zeadally's find walked an NFS file system over Ethernet, so the network card's interrupts came with it. Here the find \
+         walks the local disk (this kernel has NFS, but no server is set up for the experiment), whose interrupts and BLOCK \
+         softirqs stand in for the network's."
+    } else {
+        "Zeadally's find walked an NFS file system over Ethernet, so the network card's interrupts came with it. Not reproducible \
+         here: this kernel has no NFS (not in /proc/filesystems, and no module for it), so the find walks the local disk, whose \
+         interrupts and BLOCK softirqs stand in for the network's."
+    });
     t4.note(format!(
         "Here: an event every {} raised on CPU {}, the waiting process on CPU {} with a busy loop (soak, time-sharing) \
          and, where named, a find walking /usr; {} per case. Latency runs from just before the event is raised to the waiter's first \

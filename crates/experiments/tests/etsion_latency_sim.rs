@@ -28,7 +28,7 @@ fn number(cell: &str) -> u64 {
 #[test]
 fn simulated_table6_shows_the_published_numbers_beside_the_simulation() {
     let r = run();
-    assert_eq!(r.report.tables.len(), 1);
+    assert_eq!(r.report.tables.len(), 2);
     let t = &r.report.tables[0];
     assert_eq!(t.header.len(), 11);
     // A line per configuration, a rule between Table 6 rows.
@@ -52,6 +52,15 @@ fn simulated_table6_shows_the_published_numbers_beside_the_simulation() {
     assert!(number(&slow[6]) > 100_000, "{slow:?}");
     assert!(number(&slow[6]) <= 7 * 60_000 + 1_000, "{slow:?}");
     assert!(number(&fast[6]) < 1_000, "{fast:?}");
+    // Fig. 7's reading: the published shares within a tick beside the simulated ones, which
+    // fall as the processes grow (each waits behind more quanta).
+    let f7 = &r.report.tables[1];
+    let shares: Vec<f64> = f7.rows.iter().map(|r| r[1].parse().unwrap()).collect();
+    assert_eq!(
+        f7.rows.iter().map(|r| r[2].as_str()).collect::<Vec<_>>(),
+        ["0.53", "0.30", "0.16"]
+    );
+    assert!(shares.windows(2).all(|w| w[0] > w[1]), "{shares:?}");
 }
 
 #[test]

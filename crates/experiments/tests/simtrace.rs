@@ -387,10 +387,17 @@ fn kurt_utime_traces_the_timer_interrupt_and_its_expiries() {
     let done = run(m);
     assert_eq!(done.exit, Exit::Ok);
     let t = &done.report.tables;
-    assert_eq!(t.len(), 2);
-    assert_eq!(t[0].rows[0][0], "thesis: standard Linux 2.0 (no UTIME)");
+    assert_eq!(t.len(), 3);
+    assert_eq!(t[0].rows[0][0], "thesis: standard Linux (no UTIME)");
+    // Fig. 3.2's loop ran for real: its row has loops counted.
+    let here = t[1].rows.last().unwrap();
+    assert_eq!(here[0], "here: this kernel (hrtimers)");
+    assert!(
+        here[1].replace(',', "").parse::<u64>().unwrap() > 10,
+        "{here:?}"
+    );
     // Both cases traced; the one with 100 us sleeps measured their expiries.
-    let here: Vec<&Vec<String>> = t[1]
+    let here: Vec<&Vec<String>> = t[2]
         .rows
         .iter()
         .filter(|r| r.first().is_some_and(|c| c.starts_with("here:")))
@@ -403,5 +410,5 @@ fn kurt_utime_traces_the_timer_interrupt_and_its_expiries() {
         .expect("expiries measured");
     assert!(n > 1_000, "a 100 us sleeper for 1 s: {n} expiries");
     check_doc(&done.doc, "kurt-utime");
-    assert_eq!(done.doc.series.len(), 4);
+    assert_eq!(done.doc.series.len(), 5);
 }

@@ -58,7 +58,10 @@ fn etsion_latency_sim_tables() {
         cells.push((row, 0, 100, 60_000_000, Some(latency(row, 0, 5_000))));
         cells.push((row, 1, 20_000, 100_000, Some(latency(row, 1, 7_000))));
     }
-    insta::assert_snapshot!(render(&etsion_latency::sim_tables(&SimModel { cells })));
+    insta::assert_snapshot!(render(&etsion_latency::sim_tables(&SimModel {
+        cells,
+        within_tick: vec![(2, 0.51), (4, 0.27), (8, 0.125)],
+    })));
 }
 
 #[test]
@@ -180,6 +183,10 @@ fn zeadally_dispatch_tables() {
         interval_ns: 10_000_000,
         duration_ns: 3_000_000_000,
         interrupt: Ok(f(2_000)),
+        machine: zeadally_dispatch::Machine {
+            virtualized: true,
+            nfs: false,
+        },
     };
     insta::assert_snapshot!(render(&zeadally_dispatch::tables(&m)));
 }
@@ -196,6 +203,7 @@ fn zeadally_interrupt_latency_without_a_trace_says_why() {
         interval_ns: 10_000_000,
         duration_ns: 3_000_000_000,
         interrupt: Err("tracing the timer events: tracefs is not available".into()),
+        machine: zeadally_dispatch::Machine::default(),
     };
     let t = &zeadally_dispatch::tables(&m)[0];
     let row = t
@@ -214,4 +222,49 @@ fn zeadally_interrupt_latency_without_a_trace_says_why() {
         "{:?}",
         t.notes
     );
+}
+
+/// The notes say what this machine is: no "emulated local APIC" on bare metal, no "no NFS" where
+/// the kernel has it (issue 30: both were printed on every machine).
+#[test]
+fn zeadally_notes_follow_the_machine() {
+    let notes = |machine| {
+        let m = zeadally_dispatch::Model {
+            main: Event::Eventfd,
+            results: Vec::new(),
+            by_event: false,
+            raiser_cpu: 0,
+            waiter_cpu: 1,
+            interval_ns: 10_000_000,
+            duration_ns: 3_000_000_000,
+            interrupt: Ok(zeadally_dispatch::Five::of(&{
+                let mut r = punctual_stats::Recorder::new();
+                r.record(2_000);
+                r
+            })),
+            machine,
+        };
+        zeadally_dispatch::tables(&m)
+            .iter()
+            .flat_map(|t| t.notes.clone())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let vm = notes(zeadally_dispatch::Machine {
+        virtualized: true,
+        nfs: false,
+    });
+    assert!(
+        vm.contains("emulated local APIC") && vm.contains("this kernel has no NFS"),
+        "{vm}"
+    );
+    let metal = notes(zeadally_dispatch::Machine {
+        virtualized: false,
+        nfs: true,
+    });
+    assert!(
+        !metal.contains("emulated") && !metal.contains("has no NFS"),
+        "{metal}"
+    );
+    assert!(metal.contains("this kernel has NFS"), "{metal}");
 }

@@ -578,7 +578,11 @@ fn signal_process(
 /// sleep and compute at once).
 fn nanosleep_process(sh: &Shared, kind: AlarmKind, rng: &mut Rng, rec: &mut Recorder) {
     let cfg = sh.cfg;
-    let mut w = AbsWaiter { clock: MONO };
+    // Its own 100 ms steps below see the stop flag; the waiter is never asked to slice.
+    let mut w = AbsWaiter {
+        clock: MONO,
+        long: false,
+    };
     let mut taken = 0u64;
     while taken < cfg.alarms && !sh.stop.load(Ordering::Relaxed) {
         let delay = rng.between(cfg.delay_min, cfg.delay_max);

@@ -482,7 +482,7 @@ fn measure_in_mode(
     let mut drift_ns = None;
     match cfg.mode {
         Mode::Abs => {
-            measure(&mut AbsWaiter { clock }, sched, stop, sink);
+            measure(&mut AbsWaiter::new(clock, cfg.interval), sched, stop, sink);
         }
         Mode::Hybrid => {
             let mut w = HybridWaiter::new(cfg.clock, cfg.margin, cfg.interval);
@@ -493,10 +493,7 @@ fn measure_in_mode(
             // Start the naive loop one interval before the first release, so its ideal
             // wake-ups coincide with the absolute schedule and the gap is pure drift.
             sleep_abs(clock, first.saturating_sub(cfg.interval));
-            let mut w = RelWaiter {
-                clock,
-                interval: cfg.interval,
-            };
+            let mut w = RelWaiter::new(clock, cfg.interval);
             let e = measure(&mut w, sched, stop, sink);
             let ideal = first.saturating_add(e.n.saturating_sub(1).saturating_mul(cfg.interval));
             drift_ns = Some(e.last_done as i64 - ideal as i64);

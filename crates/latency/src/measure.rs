@@ -189,6 +189,12 @@ impl Measurement for Check {
         s.insert("cpu".into(), self.cfg.cpu.into());
         s.insert("interval_ns".into(), self.cfg.interval.into());
         s.insert("duration_ns".into(), self.cfg.duration.into());
+        let first = if self.cfg.hybrid_first {
+            "punctual hybrid"
+        } else {
+            "plain sleep"
+        };
+        s.insert("first_method".into(), first.into());
         punctual_session::record_load_reports(doc, &self.cfg.load, &outcome.loads);
         doc.series = outcome.series();
         doc.extra.insert("verdict".into(), outcome.verdict_json());

@@ -77,13 +77,49 @@ pub(crate) trait Waiter {
     }
 }
 
+/// Waits for releases further off than this are cut into slices of [`SLEEP_SLICE_NS`], so a stop
+/// request (SIGINT/SIGTERM) is seen within a second whatever the interval; the release itself is
+/// still one absolute sleep of at most this long. Intervals up to a second are not touched: no
+/// clock read is added to their loop.
+pub(crate) const LONG_WAIT_NS: u64 = 1_000_000_000;
+pub(crate) const SLEEP_SLICE_NS: u64 = 500_000_000;
+
+/// For a long interval: when `target` is more than [`LONG_WAIT_NS`] away, sleep one slice and say
+/// so (the waiter then returns `None` and the loop looks at its stop flag).
+#[inline]
+fn slept_a_slice(long: bool, clock: libc::clockid_t, target: u64) -> bool {
+    if !long {
+        return false;
+    }
+    let now = read_clock(clock);
+    if target.saturating_sub(now) <= LONG_WAIT_NS {
+        return false;
+    }
+    sleep_abs(clock, now + SLEEP_SLICE_NS);
+    true
+}
+
 pub(crate) struct AbsWaiter {
     pub clock: libc::clockid_t,
+    /// The interval is over [`LONG_WAIT_NS`]: waits are sliced.
+    pub long: bool,
+}
+
+impl AbsWaiter {
+    pub fn new(clock: libc::clockid_t, interval: u64) -> Self {
+        AbsWaiter {
+            clock,
+            long: interval > LONG_WAIT_NS,
+        }
+    }
 }
 
 impl Waiter for AbsWaiter {
     #[inline]
     fn wait(&mut self, target: u64) -> Option<Obs> {
+        if slept_a_slice(self.long, self.clock, target) {
+            return None;
+        }
         sleep_abs(self.clock, target);
         let now = read_clock(self.clock);
         Some(Obs {
@@ -98,16 +134,45 @@ impl Waiter for AbsWaiter {
 pub(crate) struct RelWaiter {
     pub clock: libc::clockid_t,
     pub interval: u64,
+    /// For an interval over [`LONG_WAIT_NS`]: the end of the relative sleep under way, slept
+    /// towards in slices (the last one relative to the clock, so one sleep's drift counts, as in
+    /// a single relative sleep).
+    pub pending: Option<u64>,
+}
+
+impl RelWaiter {
+    pub fn new(clock: libc::clockid_t, interval: u64) -> Self {
+        RelWaiter {
+            clock,
+            interval,
+            pending: None,
+        }
+    }
 }
 
 impl Waiter for RelWaiter {
     #[inline]
     fn wait(&mut self, _target: u64) -> Option<Obs> {
-        let before = read_clock(self.clock);
-        sleep_rel(self.clock, self.interval);
+        let end = if self.interval > LONG_WAIT_NS {
+            let now = read_clock(self.clock);
+            let end = *self
+                .pending
+                .get_or_insert(now.saturating_add(self.interval));
+            if end.saturating_sub(now) > LONG_WAIT_NS {
+                sleep_rel(self.clock, SLEEP_SLICE_NS);
+                return None;
+            }
+            self.pending = None;
+            sleep_rel(self.clock, end.saturating_sub(now));
+            end
+        } else {
+            let before = read_clock(self.clock);
+            sleep_rel(self.clock, self.interval);
+            before.saturating_add(self.interval)
+        };
         let now = read_clock(self.clock);
         Some(Obs {
-            target: before.saturating_add(self.interval),
+            target: end,
             woke: now,
             done: now,
             overruns: 0,
@@ -122,6 +187,8 @@ pub(crate) struct HybridWaiter {
     pub clock: punctual_time::SystemClock,
     pub fixed: Option<u64>,
     pub auto: AutoMargin,
+    id: libc::clockid_t,
+    long: bool,
 }
 
 impl HybridWaiter {
@@ -134,6 +201,8 @@ impl HybridWaiter {
             clock: punctual_time::SystemClock::new(id),
             fixed,
             auto: AutoMargin::for_interval(interval),
+            id: id.as_raw(),
+            long: interval > LONG_WAIT_NS,
         }
     }
     fn current_margin(&self) -> u64 {
@@ -144,6 +213,9 @@ impl HybridWaiter {
 impl Waiter for HybridWaiter {
     #[inline]
     fn wait(&mut self, target: u64) -> Option<Obs> {
+        if slept_a_slice(self.long, self.id, target) {
+            return None;
+        }
         let margin = self.current_margin();
         let w = hybrid_until(&self.clock, target, margin);
         if self.fixed.is_none() && w.sleep_to > 0 && w.woke >= w.sleep_to {
@@ -326,5 +398,69 @@ impl Drop for SignalWaiter {
         // SAFETY: deleting our own timer once; leaving the signal blocked is harmless for this thread,
         // which is about to end, and a pending one is discarded with it.
         unsafe { libc::timer_delete(self.timer) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const MONO: libc::clockid_t = libc::CLOCK_MONOTONIC;
+
+    /// Waits on `w` for `target` until a release comes; how many slices it took.
+    fn slices_until(w: &mut impl Waiter, target: u64) -> (u32, Obs) {
+        let mut slices = 0;
+        loop {
+            if let Some(o) = w.wait(target) {
+                return (slices, o);
+            }
+            slices += 1;
+            assert!(slices < 10, "no release after {slices} slices");
+        }
+    }
+
+    /// A release more than a second away is slept towards a slice at a time: the waiter comes back
+    /// without a release before it (so the loop can see a stop request), then waits for it once it
+    /// is within a second.
+    #[test]
+    fn a_long_interval_is_waited_for_in_slices() {
+        let target = read_clock(MONO) + 1_700_000_000;
+        let mut w = AbsWaiter::new(MONO, 10_000_000_000);
+        let (slices, obs) = slices_until(&mut w, target);
+        assert!(slices >= 1, "a 1.7 s wait was not sliced");
+        assert_eq!(obs.target, target);
+        assert!(obs.woke >= target);
+
+        let mut h = HybridWaiter::new(
+            ClockId::Monotonic,
+            MarginPolicy::Fixed(10_000),
+            10_000_000_000,
+        );
+        let target = read_clock(MONO) + 1_700_000_000;
+        let (slices, obs) = slices_until(&mut h, target);
+        assert!(slices >= 1, "a 1.7 s hybrid wait was not sliced");
+        assert!(obs.done >= target);
+    }
+
+    /// The relative loop keeps its meaning in slices: the release counted from where the interval
+    /// began, one relative sleep's drift.
+    #[test]
+    fn a_long_relative_sleep_ends_an_interval_after_it_began() {
+        let mut w = RelWaiter::new(MONO, 1_700_000_000);
+        let began = read_clock(MONO);
+        let (slices, obs) = slices_until(&mut w, 0);
+        assert!(slices >= 1);
+        assert!(obs.target >= began + 1_700_000_000);
+        // The interval began at the first call, not at a later slice.
+        assert!(obs.target < began + 1_700_000_000 + SLEEP_SLICE_NS);
+        assert!(obs.woke >= obs.target);
+        assert!(w.pending.is_none());
+    }
+
+    #[test]
+    fn intervals_up_to_a_second_are_one_wait() {
+        let mut w = AbsWaiter::new(MONO, 1_000_000_000);
+        assert!(!w.long);
+        let target = read_clock(MONO) + 20_000_000;
+        assert!(w.wait(target).is_some());
     }
 }

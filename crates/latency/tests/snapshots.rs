@@ -153,6 +153,7 @@ fn check_tables_and_verdict() {
         policy: Policy::Fifo,
         priority: 99,
         timer_slack_ns: None,
+        hybrid_first: false,
     };
     let (exit, stdout, _stderr, doc) =
         pipeline(Check::new(cfg, WANT), outcome, &["punctual", "check"], None);

@@ -4,6 +4,7 @@ use crate::{LoadKind, LoadReport, LoadSpec};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The hidden subcommand of the punctual binary that runs a load body.
@@ -137,9 +138,10 @@ impl Loads {
     }
 
     /// Wait until every instance has said it is working (it handles SIGTERM from then on, so it will
-    /// report), or until `timeout`. Returns how many did. Measurements that compare loads start
-    /// their window after this, not while the instances are still starting.
-    pub fn wait_ready(&mut self, timeout: Duration) -> usize {
+    /// report), until `timeout`, or until `stop` is set (a signal: the wait looks every 50 ms).
+    /// Returns how many did. Measurements that compare loads start their window after this, not
+    /// while the instances are still starting.
+    pub fn wait_ready(&mut self, timeout: Duration, stop: &AtomicBool) -> usize {
         let deadline = Instant::now() + timeout;
         let mut ready = 0;
         for inst in &mut self.instances {
@@ -150,7 +152,15 @@ impl Loads {
             let mut line = Vec::new();
             let fd = std::os::fd::AsRawFd::as_raw_fd(out);
             loop {
-                let left = deadline.saturating_duration_since(Instant::now());
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50));
+                if left.is_zero() {
+                    break;
+                }
                 let mut pfd = libc::pollfd {
                     fd,
                     events: libc::POLLIN,
@@ -160,8 +170,13 @@ impl Loads {
                 let n = unsafe {
                     libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32)
                 };
-                if n <= 0 {
+                if n < 0
+                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
                     break;
+                }
+                if n <= 0 {
+                    continue; // a slice of the wait passed: look at stop and the deadline again
                 }
                 let mut b = [0u8; 1];
                 match out.read(&mut b) {

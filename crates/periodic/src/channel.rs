@@ -14,8 +14,12 @@
 //! `FUTEX_PRIVATE_FLAG`).
 //!
 //! Who can reach the page: the page is a sealed memfd (its size can never change, so no side can
-//! make the other fault with SIGBUS), handed over a unix socket `punctual-wake-<channel>` in
-//! `/dev/shm` (`$PUNCTUAL_SHM_DIR` overrides). The socket file is mode 0600, owned by the dispatcher's
+//! make the other fault with SIGBUS), handed over a unix socket `punctual-wake-<channel>` in a
+//! directory nobody else can write: [`ROOT_DIR`] (`/run/punctual-wake`, mode 0755, under root's
+//! `/run`) for a dispatcher running as root, `/dev/shm/punctual-wake-<uid>` (mode 0700, checked to
+//! be the user's own) for any other; `$PUNCTUAL_SHM_DIR` overrides both. Another local user can
+//! therefore not squat a name (they could in the shared `/dev/shm`, issue 32). A client looks in
+//! root's directory, then its own user's. The socket file is mode 0600, owned by the dispatcher's
 //! user (or by the client user the plan names), and the dispatcher checks the connecting process's
 //! credentials (`SO_PEERCRED`): only root, the dispatcher's own user and the plan's `user` get the
 //! page. The client checks the dispatcher the same way (root or its own user), then every header
@@ -89,8 +93,10 @@ const _: () = assert!(std::mem::size_of::<Shared>() <= PAGE);
 pub enum ChannelError {
     #[error("wake channel '{0}' does not exist (is `punctual run` running a plan with a wake action on this channel?)")]
     NotFound(String),
-    #[error("wake channel '{name}' is in use by a running dispatcher (pid {pid})")]
-    InUse { name: String, pid: i32 },
+    #[error("wake channel '{name}' is in use: pid {pid} (uid {uid}) listens on its socket")]
+    InUse { name: String, pid: i32, uid: u32 },
+    #[error("wake channel directory {dir} cannot be used: {why}")]
+    Dir { dir: String, why: String },
     #[error("wake channel '{name}' already has a client (pid {pid})")]
     Taken { name: String, pid: i32 },
     #[error("wake channel '{0}' is not a punctual channel of this version")]
@@ -124,6 +130,7 @@ impl ChannelError {
             ChannelError::Foreign(_) | ChannelError::Invalid { .. } => libc::EPROTO,
             ChannelError::Denied { .. } => libc::EACCES,
             ChannelError::Squatted { .. } => libc::EADDRINUSE,
+            ChannelError::Dir { .. } => libc::EACCES,
             ChannelError::BadName(_) => libc::EINVAL,
             ChannelError::Ended(_) => libc::ESHUTDOWN,
             ChannelError::OwnerGone(_) => libc::EPIPE,
@@ -132,12 +139,110 @@ impl ChannelError {
     }
 }
 
-/// Where channel sockets live: `$PUNCTUAL_SHM_DIR` when [`punctual_rt::env::trusted_dir`]
-/// believes it, else `/dev/shm`.
+/// Where the channels of dispatchers running as root live: under `/run`, which only root can write.
+pub const ROOT_DIR: &str = "/run/punctual-wake";
+
+/// Where this process's channels live when it is not root: a directory of its own user in
+/// `/dev/shm` (mode 0700).
+pub fn user_dir(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/punctual-wake-{uid}"))
+}
+
+fn override_dir() -> Option<PathBuf> {
+    punctual_rt::env::trusted_dir(punctual_rt::env::SHM_DIR).path()
+}
+
+/// Where this process creates channels: `$PUNCTUAL_SHM_DIR` when [`punctual_rt::env::trusted_dir`]
+/// believes it, else [`ROOT_DIR`] for root and [`user_dir`] for anyone else.
 pub fn shm_dir() -> PathBuf {
-    punctual_rt::env::trusted_dir(punctual_rt::env::SHM_DIR)
-        .path()
-        .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+    override_dir().unwrap_or_else(|| match euid() {
+        0 => PathBuf::from(ROOT_DIR),
+        uid => user_dir(uid),
+    })
+}
+
+/// Where a client looks for a channel, in order: `$PUNCTUAL_SHM_DIR` alone when set, else root's
+/// directory, then its own user's.
+pub fn client_dirs() -> Vec<PathBuf> {
+    match override_dir() {
+        Some(d) => vec![d],
+        None => {
+            let mut dirs = vec![PathBuf::from(ROOT_DIR)];
+            if euid() != 0 {
+                dirs.push(user_dir(euid()));
+            }
+            dirs
+        }
+    }
+}
+
+/// Make `dir` ready to hold channels: created when missing (mode 0755 for root, whose clients may
+/// be other users, 0700 otherwise, whatever the umask; parents as they are), then checked: a real
+/// directory (not a link), owned by this user or root, writable by nobody else unless sticky
+/// (an override such as `/dev/shm` itself). A directory someone else made is refused with its
+/// owner, before anything is created in it.
+pub fn prepare_dir(dir: &Path) -> Result<(), ChannelError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let me = euid();
+    let mode = if me == 0 { 0o755 } else { 0o700 };
+    let shown = || punctual_rt::text::display_path(dir);
+    let fail = |why: String| ChannelError::Dir { dir: shown(), why };
+    match std::fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {
+            // The umask may have taken bits root's clients need.
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(fail(e.to_string())),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| fail(e.to_string()))?;
+    if !m.is_dir() {
+        return Err(fail(format!(
+            "it is not a directory (owned by uid {}); remove it",
+            m.uid()
+        )));
+    }
+    if m.uid() != me && m.uid() != 0 {
+        return Err(fail(format!(
+            "it belongs to uid {}, neither root nor this user (uid {me}), who could plant or squat channels in it; remove it",
+            m.uid()
+        )));
+    }
+    if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+        return Err(fail(format!(
+            "it is writable by other users (mode {:o}); make it 0755 or remove it",
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `run` could create channel `name` in `dir` now, changing nothing: the name is valid,
+/// the directory is ours (or missing, to be created), and no live dispatcher or another user's
+/// file holds the name. For the preflight, before any system change.
+pub fn available(dir: &Path, name: &str) -> Result<(), ChannelError> {
+    check_name(name)?;
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ChannelError::Dir {
+                dir: punctual_rt::text::display_path(dir),
+                why: e.to_string(),
+            })
+        }
+        Ok(m) => {
+            let me = euid();
+            if !m.is_dir()
+                || (m.uid() != me && m.uid() != 0)
+                || (m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0)
+            {
+                // prepare_dir says why; on an existing directory it only creates nothing.
+                prepare_dir(dir)?;
+            }
+        }
+    }
+    probe_name(&path_of(dir, name), name).map(|_| ())
 }
 
 pub fn path_of(dir: &Path, name: &str) -> PathBuf {
@@ -445,7 +550,7 @@ impl Server {
             });
         }
         let path = path_of(dir, name);
-        std::fs::create_dir_all(dir).map_err(io_err)?;
+        prepare_dir(dir)?;
         clear_stale(&path, name)?;
         let page = sealed_page().map_err(io_err)?;
         let map = Arc::new(Mapping::new(&page).map_err(io_err)?);
@@ -474,10 +579,14 @@ impl Server {
         let listener = match UnixListener::bind(&path) {
             Ok(l) => l,
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                return Err(ChannelError::InUse {
-                    name: name.to_string(),
-                    pid: 0,
-                })
+                // Bound in the instant since clear_stale looked: say who holds it now.
+                return Err(probe_name(&path, name)
+                    .err()
+                    .unwrap_or(ChannelError::InUse {
+                        name: name.to_string(),
+                        pid: 0,
+                        uid: u32::MAX,
+                    }));
             }
             Err(e) => return Err(io_err(e)),
         };
@@ -625,13 +734,14 @@ impl Drop for Server {
     }
 }
 
-/// Make way for a new channel at `path`: a live dispatcher's socket is refused; a socket nobody
-/// listens on (its dispatcher died), or anything else under the reserved name (files of older
-/// versions), is removed if it is ours (or we are root), and refused otherwise. Never follows a
-/// link: the entry itself is looked at and removed.
-fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
+/// What is at a channel's `path`, changing nothing: `Ok(false)` nothing, `Ok(true)` an entry a new
+/// channel may replace (a socket nobody listens on, its dispatcher died, or a file of an older
+/// version under the reserved name, if it is ours or we are root); `Err` a live socket (its
+/// listener's pid and uid as the kernel gives them, `SO_PEERCRED`: never what the listener says)
+/// or another user's entry. Never follows a link.
+fn probe_name(path: &Path, name: &str) -> Result<bool, ChannelError> {
     let m = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(source) => {
             return Err(ChannelError::Io {
                 name: name.to_string(),
@@ -644,11 +754,12 @@ fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
     let ours = m.uid() == me || me == 0;
     if m.file_type().is_socket() {
         match UnixStream::connect(path) {
-            Ok(mut s) => {
-                let pid = probe(&mut s).unwrap_or(0);
+            Ok(s) => {
+                let (pid, uid) = peer(&s).map_or((0, m.uid()), |c| (c.pid(), c.uid()));
                 return Err(ChannelError::InUse {
                     name: name.to_string(),
                     pid,
+                    uid,
                 });
             }
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
@@ -674,6 +785,14 @@ fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
             uid: m.uid(),
         });
     }
+    Ok(true)
+}
+
+/// Make way for a new channel at `path`: [`probe_name`], then the stale entry removed.
+fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
+    if !probe_name(path, name)? {
+        return Ok(());
+    }
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ChannelError::Io {
             name: name.to_string(),
@@ -683,7 +802,6 @@ fn clear_stale(path: &Path, name: &str) -> Result<(), ChannelError> {
     }
 }
 
-/// Ask a live socket who it is; the dispatcher's pid.
 /// Remove the sockets in `dir` of channels whose dispatcher is gone (killed before it could remove
 /// them; found by scripts/fault-inject.sh, issue 19): each is probed as [`Server::create`] does, so a
 /// live channel, another user's socket (unless we are root) and anything that is not a socket are
@@ -711,14 +829,6 @@ pub fn remove_stale(dir: &Path) -> Vec<String> {
     removed
 }
 
-fn probe(s: &mut UnixStream) -> io::Result<i32> {
-    s.set_read_timeout(Some(std::time::Duration::from_millis(500)))?;
-    s.write_all(&[HELLO_PROBE])?;
-    let mut b = [0u8; REPLY_LEN];
-    s.read_exact(&mut b)?;
-    Ok(i32::from_le_bytes(b[4..8].try_into().expect("4 bytes")))
-}
-
 /// One release as the client sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Release {
@@ -744,8 +854,18 @@ pub struct Client {
 impl Client {
     /// Attach to channel `name` in `dir`, waiting up to `timeout_ns` for it to appear.
     pub fn attach(dir: &Path, name: &str, timeout_ns: u64) -> Result<Client, ChannelError> {
+        Self::attach_any(&[dir.to_path_buf()], name, timeout_ns)
+    }
+
+    /// [`Client::attach`] to the channel in whichever of `dirs` has it first (in order, looked at
+    /// every 5 ms): [`client_dirs`] gives root's directory, then the user's own.
+    pub fn attach_any(
+        dirs: &[PathBuf],
+        name: &str,
+        timeout_ns: u64,
+    ) -> Result<Client, ChannelError> {
         check_name(name)?;
-        let path = path_of(dir, name);
+        let paths: Vec<PathBuf> = dirs.iter().map(|d| path_of(d, name)).collect();
         let named = |why: String| ChannelError::Invalid {
             name: name.to_string(),
             why,
@@ -756,13 +876,16 @@ impl Client {
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(timeout_ns);
         let mut seen_stale = false;
-        let mut stream = loop {
-            let is_socket = std::fs::symlink_metadata(&path)
-                .map(|m| m.file_type().is_socket())
-                .unwrap_or(false);
-            if is_socket {
-                match UnixStream::connect(&path) {
-                    Ok(s) => break s,
+        let mut stream = 'found: loop {
+            for path in &paths {
+                let is_socket = std::fs::symlink_metadata(path)
+                    .map(|m| m.file_type().is_socket())
+                    .unwrap_or(false);
+                if !is_socket {
+                    continue;
+                }
+                match UnixStream::connect(path) {
+                    Ok(s) => break 'found s,
                     Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => seen_stale = true,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                     Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
@@ -1282,6 +1405,104 @@ mod tests {
                 libc::WEXITSTATUS(st)
             }
         }
+    }
+
+    /// Issue 32, item 3: another user's live socket under a channel's name used to make a root
+    /// `run` say "in use by a running dispatcher (pid 1)", the pid the squatter's answer chose.
+    /// The pid and uid are now the kernel's (SO_PEERCRED), found without changing anything.
+    #[test]
+    fn wake_channel_squatted_by_another_user_is_reported_with_the_kernels_pid_and_uid() {
+        if !is_root() {
+            punctual_testkit::skip(
+                "wake_channel_squatted_by_another_user_is_reported_with_the_kernels_pid_and_uid",
+                "needs root to become another user",
+            );
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        // A shared directory as /dev/shm is (sticky, everyone may create).
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let path = path_of(dir.path(), "sq");
+        let addr = sockaddr(&path);
+        let mut ready = [0i32; 2];
+        // SAFETY: a pipe for the child to say it listens.
+        assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
+        // SAFETY: the child makes raw system calls only, then waits to be killed.
+        let child = match unsafe { libc::fork() } {
+            0 => unsafe {
+                let ok = libc::setgroups(0, std::ptr::null()) == 0
+                    && libc::setgid(65534) == 0
+                    && libc::setuid(65534) == 0;
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                let bound = ok
+                    && libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len) == 0
+                    && libc::listen(fd, 4) == 0;
+                libc::write(ready[1], [bound as u8].as_ptr() as *const libc::c_void, 1);
+                loop {
+                    // Answers nothing: the old code asked the listener who it was.
+                    libc::pause();
+                }
+            },
+            pid => pid,
+        };
+        let mut b = [0u8; 1];
+        // SAFETY: reading the child's one byte.
+        unsafe { libc::read(ready[0], b.as_mut_ptr() as *mut libc::c_void, 1) };
+        let e = available(dir.path(), "sq").err();
+        let created = Server::create(dir.path(), "sq", 1_000_000).err();
+        // SAFETY: ending and reaping the child we forked, by its pid.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+            libc::close(ready[0]);
+            libc::close(ready[1]);
+        }
+        assert_eq!(b[0], 1, "the squatter could not listen");
+        for e in [e, created] {
+            match e {
+                Some(ChannelError::InUse { pid, uid, .. }) => {
+                    assert_eq!((pid, uid), (child, 65534))
+                }
+                other => panic!("expected InUse with the squatter's pid: {other:?}"),
+            }
+        }
+    }
+
+    /// Issue 32, item 3: root's channels live where only root can create a file, so nobody can
+    /// squat their names; a channel directory another user made is refused, naming its owner.
+    #[test]
+    fn wake_channel_directory_of_root_cannot_be_squatted_and_a_planted_one_is_refused() {
+        let name = "wake_channel_directory_of_root_cannot_be_squatted_and_a_planted_one_is_refused";
+        if !is_root() {
+            punctual_testkit::skip(name, "needs root to become another user");
+            return;
+        }
+        prepare_dir(Path::new(ROOT_DIR)).unwrap();
+        let addr = sockaddr(&path_of(Path::new(ROOT_DIR), "squat-test"));
+        let code = as_nobody(|| {
+            // SAFETY: raw socket calls on a stack address.
+            unsafe {
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                if libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len) == 0 {
+                    1
+                } else if *libc::__errno_location() == libc::EACCES {
+                    0
+                } else {
+                    2
+                }
+            }
+        });
+        assert_eq!(code, 0, "another user could bind in {ROOT_DIR}");
+        let tmp = tempfile::tempdir().unwrap();
+        let planted = tmp.path().join("planted");
+        std::fs::create_dir(&planted).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+        let e = prepare_dir(&planted).unwrap_err().to_string();
+        assert!(e.contains("belongs to uid 65534"), "{e}");
+        assert!(available(&planted, "x").is_err());
     }
 
     fn sockaddr(path: &Path) -> libc::sockaddr_un {

@@ -162,13 +162,22 @@ impl Periodic {
     }
 
     /// A task released by a running plan's `wake` action on `channel`. Waits up to 10 s for the
-    /// channel to appear.
+    /// channel to appear, in root's channel directory or this user's ([`channel::client_dirs`]).
     pub fn attach(channel: &str, flags: u32) -> Result<Self, PeriodicError> {
-        Self::attach_in(&channel::shm_dir(), channel, flags, ATTACH_TIMEOUT_NS)
+        Self::attach_any(&channel::client_dirs(), channel, flags, ATTACH_TIMEOUT_NS)
     }
 
     pub fn attach_in(
         dir: &std::path::Path,
+        channel: &str,
+        flags: u32,
+        timeout_ns: u64,
+    ) -> Result<Self, PeriodicError> {
+        Self::attach_any(&[dir.to_path_buf()], channel, flags, timeout_ns)
+    }
+
+    fn attach_any(
+        dirs: &[std::path::PathBuf],
         channel: &str,
         flags: u32,
         timeout_ns: u64,
@@ -178,7 +187,7 @@ impl Periodic {
             return Err(PeriodicError::Flags(FLAG_NO_SPIN));
         }
         let rt = realtime(flags)?;
-        let chan = channel::Client::attach(dir, channel, timeout_ns)?;
+        let chan = channel::Client::attach_any(dirs, channel, timeout_ns)?;
         Ok(Periodic {
             clock: Arc::new(SystemClock::monotonic()),
             mode: Mode::Client {

@@ -403,9 +403,21 @@ pub fn events_from_csv(
         let t: u64 = t.trim().parse().map_err(|_| {
             at(
                 n,
-                format!("at_ns '{t}' is not a whole number of nanoseconds"),
+                format!(
+                    "at_ns '{}' is not a whole number of nanoseconds",
+                    punctual_time::text::display_name(t.trim())
+                ),
             )
         })?;
+        if t > crate::parse::MAX_TIME_NS {
+            // u64::MAX compiled, was admitted and fired at once (the start plus it wrapped).
+            return Err(at(
+                n,
+                format!(
+                    "at_ns {t} is later than a year after the start (the limit of a plan's times)"
+                ),
+            ));
+        }
         let &action = names.get(a.trim()).ok_or_else(|| {
             let mut v: Vec<&str> = names.keys().copied().collect();
             v.sort_unstable();

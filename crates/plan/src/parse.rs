@@ -685,8 +685,10 @@ fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, Plan
     Ok(plan)
 }
 
-/// The most events `repeat` may expand a table to.
-pub const MAX_REPEATED_EVENTS: u64 = 50_000_000;
+/// The most events `repeat` may expand a table to: 24 MB of events, whatever the plan's size (50
+/// million let a 100-byte plan take 1.6 GB; issue 32). Longer tables are compiled (`plan compile`),
+/// which keeps memory in proportion to the file.
+pub const MAX_REPEATED_EVENTS: u64 = 1_000_000;
 
 /// `repeat = N`: the event table N times, copy k shifted by k * `repeat_every` (default: the last
 /// event's instant plus the table's mean spacing, so an evenly spaced table continues evenly).
@@ -1122,6 +1124,14 @@ pub fn validate_plan(plan: &Plan) -> Result<(), String> {
         if w[1].at < w[0].at {
             return Err("events are not sorted by time".into());
         }
+    }
+    // Times from a CSV or a compiled plan are checked here too: the start plus u64::MAX wrapped
+    // into an instant already past (issue 32).
+    if let Some(e) = plan.events.iter().find(|e| e.at > MAX_TIME_NS) {
+        return Err(format!(
+            "an event at {} ns is later than a year after the start (the limit of a plan's times)",
+            e.at
+        ));
     }
     Ok(())
 }

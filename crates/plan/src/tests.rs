@@ -879,3 +879,43 @@ fn repeat_copies_the_event_table_like_rt_schedule_events() {
         assert!(e.contains(says) && e.contains("r.toml:"), "{says}: {e}");
     }
 }
+
+/// Issue 32, Low (wraps): a CSV event at u64::MAX compiled, was admitted and fired at once (the
+/// start plus it wrapped). Refused in the CSV, and in any plan (a compiled one) by validation.
+#[test]
+fn wraps_an_event_past_a_year_is_refused_from_csv_and_compiled_plans() {
+    let p = parse_str(GOOD, "p.toml", None).unwrap();
+    let csv = format!("at_ns,action,data_hex\n{},ping,\n", u64::MAX);
+    let e = compiled::events_from_csv(&p, csv.as_bytes(), "e.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("e.csv:2:") && e.contains("later than a year"),
+        "{e}"
+    );
+    let mut q = p.clone();
+    let mut late = q.events[0];
+    late.at = u64::MAX;
+    q.events.push(late);
+    let bytes = compiled::to_bytes(&q);
+    let e = match compiled::read(&bytes[..], "q.plan") {
+        Err(e) => e.to_string(),
+        Ok(plan) => parse::validate_plan(&plan).unwrap_err(),
+    };
+    assert!(e.contains("later than a year"), "{e}");
+}
+
+/// Issue 32, Low (memory amplification): a 100-byte plan whose `repeat` made 50 million events
+/// took 1.6 GB. `repeat` stops at a million events (24 MB).
+#[test]
+fn memory_amplification_a_small_plan_cannot_repeat_past_a_million_events() {
+    let text = "[plan]\nrepeat = 2000000\nrepeat_every = \"1ms\"\n[[event]]\nat = \"0us\"\naction = { kind = \"mark\" }\n";
+    assert!(text.len() < 120);
+    let e = parse_str(text, "p.toml", None).unwrap_err().to_string();
+    assert!(e.contains("more than 1000000"), "{e}");
+    let ok = text.replace("2000000", "1000000");
+    assert_eq!(
+        parse_str(&ok, "p.toml", None).unwrap().events.len(),
+        1_000_000
+    );
+}

@@ -4,15 +4,27 @@
 //!   99.9 and 99.99 % are evenly spaced (the SVR4 study's and Etsion Fig. 7's way of showing tails);
 //! - [`histogram_plot`]: counts per bucket on a logarithmic count axis, so rare long samples show;
 //! - [`line_plot`]: series of (x, y) points, optionally on log axes (rates, throughput, frame rates);
-//! - [`bar_plot`]: grouped bars per category (the time the host and the kernel took from each CPU).
+//! - [`bar_plot`]: grouped bars per category (the time the host and the kernel took from each CPU);
+//! - [`percentiles`] and [`histograms`]: several runs' distributions on one figure, with axes
+//!   named after the quantity, in the unit its values call for, on a shared scale.
 //!
 //! Plotting never prints; every function returns the SVG text.
+
+mod dist;
+
+pub use dist::{histograms, linear_tick, log_tick, percentiles, tick, Curve, HistScale, Unit};
 
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use punctual_stats::Recorder;
 
-const SIZE: (u32, u32) = (900, 560);
+pub(crate) const SIZE: (u32, u32) = (900, 540);
+/// Text sizes asked of plotters, whose SVG backend writes them divided by 1.24 (a size of 12,
+/// its default, became 9.7 px in a browser): 18 is 14.5 px, so tick labels stay at 12 px or
+/// more on screen down to a page 750 px wide (figures are drawn at most at their own width).
+pub(crate) const CAPTION_PX: u32 = 22;
+pub(crate) const LABEL_PX: u32 = 18;
+pub(crate) const DESC_PX: u32 = 19;
 const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
@@ -35,7 +47,7 @@ impl std::fmt::Display for PlotError {
 }
 impl std::error::Error for PlotError {}
 
-fn err<E: std::fmt::Debug>(e: E) -> PlotError {
+pub(crate) fn err<E: std::fmt::Debug>(e: E) -> PlotError {
     PlotError(format!("{e:?}"))
 }
 
@@ -92,7 +104,7 @@ pub fn percentile_points(rec: &Recorder) -> Vec<(f64, f64)> {
 
 /// Labels only on whole nines (90, 99, 99.9...): between them plotters may put ticks whose
 /// percentiles round to the same text (two "99.999" on one axis).
-fn nines_label(x: &f64) -> String {
+pub(crate) fn nines_label(x: &f64) -> String {
     if (x - x.round()).abs() > 1e-9 {
         return String::new();
     }
@@ -105,7 +117,7 @@ fn nines_label(x: &f64) -> String {
     }
 }
 
-fn finish<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
+pub(crate) fn finish<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
     root.present().map_err(err)
 }
 
@@ -153,48 +165,32 @@ fn bounds(lines: &[Line], log: (bool, bool)) -> ((f64, f64), (f64, f64)) {
     (widen(x0, x1, log.0), widen(y0, y1, log.1))
 }
 
-/// Latency (us, log axis) against percentile on a nines axis, one line per series.
+/// Latency against percentile on a nines axis, one line per series (log y, in the unit the
+/// values call for).
 pub fn percentile_plot(title: &str, series: &[(String, &Recorder)]) -> Result<String, PlotError> {
-    let lines: Vec<Line> = series
+    percentile_plot_of(title, "latency", series)
+}
+
+/// [`percentile_plot`] of another quantity (`quantum length`, `handler duration`), named on the
+/// y axis.
+pub fn percentile_plot_of(
+    title: &str,
+    quantity: &str,
+    series: &[(String, &Recorder)],
+) -> Result<String, PlotError> {
+    let curves: Vec<Curve<'_>> = series
         .iter()
-        .map(|(l, r)| Line {
-            label: l.clone(),
-            points: percentile_points(r),
+        .enumerate()
+        .map(|(i, (l, r))| {
+            let c = COLORS[i % COLORS.len()];
+            Curve {
+                label: l.clone(),
+                rec: r,
+                color: (c.0, c.1, c.2),
+            }
         })
         .collect();
-    let ((_, x1), (y0, y1)) = bounds(&lines, (false, true));
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                0f64..x1.max(1.0).ceil(),
-                (y0.max(0.001)..y1.max(0.01)).log_scale(),
-            )
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("percentile (%)")
-            .y_desc("latency (us)")
-            .x_labels(x1.max(1.0).ceil() as usize + 1)
-            .x_label_formatter(&nines_label)
-            .draw()
-            .map_err(err)?;
-        draw_lines(&mut chart, &lines)?;
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        finish(&root)?;
-    }
-    Ok(svg)
+    percentiles(title, quantity, &curves, true)
 }
 
 /// Counts per bucket, bars, on a log count axis. `buckets`: (low edge, high edge, count).
@@ -215,7 +211,7 @@ pub fn histogram_plot(
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, ("sans-serif", CAPTION_PX))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
@@ -223,6 +219,8 @@ pub fn histogram_plot(
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", DESC_PX))
             .x_desc(x_desc)
             .y_desc("count")
             .draw()
@@ -269,15 +267,15 @@ pub fn bar_plot(
     let ymax = groups
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
+        .fold(0.0f64, f64::max);
+    // All zero: a unit axis rather than one whose ticks all read 0.0.
+    let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, ("sans-serif", CAPTION_PX))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
@@ -286,6 +284,8 @@ pub fn bar_plot(
         let names = categories.to_vec();
         chart
             .configure_mesh()
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", DESC_PX))
             .disable_x_mesh()
             // Ticks every half unit: each category's name at its centre, the edges unlabelled.
             .x_labels(2 * n + 1)
@@ -298,6 +298,7 @@ pub fn bar_plot(
                 }
             })
             .y_desc(y_desc)
+            .y_label_formatter(&|v| linear_tick(*v, ymax))
             .draw()
             .map_err(err)?;
         let width = 0.8 / g as f64;
@@ -316,6 +317,7 @@ pub fn bar_plot(
         }
         chart
             .configure_series_labels()
+            .label_font(("sans-serif", LABEL_PX))
             .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
@@ -341,7 +343,7 @@ pub fn line_plot(
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut b = ChartBuilder::on(&root);
-        b.caption(title, ("sans-serif", 20))
+        b.caption(title, ("sans-serif", CAPTION_PX))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70);
@@ -350,6 +352,8 @@ pub fn line_plot(
                 let mut chart = $chart.map_err(err)?;
                 chart
                     .configure_mesh()
+                    .label_style(("sans-serif", LABEL_PX))
+                    .axis_desc_style(("sans-serif", DESC_PX))
                     .x_desc(x_desc)
                     .y_desc(y_desc)
                     .draw()
@@ -357,6 +361,7 @@ pub fn line_plot(
                 draw_lines(&mut chart, lines)?;
                 chart
                     .configure_series_labels()
+                    .label_font(("sans-serif", LABEL_PX))
                     .background_style(WHITE.mix(0.8))
                     .border_style(BLACK)
                     .draw()

@@ -233,7 +233,7 @@ pub struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     pub csv: Option<Output>,
     /// Exit 1 if any sample exceeds this (e.g. 100us).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub fail_above: Option<u64>,
     #[command(flatten)]
     pub store: StoreArgs,

@@ -12,11 +12,25 @@ use punctual_session::{Env, Exit};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version as clap prints them; a refusal with the values it quotes escaped and
+        // bounded (`-w $'\e[2J'` reached the terminal raw; issue 32).
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let text = e.render().to_string();
+            eprint!(
+                "{}",
+                punctual_time::text::display_message(&text, punctual_time::text::MAX_MESSAGE_CHARS)
+            );
+            return ExitCode::from(Exit::Usage.code());
+        }
+    };
     punctual_result::table::set_width(punctual_result::table::Width::detect(cli.wide));
     let env = Env::real();
     // Load bodies and periodic processes are punctual's own children: the parent has already done this.
     if !cli.command.is_child() {
+        env.catch_interrupts();
         punctual_session::restore_leftovers(&env);
     }
     let moved = match cli.move_to_rt_cgroup && !cli.command.is_child() {
@@ -32,7 +46,11 @@ fn main() -> ExitCode {
     let exit = match dispatch(cli, &env) {
         Ok(exit) => exit,
         Err(e) => {
-            eprintln!("punctual: error: {e:#}");
+            let msg = format!("{e:#}");
+            eprintln!(
+                "punctual: error: {}",
+                punctual_time::text::display_message(&msg, punctual_time::text::MAX_MESSAGE_CHARS)
+            );
             exit_of(&e)
         }
     };

@@ -138,7 +138,7 @@ fn compare_json_to_stdout_moves_the_tables_to_stderr() {
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("clean JSON on stdout");
-    assert_eq!(v["schema"], "punctual.compare/1");
+    assert_eq!(v["schema"], "punctual.compare/2");
     assert_eq!(
         v["series"][0]["against"][0]["verdict"],
         "no_significant_change"
@@ -158,9 +158,50 @@ fn compare_bad_input_names_the_problem() {
         assert_eq!(code, 2, "{args:?}: {err}");
         err
     };
-    // Nothing stored yet (the tests' own data directory): `latest` names no result.
+    // Nothing stored yet (the tests' own data directory): no store, and none is created.
     let m = refused(&["punctual", "compare", &f.path("a.json"), "latest"]);
-    assert!(m.contains("latest"), "{m}");
+    assert!(m.contains("there is no results store"), "{m}");
+    // A document from a newer punctual is refused by its schema.
+    let mut newer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.path("a.json")).unwrap()).unwrap();
+    newer["schema"] = "punctual.result/2".into();
+    std::fs::write(f.path("newer.json"), newer.to_string()).unwrap();
+    let m = refused(&[
+        "punctual",
+        "compare",
+        &f.path("a.json"),
+        &f.path("newer.json"),
+    ]);
+    assert!(
+        m.contains("punctual.result/2") && m.contains("does not read"),
+        "{m}"
+    );
+    // Sides: nothing before `--`, tags mixed with results, --command without a tag.
+    let m = refused(&["punctual", "compare", "--", &f.path("a.json")]);
+    assert!(m.contains("nothing before `--`"), "{m}");
+    let m = refused(&[
+        "punctual",
+        "compare",
+        &f.path("a.json"),
+        "--",
+        &f.path("a.json"),
+        "--json",
+        "-",
+    ]);
+    assert!(m.contains("give options before `--`"), "{m}");
+    let m = refused(&["punctual", "compare", "--tag", "k=v", &f.path("a.json")]);
+    assert!(m.contains("not both"), "{m}");
+    let m = refused(&[
+        "punctual",
+        "compare",
+        "--command",
+        "latency",
+        &f.path("a.json"),
+        &f.path("a.json"),
+    ]);
+    assert!(m.contains("--command selects tagged results"), "{m}");
+    let m = refused(&["punctual", "compare", &f.path("a.json")]);
+    assert!(m.contains("at least 2 results"), "{m}");
     let m = refused(&[
         "punctual",
         "compare",
@@ -182,4 +223,78 @@ fn compare_bad_input_names_the_problem() {
         &f.path("a.json"),
     ]);
     assert!(m.contains("give the results first"), "{m}");
+}
+
+/// `latency --repeat 3` twice, then `compare A1 A2 A3 -- B1 B2 B3` and `--tag` sides: the
+/// between-run method, numbered files, one stored result per run.
+#[test]
+fn repeated_runs_make_sides_compared_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let store = store.to_str().unwrap();
+    let mut files = Vec::new();
+    for side in ["a", "b"] {
+        let json = dir.path().join(format!("{side}.json"));
+        let (code, out, err) = run_cli(&[
+            "punctual",
+            "latency",
+            "-D",
+            "300ms",
+            "-i",
+            "1ms",
+            "--policy",
+            "other",
+            "--repeat",
+            "3",
+            "--store",
+            store,
+            "--tag",
+            &format!("side={side}"),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("3 runs stored:"), "{out}");
+        for k in 1..=3 {
+            let f = dir.path().join(format!("{side}-{k}.json"));
+            let doc = ResultDoc::from_json(&std::fs::read_to_string(&f).unwrap()).unwrap();
+            assert_eq!(doc.tags.get("side").map(String::as_str), Some(side));
+            files.push(f.to_string_lossy().into_owned());
+        }
+        assert!(!json.exists(), "each run writes its own file");
+    }
+    let mut args = vec!["punctual", "compare"];
+    args.extend(files[..3].iter().map(String::as_str));
+    args.push("--");
+    args.extend(files[3..].iter().map(String::as_str));
+    let (code, out, err) = run_cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("compare: B (3 runs) against A (3 runs)"),
+        "{out}"
+    );
+    assert!(out.contains("across runs (Welch's t"), "{out}");
+    let (code, out, err) = run_cli(&[
+        "punctual", "compare", "--store", store, "--tag", "side=a", "--tag", "side=b", "--last",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("compare: B (3 runs) against A (3 runs)"),
+        "{out}"
+    );
+    // Stdout cannot take three documents.
+    let (code, _, err) = run_cli(&[
+        "punctual",
+        "latency",
+        "-D",
+        "100ms",
+        "--repeat",
+        "2",
+        "--no-store",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--repeat"), "{err}");
 }

@@ -491,6 +491,58 @@ fn thread_named(pid: u32, name: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The second SIGINT is for a run the first cannot end: here the dispatcher is stuck inside an
+/// action that never returns, with the watchdog off. The second undoes everything and exits at once.
+#[test]
+fn a_second_interrupt_ends_a_run_stuck_in_an_action_at_once() {
+    let test = "a_second_interrupt_ends_a_run_stuck_in_an_action_at_once";
+    if !gcc() {
+        punctual_testkit::missing(test, "gcc is not installed (apt-get install -y gcc)");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let so = build_plugin(
+        t.path(),
+        "#include <unistd.h>\nint punctual_event(const uint8_t *d, size_t n, uint64_t at) { sleep(3600); return 0; }",
+    );
+    let p = write(t.path(), "p.toml", &format!("[[event]]\nat = \"10ms\"\naction = {{ kind = \"plugin\", name = \"stuck\", path = \"{}\" }}\n", so.display()));
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("punctual"))
+        .args(["run", "--no-store", "--watchdog", "off"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sigint = |c: &std::process::Child| {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    sigint(&child);
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first interrupt ended a run whose dispatcher is inside the action"
+    );
+    sigint(&child);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed().as_secs() >= 20 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the second interrupt did not end the run");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("second interrupt"), "{err}");
+}
+
 fn lib_built() -> bool {
     let exe = assert_cmd::cargo::cargo_bin("punctual");
     let dir = exe.parent().unwrap().to_path_buf();

@@ -224,6 +224,8 @@ fn result_file(dir: &Path, source: &serde_json::Value, day: u32) -> PathBuf {
     let mut doc = source.clone();
     doc["started_at"] = format!("2026-10-{:02}T00:00:00Z", day).into();
     doc["host"]["hostname"] = "elsewhere".into();
+    // Another run has its own run id (the same day's file is the same run).
+    doc["run_id"] = format!("{:032x}", 0xabc0_0000 + day).into();
     let path = dir.join(format!("r{day}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
     path
@@ -462,4 +464,196 @@ fn an_unreachable_postgres_exits_3_and_never_shows_the_password() {
     );
     assert!(!err.contains("hunter2"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+/// Issue 29: tags survive export and import into another store, importing twice stores once,
+/// `--store` reaches every command that reads results, and reading creates no store.
+#[test]
+fn tags_travel_through_export_and_import_and_every_reader_takes_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let here = dir.path().join("here.db");
+    let there = dir.path().join("there.db");
+    // Reading a named store that is not there (a typo?): exit 2, no file.
+    // The default store of a new machine lists nothing, exit 0.
+    let listed = run(
+        &data,
+        &["results", "--store", here.to_str().unwrap(), "list"],
+    );
+    assert_eq!(listed.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&listed.stderr).contains("there is no results store at"),
+        "{listed:?}"
+    );
+    let fresh = ok(&data, &["results", "list"]);
+    assert!(
+        fresh.contains("No stored results: there is no results store at"),
+        "{fresh}"
+    );
+    let out = run(
+        &data,
+        &[
+            "results",
+            "--store",
+            here.to_str().unwrap(),
+            "show",
+            "latest",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !here.exists() && !data.exists(),
+        "nothing created by reading"
+    );
+
+    let mut args = SIM.to_vec();
+    args.extend([
+        "--store",
+        here.to_str().unwrap(),
+        "--tag",
+        "kernel=6.12",
+        "--tag",
+        "run=1",
+    ]);
+    let id = stored_id(&ok(&data, &args));
+    let exported = dir.path().join("out");
+    ok(
+        &data,
+        &[
+            "results",
+            "--store",
+            here.to_str().unwrap(),
+            "export",
+            &id,
+            "-o",
+            exported.to_str().unwrap(),
+        ],
+    );
+    let file = exported.join(format!("{id}.json"));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(doc["tags"]["kernel"], "6.12", "the export carries the tags");
+    assert_eq!(doc["run_id"].as_str().map(|r| &r[..12]), Some(id.as_str()));
+    let csv = std::fs::read_to_string(exported.join(format!("{id}.csv"))).unwrap();
+    assert!(csv.starts_with("run_id,started_at,host,name,"), "{csv}");
+    assert!(csv.lines().nth(1).unwrap().starts_with(&id), "{csv}");
+
+    let again = ok(
+        &data,
+        &[
+            "results",
+            "--store",
+            here.to_str().unwrap(),
+            "import",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        again.contains(&format!("already stored as {id}")),
+        "{again}"
+    );
+    let first = ok(
+        &data,
+        &[
+            "results",
+            "--store",
+            there.to_str().unwrap(),
+            "import",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        first.contains(&format!("stored as {id}")) && !first.contains("already"),
+        "{first}"
+    );
+    let second = ok(
+        &data,
+        &[
+            "results",
+            "--store",
+            there.to_str().unwrap(),
+            "import",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(second.contains("already stored as"), "{second}");
+    let listed = ok(
+        &data,
+        &[
+            "results",
+            "--store",
+            there.to_str().unwrap(),
+            "list",
+            "--tag",
+            "kernel=6.12",
+        ],
+    );
+    assert_eq!(
+        listed.lines().count(),
+        3,
+        "one result, with its tags: {listed}"
+    );
+    assert!(listed.contains("kernel=6.12,run=1"), "{listed}");
+
+    // compare, report and advise read the store --store names (the default one stays absent).
+    let cmp = ok(
+        &data,
+        &["compare", "--store", there.to_str().unwrap(), &id, &id],
+    );
+    assert!(cmp.contains("no significant change"), "{cmp}");
+    let html = dir.path().join("r.html");
+    ok(
+        &data,
+        &[
+            "report",
+            "--store",
+            there.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+            &id,
+        ],
+    );
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("kernel=6.12"));
+    // advise found the stored result (and refused it for what it is, a simulation).
+    let out = run(
+        &data,
+        &[
+            "advise",
+            "--store",
+            there.to_str().unwrap(),
+            "--deadline",
+            "10ms",
+            "--from",
+            &id,
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{id} is a `simulate` result")),
+        "{err}"
+    );
+    let out = run(&data, &["compare", &id, &id]);
+    assert_eq!(out.status.code(), Some(2), "the default store has nothing");
+    assert!(
+        !data.join("results.db").exists(),
+        "and reading did not create it"
+    );
+    // Sides from tags: --tag per side, the newest --last N of each.
+    let tagged = ok(
+        &data,
+        &[
+            "compare",
+            "--store",
+            there.to_str().unwrap(),
+            "--tag",
+            "kernel=6.12",
+            "--tag",
+            "run=1",
+            "--last",
+            "2",
+        ],
+    );
+    assert!(tagged.contains("compare: B against A"), "{tagged}");
 }

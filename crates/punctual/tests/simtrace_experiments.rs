@@ -41,7 +41,7 @@ fn kurt_irq_quick_runs_through_the_binary() {
     let (out, doc) = run_quick(dir.path(), &["kurt-irq"]);
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
-        "Table 4.3: duration for which interrupts are disabled (us), KURT 1998 beside this machine",
+        "Table 4.3: interrupts disabled in KURT 1998 beside handler durations here (us)",
         // KURT's disk row and the network maximum, as published.
         "Disk device driver and buffer management code                       0.55  34.68  250.45",
         "Network device driver and protocol stack code                       0.35   0.64    2.74",

@@ -608,3 +608,23 @@ fn record_against_the_original_over_veth_compares_every_gap_with_the_files() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("sent"), "{stdout}");
 }
+
+/// Issue 32, Low: a replay whose sends all failed (here: to the broadcast address without
+/// SO_BROADCAST, EACCES every time) exited 0 as if it had replayed. It is exit 3 now, and says so.
+#[test]
+fn replay_whose_sends_all_failed_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.pcapng");
+    capture(&file, 20);
+    let out = replay(&file, "255.255.255.255:9").output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("20 sends failed") && text.contains("every send failed"),
+        "{text}"
+    );
+}

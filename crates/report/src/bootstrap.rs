@@ -1,5 +1,5 @@
-//! A bootstrap confidence interval of the difference of one percentile between two runs, drawn
-//! from their HDR histograms alone (a result document keeps no samples).
+//! A bootstrap confidence interval of the ratio of one percentile between two runs, drawn from
+//! their HDR histograms alone (a result document keeps no samples).
 //!
 //! Resampling n values from a run and taking the k-th smallest is the same, in distribution, as
 //! reading the run's empirical quantile at the k-th smallest of n uniform numbers, which is
@@ -8,6 +8,7 @@
 //! The generator is our own (xoshiro256**, seeded through splitmix64) so the same documents give
 //! the same interval on every machine and every version of every dependency.
 
+use crate::runs::RatioInterval;
 use punctual_stats::Recorder;
 
 /// A small deterministic generator (xoshiro256**).
@@ -134,42 +135,38 @@ fn rank(n: u64, milli_percent: u64) -> u64 {
     r.clamp(1, n.max(1))
 }
 
-/// A confidence interval of `b - a` at one percentile, in ns.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Interval {
-    /// The difference of the two runs' own percentiles (not of the replicates).
-    pub point_ns: i64,
-    pub low_ns: i64,
-    pub high_ns: i64,
-}
-
-/// The `confidence` (e.g. 0.99) interval of `b`'s percentile minus `a`'s, from `resamples`
-/// replicates of each. `None` when either run has no samples.
-pub fn difference_interval(
+/// The `confidence` (e.g. 0.99) interval of `b`'s percentile over `a`'s, as a ratio, from
+/// `resamples` replicates of each: only the noise inside each run (see `crate::runs` for the
+/// spread between runs). Ratios rather than differences, so the interval never reaches below
+/// zero however small `a`'s percentile is. `None` when either run has no samples.
+pub fn ratio_interval(
     a: &Empirical,
     b: &Empirical,
     milli_percent: u64,
     resamples: usize,
     confidence: f64,
     rng: &mut Rng,
-) -> Option<Interval> {
+) -> Option<RatioInterval> {
     if a.count() == 0 || b.count() == 0 {
         return None;
     }
-    let mut diffs: Vec<i64> = (0..resamples.max(1))
+    let ratio = |x: u64, y: u64| y.max(1) as f64 / x.max(1) as f64;
+    let mut ratios: Vec<f64> = (0..resamples.max(1))
         .map(|_| {
             let ra = a.resample_percentile(milli_percent, rng);
             let rb = b.resample_percentile(milli_percent, rng);
-            rb as i64 - ra as i64
+            ratio(ra, rb)
         })
         .collect();
-    diffs.sort_unstable();
+    ratios.sort_unstable_by(f64::total_cmp);
     let tail = (1.0 - confidence).clamp(0.0, 1.0) / 2.0;
-    let at = |q: f64| diffs[((q * (diffs.len() - 1) as f64).round() as usize).min(diffs.len() - 1)];
-    Some(Interval {
-        point_ns: b.percentile(milli_percent) as i64 - a.percentile(milli_percent) as i64,
-        low_ns: at(tail),
-        high_ns: at(1.0 - tail),
+    let at =
+        |q: f64| ratios[((q * (ratios.len() - 1) as f64).round() as usize).min(ratios.len() - 1)];
+    Some(RatioInterval {
+        ratio: ratio(a.percentile(milli_percent), b.percentile(milli_percent)),
+        low: at(tail),
+        high: at(1.0 - tail),
+        df: None,
     })
 }
 
@@ -207,24 +204,42 @@ mod tests {
     }
 
     #[test]
-    fn the_interval_covers_a_shift_and_excludes_zero() {
+    fn the_interval_covers_a_shift_and_excludes_one() {
         let a = Empirical::of(&rec((0..20_000u64).map(|i| 10_000 + (i * 7919) % 10_000)));
         let b = Empirical::of(&rec((0..20_000u64).map(|i| 12_000 + (i * 7919) % 10_000)));
-        let ci = difference_interval(&a, &b, 99_000, 1_000, 0.99, &mut Rng::seeded(1)).unwrap();
+        let ci = ratio_interval(&a, &b, 99_000, 1_000, 0.99, &mut Rng::seeded(1)).unwrap();
+        let shift = 21_900.0 / 19_900.0;
         assert!(
-            ci.low_ns > 0 && ci.low_ns <= 2_000 && ci.high_ns >= 2_000,
+            ci.low > 1.0 && ci.low <= shift && ci.high >= shift,
             "{ci:?}"
         );
-        let same = difference_interval(&a, &a, 99_000, 1_000, 0.99, &mut Rng::seeded(1)).unwrap();
-        assert!(same.low_ns <= 0 && same.high_ns >= 0, "{same:?}");
+        let same = ratio_interval(&a, &a, 99_000, 1_000, 0.99, &mut Rng::seeded(1)).unwrap();
+        assert!(same.low <= 1.0 && same.high >= 1.0, "{same:?}");
+    }
+
+    #[test]
+    fn a_tiny_baseline_never_gives_an_interval_below_minus_100_percent() {
+        // A baseline whose p99.9 is 1 us against one with a 50 us tail, and the reverse.
+        let a = Empirical::of(&rec((0..5_000u64).map(|i| 500 + i % 500)));
+        let b = Empirical::of(&rec((0..5_000u64).map(|i| {
+            if i % 100 == 0 {
+                50_000
+            } else {
+                700
+            }
+        })));
+        for (x, y) in [(&a, &b), (&b, &a)] {
+            let ci = ratio_interval(x, y, 99_900, 500, 0.99, &mut Rng::seeded(2)).unwrap();
+            assert!(ci.low > 0.0 && ci.low <= ci.high, "{ci:?}");
+        }
     }
 
     #[test]
     fn the_same_seed_gives_the_same_interval() {
         let a = Empirical::of(&rec((0..5_000u64).map(|i| 1_000 + (i * 31) % 9_000)));
         let b = Empirical::of(&rec((0..5_000u64).map(|i| 1_100 + (i * 37) % 9_000)));
-        let one = difference_interval(&a, &b, 99_900, 500, 0.99, &mut Rng::seeded(3));
-        let two = difference_interval(&a, &b, 99_900, 500, 0.99, &mut Rng::seeded(3));
+        let one = ratio_interval(&a, &b, 99_900, 500, 0.99, &mut Rng::seeded(3));
+        let two = ratio_interval(&a, &b, 99_900, 500, 0.99, &mut Rng::seeded(3));
         assert_eq!(one, two);
     }
 }

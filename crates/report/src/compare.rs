@@ -1,14 +1,42 @@
-//! Comparing two or more result documents: matching series side by side, what differs in the host
-//! and the settings, and a verdict per series from a bootstrap interval of each percentile's
-//! difference (see [`crate::bootstrap`]), not from a bare ratio.
+//! Comparing sides of one or more runs each: matching series side by side, what differs in the
+//! host and the settings, what the machine was doing (steal, other processes), and a verdict per
+//! series from a confidence interval of the ratio of the two sides' percentile.
+//!
+//! With several runs on a side the interval comes from the spread between runs ([`crate::runs`]);
+//! with one run on each side only the noise inside each run is known, from a bootstrap of the two
+//! histograms ([`crate::bootstrap`]), and the comparison says so: one disturbed run then reads as
+//! a change.
 
-use crate::bootstrap::{difference_interval, Empirical, Interval, Rng};
+use crate::bootstrap::{ratio_interval, Empirical, Rng};
+use crate::runs::{self, RatioInterval};
 use punctual_result::{Failure, ResultDoc};
 use serde::Serialize;
 use serde_json::Value;
 
 /// The percentiles compared for every series (label, milli-percent).
 pub const COMPARED: [(&str, u64); 3] = [("50", 50_000), ("99", 99_000), ("99.9", 99_900)];
+
+/// Settings that are measurements of the run, not choices: never a "difference".
+const MEASURED: [&str; 5] = [
+    "steal_ns",
+    "steal_window_ns",
+    "others_cpu_ns",
+    "load_reports",
+    "samples_dropped",
+];
+
+/// Flags that say where results go, not how the run was made: left out of the command compared.
+const OUTPUT_FLAGS: [&str; 9] = [
+    "--json",
+    "--csv",
+    "--hist",
+    "--samples",
+    "--store",
+    "--tag",
+    "--repeat",
+    "--plot",
+    "--figures",
+];
 
 /// One document to compare, with how the user named it.
 #[derive(Clone, Debug)]
@@ -23,15 +51,26 @@ pub struct Input<'a> {
 pub struct Options {
     /// The percentile the verdict and `--fail-on-regression` look at, in milli-percent.
     pub percentile: u64,
-    /// Bootstrap replicates per percentile.
+    /// Bootstrap replicates per percentile (one run per side).
     pub resamples: usize,
-    /// Of the interval, e.g. 0.99.
-    pub confidence: f64,
-    /// Changes smaller than this (percent of the first result's value) are "no significant
-    /// change" even when the interval excludes zero: with millions of samples the interval of a
-    /// 0.3 % change can be narrow, and nobody gates a kernel on 0.3 %.
+    /// Of the interval, e.g. 0.95; `None`: 0.99 from histograms (thousands of samples know
+    /// their own noise well), 0.95 across runs (a handful of runs leave few degrees of freedom).
+    pub confidence: Option<f64>,
+    /// Changes smaller than this (percent of the baseline's value) are "no significant change"
+    /// even when the interval excludes them: with millions of samples the interval of a 0.3 %
+    /// change can be narrow, and nobody gates a kernel on 0.3 %.
     pub min_change_percent: f64,
     pub seed: u64,
+}
+
+impl Options {
+    /// The confidence of intervals reached by `method`.
+    pub fn confidence_for(&self, method: Method) -> f64 {
+        self.confidence.unwrap_or(match method {
+            Method::BetweenRuns => 0.95,
+            Method::WithinRun => 0.99,
+        })
+    }
 }
 
 impl Default for Options {
@@ -39,7 +78,7 @@ impl Default for Options {
         Options {
             percentile: 99_000,
             resamples: 2_000,
-            confidence: 0.99,
+            confidence: None,
             min_change_percent: 5.0,
             seed: 0x7075_6e63_7475_616c, // "punctual"
         }
@@ -48,9 +87,12 @@ impl Default for Options {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    /// Fewer than two documents: there is nothing to compare against.
-    #[error("compare needs at least two results, got {0}")]
+    /// Fewer than two sides: there is nothing to compare against.
+    #[error("compare needs at least two results (or two sides: A1 A2 -- B1 B2), got {0}")]
     TooFew(usize),
+    /// A side without runs (`compare -- B1`).
+    #[error("side {0} has no results")]
+    EmptySide(String),
     /// A series' histogram cannot be read (a damaged or hand-edited document).
     #[error("result {label} ({source_name}), series '{series}': {error}")]
     Histogram {
@@ -70,12 +112,21 @@ impl From<CompareError> for Failure {
     }
 }
 
-/// The label of the i-th result: A, B, ... Z, R27, R28...
+/// The label of the i-th side: A, B, ... Z, S27, S28...
 pub fn label(i: usize) -> String {
     if i < 26 {
         ((b'A' + i as u8) as char).to_string()
     } else {
-        format!("R{}", i + 1)
+        format!("S{}", i + 1)
+    }
+}
+
+/// The label of run `j` of side `i` (of `n` runs): `A` when the side has one run, else `A1`, `A2`.
+pub fn run_label(i: usize, j: usize, n: usize) -> String {
+    if n == 1 {
+        label(i)
+    } else {
+        format!("{}{}", label(i), j + 1)
     }
 }
 
@@ -98,26 +149,46 @@ pub fn parse_percentile(s: &str) -> Result<u64, CompareError> {
     Ok((v * 1000.0).round() as u64)
 }
 
+/// One run, as the comparison names it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ResultInfo {
+    /// `A1`, or `A` for a side of one run.
     pub label: String,
+    pub side: String,
     pub source: String,
     pub command: String,
     pub started_at: String,
     pub status: String,
+    pub tags: Vec<(String, String)>,
+    /// Share of the CPUs' time the hypervisor took during the run (`None`: not recorded).
+    pub steal: Option<f64>,
+    /// Share of the CPUs' time other processes used during the run.
+    pub others: Option<f64>,
 }
 
-/// A field whose value differs between results: one value per result, in order.
+/// A side: its runs' mean steal and other load.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SideInfo {
+    pub label: String,
+    pub runs: usize,
+    pub steal: Option<f64>,
+    pub others: Option<f64>,
+}
+
+/// A field whose value differs between sides: one value per side, in order (a side whose runs
+/// disagree shows each run's value).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Difference {
     pub field: String,
     pub values: Vec<String>,
 }
 
-/// One result's numbers for a series; ratios are to the first result (absent in the first).
+/// One side's numbers for a series. With several runs, percentiles are the geometric mean of the
+/// runs' own (a typical run), `max` and the counts over all runs; ratios are to the first side.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
     pub label: String,
+    pub runs: usize,
     pub count: u64,
     pub p50_ns: u64,
     pub p99_ns: u64,
@@ -125,6 +196,8 @@ pub struct Row {
     pub max_ns: u64,
     pub within_10us: f64,
     pub missed: u64,
+    /// Each run's value of the verdict percentile, in order.
+    pub per_run_ns: Vec<u64>,
     pub ratios: Option<Ratios>,
 }
 
@@ -157,27 +230,40 @@ impl Verdict {
     }
 }
 
-/// One percentile of one result against the first.
+/// Where an interval comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Welch's t interval over the runs' own percentiles ([`crate::runs`]).
+    BetweenRuns,
+    /// A bootstrap of the two histograms: the noise inside one run only.
+    WithinRun,
+}
+
+/// One percentile of a side against the baseline side.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Change {
     pub percentile: String,
     pub base_ns: u64,
     pub other_ns: u64,
-    /// The interval of other - base, in ns.
-    pub interval: Interval,
-    /// Point change and interval bounds in percent of `base_ns`.
+    /// other / base, with its interval.
+    pub interval: RatioInterval,
+    /// The ratio and its interval as changes in percent (never below -100).
     pub change_percent: f64,
     pub low_percent: f64,
     pub high_percent: f64,
-    /// The interval excludes zero.
+    /// The interval excludes no change (a ratio of 1).
     pub significant: bool,
 }
 
-/// A result against the first, for one series.
+/// A side against the first, for one series.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Against {
     pub label: String,
     pub verdict: Verdict,
+    pub method: Method,
+    /// Of the intervals in `changes`.
+    pub confidence: f64,
     pub changes: Vec<Change>,
 }
 
@@ -193,12 +279,13 @@ pub struct SeriesComparison {
     pub name: String,
     pub kind: String,
     pub cpu: Option<usize>,
+    /// One per side.
     pub rows: Vec<Row>,
-    /// One per result after the first.
+    /// One per side after the first.
     pub against: Vec<Against>,
 }
 
-/// A series that is not in every result, and why.
+/// A series that is not in every run, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Unmatched {
     pub name: String,
@@ -212,14 +299,19 @@ pub struct Unmatched {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
     pub results: Vec<ResultInfo>,
+    pub sides: Vec<SideInfo>,
     /// The percentile verdicts look at (document key, e.g. "99").
     pub percentile: String,
-    pub confidence: f64,
+    /// As asked for (`None`: each method's default, see [`Options::confidence`]).
+    pub confidence: Option<f64>,
     pub resamples: usize,
     pub min_change_percent: f64,
     pub seed: u64,
     pub host_differences: Vec<Difference>,
     pub settings_differences: Vec<Difference>,
+    /// Sentences on steal and other load that differed between the sides (the verdicts may be
+    /// the machine's rather than the change's).
+    pub disturbances: Vec<String>,
     pub series: Vec<SeriesComparison>,
     pub unmatched: Vec<Unmatched>,
 }
@@ -233,13 +325,13 @@ pub struct Breach {
 }
 
 impl Comparison {
-    /// Series whose verdict percentile rose by more than `percent` with the interval above zero.
+    /// Series whose verdict percentile rose by more than `percent` with the interval above one.
     pub fn regressions_over(&self, percent: f64) -> Vec<Breach> {
         let mut out = Vec::new();
         for s in &self.series {
             for a in &s.against {
                 if let Some(c) = a.change(&self.percentile) {
-                    if c.significant && c.interval.low_ns > 0 && c.change_percent > percent {
+                    if c.significant && c.interval.low > 1.0 && c.change_percent > percent {
                         out.push(Breach {
                             series: series_title(&s.name, &s.kind, s.cpu),
                             against: a.label.clone(),
@@ -250,6 +342,11 @@ impl Comparison {
             }
         }
         out
+    }
+
+    /// Whether every side has one run (verdicts from the histograms alone).
+    pub fn single_runs(&self) -> bool {
+        self.sides.iter().all(|s| s.runs == 1)
     }
 }
 
@@ -267,18 +364,52 @@ fn key_of(s: &punctual_result::Series) -> Key {
     (s.name.clone(), s.kind.clone(), s.cpu)
 }
 
-/// Compare `inputs` (the first is the baseline).
+/// Compare `inputs`, each its own side (the first is the baseline).
 pub fn compare(inputs: &[Input<'_>], opts: &Options) -> Result<Comparison, CompareError> {
-    if inputs.len() < 2 {
-        return Err(CompareError::TooFew(inputs.len()));
+    let sides: Vec<Vec<Input<'_>>> = inputs.iter().map(|i| vec![i.clone()]).collect();
+    compare_sides(&sides, opts)
+}
+
+/// Compare sides of one or more runs each (the first side is the baseline).
+pub fn compare_sides(sides: &[Vec<Input<'_>>], opts: &Options) -> Result<Comparison, CompareError> {
+    if sides.len() < 2 {
+        return Err(CompareError::TooFew(sides.iter().map(Vec::len).sum()));
+    }
+    if let Some(i) = sides.iter().position(Vec::is_empty) {
+        return Err(CompareError::EmptySide(label(i)));
     }
     if opts.percentile == 0 || opts.percentile > 100_000 {
         return Err(CompareError::Percentile(percentile_name(opts.percentile)));
     }
-    let labels: Vec<String> = (0..inputs.len()).map(label).collect();
+    let results: Vec<ResultInfo> = sides
+        .iter()
+        .enumerate()
+        .flat_map(|(i, side)| {
+            side.iter()
+                .enumerate()
+                .map(move |(j, inp)| info(inp, run_label(i, j, side.len()), label(i)))
+        })
+        .collect();
+    let side_infos: Vec<SideInfo> = sides
+        .iter()
+        .enumerate()
+        .map(|(i, side)| {
+            let mine: Vec<&ResultInfo> = results.iter().filter(|r| r.side == label(i)).collect();
+            let mean = |f: fn(&ResultInfo) -> Option<f64>| {
+                let v: Vec<f64> = mine.iter().filter_map(|r| f(r)).collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            SideInfo {
+                label: label(i),
+                runs: side.len(),
+                steal: mean(|r| r.steal),
+                others: mean(|r| r.others),
+            }
+        })
+        .collect();
     // Keys in order of first appearance, baseline first.
     let mut keys: Vec<Key> = Vec::new();
-    for inp in inputs {
+    for inp in sides.iter().flatten() {
         for s in &inp.doc.series {
             let k = key_of(s);
             if !keys.contains(&k) {
@@ -289,64 +420,129 @@ pub fn compare(inputs: &[Input<'_>], opts: &Options) -> Result<Comparison, Compa
     let mut series = Vec::new();
     let mut unmatched = Vec::new();
     for (ki, k) in keys.iter().enumerate() {
-        let found: Vec<Option<&punctual_result::Series>> = inputs
+        let found: Vec<Vec<Option<&punctual_result::Series>>> = sides
             .iter()
-            .map(|i| i.doc.series.iter().find(|s| key_of(s) == *k))
+            .map(|side| {
+                side.iter()
+                    .map(|i| i.doc.series.iter().find(|s| key_of(s) == *k))
+                    .collect()
+            })
             .collect();
-        if found.iter().all(Option::is_some) {
-            let found: Vec<&punctual_result::Series> = found.into_iter().flatten().collect();
-            series.push(compare_series(
-                k,
-                &found,
-                inputs,
-                &labels,
-                opts,
-                opts.seed ^ (ki as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            )?);
+        if found.iter().flatten().all(Option::is_some) {
+            let found: Vec<Vec<&punctual_result::Series>> = found
+                .into_iter()
+                .map(|f| f.into_iter().flatten().collect())
+                .collect();
+            let seed = opts.seed ^ (ki as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            series.push(compare_series(k, &found, sides, opts, seed)?);
         } else {
-            unmatched.push(explain(k, &found, inputs, &labels));
+            let flat: Vec<Option<&punctual_result::Series>> = found.into_iter().flatten().collect();
+            let inputs: Vec<&Input<'_>> = sides.iter().flatten().collect();
+            unmatched.push(explain(k, &flat, &inputs, &results));
         }
     }
-    let mut pcts: Vec<u64> = COMPARED.iter().map(|p| p.1).collect();
-    if !pcts.contains(&opts.percentile) {
-        pcts.push(opts.percentile);
-    }
     Ok(Comparison {
-        results: inputs
-            .iter()
-            .zip(&labels)
-            .map(|(i, l)| ResultInfo {
-                label: l.clone(),
-                source: i.source.clone(),
-                command: i.doc.command.join(" "),
-                started_at: i.doc.started_at.clone(),
-                status: serde_json::to_value(i.doc.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-            })
-            .collect(),
         percentile: percentile_name(opts.percentile),
         confidence: opts.confidence,
         resamples: opts.resamples,
         min_change_percent: opts.min_change_percent,
         seed: opts.seed,
-        host_differences: differences(inputs, host_fields),
-        settings_differences: differences(inputs, settings_fields),
+        host_differences: differences(sides, host_fields, false),
+        settings_differences: differences(sides, settings_fields, true),
+        disturbances: disturbances(&side_infos),
+        results,
+        sides: side_infos,
         series,
         unmatched,
     })
 }
 
+fn info(inp: &Input<'_>, label: String, side: String) -> ResultInfo {
+    let d = inp.doc;
+    let (steal, others) = taken(d);
+    ResultInfo {
+        label,
+        side,
+        source: inp.source.clone(),
+        command: d.command.join(" "),
+        started_at: d.started_at.clone(),
+        status: serde_json::to_value(d.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+        tags: d.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        steal,
+        others,
+    }
+}
+
+/// The shares of the CPUs' time the host took (steal) and other processes used during a run,
+/// from `settings.steal_ns`, `others_cpu_ns` and `steal_window_ns`.
+pub fn taken(d: &ResultDoc) -> (Option<f64>, Option<f64>) {
+    let x = &d.settings.extra;
+    let Some(window) = x.get("steal_window_ns").and_then(Value::as_f64) else {
+        return (None, None);
+    };
+    let cpus = (d.host.cpus.max(1)) as f64;
+    let steal = x.get("steal_ns").and_then(Value::as_object).map(|m| {
+        let sum: f64 = m.values().filter_map(Value::as_f64).sum();
+        sum / (window.max(1.0) * m.len().max(1) as f64)
+    });
+    let others = x
+        .get("others_cpu_ns")
+        .and_then(Value::as_f64)
+        .map(|o| (o / (window.max(1.0) * cpus)).min(1.0));
+    (steal, others)
+}
+
+/// Sentences for steal and other load that differed between the baseline and another side: the
+/// larger at least twice the smaller and 0.2 points more (steal), or half again and 10 points
+/// more (other processes' share of the CPUs).
+fn disturbances(sides: &[SideInfo]) -> Vec<String> {
+    let base = &sides[0];
+    let mut out = Vec::new();
+    for s in &sides[1..] {
+        let pair = |f: fn(&SideInfo) -> Option<f64>| Some((f(base)?, f(s)?));
+        if let Some((a, b)) = pair(|x| x.steal) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            if hi >= 2.0 * lo + 0.002 {
+                out.push(format!(
+                    "steal differed: the host took {} of the CPUs' time during {}, {} during {}; \
+                     a change may be the host's rather than the system's under test",
+                    crate::human::percent(a, 2),
+                    base.label,
+                    crate::human::percent(b, 2),
+                    s.label
+                ));
+            }
+        }
+        if let Some((a, b)) = pair(|x| x.others) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            if hi >= 1.5 * lo + 0.10 {
+                out.push(format!(
+                    "load differed: other processes used {} of the CPUs during {}, {} during {}; \
+                     a change may be theirs",
+                    crate::human::percent(a, 0),
+                    base.label,
+                    crate::human::percent(b, 0),
+                    s.label
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn explain(
     k: &Key,
     found: &[Option<&punctual_result::Series>],
-    inputs: &[Input<'_>],
-    labels: &[String],
+    inputs: &[&Input<'_>],
+    results: &[ResultInfo],
 ) -> Unmatched {
     let mut why = Vec::new();
     let mut present = Vec::new();
-    for ((f, inp), l) in found.iter().zip(inputs).zip(labels) {
+    for ((f, inp), r) in found.iter().zip(inputs).zip(results) {
+        let l = &r.label;
         if f.is_some() {
             present.push(l.clone());
             continue;
@@ -380,104 +576,85 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (a > 0).then(|| b as f64 / a as f64)
 }
 
-fn compare_series(
-    k: &Key,
-    found: &[&punctual_result::Series],
-    inputs: &[Input<'_>],
-    labels: &[String],
-    opts: &Options,
-    seed: u64,
-) -> Result<SeriesComparison, CompareError> {
-    let mut empiricals = Vec::new();
-    for ((s, inp), l) in found.iter().zip(inputs).zip(labels) {
-        let rec = s.recorder().map_err(|e| CompareError::Histogram {
-            label: l.clone(),
-            source_name: inp.source.clone(),
-            series: s.name.clone(),
-            error: e.to_string(),
-        })?;
-        empiricals.push(Empirical::of(&rec));
-    }
-    let base = &found[0].summary;
-    let rows = found
-        .iter()
-        .zip(labels)
-        .enumerate()
-        .map(|(i, (s, l))| {
-            let m = &s.summary;
-            Row {
-                label: l.clone(),
-                count: m.count,
-                p50_ns: m.percentiles.p50,
-                p99_ns: m.percentiles.p99,
-                p99_9_ns: m.percentiles.p99_9,
-                max_ns: m.max,
-                within_10us: m.within.us10,
-                missed: m.missed_periods,
-                ratios: (i > 0).then(|| Ratios {
-                    p50: ratio(base.percentiles.p50, m.percentiles.p50),
-                    p99: ratio(base.percentiles.p99, m.percentiles.p99),
-                    p99_9: ratio(base.percentiles.p99_9, m.percentiles.p99_9),
-                    max: ratio(base.max, m.max),
-                }),
-            }
-        })
-        .collect();
+/// The percentiles a comparison looks at: [`COMPARED`] and the verdict's.
+fn compared(opts: &Options) -> Vec<u64> {
     let mut pcts: Vec<u64> = COMPARED.iter().map(|p| p.1).collect();
     if !pcts.contains(&opts.percentile) {
         pcts.push(opts.percentile);
     }
-    let mut rng = Rng::seeded(seed);
-    let mut against = Vec::new();
-    for (e, l) in empiricals.iter().zip(labels).skip(1) {
-        let mut changes = Vec::new();
-        for &mp in &pcts {
-            let Some(iv) = difference_interval(
-                &empiricals[0],
-                e,
-                mp,
-                opts.resamples,
-                opts.confidence,
-                &mut rng,
-            ) else {
-                continue;
-            };
-            let b = empiricals[0].percentile(mp);
-            let pct = |ns: i64| {
-                if b == 0 {
-                    0.0
-                } else {
-                    100.0 * ns as f64 / b as f64
-                }
-            };
-            changes.push(Change {
-                percentile: percentile_name(mp),
-                base_ns: b,
-                other_ns: e.percentile(mp),
-                interval: iv,
-                change_percent: pct(iv.point_ns),
-                low_percent: pct(iv.low_ns),
-                high_percent: pct(iv.high_ns),
-                significant: iv.low_ns > 0 || iv.high_ns < 0,
-            });
+    pcts
+}
+
+/// One side's row: a typical run's percentiles (geometric mean), the counts over all runs.
+fn row(label: String, runs: &[(&punctual_result::Series, Empirical)], mp: u64) -> Row {
+    let gm = |f: &dyn Fn(&punctual_result::Series) -> u64| {
+        let v: Vec<u64> = runs.iter().map(|(s, _)| f(s)).collect();
+        runs::geometric_mean(&v).round() as u64
+    };
+    let count: u64 = runs.iter().map(|(s, _)| s.summary.count).sum();
+    let within = if count == 0 {
+        0.0
+    } else {
+        runs.iter()
+            .map(|(s, _)| s.summary.within.us10 * s.summary.count as f64)
+            .sum::<f64>()
+            / count as f64
+    };
+    Row {
+        label,
+        runs: runs.len(),
+        count,
+        p50_ns: gm(&|s| s.summary.percentiles.p50),
+        p99_ns: gm(&|s| s.summary.percentiles.p99),
+        p99_9_ns: gm(&|s| s.summary.percentiles.p99_9),
+        max_ns: runs.iter().map(|(s, _)| s.summary.max).max().unwrap_or(0),
+        within_10us: within,
+        missed: runs.iter().map(|(s, _)| s.summary.missed_periods).sum(),
+        per_run_ns: runs.iter().map(|(_, e)| e.percentile(mp)).collect(),
+        ratios: None,
+    }
+}
+
+fn compare_series(
+    k: &Key,
+    found: &[Vec<&punctual_result::Series>],
+    sides: &[Vec<Input<'_>>],
+    opts: &Options,
+    seed: u64,
+) -> Result<SeriesComparison, CompareError> {
+    // Per side, per run: the series and its histogram's distribution.
+    let mut dists: Vec<Vec<(&punctual_result::Series, Empirical)>> = Vec::new();
+    for (i, (side, inputs)) in found.iter().zip(sides).enumerate() {
+        let mut runs = Vec::new();
+        for (j, (s, inp)) in side.iter().zip(inputs).enumerate() {
+            let rec = s.recorder().map_err(|e| CompareError::Histogram {
+                label: run_label(i, j, side.len()),
+                source_name: inp.source.clone(),
+                series: s.name.clone(),
+                error: e.to_string(),
+            })?;
+            runs.push((*s, Empirical::of(&rec)));
         }
-        let key = percentile_name(opts.percentile);
-        let verdict = match changes.iter().find(|c| c.percentile == key) {
-            None => Verdict::NoSamples,
-            Some(c) if c.interval.low_ns > 0 && c.change_percent >= opts.min_change_percent => {
-                Verdict::Regression
-            }
-            Some(c) if c.interval.high_ns < 0 && -c.change_percent >= opts.min_change_percent => {
-                Verdict::Improvement
-            }
-            Some(_) => Verdict::NoSignificantChange,
-        };
-        against.push(Against {
-            label: l.clone(),
-            verdict,
-            changes,
+        dists.push(runs);
+    }
+    let mut rows: Vec<Row> = dists
+        .iter()
+        .enumerate()
+        .map(|(i, runs)| row(label(i), runs, opts.percentile))
+        .collect();
+    let base = rows[0].clone();
+    for r in rows.iter_mut().skip(1) {
+        r.ratios = Some(Ratios {
+            p50: ratio(base.p50_ns, r.p50_ns),
+            p99: ratio(base.p99_ns, r.p99_ns),
+            p99_9: ratio(base.p99_9_ns, r.p99_9_ns),
+            max: ratio(base.max_ns, r.max_ns),
         });
     }
+    let mut rng = Rng::seeded(seed);
+    let against = (1..dists.len())
+        .map(|i| against(&dists[0], &dists[i], &rows[i].label, opts, &mut rng))
+        .collect();
     Ok(SeriesComparison {
         name: k.0.clone(),
         kind: k.1.clone(),
@@ -487,40 +664,64 @@ fn compare_series(
     })
 }
 
-/// A setting as people read it: objects as `key: value` pairs, lists one item after another,
-/// nanoseconds (`*_ns` keys) as durations, never raw JSON (a 270-column cell, issue 31).
-fn show(v: &Value) -> String {
-    show_keyed("", v)
-}
+type Runs<'a> = [(&'a punctual_result::Series, Empirical)];
 
-fn show_keyed(key: &str, v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        Value::Number(n) if key.ends_with("_ns") => n
-            .as_u64()
-            .map(punctual_time::format_ns)
-            .unwrap_or_else(|| n.to_string()),
-        Value::Array(items) if items.is_empty() => "none".into(),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| show_keyed(key, i))
-            .collect::<Vec<_>>()
-            .join("; "),
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| {
-                // A map keyed by CPU number under a nanosecond field keeps its unit.
-                let unit = if k.chars().all(|c| c.is_ascii_digit()) {
-                    key
-                } else {
-                    k
-                };
-                format!("{k}: {}", show_keyed(unit, v))
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        other => other.to_string(),
+/// Side `b` (labelled `label`) against the baseline side `a`.
+fn against(a: &Runs<'_>, b: &Runs<'_>, label: &str, opts: &Options, rng: &mut Rng) -> Against {
+    let between = a.len() > 1 || b.len() > 1;
+    let method = if between {
+        Method::BetweenRuns
+    } else {
+        Method::WithinRun
+    };
+    let confidence = opts.confidence_for(method);
+    let empty = |r: &Runs<'_>| r.iter().all(|(_, e)| e.count() == 0);
+    let mut changes = Vec::new();
+    if !empty(a) && !empty(b) {
+        for mp in compared(opts) {
+            let per = |r: &Runs<'_>| -> Vec<u64> {
+                r.iter()
+                    .filter(|(_, e)| e.count() > 0)
+                    .map(|(_, e)| e.percentile(mp))
+                    .collect()
+            };
+            let (pa, pb) = (per(a), per(b));
+            let iv = if between {
+                runs::ratio_interval(&pa, &pb, confidence)
+            } else {
+                ratio_interval(&a[0].1, &b[0].1, mp, opts.resamples, confidence, rng)
+            };
+            let Some(iv) = iv else { continue };
+            let pct = |r: f64| 100.0 * (r - 1.0);
+            changes.push(Change {
+                percentile: percentile_name(mp),
+                base_ns: runs::geometric_mean(&pa).round() as u64,
+                other_ns: runs::geometric_mean(&pb).round() as u64,
+                interval: iv,
+                change_percent: pct(iv.ratio),
+                low_percent: pct(iv.low),
+                high_percent: pct(iv.high),
+                significant: iv.low > 1.0 || iv.high < 1.0,
+            });
+        }
+    }
+    let key = percentile_name(opts.percentile);
+    let verdict = match changes.iter().find(|c| c.percentile == key) {
+        None => Verdict::NoSamples,
+        Some(c) if c.interval.low > 1.0 && c.change_percent >= opts.min_change_percent => {
+            Verdict::Regression
+        }
+        Some(c) if c.interval.high < 1.0 && -c.change_percent >= opts.min_change_percent => {
+            Verdict::Improvement
+        }
+        Some(_) => Verdict::NoSignificantChange,
+    };
+    Against {
+        label: label.to_string(),
+        verdict,
+        method,
+        confidence,
+        changes,
     }
 }
 
@@ -530,11 +731,11 @@ fn host_fields(doc: &ResultDoc) -> Vec<(String, String)> {
         ("hostname".into(), h.hostname.clone()),
         ("kernel".into(), h.kernel.clone()),
         ("preempt".into(), h.preempt.clone()),
-        ("realtime".into(), h.realtime.to_string()),
+        ("realtime".into(), yes(h.realtime)),
         ("cpus".into(), h.cpus.to_string()),
         ("cpu model".into(), h.cpu_model.clone()),
         ("clocksource".into(), h.clocksource.clone()),
-        ("virtualized".into(), h.virtualized.to_string()),
+        ("virtualized".into(), yes(h.virtualized)),
         (
             "HZ".into(),
             h.hz.map(|z| z.to_string()).unwrap_or_else(|| "-".into()),
@@ -542,13 +743,81 @@ fn host_fields(doc: &ResultDoc) -> Vec<(String, String)> {
     ]
 }
 
+fn yes(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// The command as it bears on the measurement: `punctual` for the program's path, and without
+/// the flags that only say where results go (`--json FILE`, `--tag K=V`, `--store`, `--repeat`).
+pub fn command_words(doc: &ResultDoc) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = doc.command.iter().enumerate();
+    while let Some((i, w)) = words.next() {
+        if i == 0 {
+            out.push("punctual".to_string());
+            continue;
+        }
+        let flag = w.split('=').next().unwrap_or(w);
+        if OUTPUT_FLAGS.contains(&flag) {
+            if !w.contains('=') {
+                words.next();
+            }
+            continue;
+        }
+        if w == "--no-store" {
+            continue;
+        }
+        out.push(w.clone());
+    }
+    out
+}
+
+/// Where commands differ: the words between their common beginning and end, per command
+/// (`… --load cpu:1 …`); empty when they are the same.
+pub fn command_differences(commands: &[Vec<String>]) -> Vec<String> {
+    if commands.windows(2).all(|w| w[0] == w[1]) {
+        return Vec::new();
+    }
+    let shortest = commands.iter().map(Vec::len).min().unwrap_or(0);
+    let prefix = (0..shortest)
+        .take_while(|&i| commands.iter().all(|c| c[i] == commands[0][i]))
+        .count();
+    let suffix = (0..shortest - prefix)
+        .take_while(|&i| {
+            let at = |c: &Vec<String>| c[c.len() - 1 - i].clone();
+            commands.iter().all(|c| at(c) == at(&commands[0]))
+        })
+        .count();
+    commands
+        .iter()
+        .map(|c| {
+            let middle = &c[prefix..c.len() - suffix];
+            let mut s = String::new();
+            if prefix > 0 {
+                s.push_str("… ");
+            }
+            if middle.is_empty() {
+                s.push_str("(nothing)");
+            } else {
+                s.push_str(&middle.join(" "));
+            }
+            if suffix > 0 {
+                s.push_str(" …");
+            }
+            s
+        })
+        .collect()
+}
+
 fn settings_fields(doc: &ResultDoc) -> Vec<(String, String)> {
     let s = &doc.settings;
     let mut out = vec![
-        ("command".into(), doc.command.join(" ")),
         (
             "status".into(),
-            show(&serde_json::to_value(doc.status).unwrap_or(Value::Null)),
+            serde_json::to_value(doc.status)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
         ),
         (
             "policy".into(),
@@ -562,12 +831,12 @@ fn settings_fields(doc: &ResultDoc) -> Vec<(String, String)> {
         ),
         (
             "mlock".into(),
-            s.mlock.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            s.mlock.map(yes).unwrap_or_else(|| "-".into()),
         ),
         (
-            "dma_latency".into(),
+            "dma latency".into(),
             s.dma_latency_us
-                .map(|u| format!("{u} us"))
+                .map(|u| punctual_time::format_ns(u64::from(u) * 1000))
                 .unwrap_or_else(|| "off".into()),
         ),
         (
@@ -584,70 +853,89 @@ fn settings_fields(doc: &ResultDoc) -> Vec<(String, String)> {
         ),
     ];
     for (k, v) in &s.extra {
-        out.push((k.clone(), show_keyed(k, v)));
+        if !MEASURED.contains(&k.as_str()) {
+            out.push((crate::human::key(k), crate::human::value(k, v)));
+        }
     }
     out
 }
 
-/// Fields (from every document, union of names, in order of appearance) whose values differ.
+/// Fields (from every document, union of names, in order of appearance) whose values differ
+/// between sides. A side's value is its runs' when they agree; runs that disagree are listed, and
+/// count as the same on two sides holding the same values (alternating runs).
 fn differences(
-    inputs: &[Input<'_>],
+    sides: &[Vec<Input<'_>>],
     fields: impl Fn(&ResultDoc) -> Vec<(String, String)>,
+    with_command: bool,
 ) -> Vec<Difference> {
-    let per: Vec<Vec<(String, String)>> = inputs.iter().map(|i| fields(i.doc)).collect();
-    let mut names: Vec<&String> = Vec::new();
-    for f in per.iter().flatten() {
-        if !names.contains(&&f.0) {
-            names.push(&f.0);
+    let per: Vec<Vec<Vec<(String, String)>>> = sides
+        .iter()
+        .map(|side| side.iter().map(|i| fields(i.doc)).collect())
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for f in per.iter().flatten().flatten() {
+        if !names.contains(&f.0) {
+            names.push(f.0.clone());
         }
     }
-    names
+    let mut out: Vec<Difference> = names
         .into_iter()
         .filter_map(|n| {
-            let values: Vec<String> = per
+            let sets: Vec<Vec<String>> = per
                 .iter()
-                .map(|p| {
-                    p.iter()
-                        .find(|f| &f.0 == n)
-                        .map(|f| f.1.clone())
-                        .unwrap_or_else(|| "(absent)".into())
+                .map(|side| {
+                    let mut v: Vec<String> = side
+                        .iter()
+                        .map(|run| {
+                            run.iter()
+                                .find(|f| f.0 == n)
+                                .map(|f| f.1.clone())
+                                .unwrap_or_else(|| "(absent)".into())
+                        })
+                        .collect();
+                    v.sort();
+                    v.dedup();
+                    v
                 })
                 .collect();
-            values.iter().any(|v| v != &values[0]).then(|| Difference {
-                field: n.clone(),
-                values,
+            sets.iter().any(|v| v != &sets[0]).then(|| Difference {
+                field: n,
+                values: sets.iter().map(|v| v.join(" / ")).collect(),
             })
         })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 31 item 7: `compare` printed nested settings as raw JSON, 270 columns of it.
-    #[test]
-    fn nested_settings_read_as_words_with_units_not_json() {
-        let steal = serde_json::json!({"0": 1_500_000u64, "1": 0});
-        assert_eq!(show_keyed("steal_ns", &steal), "0: 1.50 ms, 1: 0 ns");
-        let loads = serde_json::json!([
-            {"kind": "cpu", "cpu": 1, "elapsed_ns": 2_000_000_000u64},
-            {"kind": "io", "cpu": null, "elapsed_ns": 5_000u64}
-        ]);
-        let shown = show_keyed("load_reports", &loads);
-        // Keys keep the document's order, whatever serde_json's map keeps.
-        let items: Vec<&str> = shown.split("; ").collect();
-        assert_eq!(items.len(), 2, "{shown}");
-        for (item, parts) in items.iter().zip([
-            ["cpu: 1", "elapsed_ns: 2.00 s", "kind: cpu"],
-            ["cpu: -", "elapsed_ns: 5.00 us", "kind: io"],
-        ]) {
-            for p in parts {
-                assert!(item.contains(p), "{p} not in {item}");
-            }
+        .collect();
+    // The command, by the words that differ (a long command is never cut where it differs).
+    if with_command {
+        let commands: Vec<Vec<Vec<String>>> = sides
+            .iter()
+            .map(|side| side.iter().map(|i| command_words(i.doc)).collect())
+            .collect();
+        let mut distinct: Vec<Vec<String>> = commands.iter().flatten().cloned().collect();
+        distinct.sort();
+        distinct.dedup();
+        let diff = command_differences(&distinct);
+        let shown = |c: &Vec<String>| {
+            let i = distinct.iter().position(|d| d == c).unwrap_or(0);
+            diff.get(i).cloned().unwrap_or_default()
+        };
+        let per_side: Vec<Vec<String>> = commands
+            .iter()
+            .map(|side| {
+                let mut v: Vec<String> = side.iter().map(shown).collect();
+                v.sort();
+                v.dedup();
+                v
+            })
+            .collect();
+        if !diff.is_empty() && per_side.iter().any(|v| v != &per_side[0]) {
+            out.insert(
+                0,
+                Difference {
+                    field: "command".into(),
+                    values: per_side.iter().map(|v| v.join(" / ")).collect(),
+                },
+            );
         }
-        assert!(!shown.contains('{') && !shown.contains('"'), "{shown}");
-        assert_eq!(show(&serde_json::json!([])), "none");
-        assert_eq!(show(&serde_json::json!(true)), "true");
     }
+    out
 }

@@ -6,6 +6,7 @@ use punctual_stats::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 pub const SCHEMA_ID: &str = "punctual.result/1";
 
@@ -168,7 +169,15 @@ impl Series {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ResultDoc {
     pub schema: String,
+    /// This run's own id (32 hex digits, random), given when its outputs are written; the results
+    /// store files the run under its first 12 digits, so an export imported elsewhere keeps its id
+    /// and importing it twice stores it once. Absent in documents from before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub tool: Tool,
+    /// The user's labels (`--tag KEY=VALUE`), so they travel with the document.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
     pub command: Vec<String>,
     pub started_at: String,
     pub ended_at: String,
@@ -185,7 +194,9 @@ impl ResultDoc {
     pub fn new(command: Vec<String>, host: HostFacts, started_at: String) -> Self {
         ResultDoc {
             schema: SCHEMA_ID.into(),
+            run_id: None,
             tool: Tool::default(),
+            tags: BTreeMap::new(),
             command,
             ended_at: started_at.clone(),
             started_at,
@@ -203,9 +214,64 @@ impl ResultDoc {
         s
     }
 
-    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
+    /// Read a document, refusing any schema but [`SCHEMA_ID`] before its fields are looked at: a
+    /// `punctual.result/2` from a newer punctual may mean something else by the same names.
+    pub fn from_json(text: &str) -> Result<Self, DocError> {
+        let value: Value = serde_json::from_str(text)?;
+        match value.get("schema").and_then(Value::as_str) {
+            Some(SCHEMA_ID) => Ok(serde_json::from_value(value)?),
+            Some(found) => Err(match found.strip_prefix("punctual.result/") {
+                Some(_) => DocError::UnknownVersion {
+                    found: shown(found),
+                },
+                None => DocError::NotAResult {
+                    found: format!("a '{}' document", shown(found)),
+                },
+            }),
+            None => Err(DocError::NotAResult {
+                found: "no \"schema\" field".into(),
+            }),
+        }
     }
+
+    /// A new random [`ResultDoc::run_id`].
+    pub fn new_run_id() -> String {
+        let mut bytes = [0u8; 16];
+        let random = std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        if random.is_err() {
+            // No /dev/urandom (a chroot): the process' own random hash keys, the time and the pid.
+            use std::hash::{BuildHasher, Hasher};
+            for half in bytes.chunks_mut(8) {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u128(time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u128);
+                h.write_u32(std::process::id());
+                half.copy_from_slice(&h.finish().to_le_bytes());
+            }
+        }
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+fn shown(s: &str) -> String {
+    punctual_time::text::display_text(s, 80).into_owned()
+}
+
+/// Why a text is not a result document this punctual reads.
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    /// Not JSON, or a field of the wrong type.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// `punctual.result/2` or later: written by a newer punctual.
+    #[error(
+        "its schema is {found}, which this punctual does not read (it reads {SCHEMA_ID}); \
+         read it with the punctual that wrote it, or a newer one"
+    )]
+    UnknownVersion { found: String },
+    /// Another kind of JSON (a comparison, an advice, anything else).
+    #[error("it is not a punctual result document ({found}; result documents say \"schema\": \"{SCHEMA_ID}\")")]
+    NotAResult { found: String },
 }
 
 /// An instant `unix_ns` after the Unix epoch, as RFC 3339 in UTC (the epoch when out of range).
@@ -276,6 +342,47 @@ pub(crate) mod tests {
         let back = ResultDoc::from_json(&doc.to_json()).unwrap();
         assert_eq!(back, doc);
         assert_eq!(back.series[0].extra["cpu_ns"], 1234);
+    }
+
+    #[test]
+    fn run_id_and_tags_travel_with_the_document_and_are_left_out_when_absent() {
+        let mut doc = sample_doc();
+        assert!(!doc.to_json().contains("run_id") && !doc.to_json().contains("\"tags\""));
+        doc.run_id = Some(ResultDoc::new_run_id());
+        doc.tags.insert("kernel".into(), "6.12-rt".into());
+        let back = ResultDoc::from_json(&doc.to_json()).unwrap();
+        assert_eq!(back, doc);
+        assert!(
+            back.extra.is_empty(),
+            "not taken for extras: {:?}",
+            back.extra
+        );
+        let id = back.run_id.unwrap();
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+        assert_ne!(ResultDoc::new_run_id(), ResultDoc::new_run_id());
+    }
+
+    #[test]
+    fn other_schemas_are_refused_before_their_fields_are_read() {
+        let mut v: Value = serde_json::to_value(sample_doc()).unwrap();
+        v["schema"] = "punctual.result/2".into();
+        let e = ResultDoc::from_json(&v.to_string()).unwrap_err();
+        assert!(matches!(e, DocError::UnknownVersion { .. }), "{e:?}");
+        assert!(e.to_string().contains("punctual.result/2"), "{e}");
+        assert!(e.to_string().contains("reads punctual.result/1"), "{e}");
+        v["schema"] = "punctual.compare/1".into();
+        let e = ResultDoc::from_json(&v.to_string()).unwrap_err();
+        assert!(matches!(e, DocError::NotAResult { .. }), "{e:?}");
+        v.as_object_mut().unwrap().remove("schema");
+        let e = ResultDoc::from_json(&v.to_string()).unwrap_err();
+        assert!(e.to_string().contains("no \"schema\""), "{e}");
+        assert!(matches!(
+            ResultDoc::from_json("{").unwrap_err(),
+            DocError::Json(_)
+        ));
     }
 
     #[test]

@@ -13,7 +13,9 @@ pub mod host;
 pub mod output;
 pub mod table;
 
-pub use doc::{now_rfc3339, rfc3339_at, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID};
+pub use doc::{
+    now_rfc3339, rfc3339_at, DocError, ResultDoc, Series, Settings, Status, Tool, SCHEMA_ID,
+};
 pub use failure::{Class, Failure};
 pub use host::{Fallback, HostFacts};
 pub use output::Output;

@@ -263,6 +263,18 @@ pub fn resolve(path: &Path) -> std::io::Result<Resolved> {
                         format!("{}: too many symbolic links", path.display()),
                     ));
                 }
+                if on_procfs(&dir) {
+                    // /dev/stdout, /dev/fd/N, /proc/self/fd/N: an open file of this process (a
+                    // shell's redirection), which an atomic replace would swap for a new file
+                    // behind the shell's back.
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "{} names a file descriptor (/dev/stdout, /dev/fd/N); give - for stdout, or a file name",
+                            path.display()
+                        ),
+                    ));
+                }
                 if let Err(why) = link_dir_trusted(&dir) {
                     return Err(Error::new(
                         ErrorKind::PermissionDenied,
@@ -368,6 +380,13 @@ impl Resolved {
     /// The directory the file is in, for messages.
     pub fn dir_shown(&self) -> String {
         self.dir_path.display().to_string()
+    }
+
+    /// Whether the directory the file is in belongs to the effective user or root and nobody else
+    /// can write it (the rule for following a link, applied to the file's own directory). `Err`
+    /// says why not.
+    pub fn dir_private(&self) -> Result<(), String> {
+        link_dir_trusted(&self.dir)
     }
 
     /// Whether a file is there now (it will be replaced, keeping its owner, group and mode).
@@ -491,6 +510,15 @@ fn stat_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<libc::stat> {
             return Err(std::io::Error::last_os_error());
         }
         Ok(st)
+    }
+}
+
+/// Whether `dir` is on procfs (where links name open files, not paths).
+fn on_procfs(dir: &OwnedFd) -> bool {
+    // SAFETY: fstatfs into a zeroed struct on a descriptor we hold.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::fstatfs(dir.as_raw_fd(), &mut st) == 0 && st.f_type == libc::PROC_SUPER_MAGIC
     }
 }
 

@@ -94,6 +94,56 @@ fn cstring(s: &OsStr) -> io::Result<CString> {
     })
 }
 
+/// The environment variable every held child carries: `PUNCTUAL_EXEC_OF=<pid>:<start time>` of
+/// the punctual that started it. Its descendants inherit it, so what an exec child leaves running
+/// (a daemon that forked away and reparented to init) is found at the end of the run
+/// ([`marked_processes`]) and stopped (issue 32: daemonising grandchildren outlived the run).
+pub const EXEC_MARKER: &str = "PUNCTUAL_EXEC_OF";
+
+/// `PUNCTUAL_EXEC_OF=<this pid>:<its start time>`.
+pub fn exec_marker() -> String {
+    let pid = std::process::id() as i32;
+    format!(
+        "{EXEC_MARKER}={pid}:{}",
+        crate::journal::task_start_time(pid).unwrap_or(0)
+    )
+}
+
+/// Every process whose environment carries this process's [`exec_marker`] (root reads every
+/// process's environment; an unprivileged punctual finds its own user's).
+pub fn marked_processes() -> Vec<i32> {
+    let want = exec_marker().into_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == want.as_slice()))
+        })
+        .collect()
+}
+
+/// Stop every [`marked_processes`]: SIGTERM, up to `grace` for them to go, then SIGKILL. Returns
+/// how many there were.
+pub fn stop_marked(grace: std::time::Duration) -> usize {
+    let found = marked_processes();
+    for &p in &found {
+        // SAFETY: signalling processes that carry our marker (started by our exec children).
+        unsafe { libc::kill(p, libc::SIGTERM) };
+    }
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < grace && !marked_processes().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for p in marked_processes() {
+        // SAFETY: as above.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    found.len()
+}
+
 /// Forks a child prepared by `setup`, keeping only descriptors 0-2 (standard input from
 /// `/dev/null`) and `keep`, runs `hold` in it (which may `_exit` to end it without exec), then
 /// execs `program` with `args` and this process's environment. Returns once the child has exec'd,
@@ -115,8 +165,8 @@ pub unsafe fn spawn_held(
     for a in args {
         argv_c.push(cstring(OsStr::new(a))?);
     }
-    let mut envp_c = Vec::new();
-    for (k, v) in std::env::vars_os() {
+    let mut envp_c = vec![cstring(OsStr::new(&exec_marker()))?];
+    for (k, v) in std::env::vars_os().filter(|(k, _)| k != EXEC_MARKER) {
         let mut kv = k.as_bytes().to_vec();
         kv.push(b'=');
         kv.extend_from_slice(v.as_bytes());
@@ -292,9 +342,8 @@ mod tests {
                     }
                 })
             };
-            // The child's death signal follows this thread: it must outlive the child, or the
-            // child dies of SIGKILL while it waits (it did, whenever this thread ended first).
-            held.and_then(|mut h| h.wait())
+            // Waited for here: the parent-death signal follows the thread that forked.
+            held.map(|mut h| h.wait())
         });
         let t0 = std::time::Instant::now();
         let pid = loop {
@@ -310,7 +359,7 @@ mod tests {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect();
         page.word(0).store(1, Ordering::Release);
-        let status = spawner.join().unwrap().unwrap();
+        let status = spawner.join().unwrap().unwrap().unwrap();
         assert!(status.success(), "{status:?}");
         assert!(
             !fds.contains(&r.as_raw_fd()),

@@ -136,6 +136,10 @@ pub fn steal_ns() -> Option<Vec<(usize, u64)>> {
 pub struct StealMeter {
     t0: std::time::Instant,
     before: Vec<(usize, u64)>,
+    /// All CPUs' busy time and this process's (with its waited-for children's) CPU time at the
+    /// start, for [`StealMeter::others_cpu_ns`].
+    busy_before: Option<u64>,
+    own_before: u64,
 }
 
 impl StealMeter {
@@ -144,6 +148,8 @@ impl StealMeter {
         steal_ns().map(|before| StealMeter {
             t0: std::time::Instant::now(),
             before,
+            busy_before: busy_ns(),
+            own_before: own_cpu_ns(),
         })
     }
 
@@ -170,6 +176,57 @@ impl StealMeter {
         let total: u64 = per_cpu.iter().map(|(_, d)| d).sum();
         Some(total as f64 / elapsed as f64 / per_cpu.len().max(1) as f64)
     }
+
+    /// CPU time everything else on the machine used since `start`, summed over the CPUs: the
+    /// CPUs' busy time (`/proc/stat`: user, nice, system, irq, softirq) less this process's and
+    /// its waited-for children's (loads included). Call it after the loads were reaped. The
+    /// kernel counts busy time in ticks (10 ms), so a short run reads to about that.
+    pub fn others_cpu_ns(&self) -> Option<u64> {
+        let busy = busy_ns()?.saturating_sub(self.busy_before?);
+        Some(busy.saturating_sub(own_cpu_ns().saturating_sub(self.own_before)))
+    }
+}
+
+/// Busy time of all CPUs since boot, ns (`/proc/stat`'s per-CPU user, nice, system, irq, softirq).
+fn busy_ns() -> Option<u64> {
+    // SAFETY: plain sysconf query.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    parse_busy(&std::fs::read_to_string("/proc/stat").ok()?, hz)
+}
+
+fn parse_busy(stat: &str, user_hz: u64) -> Option<u64> {
+    let mut total: Option<u64> = None;
+    for l in stat.lines() {
+        let mut f = l.split_whitespace();
+        let Some(name) = f.next() else { continue };
+        if name
+            .strip_prefix("cpu")
+            .is_none_or(|n| n.parse::<usize>().is_err())
+        {
+            continue;
+        }
+        let v: Vec<u64> = f.take(7).filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 7 {
+            continue;
+        }
+        let ticks = v[0] + v[1] + v[2] + v[5] + v[6];
+        *total.get_or_insert(0) += ticks.saturating_mul(1_000_000_000) / user_hz;
+    }
+    total
+}
+
+/// This process's CPU time and that of its children it waited for, ns.
+fn own_cpu_ns() -> u64 {
+    let of = |who| {
+        // SAFETY: getrusage fills the zeroed struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut u) } != 0 {
+            return 0;
+        }
+        let t = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+        t(u.ru_utime) + t(u.ru_stime)
+    };
+    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
 }
 
 /// One CPU's steal time for a timing loop: `/proc/stat` kept open and read into a buffer allocated
@@ -266,6 +323,27 @@ mod tests {
         // Steal only grows; the meter's reading lies between two of ours.
         assert!(a <= from_meter && from_meter <= b, "{a} {from_meter} {b}");
         assert!(CpuSteal::open(100_000).is_none(), "no such CPU");
+    }
+
+    #[test]
+    fn busy_time_is_user_nice_system_irq_softirq_of_the_cpu_lines() {
+        let stat = "cpu  1521805 0 247290 938352 16271 0 4647 44916 0 0\n\
+                    cpu0 100 1 10 5000 20 2 3 7 0 0\n\
+                    cpu1 200 0 20 5000 20 0 7 9 0 0\n\
+                    intr 123 4 5\n";
+        // (100+1+10+2+3) + (200+20+7) ticks of 10 ms.
+        assert_eq!(parse_busy(stat, 100), Some(343 * 10_000_000));
+        assert_eq!(parse_busy("intr 1 2\n", 100), None);
+        // Our own busy loop is ours, not the others'.
+        let m = StealMeter::start();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            std::hint::black_box(0u64);
+        }
+        if let Some(m) = m {
+            assert!(m.others_cpu_ns().is_some());
+        }
+        assert!(own_cpu_ns() >= 20_000_000, "{}", own_cpu_ns());
     }
 
     #[test]

@@ -284,7 +284,12 @@ pub fn state_dir() -> PathBuf {
 pub fn ensure_state_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
+        // Missing parents get 0755, not 0777 less the umask: under umask 000 they were writable by
+        // everyone, and `env::trusted_dir` then ignored the directory (and its journals) for good.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
@@ -992,6 +997,27 @@ mod tests {
 
     fn leaked_journal(dir: &Path) -> &'static Journal {
         Box::leak(Box::new(Journal::new(dir.to_path_buf())))
+    }
+
+    /// Issue 32, Low: PUNCTUAL_STATE_DIR's missing parents were made with the umask (0777 under
+    /// umask 000), after which the directory was not believed and its journals were lost.
+    #[test]
+    fn state_dir_parents_are_not_writable_by_others_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b/state");
+        // SAFETY: umask is process-wide; it is put back at once (the window is this one call).
+        let old = unsafe { libc::umask(0) };
+        let r = ensure_state_dir(&dir);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        r.unwrap();
+        for p in [tmp.path().join("a"), tmp.path().join("a/b")] {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode & 0o022, 0, "{} is {mode:o}", p.display());
+        }
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
     }
 
     #[test]

@@ -21,14 +21,14 @@ pub type LoadReports = Vec<(LoadKind, Option<usize>, Option<LoadReport>)>;
 /// Loads running for a measurement.
 pub trait RunningLoads {
     /// Wait until every instance runs its body (or the timeout); how many did.
-    fn wait_ready(&mut self, timeout: Duration) -> usize;
+    fn wait_ready(&mut self, timeout: Duration, stop: &AtomicBool) -> usize;
     /// Stop and reap every instance; what each reported.
     fn stop(self: Box<Self>) -> LoadReports;
 }
 
 impl RunningLoads for Loads {
-    fn wait_ready(&mut self, timeout: Duration) -> usize {
-        Loads::wait_ready(self, timeout)
+    fn wait_ready(&mut self, timeout: Duration, stop: &AtomicBool) -> usize {
+        Loads::wait_ready(self, timeout, stop)
     }
     fn stop(self: Box<Self>) -> LoadReports {
         Loads::stop(*self)
@@ -84,7 +84,7 @@ pub struct FakeSystem;
 pub struct FakeLoads(Vec<(LoadKind, Option<usize>)>);
 
 impl RunningLoads for FakeLoads {
-    fn wait_ready(&mut self, _timeout: Duration) -> usize {
+    fn wait_ready(&mut self, _timeout: Duration, _stop: &AtomicBool) -> usize {
         self.0.len()
     }
     fn stop(self: Box<Self>) -> LoadReports {
@@ -208,13 +208,25 @@ impl Env {
         self
     }
 
-    /// The stop flag loops poll; the first call starts catching SIGINT/SIGTERM.
+    /// Catch SIGINT/SIGTERM from now on (the binary calls this first thing): until a command asks
+    /// for the stop flag, a signal restores every journalled change and exits 130 at once.
+    pub fn catch_interrupts(&self) {
+        if self.real {
+            self.interrupts
+                .get_or_init(punctual_rt::Interrupts::install);
+        }
+    }
+
+    /// The stop flag loops poll; the first call arms it: from then a signal sets it (and a second
+    /// one restores and exits at once).
     pub fn stop(&self) -> &Arc<AtomicBool> {
         self.stop.get_or_init(|| {
             if self.real {
-                self.interrupts
-                    .get_or_init(punctual_rt::Interrupts::install)
-                    .stop_flag()
+                let i = self
+                    .interrupts
+                    .get_or_init(punctual_rt::Interrupts::install);
+                i.arm();
+                i.stop_flag()
             } else {
                 Arc::new(AtomicBool::new(false))
             }
@@ -240,8 +252,20 @@ impl Env {
         self.host.get_or_init(punctual_rt::host::detect).clone()
     }
 
+    /// A new run id for a document ([`ResultDoc::run_id`]): random, or always the same one in a
+    /// fake environment, so its documents stay comparable.
+    pub fn run_id(&self) -> String {
+        if self.real {
+            punctual_result::ResultDoc::new_run_id()
+        } else {
+            format!("{:032x}", 1)
+        }
+    }
+
     /// Human output (tables) on stdout, or on stderr when `stdout_taken` (an export went there).
     pub fn show(&self, text: &str, stdout_taken: bool) {
+        // Report text may quote what others wrote (a send error, a file's names): escaped, not cut.
+        let text = &*punctual_time::text::display_message(text, usize::MAX);
         match &self.terminal {
             Terminal::Real { .. } => {
                 if stdout_taken {
@@ -265,6 +289,7 @@ impl Env {
 
     /// A line on stderr: `punctual: <msg>`.
     pub fn note(&self, msg: &str) {
+        let msg = punctual_time::text::display_message(msg, punctual_time::text::MAX_MESSAGE_CHARS);
         let line = format!("punctual: {msg}\n");
         match &self.terminal {
             Terminal::Real { .. } => {

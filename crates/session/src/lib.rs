@@ -30,7 +30,7 @@ pub use env::{Env, FakeLoads, FakeSystem, RealSystem, RunningLoads, System, Term
 pub use exit::Exit;
 pub use hold::{take_guards, Guards, Held};
 pub use live::{Live, LiveSpec};
-pub use outputs::{Figure, FigureTarget, Outputs};
+pub use outputs::{numbered, Figure, FigureTarget, Outputs};
 pub use restore::{describe_restore, restore_leftovers};
 pub use steal::record_steal;
 
@@ -227,6 +227,53 @@ pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit
     Ok(done.exit)
 }
 
+/// `--repeat N`: the measurement `make(k)` builds (k from 0), driven `n` times one after the other,
+/// each run a document of its own (exports numbered `FILE-1` ... by [`Outputs::repeated`]), so
+/// `compare` can weigh the spread between runs. Stops after an interrupted run; the exit is the
+/// worst of the runs' (interrupted, then system, then limit exceeded). Ends with the stored ids.
+pub fn drive_repeated<M: Measurement>(
+    n: u32,
+    out: &Outputs,
+    env: &Env,
+    mut make: impl FnMut(u32) -> M,
+) -> Result<Exit, Failure> {
+    if n <= 1 {
+        return drive(&mut make(0), out, env);
+    }
+    let rank = |e: Exit| match e {
+        Exit::Interrupted => 4,
+        Exit::System => 3,
+        Exit::LimitExceeded => 2,
+        Exit::Ok => 0,
+        _ => 1,
+    };
+    let mut worst = Exit::Ok;
+    for k in 0..n {
+        env.note(&format!("run {} of {n}", k + 1));
+        out.set_run(k + 1);
+        let exit = drive(&mut make(k), out, env)?;
+        if rank(exit) > rank(worst) {
+            worst = exit;
+        }
+        if exit == Exit::Interrupted || env.interrupted() {
+            break;
+        }
+    }
+    let ids = out.stored_ids();
+    if ids.len() > 1 {
+        env.show(
+            &format!(
+                "\n{} runs stored: {}\nAgainst another set of runs: punctual compare {} -- OTHER...\n",
+                ids.len(),
+                ids.join(" "),
+                ids.join(" ")
+            ),
+            !out.stdout_free(),
+        );
+    }
+    Ok(worst)
+}
+
 /// How a measurement ended, before anything was written.
 pub struct Finished {
     pub exit: Exit,
@@ -260,8 +307,8 @@ pub fn execute<M: Measurement>(
     };
     let load = m.load();
     let mut loads = env.system.start_loads(&load, &env.exe)?;
-    let ready = loads.wait_ready(std::time::Duration::from_secs(10));
-    if ready < load.instances() as usize {
+    let ready = loads.wait_ready(std::time::Duration::from_secs(10), env.stop());
+    if ready < load.instances() as usize && !env.interrupted() {
         env.note(&format!(
             "{ready} of {} load processes ready after 10 s; measuring anyway",
             load.instances()
@@ -276,7 +323,13 @@ pub fn execute<M: Measurement>(
         rt: &held.plan,
         live: &live,
     };
-    let result = m.run(&ctx);
+    // A signal during the start-up (privileges, the measurement's own changes, loads) ends the
+    // command here: nothing was measured, everything is undone below (exit 130).
+    let result = if env.interrupted() {
+        Err(Failure::interrupted())
+    } else {
+        m.run(&ctx)
+    };
     live.finish();
     let load_reports = loads.stop();
     // Teardown: the system is put back before anything is written.

@@ -53,6 +53,23 @@ pub struct Outputs {
     store: Option<(punctual_store::Store, Vec<(String, String)>)>,
     /// `--fail-above`: exit 1 when the measurement's worst value is above.
     pub fail_above: Option<u64>,
+    /// `--repeat N`: the run being written (1-based) when there are several; files get `-K`.
+    run: std::cell::Cell<Option<u32>>,
+    /// Ids the store gave the documents written so far.
+    stored: std::cell::RefCell<Vec<String>>,
+}
+
+/// `out.json` as the K-th of several runs writes it: `out-K.json` (`out-K` without an extension).
+pub fn numbered(path: &Path, k: u32) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{k}"),
+    };
+    path.with_file_name(name)
 }
 
 impl Outputs {
@@ -175,6 +192,59 @@ impl Outputs {
         !self.exports.is_empty() || self.figures.is_some() || self.store.is_some()
     }
 
+    /// Check that `n` runs can each write their own files (`out-1.json` ... `out-N.json`): an
+    /// export to stdout cannot be told apart, so it is refused for `n > 1`.
+    pub fn repeated(self, n: u32) -> Result<Outputs, Failure> {
+        if n <= 1 {
+            return Ok(self);
+        }
+        let figure = match &self.figures {
+            Some(FigureTarget::File { flag, out }) => Some((*flag, out)),
+            _ => None,
+        };
+        for (flag, out) in self.exports.iter().map(|(f, o, _)| (*f, o)).chain(figure) {
+            match out {
+                Output::Stdout => {
+                    return Err(Failure::usage(format!(
+                        "{flag} -: with --repeat each run writes its own file; give a file name \
+                         (FILE becomes FILE-1, FILE-2 ...)"
+                    )))
+                }
+                Output::File(p) => {
+                    for k in 1..=n {
+                        Output::File(numbered(p, k))
+                            .check_writable()
+                            .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+                    }
+                }
+            }
+        }
+        if matches!(self.figures, Some(FigureTarget::Dir(_))) {
+            return Err(Failure::usage(
+                "figures of repeated runs would replace each other in one directory; \
+                 drop --repeat or the figures",
+            ));
+        }
+        Ok(self)
+    }
+
+    /// The run `write` writes next (1-based), for `--repeat`.
+    pub fn set_run(&self, k: u32) {
+        self.run.set(Some(k));
+    }
+
+    /// Ids the store gave the documents written so far, in order.
+    pub fn stored_ids(&self) -> Vec<String> {
+        self.stored.borrow().clone()
+    }
+
+    fn place(&self, out: &Output) -> Output {
+        match (out, self.run.get()) {
+            (Output::File(p), Some(k)) => Output::File(numbered(p, k)),
+            _ => out.clone(),
+        }
+    }
+
     pub fn fail_above(mut self, limit: Option<u64>) -> Outputs {
         self.fail_above = limit;
         self
@@ -187,7 +257,24 @@ impl Outputs {
 
     /// Write everything at the end of a run: exports, figures, the store, then the tables (with
     /// where the figures and the stored result went).
+    /// The document is given its run id and the store's tags first, so every copy carries them.
     pub fn write(&self, doc: &ResultDoc, report: &Report, env: &Env) -> Result<(), Failure> {
+        let mut doc = doc.clone();
+        if doc.run_id.is_none() {
+            // A simulation gives the same document for the same inputs: its id follows suit.
+            let simulated =
+                doc.settings.extra.get("clock").and_then(|c| c.as_str()) == Some("simulated");
+            doc.run_id = Some(match simulated {
+                true => punctual_store::content_run_id(&doc)?,
+                false => env.run_id(),
+            });
+        }
+        if let Some((_, tags)) = &self.store {
+            for (k, v) in tags {
+                doc.tags.insert(k.clone(), v.clone());
+            }
+        }
+        let doc = &doc;
         let mut text = report.render();
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -204,6 +291,7 @@ impl Outputs {
                 }
             }
             Some(FigureTarget::File { flag, out }) => {
+                let out = &self.place(out);
                 let f = report.figures.first().ok_or_else(|| {
                     Failure::system(format!("{flag}: this run has nothing to draw"))
                 })?;
@@ -213,6 +301,7 @@ impl Outputs {
             None => {}
         }
         for (flag, out, exporter) in &self.exports {
+            let out = self.place(out);
             out.write(&exporter.export(doc))
                 .map_err(|e| Failure::system(format!("writing {flag} {out}: {e}")))?;
         }
@@ -229,6 +318,7 @@ impl Outputs {
                 .collect();
             let id = store.put_with_tables(doc, &figures, tags, Some(&text))?;
             wrote.push_str(&format!("Result stored: {id}\n"));
+            self.stored.borrow_mut().push(id);
         }
         if !wrote.is_empty() {
             if !text.is_empty() {

@@ -4,7 +4,8 @@ use crate::Env;
 use punctual_result::ResultDoc;
 use punctual_rt::host::StealMeter;
 
-/// Record the steal time since `meter` started (`settings.steal_ns`, ns per CPU) and say so when
+/// Record the steal time since `meter` started (`settings.steal_ns`, ns per CPU; the CPU time
+/// other processes used, `settings.others_cpu_ns`) and say so when
 /// the hypervisor took any: releases that fall in stolen time are late by the rest of it, and no
 /// setting inside the guest can prevent that.
 pub fn record_steal(meter: &StealMeter, doc: &mut ResultDoc, env: &Env) {
@@ -26,6 +27,13 @@ pub fn record_steal(meter: &StealMeter, doc: &mut ResultDoc, env: &Env) {
     doc.settings
         .extra
         .insert("steal_window_ns".into(), run.into());
+    // What else the machine did meanwhile, so a comparison can say when the two sides ran on
+    // differently busy machines.
+    if let Some(others) = meter.others_cpu_ns() {
+        doc.settings
+            .extra
+            .insert("others_cpu_ns".into(), others.into());
+    }
     if taken.is_empty() {
         return;
     }

@@ -471,7 +471,7 @@ pub fn plot(runs: &[RunResult]) -> Result<String, punctual_plot::PlotError> {
         punctual_plot::percentile_plot("Simulated alarm latency (interrupt to running)", &refs)
     } else {
         let refs: Vec<(String, &Recorder)> = quanta.iter().map(|(l, r)| (l.clone(), r)).collect();
-        punctual_plot::percentile_plot("Simulated effective quantum", &refs)
+        punctual_plot::percentile_plot_of("Simulated effective quantum", "quantum length", &refs)
     }
 }
 

@@ -521,3 +521,34 @@ fn kurt_fig_3_2_a_10ms_select_loop_runs_every_20ms_on_tick_timers_and_every_10ms
     assert_eq!(one_shot.max(), Some(100_000));
     assert!(one_shot.count() >= 480, "{} loops in 5 s", one_shot.count());
 }
+
+/// The loop of the thesis' Fig. 3.2 as it is written (and as examples/sim/kurt-fig3-2.toml runs
+/// it): 100 us of work and select() for the rest of the 10 ms. One-shot timers: every loop exactly
+/// 10 ms after the last (Fig. 3.2(a)); tick timers: every 20 ms (Fig. 3.2(b)).
+#[test]
+fn kurt_fig_3_2_the_remainder_of_10ms_loops_every_10ms_one_shot_and_every_20ms_on_ticks() {
+    let scenario = punctual_sim::scenario::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/sim/kurt-fig3-2.toml"),
+    )
+    .unwrap();
+    let mut cfg = scenario.runs().remove(0);
+    cfg.costs = Costs::zero();
+    let deviation = |cfg: &RunConfig| {
+        let r = run(cfg);
+        punctual_sim::pooled(r.tasks.iter().map(|t| t.stats.loop_deviation.clone())).unwrap()
+    };
+    // The deviation is the time between loops less the 9.9 ms timeout.
+    let period = |d: Option<u64>| d.map(|d| d + 9_900_000);
+    let one_shot = deviation(&cfg);
+    assert_eq!(
+        (period(one_shot.min()), period(one_shot.max())),
+        (Some(10 * MS), Some(10 * MS))
+    );
+    cfg.timer = Mechanism::Periodic;
+    let tick = deviation(&cfg);
+    assert_eq!(
+        (period(tick.min()), period(tick.max())),
+        (Some(20 * MS), Some(20 * MS))
+    );
+}

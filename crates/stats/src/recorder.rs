@@ -5,6 +5,21 @@ pub const LOWEST_NS: u64 = 1;
 /// One hour: anything longer is recorded at one hour in the histogram (min/max stay exact).
 pub const HIGHEST_NS: u64 = 3_600_000_000_000;
 pub const SIGNIFICANT_DIGITS: u8 = 3;
+/// Samples a [`Recorder::compact`] keeps in a list (8 KB) before it builds its histogram.
+pub const COMPACT_SAMPLES: usize = 1024;
+
+fn empty_histogram() -> Histogram {
+    Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
+        .expect("static histogram bounds are valid")
+}
+
+fn histogram_of(samples: &[u64]) -> Histogram {
+    let mut h = empty_histogram();
+    for &ns in samples {
+        h.saturating_record(ns);
+    }
+    h
+}
 
 /// Merging two recorders failed (histogram shapes differ: one came from another tool or version).
 #[derive(Debug, thiserror::Error)]
@@ -14,7 +29,11 @@ pub struct MergeError(String);
 /// Per-thread sample store. Build it before the timing loop; `record` is allocation-free.
 #[derive(Clone, Debug)]
 pub struct Recorder {
-    hist: Histogram,
+    /// Set at creation ([`Recorder::new`]); for a [`Recorder::compact`] one, built from `pending`
+    /// once it holds [`COMPACT_SAMPLES`] or the histogram is first read.
+    hist: std::sync::OnceLock<Histogram>,
+    /// A compact recorder's samples before its histogram exists.
+    pending: Vec<u64>,
     count: u64,
     min: u64,
     max: u64,
@@ -37,10 +56,20 @@ impl Default for Recorder {
 
 impl Recorder {
     pub fn new() -> Self {
-        let hist = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
-            .expect("static histogram bounds are valid");
+        let r = Recorder::compact();
+        let _ = r.hist.set(empty_histogram());
+        r
+    }
+
+    /// A recorder that keeps its first [`COMPACT_SAMPLES`] samples in a list and builds its
+    /// histogram (270 KB: 1 ns to an hour at 3 digits) only past them or when it is read. For
+    /// analyses that keep one per source or thread of an input file: thousands of sources seen
+    /// once each made a 250 KB trace take 1.1 GB (issue 32). Its `record` allocates, unlike
+    /// [`Recorder::new`]'s: not for timing loops.
+    pub fn compact() -> Self {
         Recorder {
-            hist,
+            hist: std::sync::OnceLock::new(),
+            pending: Vec::new(),
             count: 0,
             min: u64::MAX,
             max: 0,
@@ -56,7 +85,15 @@ impl Recorder {
     /// Record one sample in nanoseconds.
     #[inline]
     pub fn record(&mut self, ns: u64) {
-        self.hist.saturating_record(ns);
+        match self.hist.get_mut() {
+            Some(h) => h.saturating_record(ns),
+            None => {
+                self.pending.push(ns);
+                if self.pending.len() >= COMPACT_SAMPLES {
+                    self.hist_mut();
+                }
+            }
+        }
         self.count = self.count.saturating_add(1);
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
@@ -107,13 +144,22 @@ impl Recorder {
         self.woke_late
     }
     pub fn histogram(&self) -> &Histogram {
-        &self.hist
+        self.hist.get_or_init(|| histogram_of(&self.pending))
+    }
+
+    /// The histogram, built from the pending samples first if need be (which are then dropped).
+    fn hist_mut(&mut self) -> &mut Histogram {
+        if self.hist.get().is_none() {
+            let _ = self.hist.set(histogram_of(&self.pending));
+        }
+        self.pending = Vec::new();
+        self.hist.get_mut().expect("set above")
     }
 
     /// Fold another recorder (another thread, another run) into this one.
     pub fn merge(&mut self, other: &Recorder) -> Result<(), MergeError> {
-        self.hist
-            .add(&other.hist)
+        self.hist_mut()
+            .add(other.histogram())
             .map_err(|e| MergeError(format!("{e:?}")))?;
         // Saturating: recorders rebuilt from stored (possibly crafted) summaries can hold any counts.
         self.count = self.count.saturating_add(other.count);
@@ -149,7 +195,8 @@ impl Recorder {
         let hi = (sq / TWO_128).floor();
         let (sum_sq_hi, sum_sq) = (hi as u64, (sq - hi * TWO_128).max(0.0) as u128);
         Recorder {
-            hist,
+            hist: std::sync::OnceLock::from(hist),
+            pending: Vec::new(),
             count: summary.count,
             min: if summary.count == 0 {
                 u64::MAX
@@ -221,14 +268,15 @@ impl Recorder {
         order.sort_unstable_by_key(|&i| ranks[i]);
         let mut next = 0;
         let mut seen = 0u64;
-        for v in self.hist.iter_recorded() {
+        let hist = self.histogram();
+        for v in hist.iter_recorded() {
             if next == N {
                 break;
             }
             seen = seen.saturating_add(v.count_at_value());
-            let value = self.hist.highest_equivalent(v.value_iterated_to());
+            let value = hist.highest_equivalent(v.value_iterated_to());
             // Saturated bucket: the samples there are an hour or more; max is the honest bound.
-            let value = if value >= self.hist.highest_equivalent(HIGHEST_NS) {
+            let value = if value >= hist.highest_equivalent(HIGHEST_NS) {
                 self.max
             } else {
                 value.clamp(self.min, self.max)
@@ -248,7 +296,7 @@ impl Recorder {
             return 0.0;
         }
         let c: u64 = self
-            .hist
+            .histogram()
             .iter_recorded()
             .take_while(|v| v.value_iterated_to() <= threshold_ns)
             .fold(0u64, |c, v| c.saturating_add(v.count_at_value()));
@@ -378,6 +426,40 @@ mod wide {
         let sq = m * m;
         let (lo, carry) = sq.overflowing_add(sq);
         assert_eq!(variance_numerator(2, carry as u64, lo, 2 * m), 0.0);
+    }
+}
+
+#[cfg(test)]
+mod compact_tests {
+    use super::*;
+
+    /// Issue 32, Low (memory amplification): a compact recorder costs its samples until it holds
+    /// COMPACT_SAMPLES, and reads exactly as an eager one at every size.
+    #[test]
+    fn memory_amplification_compact_recorders_hold_samples_not_histograms_and_agree() {
+        for n in [
+            0usize,
+            1,
+            7,
+            COMPACT_SAMPLES - 1,
+            COMPACT_SAMPLES,
+            5 * COMPACT_SAMPLES,
+        ] {
+            let (mut a, mut b) = (Recorder::new(), Recorder::compact());
+            for k in 0..n as u64 {
+                let v = (k * 7919) % 1_000_003 + 1;
+                a.record(v);
+                b.record(v);
+            }
+            if n < COMPACT_SAMPLES {
+                assert!(b.hist.get().is_none(), "{n}: histogram built early");
+            }
+            assert_eq!(a.summary(), b.summary(), "{n}");
+            assert_eq!(a.histogram(), b.histogram(), "{n}");
+            let mut m = Recorder::compact();
+            m.merge(&b).unwrap();
+            assert_eq!(m.summary(), a.summary(), "{n}");
+        }
     }
 }
 

@@ -119,7 +119,15 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 impl Sqlite {
     pub fn open(path: &Path) -> Result<Sqlite, StoreError> {
         let location = path.display().to_string();
-        let conn = rusqlite::Connection::open(path).map_err(|e| sqlite_err(&location, e))?;
+        // No URI names (a path is a path), and no symbolic link at the file itself: the caller
+        // resolved a trusted one already (`checked_path`).
+        use rusqlite::OpenFlags as F;
+        let flags = F::SQLITE_OPEN_READ_WRITE
+            | F::SQLITE_OPEN_CREATE
+            | F::SQLITE_OPEN_NO_MUTEX
+            | F::SQLITE_OPEN_NOFOLLOW;
+        let conn = rusqlite::Connection::open_with_flags(path, flags)
+            .map_err(|e| sqlite_err(&location, e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| sqlite_err(&location, e))?;
         Ok(Sqlite { conn, location })

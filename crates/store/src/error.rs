@@ -21,6 +21,10 @@ pub enum StoreError {
     #[error("{}: not a punctual result document ({reason})", .path.display())]
     NotAResult { path: PathBuf, reason: String },
 
+    /// A command that only reads results was pointed at a store that does not exist (yet).
+    #[error("there is no results store at {location} (nothing has been stored there yet); name another with --store or PUNCTUAL_STORE")]
+    Absent { location: String },
+
     /// Bad input to the store itself (a tag, a filter).
     #[error("{0}")]
     Invalid(String),
@@ -60,6 +64,7 @@ impl StoreError {
             StoreError::UnknownId { .. }
             | StoreError::Ambiguous { .. }
             | StoreError::NotAResult { .. }
+            | StoreError::Absent { .. }
             | StoreError::Invalid(_) => Class::Usage,
             StoreError::Corrupt { .. }
             | StoreError::NewerSchema { .. }

@@ -13,6 +13,7 @@
 
 mod db;
 mod error;
+mod identity;
 mod url;
 
 pub use error::StoreError;
@@ -24,6 +25,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// A run id made from the document's content (the first 32 hex digits of its digest, see
+/// `identity`), for deterministic computations (simulations): the same inputs give the same
+/// document, so they give the same id, whatever the command line said about where the output goes
+/// or how many threads computed it (the command is left out).
+pub fn content_run_id(doc: &ResultDoc) -> Result<String, StoreError> {
+    let mut d = doc.clone();
+    d.command.clear();
+    Ok(identity::digest(&d)?[..32].to_string())
+}
+
 /// The environment variable naming the store (a path or a `postgres://` URL).
 pub const STORE_VAR: &str = "PUNCTUAL_STORE";
 
@@ -32,10 +43,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Each migration takes the schema from its index to its index + 1. Statements are written once
 /// for both backends (see `db`): only `TEXT`, `BIGINT` and `BLOB`.
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE schema_version (version BIGINT NOT NULL)",
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE results (
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE schema_version (version BIGINT NOT NULL)",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE results (
         id TEXT PRIMARY KEY,
         digest TEXT NOT NULL,
         stored_at TEXT NOT NULL,
@@ -53,31 +65,39 @@ const MIGRATIONS: &[&[&str]] = &[&[
         worst_series TEXT,
         worst_p99_ns BIGINT
     )",
-    "CREATE INDEX results_order ON results (started_ns, stored_ns, id)",
-    // Documents apart from the columns listed, so a listing reads a small table.
-    "CREATE TABLE documents (
+        "CREATE INDEX results_order ON results (started_ns, stored_ns, id)",
+        // Documents apart from the columns listed, so a listing reads a small table.
+        "CREATE TABLE documents (
         result_id TEXT PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
         doc TEXT NOT NULL,
         tables TEXT
     )",
-    "CREATE INDEX results_command ON results (command)",
-    "CREATE INDEX results_host ON results (hostname)",
-    "CREATE INDEX results_digest ON results (digest)",
-    "CREATE TABLE figures (
+        "CREATE INDEX results_command ON results (command)",
+        "CREATE INDEX results_host ON results (hostname)",
+        "CREATE INDEX results_digest ON results (digest)",
+        "CREATE TABLE figures (
         result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
         name TEXT NOT NULL,
         media_type TEXT NOT NULL,
         bytes BLOB NOT NULL,
         PRIMARY KEY (result_id, name)
     )",
-    "CREATE TABLE tags (
+        "CREATE TABLE tags (
         result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
         key TEXT NOT NULL,
         value TEXT NOT NULL,
         PRIMARY KEY (result_id, key)
     )",
-    "CREATE INDEX tags_key_value ON tags (key, value)",
-]];
+        "CREATE INDEX tags_key_value ON tags (key, value)",
+    ],
+    &[
+        // The run's own id (the document's `run_id`, or the store id for documents without one), so
+        // an export imported anywhere is recognised; `digest` becomes a SHA-256 (see `identity`) and
+        // is recomputed for every stored document by `refile`.
+        "ALTER TABLE results ADD COLUMN run_id TEXT",
+        "CREATE INDEX results_run_id ON results (run_id)",
+    ],
+];
 
 /// The `meta` key recording that the old JSON files were imported.
 const JSON_IMPORTED: &str = "json_files_imported";
@@ -101,6 +121,38 @@ pub struct Stored {
     /// (name, bytes): `etsion-latency-fig7.svg`.
     pub figures: Vec<(String, Vec<u8>)>,
     pub tags: Vec<(String, String)>,
+}
+
+impl Stored {
+    /// The document as an export carries it: the tags the store holds written into it, and a
+    /// document from before run ids given the id this store knows it by, so importing the export
+    /// anywhere keeps both and importing it here again stores nothing new.
+    pub fn exported(&self) -> ResultDoc {
+        let mut d = self.doc.clone();
+        for (k, v) in &self.tags {
+            d.tags.insert(k.clone(), v.clone());
+        }
+        if d.run_id.is_none() {
+            d.run_id = self.id.clone();
+        }
+        d
+    }
+}
+
+/// What `import` did with a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Imported {
+    pub id: String,
+    /// False when the run was already stored (by run id or content): nothing was written.
+    pub new: bool,
+}
+
+/// Whether opening may create the store (commands that write results) or only opens one that
+/// exists (commands that read them: nothing is created by looking).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Create,
+    Existing,
 }
 
 /// What to list. Every field narrows; the default lists everything, newest first.
@@ -157,6 +209,18 @@ impl Store {
     /// `PUNCTUAL_STORE` when set (a path or a `postgres://` URL), else `results.db` in
     /// [`data_dir`], importing the old JSON files there on first use.
     pub fn open_default() -> Result<Store, StoreError> {
+        Store::open_default_for(Access::Create)
+    }
+
+    /// The store `--store` names (`None`: [`Store::open_default`]'s), opened for `access`.
+    pub fn open_for(location: Option<&str>, access: Access) -> Result<Store, StoreError> {
+        match location {
+            Some(l) => Store::open_with(l, access),
+            None => Store::open_default_for(access),
+        }
+    }
+
+    fn open_default_for(access: Access) -> Result<Store, StoreError> {
         match std::env::var(STORE_VAR) {
             Ok(v) if !v.is_empty() => {
                 if !is_postgres(&v) && punctual_rt::env::privileged() {
@@ -169,25 +233,65 @@ impl Store {
                         ))
                     })?;
                 }
-                Store::open(&v)
+                Store::open_with(&v, access)
             }
-            _ => Store::open_in(&data_dir()),
+            _ => {
+                let dir = data_dir();
+                let db = dir.join("results.db");
+                // Reading never creates a store, unless there are old result files to import.
+                if access == Access::Existing && !db.exists() && !dir.join("results").is_dir() {
+                    return Err(StoreError::Absent {
+                        location: db.display().to_string(),
+                    });
+                }
+                Store::open_in(&dir)
+            }
         }
     }
 
     /// A SQLite file at `path` (created with its directory when missing), or a PostgreSQL
     /// database (`postgres://user@host/db`, `postgresql:///db?host=/run/postgresql`).
     pub fn open(url_or_path: &str) -> Result<Store, StoreError> {
+        Store::open_with(url_or_path, Access::Create)
+    }
+
+    /// [`Store::open`] for `access`: with [`Access::Existing`] a missing file or a database
+    /// without the schema is [`StoreError::Absent`] and nothing is created. A path is checked as
+    /// output files are (`punctual_result::output::resolve`): a symbolic link on the way is
+    /// followed only where no other user could have made it. A URL whose scheme is not postgres
+    /// is refused rather than taken for a file name.
+    pub fn open_with(url_or_path: &str, access: Access) -> Result<Store, StoreError> {
         if is_postgres(url_or_path) {
             let mut db = Postgres::connect(url_or_path)?;
+            if access == Access::Existing && check_version(&mut db)? == 0 {
+                return Err(StoreError::Absent {
+                    location: db.location().to_string(),
+                });
+            }
             migrate(&mut db)?;
             return Ok(Store::new(Box::new(db)));
         }
-        let path = Path::new(url_or_path);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            create_dir(dir)?;
+        if let Some(scheme) = url_scheme(url_or_path) {
+            return Err(StoreError::Invalid(format!(
+                "--store {}: unknown URL scheme '{scheme}://', not a store this punctual knows; \
+                 give a file path (results.db) or postgres://USER@HOST/DB",
+                crate::redact(&punctual_time::text::display_text(url_or_path, 200))
+            )));
         }
-        Store::open_sqlite(path, None)
+        let path = Path::new(url_or_path);
+        // A reader names a store that is there: a typo is exit 2 and creates nothing.
+        if access == Access::Existing && std::fs::symlink_metadata(path).is_err() {
+            return Err(StoreError::Absent {
+                location: path.display().to_string(),
+            });
+        }
+        let checked = checked_path(path)?;
+        if access == Access::Existing && !checked.exists() {
+            return Err(StoreError::Absent {
+                location: path.display().to_string(),
+            });
+        }
+        Store::open_sqlite(&checked, None)
     }
 
     /// `DIR/results.db`, importing `DIR/results/*.json` the first time (the default store, with
@@ -515,23 +619,30 @@ impl Store {
         Ok(id)
     }
 
-    /// Store a result file (from this machine or another); return its id. A document already
-    /// stored (the same bytes of JSON) is not stored twice: its existing id is returned.
-    pub fn import(&self, path: &Path) -> Result<String, StoreError> {
+    /// Store a result file (from this machine or another) with the tags it carries. A run
+    /// already stored (the same run id, or the same content: see `identity`) is not stored again:
+    /// its id is returned with `new: false`.
+    pub fn import(&self, path: &Path) -> Result<Imported, StoreError> {
         self.import_with(path, &[], None)
     }
 
     /// [`Store::import`], with the figures and tables that travelled with the document (as
-    /// `results export` writes them beside it). A document already stored keeps what it has.
+    /// `results export` writes them beside it). A run already stored keeps what it has.
     pub fn import_with(
         &self,
         path: &Path,
         figures: &[(String, Vec<u8>)],
         tables: Option<&str>,
-    ) -> Result<String, StoreError> {
+    ) -> Result<Imported, StoreError> {
         let doc = read_doc(path)?;
         let mut db = self.db();
         transaction(&mut **db, |db| import_doc(db, &doc, figures, tables))
+    }
+
+    /// [`Store::import`] of a document already read.
+    pub fn import_doc(&self, doc: &ResultDoc) -> Result<Imported, StoreError> {
+        let mut db = self.db();
+        transaction(&mut **db, |db| import_doc(db, doc, &[], None))
     }
 
     fn import_json_once(&self, dir: &Path) -> Result<(), StoreError> {
@@ -557,8 +668,9 @@ impl Store {
             for f in &files {
                 match read_doc(f) {
                     Ok(doc) => {
-                        import_doc(db, &doc, &[], None)?;
-                        imported += 1;
+                        if import_doc(db, &doc, &[], None)?.new {
+                            imported += 1;
+                        }
                     }
                     Err(e) => notes.push(format!(
                         "not imported into the results store: {e}; the file is left in place"
@@ -590,10 +702,56 @@ enum Resolved {
     File(PathBuf),
 }
 
-const ID_LEN: usize = 12;
+use identity::ID_LEN;
 
 fn is_postgres(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// `mysql` in `mysql://...`: a URL rather than a path (a scheme of letters, digits, `+-.`).
+fn url_scheme(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    (chars.next()?.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+    .then_some(scheme)
+}
+
+/// The SQLite file to open for `path`, checked as output files are: every symbolic link on the
+/// way must sit in a directory only its owner (the user or root) can write. A link at the end is
+/// replaced by where it leads, and the file is then opened without following links, so nothing
+/// swapped in after the check is followed.
+fn checked_path(path: &Path) -> Result<PathBuf, StoreError> {
+    let shown = || punctual_time::text::display_path(path);
+    let r = punctual_result::output::resolve(path).map_err(|e| StoreError::Invalid(format!(
+        "results store {}: {e}{}",
+        shown(),
+        if e.kind() == std::io::ErrorKind::NotFound {
+            " (a store's directory is not created: make it, or check for a typo)"
+        } else {
+            ""
+        }
+    )))?;
+    // SQLite creates files beside the database (-wal, -shm, -journal) that another user could
+    // plant as links: a privileged punctual keeps a store only in a directory nobody else writes.
+    if punctual_rt::env::privileged() {
+        r.dir_private().map_err(|why| {
+            StoreError::Invalid(format!(
+                "results store {}: its directory {} {why}; SQLite creates files beside the \
+                 database (-wal, -shm) that another user could plant as links, so a privileged \
+                 punctual keeps a store in a directory only it can write",
+                shown(),
+                r.dir_shown()
+            ))
+        })?;
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return std::fs::canonicalize(path).map_err(|e| StoreError::Unwritable {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        });
+    }
+    Ok(path.to_path_buf())
 }
 
 fn create_dir(dir: &Path) -> Result<(), StoreError> {
@@ -669,9 +827,12 @@ fn migrate(db: &mut dyn Db) -> Result<(), StoreError> {
             db.exec("SELECT pg_advisory_xact_lock(7213013)", &[])?;
         }
         let from = check_version(db)?;
-        for m in &MIGRATIONS[from as usize..] {
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(from as usize) {
             for stmt in *m {
                 db.exec(stmt, &[])?;
+            }
+            if i == 1 {
+                refile(db)?;
             }
         }
         if from == 0 {
@@ -701,13 +862,32 @@ fn new_id(json: &str, now_ns: i128, attempt: u32) -> String {
     format!("{:016x}", h.finish())[..ID_LEN].to_string()
 }
 
-fn digest(json: &str) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    json.hash(&mut h);
-    let a = h.finish();
-    json.len().hash(&mut h);
-    format!("{a:016x}{:016x}", h.finish())
+/// Migration 2: every stored document's digest as `identity` computes it, and its run id (the
+/// document's own, or the id it is stored under).
+fn refile(db: &mut dyn Db) -> Result<(), StoreError> {
+    let rows = db.query("SELECT result_id, doc FROM documents", &[])?;
+    for r in rows {
+        let (id, text) = (r[0].text(), r[1].text());
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                location: db.location().to_string(),
+                reason: format!("result {id} does not parse: {e}"),
+            })?;
+        let run_id = value
+            .get("run_id")
+            .and_then(|v| v.as_str())
+            .filter(|r| r.len() == 32 && r.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map_or_else(|| id.clone(), str::to_ascii_lowercase);
+        db.exec(
+            "UPDATE results SET digest = ?, run_id = ? WHERE id = ?",
+            &[
+                identity::digest_value(value).into(),
+                run_id.into(),
+                id.into(),
+            ],
+        )?;
+    }
+    Ok(())
 }
 
 fn import_doc(
@@ -715,17 +895,28 @@ fn import_doc(
     doc: &ResultDoc,
     figures: &[(String, Vec<u8>)],
     tables: Option<&str>,
-) -> Result<String, StoreError> {
-    let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let rows = db.query(
-        "SELECT r.id, d.doc FROM results r JOIN documents d ON d.result_id = r.id \
-         WHERE r.digest = ?",
-        &[digest(&json).into()],
-    )?;
-    if let Some(r) = rows.into_iter().find(|r| r[1].text() == json) {
-        return Ok(r[0].text());
+) -> Result<Imported, StoreError> {
+    let known = |rows: Vec<db::Row>| {
+        rows.into_iter().next().map(|r| Imported {
+            id: r[0].text(),
+            new: false,
+        })
+    };
+    if let Some(run) = identity::run_id(doc)? {
+        let rows = db.query("SELECT id FROM results WHERE run_id = ?", &[run.into()])?;
+        if let Some(found) = known(rows) {
+            return Ok(found);
+        }
     }
-    insert(db, doc, figures, &[], tables)
+    let rows = db.query(
+        "SELECT id FROM results WHERE digest = ? ORDER BY stored_ns LIMIT 1",
+        &[identity::digest(doc)?.into()],
+    )?;
+    if let Some(found) = known(rows) {
+        return Ok(found);
+    }
+    let id = insert(db, doc, figures, &[], tables)?;
+    Ok(Imported { id, new: true })
 }
 
 fn insert(
@@ -736,18 +927,37 @@ fn insert(
     tables: Option<&str>,
 ) -> Result<String, StoreError> {
     let json = serde_json::to_string(doc).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let now = time::OffsetDateTime::now_utc();
-    let now_ns = now.unix_timestamp_nanos();
-    let mut id = String::new();
-    for attempt in 0.. {
-        id = new_id(&json, now_ns, attempt);
-        if db
-            .query("SELECT 1 FROM results WHERE id = ?", &[id.clone().into()])?
-            .is_empty()
-        {
-            break;
+    let run = identity::run_id(doc)?;
+    // The document's tags travel with it; those given with the put (`--tag`) win.
+    let mut all_tags: Vec<(String, String)> = tags.to_vec();
+    for (k, v) in &doc.tags {
+        if !all_tags.iter().any(|(t, _)| t == k) {
+            all_tags.push((k.clone(), v.clone()));
         }
     }
+    check_tags(&all_tags)?;
+    let now = time::OffsetDateTime::now_utc();
+    let now_ns = now.unix_timestamp_nanos();
+    let mut free = |id: &str| -> Result<bool, StoreError> {
+        Ok(db
+            .query("SELECT 1 FROM results WHERE id = ?", &[id.into()])?
+            .is_empty())
+    };
+    // Filed under its run id where that is free (another run may hold those 12 digits).
+    let mut id = match &run {
+        Some(r) if free(&r[..ID_LEN])? => r[..ID_LEN].to_string(),
+        _ => String::new(),
+    };
+    let mut attempt = 0;
+    while id.is_empty() {
+        let candidate = new_id(&json, now_ns, attempt);
+        if free(&candidate)? {
+            id = candidate;
+        }
+        attempt += 1;
+    }
+    let run = run.unwrap_or_else(|| id.clone());
+
     let (command, experiment) = command_of(doc);
     let worst = doc
         .series
@@ -762,10 +972,10 @@ fn insert(
     db.exec(
         "INSERT INTO results (id, digest, stored_at, stored_ns, started_at, started_ns, command, \
          experiment, status, hostname, kernel, preempt, cpu_model, virtualized, worst_series, \
-         worst_p99_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         worst_p99_ns, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             id.clone().into(),
-            digest(&json).into(),
+            identity::digest(doc)?.into(),
             punctual_result::rfc3339_at(now_ns).into(),
             clamp_ns(now_ns).into(),
             doc.started_at.clone().into(),
@@ -788,6 +998,7 @@ fn insert(
             worst.map_or(Val::Null, |w| {
                 Val::Int(i64::try_from(w.1).unwrap_or(i64::MAX))
             }),
+            run.into(),
         ],
     )?;
     db.exec(
@@ -809,7 +1020,7 @@ fn insert(
             ],
         )?;
     }
-    for (k, v) in tags {
+    for (k, v) in &all_tags {
         db.exec(
             "INSERT INTO tags (result_id, key, value) VALUES (?, ?, ?)",
             &[id.clone().into(), k.clone().into(), v.clone().into()],

@@ -6,7 +6,7 @@ mod common;
 
 use common::doc;
 use punctual_result::Class;
-use punctual_store::{Filter, Store, StoreError, SCHEMA_VERSION};
+use punctual_store::{Access, Filter, Store, StoreError, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -165,6 +165,10 @@ fn postgres_store_round_trips_and_lists_across_hosts() {
     };
     let secret = "hunter2-secret";
     let url = server.url(Some(secret));
+    // A command that only reads finds no store in an empty database, and creates none.
+    let e = Store::open_with(&url, Access::Existing).unwrap_err();
+    assert!(matches!(e, StoreError::Absent { .. }), "{e}");
+    assert!(!e.to_string().contains(secret), "{e}");
     // Two machines of a fleet, each with its own connection, creating the schema at once.
     let handles: Vec<_> = ["alpha", "beta"]
         .into_iter()
@@ -245,6 +249,40 @@ fn postgres_store_round_trips_and_lists_across_hosts() {
     ));
     assert_eq!(store.list(&Filter::default()).unwrap().len(), 9);
 
+    // Import is idempotent and tags travel: an export imported back is the same run; a run from
+    // elsewhere keeps its id and tags, once.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("x.json");
+    std::fs::write(
+        &file,
+        store.resolve(&stored[1].0).unwrap().exported().to_json(),
+    )
+    .unwrap();
+    let again = store.import(&file).unwrap();
+    assert_eq!(
+        (again.id.as_str(), again.new),
+        (stored[1].0.as_str(), false)
+    );
+    let mut other = doc(
+        &["punctual", "check"],
+        "gamma",
+        "2026-11-09T00:00:00Z",
+        &[7_000],
+    );
+    other.run_id = Some(punctual_result::ResultDoc::new_run_id());
+    other.tags.insert("kernel".into(), "6.18".into());
+    std::fs::write(&file, other.to_json()).unwrap();
+    let first = store.import(&file).unwrap();
+    assert!(first.new);
+    assert_eq!(&first.id[..], &other.run_id.as_deref().unwrap()[..12]);
+    assert!(!store.import(&file).unwrap().new);
+    assert_eq!(
+        store.resolve(&first.id).unwrap().tags,
+        vec![("kernel".to_string(), "6.18".to_string())]
+    );
+    assert_eq!(store.list(&on("gamma")).unwrap().len(), 1);
+    migrates_a_schema_1_database(&server);
+
     // A schema from a newer punctual is refused, and left as it was.
     let mut client = postgres::Client::connect(&server.url(None), postgres::NoTls).unwrap();
     client
@@ -271,4 +309,66 @@ fn postgres_store_round_trips_and_lists_across_hosts() {
     assert!(matches!(e, StoreError::Unreachable { .. }), "{e}");
     assert_eq!(e.class(), Class::System);
     assert!(!e.to_string().contains(secret), "{e}");
+}
+
+/// A database holding punctual 0.1's schema (version 1) and one result is migrated: run ids
+/// filled in, digests recomputed, so importing the same document finds it.
+fn migrates_a_schema_1_database(server: &Server) {
+    let mut admin = postgres::Client::connect(&server.url(None), postgres::NoTls).unwrap();
+    admin.batch_execute("CREATE DATABASE old").unwrap();
+    let url = server.url(None).replace("@/postgres?", "@/old?");
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE schema_version (version BIGINT NOT NULL);
+             INSERT INTO schema_version VALUES (1);
+             CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE results (id TEXT PRIMARY KEY, digest TEXT NOT NULL, stored_at TEXT NOT NULL,
+               stored_ns BIGINT NOT NULL, started_at TEXT NOT NULL, started_ns BIGINT NOT NULL,
+               command TEXT NOT NULL, experiment TEXT, status TEXT NOT NULL, hostname TEXT NOT NULL,
+               kernel TEXT NOT NULL, preempt TEXT NOT NULL, cpu_model TEXT NOT NULL,
+               virtualized BIGINT NOT NULL, worst_series TEXT, worst_p99_ns BIGINT);
+             CREATE TABLE documents (result_id TEXT PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+               doc TEXT NOT NULL, tables TEXT);
+             CREATE INDEX results_digest ON results (digest);
+             CREATE TABLE figures (result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+               name TEXT NOT NULL, media_type TEXT NOT NULL, bytes BYTEA NOT NULL,
+               PRIMARY KEY (result_id, name));
+             CREATE TABLE tags (result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+               key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (result_id, key));",
+        )
+        .unwrap();
+    let d = doc(
+        &["punctual", "latency"],
+        "old",
+        "2026-01-05T00:00:00Z",
+        &[2_000],
+    );
+    client
+        .execute(
+            "INSERT INTO results VALUES ('0123456789ab', 'f00d', 'x', 1, '2026-01-05T00:00:00Z', 0, \
+             'latency', NULL, 'ok', 'old', 'k', 'p', 'c', 1, NULL, NULL)",
+            &[],
+        )
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO documents VALUES ('0123456789ab', $1, NULL)",
+            &[&serde_json::to_string(&d).unwrap()],
+        )
+        .unwrap();
+    let store = Store::open_with(&url, Access::Existing).unwrap();
+    let row = client
+        .query_one(
+            "SELECT run_id, (SELECT version FROM schema_version) FROM results",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "0123456789ab");
+    assert_eq!(row.get::<_, i64>(1), SCHEMA_VERSION);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.json");
+    std::fs::write(&file, d.to_json()).unwrap();
+    let again = store.import(&file).unwrap();
+    assert_eq!((again.id.as_str(), again.new), ("0123456789ab", false));
 }

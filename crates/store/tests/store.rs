@@ -4,7 +4,7 @@ mod common;
 
 use common::{doc, COMMANDS};
 use punctual_result::Class;
-use punctual_store::{command_of, Filter, Store, StoreError, SCHEMA_VERSION};
+use punctual_store::{command_of, Access, Filter, Store, StoreError, SCHEMA_VERSION};
 use std::path::Path;
 
 fn svg(n: usize) -> Vec<u8> {
@@ -414,8 +414,9 @@ fn old_json_files_are_imported_once_and_bad_ones_reported_and_kept() {
     assert!(again.take_notes().is_empty());
     assert_eq!(again.list(&Filter::default()).unwrap().len(), 2);
     // `import` of a document already stored returns its id rather than a copy.
-    let id = again.import(&results.join("later.json")).unwrap();
-    assert_eq!(id, all[1].id);
+    let imported = again.import(&results.join("later.json")).unwrap();
+    assert_eq!(imported.id, all[1].id);
+    assert!(!imported.new);
     assert_eq!(again.list(&Filter::default()).unwrap().len(), 2);
     let e = again.import(&results.join("broken.json")).unwrap_err();
     assert!(matches!(e, StoreError::NotAResult { .. }), "{e}");
@@ -494,4 +495,201 @@ fn an_unwritable_data_dir_is_a_system_error_naming_no_store() {
     assert!(matches!(e, StoreError::Unwritable { .. }), "{e}");
     assert_eq!(e.class(), Class::System);
     assert!(e.to_string().contains("--no-store"), "{e}");
+}
+
+#[test]
+fn import_is_idempotent_by_run_id_and_by_content_and_tags_travel_through_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = Store::open(dir.path().join("here.db").to_str().unwrap()).unwrap();
+    let there = Store::open(dir.path().join("there.db").to_str().unwrap()).unwrap();
+    // A run as this punctual writes it: its own run id, tags given with --tag.
+    let mut d = doc(
+        &["punctual", "latency"],
+        "a",
+        "2026-03-01T00:00:00Z",
+        &[3_000],
+    );
+    d.run_id = Some(punctual_result::ResultDoc::new_run_id());
+    let tags = vec![("kernel".to_string(), "6.12-rt".to_string())];
+    d.tags = tags.iter().cloned().collect();
+    let id = here.put(&d, &[], &tags).unwrap();
+    assert_eq!(
+        Some(&id[..]),
+        d.run_id.as_deref().map(|r| &r[..12]),
+        "filed under its run id"
+    );
+    let exported = here.resolve(&id).unwrap().exported();
+    let file = dir.path().join("export.json");
+    std::fs::write(&file, exported.to_json()).unwrap();
+    // Into the same store: nothing new. Into another: the same id, the same tags; then again:
+    // nothing new.
+    let again = here.import(&file).unwrap();
+    assert_eq!((again.id.as_str(), again.new), (id.as_str(), false));
+    let first = there.import(&file).unwrap();
+    assert_eq!((first.id.as_str(), first.new), (id.as_str(), true));
+    assert_eq!(there.resolve(&id).unwrap().tags, tags, "tags survive");
+    assert!(!there.import(&file).unwrap().new);
+    assert_eq!(there.list(&Filter::default()).unwrap().len(), 1);
+    let tagged = Filter {
+        tags: tags.clone(),
+        ..Default::default()
+    };
+    assert_eq!(there.list(&tagged).unwrap().len(), 1, "listed by its tag");
+    // Laid out by another tool (indented differently, keys reordered): still the same run.
+    let value: serde_json::Value = serde_json::from_str(&exported.to_json()).unwrap();
+    let reordered: serde_json::Map<String, serde_json::Value> = value
+        .as_object()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    std::fs::write(&file, serde_json::to_string(&reordered).unwrap()).unwrap();
+    assert!(!there.import(&file).unwrap().new);
+    // A document from before run ids, stored, exported and imported back: recognised by content
+    // (and its export carries the id it was filed under).
+    let old = doc(
+        &["punctual", "check"],
+        "a",
+        "2026-03-02T00:00:00Z",
+        &[4_000],
+    );
+    let old_id = here
+        .put(&old, &[], &[("box".into(), "lab".into())])
+        .unwrap();
+    let out = here.resolve(&old_id).unwrap().exported();
+    assert_eq!(out.run_id.as_deref(), Some(old_id.as_str()));
+    assert_eq!(out.tags.get("box").map(String::as_str), Some("lab"));
+    std::fs::write(&file, out.to_json()).unwrap();
+    assert_eq!(here.import(&file).unwrap().id, old_id);
+    let mut bare = old.clone();
+    bare.tags.insert("added".into(), "later".into());
+    std::fs::write(&file, bare.to_json()).unwrap();
+    let same = here.import(&file).unwrap();
+    assert_eq!((same.id.as_str(), same.new), (old_id.as_str(), false));
+    let moved = there.import(&file).unwrap();
+    assert!(moved.new);
+    assert_eq!(
+        there.resolve(&moved.id).unwrap().tags,
+        vec![("added".to_string(), "later".to_string())]
+    );
+    // A run id that is not one is refused.
+    let mut forged = old.clone();
+    forged.run_id = Some("../../x".into());
+    std::fs::write(&file, forged.to_json()).unwrap();
+    assert_eq!(here.import(&file).unwrap_err().class(), Class::Usage);
+}
+
+#[test]
+fn a_schema_1_database_is_migrated_with_run_ids_and_stable_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.db");
+    let d = doc(
+        &["punctual", "latency"],
+        "old",
+        "2026-01-05T00:00:00Z",
+        &[2_000],
+    );
+    {
+        // The first schema, as punctual 0.1 created it, with a row it wrote (its digest made by
+        // std's hasher, which the migration replaces).
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_version (version BIGINT NOT NULL);
+             INSERT INTO schema_version VALUES (1);
+             CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE results (id TEXT PRIMARY KEY, digest TEXT NOT NULL, stored_at TEXT NOT NULL,
+               stored_ns BIGINT NOT NULL, started_at TEXT NOT NULL, started_ns BIGINT NOT NULL,
+               command TEXT NOT NULL, experiment TEXT, status TEXT NOT NULL, hostname TEXT NOT NULL,
+               kernel TEXT NOT NULL, preempt TEXT NOT NULL, cpu_model TEXT NOT NULL,
+               virtualized BIGINT NOT NULL, worst_series TEXT, worst_p99_ns BIGINT);
+             CREATE INDEX results_order ON results (started_ns, stored_ns, id);
+             CREATE TABLE documents (result_id TEXT PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+               doc TEXT NOT NULL, tables TEXT);
+             CREATE INDEX results_command ON results (command);
+             CREATE INDEX results_host ON results (hostname);
+             CREATE INDEX results_digest ON results (digest);
+             CREATE TABLE figures (result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+               name TEXT NOT NULL, media_type TEXT NOT NULL, bytes BLOB NOT NULL,
+               PRIMARY KEY (result_id, name));
+             CREATE TABLE tags (result_id TEXT NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+               key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (result_id, key));
+             CREATE INDEX tags_key_value ON tags (key, value);",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO results VALUES ('0123456789ab', 'f00d', '2026-01-05T00:00:01Z', 1, \
+             '2026-01-05T00:00:00Z', 0, 'latency', NULL, 'ok', 'old', 'k', 'p', 'c', 1, NULL, NULL)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO documents VALUES ('0123456789ab', ?1, NULL)",
+            [serde_json::to_string(&d).unwrap()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO tags VALUES ('0123456789ab', 'kernel', 'old')",
+            [],
+        )
+        .unwrap();
+    }
+    let store = Store::open(path.to_str().unwrap()).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let (version, run_id): (i64, String) = conn
+        .query_row(
+            "SELECT (SELECT version FROM schema_version), run_id FROM results",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((version, run_id.as_str()), (SCHEMA_VERSION, "0123456789ab"));
+    // The same document from a file is the stored run, by its new digest.
+    let file = dir.path().join("d.json");
+    std::fs::write(&file, d.to_json()).unwrap();
+    let again = store.import(&file).unwrap();
+    assert_eq!((again.id.as_str(), again.new), ("0123456789ab", false));
+    assert_eq!(store.resolve("0123").unwrap().tags[0].1, "old");
+}
+
+#[test]
+fn reading_never_creates_a_store_and_unknown_urls_and_shared_links_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub").join("results.db");
+    let e = Store::open_with(path.to_str().unwrap(), Access::Existing).unwrap_err();
+    assert!(matches!(e, StoreError::Absent { .. }), "{e}");
+    assert_eq!(e.class(), Class::Usage);
+    assert!(e.to_string().contains("--store"), "{e}");
+    assert!(!dir.path().join("sub").exists(), "nothing created");
+    // A writer does not make the directory either: `--store typo/results.db` is refused.
+    let e = Store::open_with(path.to_str().unwrap(), Access::Create).unwrap_err();
+    assert_eq!(e.class(), Class::Usage);
+    assert!(!dir.path().join("sub").exists(), "nothing created");
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    Store::open_with(path.to_str().unwrap(), Access::Create).unwrap();
+    Store::open_with(path.to_str().unwrap(), Access::Existing).unwrap();
+    for url in [
+        "mysql://u@h/db",
+        "sqlite://x.db",
+        "https://example.invalid/db",
+    ] {
+        let e = Store::open_with(url, Access::Create).unwrap_err();
+        assert!(
+            e.to_string().contains("not a store this punctual knows"),
+            "{e}"
+        );
+        assert_eq!(e.class(), Class::Usage);
+    }
+    assert!(!Path::new("mysql:").exists() && !Path::new("sqlite:").exists());
+    // A link to the store in a directory anyone can write is not followed (someone else could
+    // have planted it); one in a private directory is.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::symlink(&path, shared.join("link.db")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Store::open(shared.join("link.db").to_str().unwrap()).unwrap_err();
+    assert!(matches!(e, StoreError::Unwritable { .. }), "{e}");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
+    Store::open(shared.join("link.db").to_str().unwrap()).unwrap();
 }

@@ -49,6 +49,37 @@ pub fn display_text(name: &str, max_chars: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Longest message (an error, a note) shown, in characters; a longer one is cut and ends in `...`.
+pub const MAX_MESSAGE_CHARS: usize = 4_000;
+
+/// A message for the terminal that may quote values someone else wrote (a plan's program, a
+/// plugin's path, a flag's value, a stored id): every character [`display_name`] would escape is
+/// escaped except line feeds and tabs, which stay as they are, and the whole is cut at
+/// `max_chars` characters (`usize::MAX`: not cut; tables and reports, whose cells are bounded).
+/// Plain messages come back borrowed.
+pub fn display_message(msg: &str, max_chars: usize) -> Cow<'_, str> {
+    let keep = |c: char| c == '\n' || c == '\t';
+    let plain = !msg.chars().any(|c| needs_escape(c) && !keep(c))
+        && (max_chars == usize::MAX || msg.chars().count() <= max_chars);
+    if plain {
+        return Cow::Borrowed(msg);
+    }
+    let mut out = String::new();
+    for (n, c) in msg.chars().enumerate() {
+        if n == max_chars {
+            out.push_str("...");
+            break;
+        }
+        match c {
+            c if keep(c) => out.push(c),
+            '\r' => out.push_str("\\r"),
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Whether `name` is a name punctual accepts from a file: 1 to [`MAX_NAME_CHARS`] characters, none
 /// of which [`display_name`] would escape. `Err` says why, with the name shown escaped.
 pub fn check_name(what: &str, name: &str) -> Result<(), String> {
@@ -90,6 +121,28 @@ mod tests {
             Cow::Borrowed("video-1.5")
         ));
         assert_eq!(display_name("größe ünd 日本"), "größe ünd 日本");
+    }
+
+    /// Issue 32, Low (raw echo): values quoted in errors and notes (a program, a path, a flag's
+    /// value) reached the terminal with ESC and RLO, and at a megabyte.
+    #[test]
+    fn raw_echo_messages_keep_lines_escape_the_rest_and_are_bounded() {
+        assert!(matches!(
+            display_message("plan p.toml:3: bad\n  hint", MAX_MESSAGE_CHARS),
+            Cow::Borrowed(_)
+        ));
+        let m = display_message(
+            "exec program \x1b[2J\u{202e}x\r does not exist\nfix\tit",
+            MAX_MESSAGE_CHARS,
+        );
+        assert_eq!(
+            m,
+            "exec program \\u{001b}[2J\\u{202e}x\\r does not exist\nfix\tit"
+        );
+        let huge = format!("value '{}'", "A".repeat(1 << 20));
+        let m = display_message(&huge, MAX_MESSAGE_CHARS);
+        assert_eq!(m.chars().count(), MAX_MESSAGE_CHARS + 3);
+        assert_eq!(display_message(&huge, usize::MAX).len(), huge.len());
     }
 
     #[test]

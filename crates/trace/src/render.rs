@@ -319,7 +319,7 @@ pub fn kurt_table(a: &Analysis) -> Table {
         }
         t.row(row);
     }
-    t.note("KURT timestamped every cli/sti in a patched Linux 2.0 on a Pentium Pro. An unpatched kernel exposes \
+    t.note("KURT timestamped every cli/sti in a patched Linux kernel on a Pentium Pro. An unpatched kernel exposes \
             the handlers instead: hardirq = device interrupt handlers and system vectors (interrupts disabled), \
             softirq = bottom halves (every task on the CPU waits).");
     t
@@ -526,7 +526,12 @@ pub fn irq_figure(a: &Analysis) -> Option<String> {
     if named.is_empty() {
         return None;
     }
-    punctual_plot::percentile_plot("Hard interrupt handler durations per subsystem", &named).ok()
+    punctual_plot::percentile_plot_of(
+        "Hard interrupt handler durations per subsystem",
+        "handler duration",
+        &named,
+    )
+    .ok()
 }
 
 /// Everything for `punctual trace analyze`, the result document's series included.

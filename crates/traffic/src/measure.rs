@@ -504,6 +504,12 @@ impl Measurement for Replay {
         if let Some(e) = &t.first_error {
             text.push_str(&format!("\n{} sends failed; the first: {e}\n", t.errors));
         }
+        // Nothing reached the network: the replay did not happen, whatever its timing says
+        // (issue 32: 100 failed sends exited 0).
+        let all_failed = t.sent > 0 && t.errors >= t.sent;
+        if all_failed {
+            text.push_str("every send failed: nothing was replayed (exit 3)\n");
+        }
         if let (Some(Ok((qdisc, clockid))), Some(lead)) = (&self.txtime, self.cfg.txtime) {
             text.push_str(&format!(
                 "\n--txtime: each packet handed to the kernel {} before its instant, sent by the \
@@ -516,6 +522,7 @@ impl Measurement for Replay {
         Ok(Report {
             tables: vec![tab],
             text,
+            exit: all_failed.then_some(punctual_session::Exit::System),
             ..Report::default()
         })
     }

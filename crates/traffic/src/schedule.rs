@@ -114,7 +114,24 @@ impl Schedule {
         let first_ts = ts[0];
         let (spacing, loop_span) = match cfg.timing {
             Timing::Speed(s) => {
-                let last = scaled(ts[ts.len() - 1] - first_ts, s);
+                // At a tiny speed (`--speed 1e-30`) or across a capture's huge gap (136 years) the
+                // pass outlasts any replay: refused here, before f64 -> u64 saturates and the sums
+                // wrap (issue 32).
+                let span = ts[ts.len() - 1] - first_ts;
+                let last_f = span as f64 / s;
+                if !last_f.is_finite() || last_f > MAX_REPLAY_NS as f64 {
+                    return usage(format!(
+                        "one pass over the capture ({} at --speed {s}) would take {}, longer than a replay may last ({}); raise --speed or cut the capture",
+                        format_ns(span),
+                        if last_f.is_finite() && last_f < u64::MAX as f64 {
+                            format_ns(last_f as u64)
+                        } else {
+                            "for ever".to_string()
+                        },
+                        format_ns(MAX_REPLAY_NS)
+                    ));
+                }
+                let last = scaled(span, s);
                 let spacing = if n > 1 {
                     last as f64 / (n - 1) as f64
                 } else {
@@ -133,8 +150,13 @@ impl Schedule {
             spacing,
             first_ts,
         };
-        if s.try_at(total - 1, ts).is_none() {
-            return usage("the replay would last longer than 500 years; lower --loop".into());
+        if s.try_at(total - 1, ts)
+            .is_none_or(|end| end > MAX_REPLAY_NS)
+        {
+            return usage(format!(
+                "the replay would last longer than {}; lower --loop or --limit",
+                format_ns(MAX_REPLAY_NS)
+            ));
         }
         Ok(s)
     }
@@ -174,6 +196,10 @@ impl Schedule {
     }
 }
 
+/// The longest a replay may last (a year, as `latency -D`): instants are absolute u64 ns on
+/// CLOCK_MONOTONIC, and anything longer is a mistake, not a measurement.
+pub const MAX_REPLAY_NS: u64 = 365 * 86_400 * 1_000_000_000;
+
 /// A capture offset at `speed`, rounded to the nearest ns (f64 is exact for offsets under 104 days).
 #[inline(always)]
 fn scaled(offset: u64, speed: f64) -> u64 {
@@ -194,6 +220,33 @@ mod tests {
             loops,
             limit,
         }
+    }
+
+    /// Issue 32, Low (wraps): `--speed 1e-30` printed garbage and exited 0; a capture with a
+    /// 136-year gap replayed "for ever". Both are refused, as is a replay looped past a year.
+    #[test]
+    fn wraps_tiny_speed_huge_gap_and_long_loops_are_refused() {
+        let ms = 1_000_000;
+        let cfg = |timing, loops| ScheduleConfig {
+            timing,
+            loops,
+            ..ScheduleConfig::default()
+        };
+        for (c, ts) in [
+            (cfg(Timing::Speed(1e-30), 1), vec![0, ms, 2 * ms]),
+            (
+                cfg(Timing::Speed(1.0), 1),
+                vec![0, 136 * 365 * 86_400 * 1_000_000_000],
+            ),
+            (cfg(Timing::Speed(f64::MIN_POSITIVE), 1), vec![0, 1]),
+            (cfg(Timing::Interval(ms), 1 << 40), vec![0]),
+        ] {
+            let e = Schedule::new(&c, &ts).expect_err("refused");
+            assert!(matches!(e, TrafficError::Usage(_)), "{e}");
+            assert!(e.to_string().contains("31536000 s"), "{e}");
+        }
+        // A day's capture at speed 1 is fine.
+        Schedule::new(&cfg(Timing::Speed(1.0), 1), &[0, 86_400 * 1_000_000_000]).unwrap();
     }
 
     #[test]

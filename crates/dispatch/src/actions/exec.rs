@@ -366,6 +366,10 @@ fn stop_children(children: &mut Vec<Held>, sh: &Shared) {
         let _ = c.kill();
         let _ = c.wait();
     }
+    // What the children left behind (a daemon that forked away and reparented to init) carries
+    // the run's marker in its environment.
+    let left = punctual_rt::held::stop_marked(std::time::Duration::from_millis(300));
+    sh.killed_at_end.fetch_add(left as u64, Ordering::Relaxed);
 }
 
 impl Exec {

@@ -87,6 +87,93 @@ pub fn probe(path: &Path, symbol: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Largest plugin [`inspect`] reads (a shared library this size is not a dispatcher plugin).
+const MAX_PLUGIN_BYTES: u64 = 1 << 30;
+
+/// The architecture this punctual was built for, as `object` names it.
+fn host_architecture() -> Option<object::Architecture> {
+    use object::Architecture as A;
+    if cfg!(target_arch = "x86_64") {
+        Some(A::X86_64)
+    } else if cfg!(target_arch = "aarch64") {
+        Some(A::Aarch64)
+    } else if cfg!(target_arch = "riscv64") {
+        Some(A::Riscv64)
+    } else {
+        None
+    }
+}
+
+/// What can be known of a plugin without running any of its code (`plan check`, which may run as
+/// root, must not `dlopen` it: constructors run at load). The file is read, not loaded: it must be
+/// an ELF shared object for this machine's architecture whose dynamic symbol table defines
+/// `symbol` as a function. What only loading shows (a missing dependency, a failing constructor)
+/// `run` finds when it loads the plugin, before it changes anything ([`probe`]).
+pub fn inspect(path: &Path, symbol: &str) -> Result<(), String> {
+    let entry = format!(
+        "a plugin exports `int {symbol}(const uint8_t *data, size_t len, uint64_t release_ns)`"
+    );
+    inspect_library("plugin", path, symbol, &entry)
+}
+
+/// The checks of [`inspect`] for any shared library (`what` names it in messages, `hint` follows
+/// a missing symbol): read, never loaded.
+pub fn inspect_library(what: &str, path: &Path, symbol: &str, hint: &str) -> Result<(), String> {
+    use object::{Object, ObjectSymbol};
+    let shown = format!("{what} {}", punctual_rt::text::display_path(path));
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+        _ => format!("{shown}: {e}"),
+    })?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown} is not a regular file; give the path of a shared library"
+        ));
+    }
+    if meta.len() > MAX_PLUGIN_BYTES {
+        return Err(format!(
+            "{shown} is {} MB, larger than any such library should be ({} MB)",
+            meta.len() >> 20,
+            MAX_PLUGIN_BYTES >> 20
+        ));
+    }
+    let data = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
+    let not_lib = |why: String| {
+        format!("{shown} is not a shared library ({why}); build it with `cc -shared -fPIC`")
+    };
+    if !data.starts_with(b"\x7fELF") {
+        return Err(not_lib("no ELF header".into()));
+    }
+    let file = object::File::parse(&*data).map_err(|e| not_lib(e.to_string()))?;
+    if file.kind() != object::ObjectKind::Dynamic {
+        return Err(not_lib(format!("an ELF file of kind {:?}", file.kind())));
+    }
+    if let Some(host) = host_architecture() {
+        if file.architecture() != host {
+            return Err(format!(
+                "{shown} is built for {:?}; this machine runs {host:?}",
+                file.architecture()
+            ));
+        }
+    }
+    let entry = hint;
+    let found = file
+        .dynamic_symbols()
+        .find(|s| s.name_bytes().ok() == Some(symbol.as_bytes()) && s.is_definition());
+    match found {
+        None => Err(format!(
+            "{shown} has no symbol '{}'; {entry}",
+            punctual_rt::text::display_name(symbol)
+        )),
+        Some(s) if s.kind() != object::SymbolKind::Text => Err(format!(
+            "{shown} exports '{}' but not as a function ({:?}); {entry}",
+            punctual_rt::text::display_name(symbol),
+            s.kind()
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
 impl Plugin {
     /// Load `path` and find `symbol`. Errors say what is wrong and what a plugin must export.
     pub fn prepare(path: &Path, symbol: &str) -> Result<Plugin, String> {

@@ -1,4 +1,4 @@
-//! `punctual advise`: real time or real fast (McKenney 2009, Fig. 9), decided with this machine's
+//! `punctual advise`: real time or real fast (McKenney, OLS 2008, Fig. 9), decided with this machine's
 //! facts and measured start latency. The flow is `punctual_experiments::advise`; this gathers the
 //! facts and the results it reads.
 
@@ -6,6 +6,7 @@ use crate::args::duration;
 use clap::Args;
 use punctual_experiments::advise::{self, Facts, Needs, Verdict, WorkKind};
 use punctual_result::{Failure, Output, ResultDoc};
+use punctual_session::store::Resolver;
 use punctual_session::{Env, Exit};
 
 #[derive(Args, Debug)]
@@ -47,6 +48,10 @@ pub struct AdviseArgs {
     /// Write the advice (steps, verdict, figures) as JSON to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<Output>,
+    /// The results store to read from: a SQLite file or postgres://USER@HOST/DB (default:
+    /// PUNCTUAL_STORE, or results.db in the data directory). Never created by reading.
+    #[arg(long, value_name = "PATH|URL")]
+    pub store: Option<String>,
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -68,11 +73,14 @@ fn size(s: &str) -> Result<u64, String> {
 /// The newest complete stored `check` (or, with `experiment`, that experiment) of this host, if
 /// any; newer interrupted ones are skipped and named.
 fn latest(
+    results: &mut Resolver,
     host: &str,
     experiment: Option<&str>,
     env: &Env,
 ) -> Result<Option<(String, ResultDoc)>, Failure> {
-    let store = punctual_session::store::open(None)?;
+    let Some(store) = results.store_if_any()? else {
+        return Ok(None);
+    };
     let filter = punctual_store::Filter {
         command: experiment.is_none().then(|| "check".into()),
         experiment: experiment.map(Into::into),
@@ -126,18 +134,19 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
         quantum,
         slowdowns: None,
     };
+    let mut results = Resolver::new(a.store.as_deref());
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
         let choose = Some(punctual_experiments::mckenney_choose::NAME);
         let host = &facts.host.hostname;
-        latest(host, None, env)?
+        latest(&mut results, host, None, env)?
             .into_iter()
-            .chain(latest(host, choose, env)?)
+            .chain(latest(&mut results, host, choose, env)?)
             .collect()
     } else {
         // Files, stored ids, `latest`: named as compare and report name them.
         a.from
             .iter()
-            .map(|spec| Ok((spec.clone(), crate::cmd::compare::resolve(spec)?)))
+            .map(|spec| Ok((spec.clone(), results.resolve(spec)?.stored.doc)))
             .collect::<Result<_, Failure>>()?
     };
     for (source, doc) in &docs {

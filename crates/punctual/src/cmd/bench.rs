@@ -55,7 +55,7 @@ pub struct CtxswArgs {
     #[arg(long, default_value = "pipe")]
     pub channel: ctxsw::Channel,
     /// How long to measure.
-    #[arg(short = 'D', long, default_value = "5s", value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "5s", allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -65,7 +65,7 @@ pub struct CtxswArgs {
 
 #[derive(Args, Debug)]
 pub struct TrapArgs {
-    #[arg(short = 'D', long, default_value = "2s", value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "2s", allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -88,7 +88,7 @@ pub struct MemcpyArgs {
     )]
     pub method: Vec<memcpy::Method>,
     /// Time spent copying at each size.
-    #[arg(short = 'D', long, default_value = "1s", value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "1s", allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -102,9 +102,9 @@ pub struct DispatchArgs {
     #[arg(long, default_value = "eventfd")]
     pub event: dispatch::Event,
     /// Time between events.
-    #[arg(short = 'i', long, default_value = "10ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'i', long, default_value = "10ms", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
-    #[arg(short = 'D', long, default_value = "10s", value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "10s", allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     /// CPU that raises the events (default: the first online CPU). The waiter runs on -a (default:
     /// the last online CPU) in the class of --policy/-p.
@@ -118,10 +118,10 @@ pub struct DispatchArgs {
 
 #[derive(Args, Debug)]
 pub struct GapsArgs {
-    #[arg(short = 'D', long, default_value = "10s", value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, default_value = "10s", allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: u64,
     /// Steps between two clock reads longer than this are gaps.
-    #[arg(long, default_value = "1us", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1us", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub threshold: u64,
     /// CPUs to loop on (default: the last online CPU).
     #[arg(short = 'a', long, value_name = "CPUS")]
@@ -149,13 +149,13 @@ pub struct AlarmArgs {
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub alarms: u64,
     /// Shortest delay to an alarm.
-    #[arg(long, default_value = "1ms", value_parser = wait_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1ms", allow_hyphen_values = true, value_parser = wait_duration, value_name = "DURATION")]
     pub min_delay: u64,
     /// Longest delay to an alarm.
-    #[arg(long, default_value = "1000ms", value_parser = wait_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1000ms", allow_hyphen_values = true, value_parser = wait_duration, value_name = "DURATION")]
     pub max_delay: u64,
     /// Set the SCHED_RR timeslice for the run (whole milliseconds; restored afterwards).
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub rr_timeslice: Option<u64>,
     /// The one CPU every process shares (default: the last online CPU).
     #[arg(short = 'a', long, value_name = "CPU")]

@@ -90,6 +90,14 @@ pub fn run(a: InstallLibArgs, env: &Env) -> anyhow::Result<Exit> {
             ))
         })?,
     };
+    // Read, not loaded: a file that is not libpunctual is refused before anything is created.
+    punctual_dispatch::actions::plugin::inspect_library(
+        "--from",
+        &lib,
+        "punctual_wait_next_period",
+        "give the libpunctual.so that `cargo build -p punctual-libpunctual` makes",
+    )
+    .map_err(Failure::usage)?;
     for d in [&at.lib, &at.header, &at.pc] {
         let dir = d.parent().expect("a file under the prefix");
         std::fs::create_dir_all(dir)

@@ -8,7 +8,7 @@ use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
 use punctual_result::export::CyclictestHistogram;
 use punctual_result::Failure;
 use punctual_result::Output;
-use punctual_session::{drive, Env, Exit, Outputs};
+use punctual_session::{drive_repeated, Env, Exit, Outputs};
 use punctual_time::{format_ns, MarginPolicy};
 
 #[derive(Args, Debug)]
@@ -17,10 +17,10 @@ pub struct LatencyArgs {
     #[arg(short = 't', long, value_name = "N")]
     pub threads: Option<usize>,
     /// Period between releases.
-    #[arg(short = 'i', long, default_value = "1ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(short = 'i', long, default_value = "1ms", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
     /// How long to measure (default 10s).
-    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "loops")]
+    #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION", conflicts_with = "loops")]
     pub duration: Option<u64>,
     /// Stop after N samples per thread instead of after a duration.
     #[arg(short = 'l', long, value_name = "N")]
@@ -50,6 +50,10 @@ pub struct LatencyArgs {
     /// Allow intervals under 10 us (they mostly measure the measuring).
     #[arg(long)]
     pub force: bool,
+    /// Make N runs one after the other, each a result of its own (files get -1, -2 ...), for
+    /// `compare A1 A2 A3 -- B1 B2 B3`.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -111,16 +115,28 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         }
         (_, None) => MarginPolicy::Auto,
     };
-    let outputs = a.out.outputs()?.export(
-        "--hist",
-        a.hist.as_ref(),
-        CyclictestHistogram {
-            buckets: a.hist_buckets as usize,
-        },
-    )?;
+    let outputs = a
+        .out
+        .outputs()?
+        .export(
+            "--hist",
+            a.hist.as_ref(),
+            CyclictestHistogram {
+                buckets: a.hist_buckets as usize,
+            },
+        )?
+        .repeated(a.repeat)?;
     if let Some(s) = &a.samples {
-        s.check_writable()
-            .map_err(|e| Failure::usage(format!("--samples: {e}")))?;
+        for k in 0..a.repeat {
+            samples_of(s, k, a.repeat)
+                .check_writable()
+                .map_err(|e| Failure::usage(format!("--samples: {e}")))?;
+        }
+        if s.is_stdout() && a.repeat > 1 {
+            return Err(Failure::usage(
+                "--samples -: with --repeat each run writes its own file; give a file name",
+            ));
+        }
         if s.is_stdout() && !outputs.stdout_free() {
             return Err(Failure::usage(
                 "--samples -: only one output can go to stdout",
@@ -138,12 +154,25 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         priority: a.rt.priority(),
         timer_slack_ns: None,
     };
+    // The engine's own checks, here, before the lifecycle locks memory and holds cpu_dma_latency
+    // (`-i 18446744073709551615ns` was refused only after both; issue 32).
+    cfg.validate().map_err(Failure::from)?;
     Ok((cfg, outputs))
+}
+
+/// The samples file of run `k` (0-based) of `n`.
+fn samples_of(out: &Output, k: u32, n: u32) -> Output {
+    match out {
+        Output::File(p) if n > 1 => Output::File(punctual_session::numbered(p, k + 1)),
+        o => o.clone(),
+    }
 }
 
 pub fn run(a: LatencyArgs, env: &Env) -> anyhow::Result<Exit> {
     let (cfg, outputs) = validate(&a)?;
     let load = a.load.clone().unwrap_or_default();
-    let mut m = Latency::new(cfg, a.rt.want(), load, a.samples.clone());
-    Ok(drive(&mut m, &outputs, env)?)
+    Ok(drive_repeated(a.repeat, &outputs, env, |k| {
+        let samples = a.samples.as_ref().map(|s| samples_of(s, k, a.repeat));
+        Latency::new(cfg.clone(), a.rt.want(), load.clone(), samples)
+    })?)
 }

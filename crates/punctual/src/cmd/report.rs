@@ -1,18 +1,18 @@
-//! `punctual report RESULT... -o report.html`: one self-contained HTML file (inline CSS and SVG,
-//! no script, nothing fetched) of one or more results (`punctual_report::report`).
+//! `punctual report RESULT... -o report.html` (or `A1 A2 -- B1 B2`, or `--tag K=V` per side): one
+//! self-contained HTML file (inline CSS and SVG, no script, nothing fetched) that opens with the
+//! verdicts (`punctual_report::report`).
 
-use crate::cmd::compare::resolve;
+use crate::cmd::compare::SideArgs;
 use clap::Args;
+use punctual_report::compare::Options;
 use punctual_result::{Failure, Output};
 use punctual_session::{Env, Exit};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Results to report (result files; ids and `latest` need the results store). Several
-    /// results overlay their CDFs.
-    #[arg(value_name = "RESULT", required = true)]
-    pub results: Vec<String>,
+    #[command(flatten)]
+    pub sides: SideArgs,
     /// The HTML file to write (`-` = stdout).
     #[arg(short = 'o', long, value_name = "FILE|-")]
     pub output: Output,
@@ -26,11 +26,7 @@ pub fn run(a: ReportArgs, env: &Env) -> anyhow::Result<Exit> {
     a.output
         .check_writable()
         .map_err(|e| Failure::usage(format!("-o {}: {e}", a.output)))?;
-    let docs = a
-        .results
-        .iter()
-        .map(|s| resolve(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let sides = a.sides.sides(1)?;
     let mut timelines = Vec::new();
     for p in &a.samples {
         let shown = punctual_time::text::display_path(p);
@@ -40,16 +36,21 @@ pub fn run(a: ReportArgs, env: &Env) -> anyhow::Result<Exit> {
             .map_err(|e| Failure::usage(format!("--samples: {e}")))?;
         timelines.push(t);
     }
-    let inputs: Vec<punctual_report::ReportInput> = a
-        .results
+    let inputs: Vec<Vec<punctual_report::ReportInput>> = sides
         .iter()
-        .zip(&docs)
-        .map(|(s, doc)| punctual_report::ReportInput {
-            source: s.clone(),
-            doc,
+        .map(|side| {
+            side.iter()
+                .map(|n| punctual_report::ReportInput {
+                    source: n.source.clone(),
+                    doc: &n.stored.doc,
+                    figures: &n.stored.figures,
+                    tables: n.tables.as_deref(),
+                })
+                .collect()
         })
         .collect();
-    let r = punctual_report::report(&inputs, &timelines).map_err(Failure::from)?;
+    let r =
+        punctual_report::report(&inputs, &timelines, &Options::default()).map_err(Failure::from)?;
     match &a.output {
         Output::Stdout => env.show(&r.html, false),
         out => {

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use punctual_result::export::{Csv, Exporter};
 use punctual_result::{Failure, Table};
 use punctual_session::{Env, Exit};
-use punctual_store::{Filter, Store, Stored};
+use punctual_store::{Access, Filter, Store, StoreError, Stored};
 use punctual_time::format_ns;
 use std::path::PathBuf;
 
@@ -70,11 +70,24 @@ pub struct ListArgs {
 }
 
 pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
-    let store = match &a.store {
-        Some(s) => Store::open(s),
-        None => Store::open_default(),
-    }
-    .map_err(Failure::from)?;
+    // Only import creates a store: looking at one that is not there creates nothing.
+    let access = match a.cmd {
+        ResultsCmd::Import { .. } => Access::Create,
+        _ => Access::Existing,
+    };
+    let store = match Store::open_for(a.store.as_deref(), access) {
+        // The default store on a new machine: nothing stored yet. A named one is a typo (exit 2).
+        Err(StoreError::Absent { location })
+            if a.store.is_none() && matches!(a.cmd, ResultsCmd::List(_)) =>
+        {
+            env.show(
+                &format!("No stored results: there is no results store at {location} yet.\n"),
+                false,
+            );
+            return Ok(Exit::Ok);
+        }
+        r => r.map_err(Failure::from)?,
+    };
     for note in store.take_notes() {
         env.note(&note);
     }
@@ -98,10 +111,15 @@ pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
         ResultsCmd::Import { files } => {
             for f in files {
                 let (figures, tables) = exported_beside(&f);
-                let id = store
+                let done = store
                     .import_with(&f, &figures, tables.as_deref())
                     .map_err(Failure::from)?;
-                env.show(&format!("{}: stored as {id}\n", f.display()), false);
+                let what = if done.new {
+                    "stored as"
+                } else {
+                    "already stored as"
+                };
+                env.show(&format!("{}: {what} {}\n", f.display(), done.id), false);
             }
             Ok(Exit::Ok)
         }
@@ -272,8 +290,12 @@ fn export(store: &Store, spec: &str, dir: &std::path::Path, env: &Env) -> anyhow
             .unwrap_or_else(|| "result".into())
     });
     let mut files: Vec<(String, Vec<u8>)> = vec![
-        (format!("{stem}.json"), stored.doc.to_json().into_bytes()),
-        (format!("{stem}.csv"), Csv.export(&stored.doc)),
+        // With its tags and run id, so importing it anywhere keeps both and stores it once.
+        (
+            format!("{stem}.json"),
+            stored.exported().to_json().into_bytes(),
+        ),
+        (format!("{stem}.csv"), Csv.export(&stored.exported())),
     ];
     // The tables as the command printed them, so an import shows them again.
     let tables = match stored.id.as_deref() {

@@ -4,7 +4,7 @@ use crate::args::{load_spec, run_duration, wait_duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;
-use punctual_dispatch::report::{admission_table, admit};
+use punctual_dispatch::report::{admission_table, admit, runs_table};
 use punctual_dispatch::RunConfig;
 use punctual_plan::{Plan, PlanError};
 use punctual_result::{Failure, Output};
@@ -20,7 +20,7 @@ pub struct RunArgs {
     /// The plan: TOML, or compiled with `punctual plan compile`.
     pub plan: PathBuf,
     /// How long to run (default: the plan's duration, or until its last event, or until Ctrl-C).
-    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
     /// Spin margin: a duration, or auto (overrides the plan's spin_margin).
     #[arg(long, value_name = "DURATION|auto")]
@@ -37,10 +37,10 @@ pub struct RunArgs {
     pub spin_budget: f64,
     /// Watchdog threshold (a CPU starved or an action stuck this long stops the run, exit 3), or off.
     /// The watchdog runs at priority 99, so the dispatcher's default is 98 while it is on.
-    #[arg(long, default_value = "2s", value_parser = watchdog, value_name = "DURATION|off")]
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, value_parser = watchdog, value_name = "DURATION|off")]
     pub watchdog: WatchdogArg,
     /// How long to wait for wake clients to attach before the first release.
-    #[arg(long, default_value = "10s", value_parser = wait_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = wait_duration, value_name = "DURATION")]
     pub attach_timeout: u64,
     /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
     #[arg(long, value_name = "SPEC", value_parser = load_spec)]
@@ -75,7 +75,7 @@ pub struct PlanCheckArgs {
     #[arg(long, default_value = "90%", value_parser = percent, value_name = "PERCENT")]
     pub bound: f64,
     /// Spin margin assumed for the CPU cost (default: the plan's fixed margin, or 50us for auto).
-    #[arg(long, value_parser = wait_duration, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_parser = wait_duration, value_name = "DURATION")]
     pub spin_margin: Option<u64>,
     /// Largest share of a CPU that is not shielded the dispatcher may spin or work on it.
     #[arg(long, default_value = "50%", value_parser = percent, value_name = "PERCENT")]
@@ -181,9 +181,16 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
             let mut plan = load(&a.plan)?;
-            // What `run` would refuse, `plan check` reports (exit 2).
-            preflight(&plan)?;
+            // What `run` would refuse, `plan check` reports (exit 2), running none of it: plugins
+            // are read, not loaded (their constructors would run as root).
+            punctual_dispatch::preflight::check_static(&plan)
+                .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))?;
             let cpus = run_cpus(a.affinity.as_deref(), &plan)?;
+            if plan.shield {
+                // What `run` would refuse when it shields (every online CPU, a CPU another
+                // shield holds), as `run` refuses it: exit 2.
+                punctual_dispatch::shield::check(&cpus).map_err(Failure::from)?;
+            }
             let margin = a
                 .spin_margin
                 .unwrap_or_else(|| assumed_margin(plan.spin_margin));
@@ -196,6 +203,8 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
                 (!shielded).then_some(a.spin_budget),
             );
             env.show(&admission_table(&plan, &r).render(), false);
+            let runs = punctual_dispatch::preflight::runs(&plan);
+            env.show(&runs_table(&runs).render(), false);
             Ok(Exit::limit_if(!r.feasible()))
         }
         PlanCmd::Compile(a) => {
@@ -312,10 +321,10 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
         ));
     }
     if shield {
-        m.shield = Some(punctual_dispatch::shield::plan(
-            &cpus,
-            &[std::process::id() as i32],
-        )?);
+        m.shield = Some(
+            punctual_dispatch::shield::plan(&cpus, &[std::process::id() as i32])
+                .map_err(Failure::from)?,
+        );
     }
     let outputs = a.out.outputs()?;
     if m.cfg.duration.is_none() && m.plan().is_some_and(|p| !p.tasks.is_empty()) {

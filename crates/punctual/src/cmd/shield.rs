@@ -25,7 +25,7 @@ pub struct ShieldArgs {
     #[arg(long)]
     pub restore: bool,
     /// Hold the shield this long (default: until the command ends, or until Ctrl-C).
-    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "restore")]
+    #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION", conflicts_with = "restore")]
     pub duration: Option<u64>,
     /// A command to run on the shielded CPUs while the shield holds.
     #[arg(last = true, value_name = "COMMAND")]

@@ -26,7 +26,7 @@ pub struct RecordArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Output,
     /// How long to record (default 10s; with a COMMAND, its lifetime).
-    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION", conflicts_with = "command")]
+    #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION", conflicts_with = "command")]
     pub duration: Option<u64>,
     /// Event groups: sched (switches, wake-ups, forks, exits), irq (handlers, softirqs, system
     /// vectors), timer (hrtimer callbacks), or all.
@@ -36,7 +36,7 @@ pub struct RecordArgs {
     #[arg(long, default_value = "4M", value_name = "SIZE")]
     pub buffer_size: String,
     /// Longest time the drain sleeps between passes over the buffers.
-    #[arg(long, default_value = "100ms", value_parser = duration, value_name = "DURATION", hide = true)]
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION", hide = true)]
     pub drain_interval: u64,
     /// Trace this command from start to exit.
     #[arg(last = true, value_name = "COMMAND")]
@@ -56,7 +56,7 @@ pub struct AnalyzeArgs {
     )]
     pub hz: Vec<u32>,
     /// Phase of the virtual tick: ticks at phase + k/HZ on the trace clock.
-    #[arg(long, default_value = "0ns", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "0ns", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub phase: u64,
     /// Rows per process (threads summed) or per thread.
     #[arg(long, default_value = "process", value_parser = ["process", "thread"])]

@@ -30,7 +30,7 @@ pub struct RecordArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: PathBuf,
     /// How long to capture (default: until --count, or Ctrl-C).
-    #[arg(short = 'D', long, value_parser = run_duration, value_name = "DURATION")]
+    #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
     /// Stop after N packets.
     #[arg(long, value_name = "N", value_parser = crate::args::count::<1, { u64::MAX }>)]
@@ -64,7 +64,7 @@ pub struct ReplayArgs {
     pub qdisc_bypass: bool,
     /// Hand each packet to the kernel LEAD (default 1ms) early with its transmit time (SO_TXTIME),
     /// for an etf or fq qdisc to send it then; without one, say so and send from the dispatcher.
-    #[arg(long, value_name = "LEAD", num_args = 0..=1, default_missing_value = "1ms", value_parser = duration, conflicts_with = "qdisc_bypass")]
+    #[arg(long, value_name = "LEAD", num_args = 0..=1, default_missing_value = "1ms", allow_hyphen_values = true, value_parser = duration, conflicts_with = "qdisc_bypass")]
     pub txtime: Option<u64>,
     /// Play the capture's own timing this many times faster (0.5: half as fast).
     #[arg(long, value_name = "X")]
@@ -73,7 +73,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N")]
     pub pps: Option<u64>,
     /// Send at a fixed spacing.
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub interval: Option<u64>,
     /// Send the capture N times (each pass one spacing after the previous one's last packet).
     #[arg(long = "loop", default_value_t = 1, value_name = "N")]

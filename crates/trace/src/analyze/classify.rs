@@ -55,7 +55,7 @@ impl Category {
         }
     }
 
-    /// KURT Table 4.3 (min, mean, max in microseconds), Pentium Pro, Linux 2.0.
+    /// KURT Table 4.3 (min, mean, max in microseconds), on the thesis' Pentium Pro (it names no kernel version).
     pub fn kurt_table_4_3(self) -> (f64, f64, f64) {
         match self {
             Category::Console => (0.51, 0.86, 12.13),
