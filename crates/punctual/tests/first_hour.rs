@@ -333,3 +333,54 @@ fn an_out_of_range_priority_is_said_in_words() {
         assert!(!e.contains("..="), "{e}");
     }
 }
+
+/// The commands of the README's tour (its "Five things to try" block), as a new user types them
+/// from the repository's root: each must run and end well. Only `check` is shortened (`-D 4s`
+/// instead of its 30 s); everything else runs exactly as written, with a private results store.
+#[test]
+fn the_readme_tour_runs_as_written() {
+    let test = "the_readme_tour_runs_as_written";
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let tour = readme
+        .split("## Five things to try")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .unwrap_or_else(|| panic!("no tour block in the README"));
+    let commands: Vec<Vec<String>> = tour
+        .lines()
+        .map(|l| l.split(" # ").next().unwrap().trim())
+        .filter(|l| l.starts_with("punctual "))
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect();
+    assert!(commands.len() >= 5, "{tour}");
+    if !punctual_testkit::need_root(test, "the tour runs real-time commands, as the README says") {
+        return;
+    }
+    // check and latency time a CPU: nobody else's test may pin work there meanwhile.
+    let _cpu = punctual_testkit::exclusive_cpu();
+    let t = tempfile::tempdir().unwrap();
+    for mut args in commands {
+        if args[0] == "check" {
+            args.extend(["-D".into(), "4s".into()]);
+        }
+        let o = Command::new(bin_path())
+            .args(&args)
+            .current_dir(repo())
+            .env("PUNCTUAL_DATA_DIR", t.path().join("data"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let code = o.status.code();
+        // advise exits 1 when this machine cannot meet the deadline: an answer, not a failure.
+        let fine = code == Some(0) || (args[0] == "advise" && code == Some(1));
+        assert!(
+            fine,
+            "punctual {}: exit {code:?}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stdout),
+            stderr(&o)
+        );
+        assert!(!o.stdout.is_empty(), "punctual {}: no output", args.join(" "));
+    }
+}
