@@ -21,7 +21,7 @@
 use crate::rephase::{self, LateWindow, Verdict};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
-use punctual_stats::Recorder;
+use punctual_stats::{LiveHistogram, Recorder};
 use punctual_time::{hybrid_until, AutoMargin, Clock, MarginPolicy};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -120,6 +120,21 @@ pub struct SlotProgress {
     pub releases: AtomicU64,
     pub max_ns: AtomicU64,
     pub missed: AtomicU64,
+    /// Releases whose action ran longer than the task's wcet.
+    pub overruns: AtomicU64,
+    /// When set, every lateness and missed release also goes here as it happens (relaxed atomic
+    /// increments), for `run --metrics`.
+    pub live: Option<std::sync::Arc<LiveHistogram>>,
+}
+
+impl SlotProgress {
+    /// Progress that also feeds a live histogram of the slot's lateness.
+    pub fn with_live() -> SlotProgress {
+        SlotProgress {
+            live: Some(std::sync::Arc::new(LiveHistogram::new())),
+            ..SlotProgress::default()
+        }
+    }
 }
 
 /// Heartbeat for the watchdog: when the current action began (0 = none running), which, and the
@@ -130,6 +145,8 @@ pub struct Heartbeat {
     pub action_since: AtomicU64,
     pub action: AtomicU64,
     pub cpu_clock: std::sync::atomic::AtomicI32,
+    /// The spin margin in use (ns), for `run --metrics`.
+    pub margin_ns: AtomicU64,
 }
 
 impl Heartbeat {
@@ -337,10 +354,12 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
-            stats[slot].lateness.add_missed(missed);
-            progress[slot].missed.fetch_add(missed, Ordering::Relaxed);
+            count_missed(&mut stats[slot], &progress[slot], missed);
         }
-        publish(&progress[slot], stats[slot].releases, lateness);
+        publish(&progress[slot], &stats[slot], lateness);
+        heartbeat
+            .margin_ns
+            .store(margin.margin(), Ordering::Relaxed);
         match late_wake {
             // A late wake-up while the hypervisor held the CPU says nothing about the kernel: the
             // margin does not chase it (no margin covers stolen time).
@@ -682,13 +701,28 @@ fn record_release(
     lateness
 }
 
-/// The slot's live figures: releases so far and the largest lateness.
+/// Releases whose instant passed before the previous one finished, counted everywhere.
 #[inline(always)]
-fn publish(pr: &SlotProgress, releases: u64, lateness: Option<u64>) {
-    pr.releases.store(releases, Ordering::Relaxed);
+fn count_missed(st: &mut SlotStats, pr: &SlotProgress, missed: u64) {
+    st.lateness.add_missed(missed);
+    pr.missed.fetch_add(missed, Ordering::Relaxed);
+    if let Some(h) = &pr.live {
+        h.add_missed(missed);
+    }
+}
+
+/// The slot's live figures: releases and overruns so far, the largest lateness, and (when kept)
+/// every lateness in the live histogram.
+#[inline(always)]
+fn publish(pr: &SlotProgress, st: &SlotStats, lateness: Option<u64>) {
+    pr.releases.store(st.releases, Ordering::Relaxed);
+    pr.overruns.store(st.overruns, Ordering::Relaxed);
     if let Some(l) = lateness {
         if l > pr.max_ns.load(Ordering::Relaxed) {
             pr.max_ns.store(l, Ordering::Relaxed);
+        }
+        if let Some(h) = &pr.live {
+            h.record(l);
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod measure;
 pub mod preflight;
 pub mod rephase;
 pub mod report;
+pub mod rtapp_client;
 pub mod share;
 pub mod shield;
 pub mod watchdog;
@@ -701,12 +702,35 @@ pub fn progress_for(p: &Prepared) -> Arc<[SlotProgress]> {
     p.slots.iter().map(|_| SlotProgress::default()).collect()
 }
 
+/// [`progress_for`], each slot also keeping a live histogram of its lateness (`run --metrics`:
+/// about 270 KB a slot).
+pub fn live_progress_for(p: &Prepared) -> Arc<[SlotProgress]> {
+    p.slots.iter().map(|_| SlotProgress::with_live()).collect()
+}
+
+/// One heartbeat per dispatcher CPU (in [`Prepared::cpus`] order), for [`execute_with`].
+pub fn heartbeats_for(p: &Prepared) -> Arc<[Heartbeat]> {
+    p.cpus.iter().map(|_| Heartbeat::default()).collect()
+}
+
 /// Run the plan. `stop` ends it early; `progress` must come from [`progress_for`].
 pub fn execute(
     p: Prepared,
     cfg: &RunConfig,
     stop: Arc<AtomicBool>,
     progress: Arc<[SlotProgress]>,
+) -> Result<Outcome, DispatchError> {
+    let heartbeats = heartbeats_for(&p);
+    execute_with(p, cfg, stop, progress, heartbeats)
+}
+
+/// [`execute`] with heartbeats from [`heartbeats_for`], which others may read while it runs.
+pub fn execute_with(
+    p: Prepared,
+    cfg: &RunConfig,
+    stop: Arc<AtomicBool>,
+    progress: Arc<[SlotProgress]>,
+    heartbeats: Arc<[Heartbeat]>,
 ) -> Result<Outcome, DispatchError> {
     let Prepared {
         plan,
@@ -722,7 +746,7 @@ pub fn execute(
         setup_error: Arc::default(),
         stop,
         progress,
-        heartbeats: (0..n).map(|_| Heartbeat::default()).collect(),
+        heartbeats,
         plan,
     };
     let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();

@@ -1,9 +1,9 @@
 //! `punctual run PLAN` as a measurement of the lifecycle ([`punctual_session::drive`]), and
 //! [`run_plan`], the one way a plan is run (`punctual run` and the `kurt-periodic` experiment).
 
-use crate::engine::SlotProgress;
+use crate::engine::{Heartbeat, SlotProgress};
 use crate::shield::{Shield, ShieldPlan};
-use crate::{execute, prepare, report, Avoidance, DispatchError, Outcome, RunConfig};
+use crate::{prepare, report, Avoidance, DispatchError, Outcome, RunConfig};
 use punctual_load::LoadSpec;
 use punctual_plan::admission::Report as Admission;
 use punctual_plan::{Offset, Plan};
@@ -14,12 +14,42 @@ use punctual_time::{format_ns, MarginPolicy};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// Slot names and their live figures, known once the plan is prepared.
-pub type LiveSlots = Arc<OnceLock<(Vec<String>, Arc<[SlotProgress]>)>>;
+/// What a running plan shows while it runs, known once the plan is prepared: its slots (names,
+/// CPUs, live figures) and each dispatcher CPU's heartbeat.
+pub struct LiveState {
+    pub slots: Vec<crate::SlotInfo>,
+    pub progress: Arc<[SlotProgress]>,
+    /// Dispatcher CPUs, with their heartbeats in the same order.
+    pub cpus: Vec<usize>,
+    pub heartbeats: Arc<[Heartbeat]>,
+}
+
+/// Where [`run_plan`] publishes the [`LiveState`]; shared with whoever displays it.
+#[derive(Clone, Default)]
+pub struct LiveSlots {
+    cell: Arc<OnceLock<LiveState>>,
+    /// Keep a live histogram of every slot's lateness (`run --metrics`; about 270 KB a slot).
+    pub histograms: bool,
+}
+
+impl LiveSlots {
+    /// Live figures with a lateness histogram per slot.
+    pub fn with_histograms() -> LiveSlots {
+        LiveSlots {
+            histograms: true,
+            ..LiveSlots::default()
+        }
+    }
+
+    /// The running plan's state (`None` until it is prepared).
+    pub fn get(&self) -> Option<&LiveState> {
+        self.cell.get()
+    }
+}
 
 /// Prepare the plan (actions, exec children, wake channels and their clients) and run it with
 /// `cfg`, whose `duration` is the one that counts (resolved once by the caller). `slots`, when
-/// given, receives the slot names and live figures as soon as they exist.
+/// given, receives the slots' live figures as soon as they exist.
 pub fn run_plan(
     plan: Plan,
     cfg: &RunConfig,
@@ -27,12 +57,20 @@ pub fn run_plan(
     slots: Option<&LiveSlots>,
 ) -> Result<Outcome, DispatchError> {
     let prepared = prepare(plan, cfg, &stop)?;
-    let progress = crate::progress_for(&prepared);
+    let progress = match slots {
+        Some(s) if s.histograms => crate::live_progress_for(&prepared),
+        _ => crate::progress_for(&prepared),
+    };
+    let heartbeats = crate::heartbeats_for(&prepared);
     if let Some(s) = slots {
-        let names = prepared.slots.iter().map(|s| s.name.clone()).collect();
-        let _ = s.set((names, progress.clone()));
+        let _ = s.cell.set(LiveState {
+            slots: prepared.slots.clone(),
+            progress: progress.clone(),
+            cpus: prepared.cpus(),
+            heartbeats: heartbeats.clone(),
+        });
     }
-    execute(prepared, cfg, stop, progress)
+    crate::execute_with(prepared, cfg, stop, progress, heartbeats)
 }
 
 impl Applied for Shield {
@@ -153,6 +191,13 @@ impl RunPlan {
         self.plan.as_ref()
     }
 
+    /// The plan's live state while it runs; with `histograms`, each slot keeps a live histogram
+    /// of its lateness (`run --metrics`). Call before it runs.
+    pub fn live_slots(&mut self, histograms: bool) -> LiveSlots {
+        self.slots.histograms = histograms;
+        self.slots.clone()
+    }
+
     /// Watch the CPUs and give the automatic offsets that miss the interruptions seen, kept only
     /// if admission control still agrees (or already refused, under `--force`).
     fn avoid(&mut self, plan: &mut Plan, ctx: &Ctx) -> Result<(), Failure> {
@@ -233,12 +278,14 @@ impl Measurement for RunPlan {
     fn live(&self) -> Option<LiveSpec> {
         let slots = self.slots.clone();
         let figures = move || {
-            let Some((names, progress)) = slots.get() else {
+            let Some(live) = slots.get() else {
                 return "preparing".to_string();
             };
-            let parts: Vec<String> = names
+            let parts: Vec<String> = live
+                .slots
                 .iter()
-                .zip(progress.iter())
+                .map(|s| &s.name)
+                .zip(live.progress.iter())
                 .take(6)
                 .map(|(n, p)| {
                     format!(

@@ -382,8 +382,16 @@ impl Watchdog {
             unsafe {
                 libc::getrlimit(libc::RLIMIT_RTTIME, &mut old);
                 let (soft, hard) = child_rttime(threshold);
+                // A hard limit lowered without CAP_SYS_RESOURCE could never be raised again (the
+                // next run in this process would start its children under it): then only the
+                // soft limit (SIGXCPU, which trips the watchdog) is set.
+                let hard = if punctual_rt::privilege::has_capability(24) {
+                    hard
+                } else {
+                    old.rlim_max
+                };
                 let new = libc::rlimit {
-                    rlim_cur: soft,
+                    rlim_cur: soft.min(hard),
                     rlim_max: hard,
                 };
                 libc::setrlimit(libc::RLIMIT_RTTIME, &new);
@@ -478,10 +486,23 @@ impl Watchdog {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.restore_rttime();
+        self.tripped()
+    }
+
+    fn restore_rttime(&mut self) {
         if let Some(old) = self.old_rttime.take() {
             // SAFETY: restoring our own limit.
             unsafe { libc::setrlimit(libc::RLIMIT_RTTIME, &old) };
         }
-        self.tripped()
+    }
+}
+
+/// A watchdog left without [`Watchdog::stop`] (a dispatcher stayed stuck, an error on the way)
+/// still gives the process its RLIMIT_RTTIME back: a later run in the same process (a library
+/// user, the tests) would otherwise start its children under this run's limit.
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.restore_rttime();
     }
 }

@@ -63,9 +63,22 @@ action = {{ kind = "exec", name = "spinner", argv = ["{taskset}", "-c", "{}", "/
         policy: Policy::Fifo,
         ..RunConfig::default()
     };
+    let rttime = || {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: reading our own limit into a valid struct.
+        unsafe { libc::getrlimit(libc::RLIMIT_RTTIME, &mut r) };
+        (r.rlim_cur, r.rlim_max)
+    };
+    let before = rttime();
     let t0 = std::time::Instant::now();
     let o = run(&text, &cfg);
     let took = t0.elapsed();
+    // The run gives the process its limit back, even where a lowered hard limit cannot be raised
+    // (no CAP_SYS_RESOURCE): a later run here started its children under 600 ms and they died.
+    assert_eq!(rttime(), before, "RLIMIT_RTTIME left changed by the run");
     let trip = o
         .trip
         .expect("the watchdog trips on a child spinning at FIFO");

@@ -1,11 +1,12 @@
 //! The measuring loop and the threads that run it.
 
+use crate::cyclic::CyclicStats;
 use crate::modes::{AbsWaiter, HybridWaiter, Mode, RelWaiter, SignalWaiter, TimerfdWaiter, Waiter};
 use crate::samples::{self, Sample};
 use crate::LatencyError;
 use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
-use punctual_stats::Recorder;
+use punctual_stats::{LiveHistogram, Recorder};
 use punctual_time::clock::{read_clock, sleep_abs, thread_cpu_time};
 use punctual_time::{format_ns, ClockId, MarginPolicy};
 use std::io::Write;
@@ -43,6 +44,19 @@ pub struct Config {
 pub struct Progress {
     pub samples: AtomicU64,
     pub max_ns: AtomicU64,
+    /// When set, every sample and missed period also goes here as it happens (relaxed atomic
+    /// increments), for readers while the run lasts: `punctual monitor`'s `/metrics` and windows.
+    pub live: Option<Arc<LiveHistogram>>,
+}
+
+impl Progress {
+    /// Progress that also feeds `live`.
+    pub fn with_live(live: Arc<LiveHistogram>) -> Progress {
+        Progress {
+            live: Some(live),
+            ..Progress::default()
+        }
+    }
 }
 
 /// The most threads one run may start.
@@ -138,6 +152,28 @@ impl Config {
         Ok(())
     }
 }
+/// Where the threads' first releases fall.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Start {
+    /// Every thread at one instant shortly after all are ready (`latency`).
+    #[default]
+    Lead,
+    /// Thread `i` `i * offset` after that instant (cyclictest's `-A/--aligned`).
+    Aligned { offset: u64 },
+    /// On the next full second of the clock, plus `offset` (cyclictest's `--secaligned`).
+    SecAligned { offset: u64 },
+}
+
+/// What cyclictest does differently from `latency`: thread `i`'s interval is
+/// `interval + i * distance` (`-d`), the first releases may be aligned, and each thread may keep
+/// cyclictest's own figures (`cyclic`, one per thread). The default is `latency`'s behaviour.
+#[derive(Clone, Copy, Default)]
+pub struct RunExtras<'a> {
+    pub distance: u64,
+    pub start: Start,
+    pub cyclic: Option<&'a [CyclicStats]>,
+}
+
 /// Time between the threads being ready and the first release.
 const LEAD_NS: u64 = 10_000_000;
 const STACK: usize = 256 << 10;
@@ -197,6 +233,7 @@ struct Sink<'a> {
     tx: &'a mut Option<rtrb::Producer<Sample>>,
     dropped: &'a mut u64,
     progress: &'a Progress,
+    cyclic: Option<&'a CyclicStats>,
 }
 
 /// The loop every mode shares. Nothing in it allocates, locks or prints.
@@ -212,6 +249,7 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         tx,
         dropped,
         progress,
+        cyclic,
     } = sink;
     let deadline = match until {
         Stop::Duration(d) => first.saturating_add(d),
@@ -227,11 +265,16 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         last_done: first,
     };
     let mut max = 0u64;
+    let live = progress.live.as_deref();
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
         let latency = obs.done.saturating_sub(obs.target);
         rec.record(latency);
         rec.add_missed(obs.overruns);
+        if let Some(h) = live {
+            h.record(latency);
+            h.add_missed(obs.overruns);
+        }
         if obs.woke > obs.target {
             rec.add_woke_late();
         }
@@ -239,6 +282,9 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
             if p.push((obs.target, latency)).is_err() {
                 *dropped += 1;
             }
+        }
+        if let Some(c) = cyclic {
+            c.record(end.n, latency, obs.done);
         }
         end.n += 1;
         end.last_done = obs.done;
@@ -259,6 +305,9 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 0
             };
             rec.add_missed(missed.min(inside));
+            if let Some(h) = live {
+                h.add_missed(missed.min(inside));
+            }
             let Some(resumed) = missed
                 .checked_mul(interval)
                 .and_then(|d| next.checked_add(d))
@@ -280,8 +329,79 @@ pub fn run(
     samples: Option<Box<dyn Write + Send>>,
     progress: Option<&[Progress]>,
 ) -> Result<Outcome, LatencyError> {
+    run_with(cfg, RunExtras::default(), stop, samples, progress)
+}
+
+/// Each thread's own configuration: `cfg` with thread `i`'s interval (`interval + i * distance`),
+/// refused like any interval when the last one is too long.
+fn thread_configs(cfg: &Config, distance: u64) -> Result<Vec<Config>, LatencyError> {
+    let n = cfg.threads.len() as u64;
+    let longest = distance
+        .checked_mul(n.saturating_sub(1))
+        .and_then(|d| d.checked_add(cfg.interval));
+    match longest {
+        Some(l) if l <= MAX_INTERVAL => {}
+        _ => {
+            return Err(LatencyError::Invalid {
+                flag: "-d/--distance",
+                why: format!(
+                    "{} threads {} apart make the last interval longer than the limit of {}",
+                    n,
+                    format_ns(distance),
+                    format_ns(MAX_INTERVAL)
+                ),
+            })
+        }
+    }
+    Ok((0..n)
+        .map(|i| Config {
+            interval: cfg.interval + i * distance,
+            ..cfg.clone()
+        })
+        .collect())
+}
+
+/// The first release of the run, as [`Start`] places it (thread `i` adds [`stagger`]).
+fn first_release(start: Start, now: u64) -> u64 {
+    const SEC: u64 = 1_000_000_000;
+    match start {
+        Start::Lead | Start::Aligned { .. } => now + LEAD_NS,
+        Start::SecAligned { offset } => {
+            let mut s = (now / SEC + 1) * SEC;
+            // Too close to set every thread up in time: the second after.
+            if s - now < LEAD_NS {
+                s += SEC;
+            }
+            s.saturating_add(offset)
+        }
+    }
+}
+
+/// How far thread `index` starts after the run's first release.
+fn stagger(start: Start, index: usize) -> u64 {
+    match start {
+        Start::Aligned { offset } => offset.saturating_mul(index as u64),
+        _ => 0,
+    }
+}
+
+/// [`run`], with cyclictest's thread layout and figures (see [`RunExtras`]).
+pub fn run_with(
+    cfg: &Config,
+    extras: RunExtras<'_>,
+    stop: &Arc<AtomicBool>,
+    samples: Option<Box<dyn Write + Send>>,
+    progress: Option<&[Progress]>,
+) -> Result<Outcome, LatencyError> {
     cfg.validate()?;
     let n = cfg.threads.len();
+    let configs = thread_configs(cfg, extras.distance)?;
+    if extras.cyclic.is_some_and(|c| c.len() != n) {
+        return Err(LatencyError::Invalid {
+            flag: "-t/--threads",
+            why: format!("{n} threads need {n} sets of cyclictest figures"),
+        });
+    }
     let own_progress: Vec<Progress>;
     let progress = match progress {
         Some(p) if p.len() == n => p,
@@ -318,6 +438,9 @@ pub fn run(
         {
             let meeting = &meeting;
             let progress = &progress[index];
+            let cfg = &configs[index];
+            let cyclic = extras.cyclic.map(|c| &c[index]);
+            let delay = stagger(extras.start, index);
             let h = std::thread::Builder::new()
                 .name(format!("punctual-t{index}"))
                 .stack_size(STACK)
@@ -326,6 +449,8 @@ pub fn run(
                         index,
                         cpu,
                         progress,
+                        cyclic,
+                        delay,
                     };
                     measuring_thread(cfg, stop, meeting, place, tx)
                 })
@@ -336,9 +461,10 @@ pub fn run(
         if meeting.setup_error.lock().unwrap().is_some() {
             meeting.abort.store(true, Ordering::SeqCst);
         }
-        meeting
-            .first
-            .store(read_clock(clock) + LEAD_NS, Ordering::SeqCst);
+        meeting.first.store(
+            first_release(extras.start, read_clock(clock)),
+            Ordering::SeqCst,
+        );
         meeting.barrier.wait();
         let results: Vec<Option<ThreadResult>> = handles
             .into_iter()
@@ -371,11 +497,14 @@ struct Meeting {
     abort: AtomicBool,
 }
 
-/// Which measuring thread this is: its index, its CPU (`None`: floating), its live figures.
+/// Which measuring thread this is: its index, its CPU (`None`: floating), its live figures (and
+/// cyclictest's), how long after the run's first release its own first one is.
 struct ThreadPlace<'a> {
     index: usize,
     cpu: Option<usize>,
     progress: &'a Progress,
+    cyclic: Option<&'a CyclicStats>,
+    delay: u64,
 }
 
 /// One measuring thread: set itself up, meet the others, measure, and give back what it saw.
@@ -391,7 +520,13 @@ fn measuring_thread(
         index,
         cpu,
         progress,
+        cyclic,
+        delay,
     } = place;
+    if let Some(c) = cyclic {
+        // SAFETY: gettid has no preconditions.
+        c.set_tid(unsafe { libc::gettid() });
+    }
     let clock = cfg.clock.as_raw();
     let req = ThreadRequest {
         cpu,
@@ -421,7 +556,7 @@ fn measuring_thread(
     if meeting.abort.load(Ordering::SeqCst) {
         return None;
     }
-    let first = meeting.first.load(Ordering::SeqCst);
+    let first = meeting.first.load(Ordering::SeqCst).saturating_add(delay);
     let sched = Schedule {
         first,
         interval: cfg.interval,
@@ -435,6 +570,7 @@ fn measuring_thread(
         tx: &mut tx,
         dropped: &mut dropped,
         progress,
+        cyclic,
     };
     let (margin_ns, drift_ns) = match measure_in_mode(cfg, sched, stop, sink, index) {
         Ok(figures) => figures,
@@ -554,7 +690,8 @@ mod tests {
         let mut tx = Some(p);
         let mut rec = Recorder::new();
         let mut dropped = 0;
-        let progress = Progress::default();
+        let live = Arc::new(LiveHistogram::new());
+        let progress = Progress::with_live(live.clone());
         let sched = Schedule {
             first: 1_000_000,
             interval: 1_000_000,
@@ -565,12 +702,23 @@ mod tests {
             tx: &mut tx,
             dropped: &mut dropped,
             progress: &progress,
+            cyclic: None,
         };
         measure(w, sched, &AtomicBool::new(false), sink);
         assert_eq!(progress.samples.load(Ordering::Relaxed), rec.count());
         assert_eq!(
             progress.max_ns.load(Ordering::Relaxed),
             rec.max().unwrap_or(0)
+        );
+        // The live histogram saw what the recorder saw, bucket for bucket.
+        let mut counts = punctual_stats::LiveCounts::new();
+        live.snapshot(&mut counts);
+        assert_eq!(counts.count(), rec.count());
+        assert_eq!(live.missed(), rec.missed_periods());
+        assert_eq!(live.max(), rec.max().unwrap_or(0));
+        assert_eq!(
+            counts.to_recorder(live.max()).summary().percentiles,
+            rec.summary().percentiles
         );
         p = tx.take().unwrap();
         drop(p);
@@ -661,6 +809,7 @@ mod tests {
             tx: &mut tx,
             dropped: &mut dropped,
             progress: &progress,
+            cyclic: None,
         };
         let end = measure(&mut w, sched, &AtomicBool::new(false), sink);
         assert_eq!(end.n, 1, "one release, then the next one does not exist");
@@ -775,8 +924,74 @@ mod tests {
             tx: &mut tx,
             dropped: &mut d,
             progress: &p,
+            cyclic: None,
         };
         measure(&mut w, sched, &AtomicBool::new(true), sink);
         assert_eq!((rec.count(), w.i), (0, 0));
+    }
+
+    #[test]
+    fn thread_intervals_step_by_the_distance_and_the_last_is_bounded() {
+        let mut c = cfg(1_000_000, Stop::Loops(10));
+        c.threads = vec![Some(0), Some(1), Some(0)];
+        let v = thread_configs(&c, 500_000).unwrap();
+        let intervals: Vec<u64> = v.iter().map(|c| c.interval).collect();
+        assert_eq!(intervals, vec![1_000_000, 1_500_000, 2_000_000]);
+        assert!(matches!(
+            thread_configs(&c, MAX_INTERVAL),
+            Err(LatencyError::Invalid {
+                flag: "-d/--distance",
+                ..
+            })
+        ));
+        assert!(thread_configs(&c, u64::MAX).is_err(), "no wrap-around");
+    }
+
+    #[test]
+    fn aligned_starts_fall_on_the_second_and_stagger_by_thread() {
+        const SEC: u64 = 1_000_000_000;
+        assert_eq!(first_release(Start::Lead, 5), 5 + LEAD_NS);
+        let s = first_release(Start::SecAligned { offset: 0 }, 7 * SEC + 300);
+        assert_eq!(s, 8 * SEC);
+        // Too close to the next second to set up: the one after.
+        let s = first_release(Start::SecAligned { offset: 250 }, 8 * SEC - 1_000);
+        assert_eq!(s, 9 * SEC + 250);
+        assert_eq!(stagger(Start::Aligned { offset: 100 }, 3), 300);
+        assert_eq!(stagger(Start::SecAligned { offset: 100 }, 3), 0);
+    }
+
+    #[test]
+    fn the_loop_feeds_cyclictests_figures_with_cycle_numbers() {
+        use crate::cyclic::{CyclicConfig, CyclicStats};
+        let mut w = Scripted {
+            latencies: vec![3_000, 70_000, 4_500],
+            i: 0,
+            overruns_at: None,
+            self_scheduled: true,
+            interval: 1_000_000,
+        };
+        let c = CyclicStats::new(CyclicConfig {
+            buckets: 50,
+            ..CyclicConfig::default()
+        });
+        let (mut rec, mut tx, mut dropped) = (Recorder::new(), None, 0);
+        let progress = Progress::default();
+        let sched = Schedule {
+            first: 1_000_000,
+            interval: 1_000_000,
+            until: Stop::Loops(6),
+        };
+        let sink = Sink {
+            rec: &mut rec,
+            tx: &mut tx,
+            dropped: &mut dropped,
+            progress: &progress,
+            cyclic: Some(&c),
+        };
+        measure(&mut w, sched, &AtomicBool::new(false), sink);
+        let t = c.snapshot();
+        assert_eq!(t.histogram, vec![(3, 2), (4, 2)]);
+        assert_eq!((t.overflows, t.overflow_cycles.clone()), (2, vec![1, 4]));
+        assert_eq!(t.status.cycles, rec.count());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod alarms;
 pub mod check;
+pub mod cyclic;
 mod engine;
 pub mod measure;
 mod modes;
@@ -11,7 +12,8 @@ pub mod report;
 mod samples;
 
 pub use engine::{
-    run, Config, Outcome, Progress, Stop, ThreadResult, MAX_INTERVAL, MAX_RUN, MAX_THREADS,
+    run, run_with, Config, Outcome, Progress, RunExtras, Start, Stop, ThreadResult, MAX_INTERVAL,
+    MAX_RUN, MAX_THREADS,
 };
 pub use modes::Mode;
 

@@ -2,7 +2,8 @@
 //! ([`punctual_session::drive`]): what they hold, run and report.
 
 use crate::check::{run_check, CheckConfig, CheckOutcome, PHASES};
-use crate::{report, run, Config, Outcome, Progress, Stop};
+use crate::cyclic::{CyclicConfig, CyclicDoc, CyclicStats, CyclicThreadDoc};
+use crate::{report, run_with, Config, Outcome, Progress, RunExtras, Stop};
 use punctual_load::LoadSpec;
 use punctual_result::{Failure, Output, ResultDoc};
 use punctual_rt::RtWant;
@@ -35,6 +36,8 @@ pub struct Latency {
     /// `--samples`: every sample as CSV (its path was checked before the run).
     pub samples: Option<Output>,
     progress: Arc<[Progress]>,
+    /// cyclictest's figures per thread (`--hist`), kept in the document's `extra.cyclictest`.
+    cyclic: Option<Vec<CyclicStats>>,
 }
 
 impl Latency {
@@ -48,7 +51,49 @@ impl Latency {
             load,
             samples,
             progress,
+            cyclic: None,
         }
+    }
+
+    /// Also keep cyclictest's figures (exact buckets of `cyc.unit_ns`, overflow cycle numbers), so
+    /// cyclictest's histogram can be written from the document.
+    pub fn with_cyclic(mut self, cyc: CyclicConfig) -> Latency {
+        self.cyclic = Some(
+            (0..self.cfg.threads.len())
+                .map(|_| CyclicStats::new(cyc))
+                .collect(),
+        );
+        self
+    }
+}
+
+/// The document form of cyclictest's figures of a run of `cfg`: one entry per thread, with its
+/// interval (`interval + i * distance`) and the priority it ran at.
+pub fn cyclic_doc(
+    cfg: &Config,
+    distance: u64,
+    outcome: &Outcome,
+    stats: &[CyclicStats],
+) -> CyclicDoc {
+    let c = stats.first().map(|s| s.config()).unwrap_or_default();
+    CyclicDoc {
+        unit_ns: c.unit_ns,
+        buckets: c.buckets,
+        threads: stats
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let t = outcome.threads.iter().find(|t| t.index == i);
+                CyclicThreadDoc {
+                    index: i,
+                    cpu: cfg.threads.get(i).copied().flatten(),
+                    interval_ns: cfg.interval + i as u64 * distance,
+                    priority: t.map(|t| t.priority).unwrap_or(cfg.priority),
+                    figures: s.snapshot(),
+                }
+            })
+            .collect(),
+        extra: Default::default(),
     }
 }
 
@@ -93,7 +138,11 @@ impl Measurement for Latency {
             Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), SamplesOut(None)),
             None => (None, SamplesOut(None)),
         };
-        let outcome = run(&self.cfg, ctx.stop(), sink, Some(&self.progress))?;
+        let extras = RunExtras {
+            cyclic: self.cyclic.as_deref(),
+            ..RunExtras::default()
+        };
+        let outcome = run_with(&self.cfg, extras, ctx.stop(), sink, Some(&self.progress))?;
         Ok((outcome, out))
     }
 
@@ -108,6 +157,9 @@ impl Measurement for Latency {
             outcome.threads.iter().filter_map(|t| t.fallback.as_ref()),
         );
         let dropped = report::fill_latency_doc(doc, &self.cfg, &outcome, self.samples.is_some());
+        if let Some(stats) = &self.cyclic {
+            cyclic_doc(&self.cfg, 0, &outcome, stats).into_doc(doc);
+        }
         if dropped > 0 {
             ctx.note(format!("{dropped} samples could not be written in time and are missing from --samples (the statistics include them)"));
         }

@@ -8,6 +8,7 @@ pub mod compiled;
 pub mod emit;
 pub mod model;
 pub mod parse;
+pub mod rtapp;
 
 pub use compiled::load;
 pub use model::{

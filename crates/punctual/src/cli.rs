@@ -4,10 +4,18 @@
 use crate::cmd;
 use clap::{Parser, Subcommand};
 
+/// `punctual --version`: the version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PUNCTUAL_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "punctual",
-    version,
+    version = VERSION,
     about = "Make commodity Linux punctual, and show how punctual it is",
     long_about = "Make commodity Linux punctual, and show how punctual it is.\n\n\
         Durations always carry a unit: ns, us, ms, s, m, h (250us, 1.5ms).\n\
@@ -34,6 +42,8 @@ pub enum Command {
     Check(cmd::check::CheckArgs),
     /// Timer wake-up latency, cyclictest-class.
     Latency(cmd::latency::LatencyArgs),
+    /// rt-tests' cyclictest: its flags and output formats, on punctual's latency engine.
+    Cyclictest(cmd::cyclictest::CyclictestArgs),
     /// Tick-scheduler simulator: HZ, quantum, timer mechanism, policy; latency, billing, frames.
     Simulate(Box<cmd::simulate::SimulateArgs>),
     /// Reproductions of the seeds' experiments.
@@ -47,6 +57,9 @@ pub enum Command {
     Traffic(cmd::traffic::TrafficCmd),
     /// Micro-measurements: context switch, trap, copy bandwidth, dispatch latency, timeline gaps, alarms.
     Bench(cmd::bench::BenchArgs),
+    /// Keep measuring timer wake-up latency and serve it as Prometheus metrics (/metrics), with a
+    /// window stored in the results store every 10 minutes.
+    Monitor(cmd::monitor::MonitorArgs),
     /// The dispatcher: execute a plan (periodic tasks and one-shot events) with per-task statistics.
     Run(cmd::run::RunArgs),
     /// Plans: admission control and phasing (check), the compact binary form (compile, decode).
@@ -68,6 +81,15 @@ pub enum Command {
     /// Internal: one periodic process of the kurt-periodic experiment.
     #[command(name = "__periodic", hide = true)]
     PeriodicBody(cmd::kurt::PeriodicBodyArgs),
+    /// Internal: write the man pages into a directory (the package's build).
+    #[command(name = "__man", hide = true)]
+    Man(cmd::docs::ManArgs),
+    /// Internal: print the completion script of a shell (the package's build).
+    #[command(name = "__completions", hide = true)]
+    Completions(cmd::docs::CompletionsArgs),
+    /// Internal: the wake client of a task converted from an rt-app file.
+    #[command(name = "__rtapp-task", hide = true)]
+    RtAppTask(cmd::rtapp::RtAppTaskArgs),
     /// Internal: run one load body (started by punctual itself).
     #[command(name = "__load", hide = true)]
     Load(cmd::load_body::LoadBodyArgs),
@@ -76,6 +98,9 @@ pub enum Command {
 impl Command {
     /// Processes punctual starts itself (load bodies, periodic processes).
     pub fn is_child(&self) -> bool {
-        matches!(self, Command::Load(_) | Command::PeriodicBody(_))
+        matches!(
+            self,
+            Command::Load(_) | Command::PeriodicBody(_) | Command::RtAppTask(_)
+        )
     }
 }

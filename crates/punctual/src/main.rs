@@ -82,12 +82,14 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Check(a) => cmd::check::run(a, env),
         Command::Latency(a) => cmd::latency::run(a, env),
+        Command::Cyclictest(a) => cmd::cyclictest::run(a, env),
         Command::Experiment(a) => cmd::experiment::run(a, env),
         Command::Bench(a) => cmd::bench::run(a, env),
         Command::Load(a) => cmd::load_body::run(a),
         Command::Trace(a) => cmd::trace::run(a, env),
         Command::Traffic(a) => cmd::traffic::run(a, env),
         Command::Simulate(a) => cmd::simulate::run(*a, env),
+        Command::Monitor(a) => cmd::monitor::run(a, env),
         Command::Run(a) => cmd::run::run(a, env),
         Command::Plan(a) => cmd::run::plan_cmd(a, env),
         Command::Shield(a) => cmd::shield::run(a, env),
@@ -97,5 +99,8 @@ fn dispatch(cli: Cli, env: &Env) -> anyhow::Result<Exit> {
         Command::InstallLib(a) => cmd::install_lib::run(a, env),
         Command::Advise(a) => cmd::advise::run(a, env),
         Command::PeriodicBody(a) => cmd::kurt::body(a),
+        Command::RtAppTask(a) => cmd::rtapp::task(a),
+        Command::Man(a) => cmd::docs::man(a, env),
+        Command::Completions(a) => cmd::docs::completions(a),
     }
 }

@@ -124,8 +124,13 @@ fn exports_agree_with_each_other() {
     // The cyclictest histogram counts every sample, in range or as overflow.
     let hist = std::fs::read_to_string(&hist).unwrap();
     let mut sum = [0u64; 2];
-    for l in hist.lines().filter(|l| !l.starts_with('#')) {
+    // Bucket lines: a column per thread (no total column); cyclictest ends with an empty line.
+    for l in hist
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let f: Vec<u64> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        assert_eq!(f.len(), 3, "{l}");
         sum[0] += f[1];
         sum[1] += f[2];
     }

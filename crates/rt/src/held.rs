@@ -94,25 +94,28 @@ fn cstring(s: &OsStr) -> io::Result<CString> {
     })
 }
 
-/// The environment variable every held child carries: `PUNCTUAL_EXEC_OF=<pid>:<start time>` of
-/// the punctual that started it. Its descendants inherit it, so what an exec child leaves running
-/// (a daemon that forked away and reparented to init) is found at the end of the run
-/// ([`marked_processes`]) and stopped (issue 32: daemonising grandchildren outlived the run).
+/// The environment variable every held child carries: `PUNCTUAL_EXEC_OF=<pid>:<start time>:<n>`,
+/// this punctual and the exec action that started it (one process can run several plans, as the
+/// tests do). Its descendants inherit it, so what an exec child leaves running (a daemon that
+/// forked away and reparented to init) is found at the end of the run ([`marked_processes`]) and
+/// stopped (issue 32: daemonising grandchildren outlived the run).
 pub const EXEC_MARKER: &str = "PUNCTUAL_EXEC_OF";
 
-/// `PUNCTUAL_EXEC_OF=<this pid>:<its start time>`.
+/// A new `PUNCTUAL_EXEC_OF=<this pid>:<its start time>:<n>`, unique to the caller (an exec action).
 pub fn exec_marker() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let pid = std::process::id() as i32;
     format!(
-        "{EXEC_MARKER}={pid}:{}",
-        crate::journal::task_start_time(pid).unwrap_or(0)
+        "{EXEC_MARKER}={pid}:{}:{}",
+        crate::journal::task_start_time(pid).unwrap_or(0),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
 }
 
-/// Every process whose environment carries this process's [`exec_marker`] (root reads every
-/// process's environment; an unprivileged punctual finds its own user's).
-pub fn marked_processes() -> Vec<i32> {
-    let want = exec_marker().into_bytes();
+/// Every process whose environment carries `marker` (an [`exec_marker`]; root reads every
+/// process's environment, an unprivileged punctual finds its own user's).
+pub fn marked_processes(marker: &str) -> Vec<i32> {
+    let want = marker.as_bytes();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -120,24 +123,24 @@ pub fn marked_processes() -> Vec<i32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == want.as_slice()))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == want))
         })
         .collect()
 }
 
-/// Stop every [`marked_processes`]: SIGTERM, up to `grace` for them to go, then SIGKILL. Returns
-/// how many there were.
-pub fn stop_marked(grace: std::time::Duration) -> usize {
-    let found = marked_processes();
+/// Stop every process carrying `marker`: SIGTERM, up to `grace` for them to go, then SIGKILL.
+/// Returns how many there were.
+pub fn stop_marked(marker: &str, grace: std::time::Duration) -> usize {
+    let found = marked_processes(marker);
     for &p in &found {
         // SAFETY: signalling processes that carry our marker (started by our exec children).
         unsafe { libc::kill(p, libc::SIGTERM) };
     }
     let t0 = std::time::Instant::now();
-    while t0.elapsed() < grace && !marked_processes().is_empty() {
+    while t0.elapsed() < grace && !marked_processes(marker).is_empty() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    for p in marked_processes() {
+    for p in marked_processes(marker) {
         // SAFETY: as above.
         unsafe { libc::kill(p, libc::SIGKILL) };
     }
@@ -146,14 +149,16 @@ pub fn stop_marked(grace: std::time::Duration) -> usize {
 
 /// Forks a child prepared by `setup`, keeping only descriptors 0-2 (standard input from
 /// `/dev/null`) and `keep`, runs `hold` in it (which may `_exit` to end it without exec), then
-/// execs `program` with `args` and this process's environment. Returns once the child has exec'd,
-/// ended, or failed to prepare or exec (that error is returned, the child reaped).
+/// execs `program` with `args` and this process's environment plus `marker` (an
+/// [`exec_marker`]). Returns once the child has exec'd, ended, or failed to prepare or exec (that
+/// error is returned, the child reaped).
 ///
 /// # Safety
 /// `hold` runs in a forked child of a multi-threaded process: it must make async-signal-safe calls
 /// only, allocate nothing and take no lock.
 pub unsafe fn spawn_held(
     setup: &ChildSetup,
+    marker: &str,
     program: &Path,
     args: &[String],
     keep: &[RawFd],
@@ -165,7 +170,7 @@ pub unsafe fn spawn_held(
     for a in args {
         argv_c.push(cstring(OsStr::new(a))?);
     }
-    let mut envp_c = vec![cstring(OsStr::new(&exec_marker()))?];
+    let mut envp_c = vec![cstring(OsStr::new(marker))?];
     for (k, v) in std::env::vars_os().filter(|(k, _)| k != EXEC_MARKER) {
         let mut kv = k.as_bytes().to_vec();
         kv.push(b'=');
@@ -334,13 +339,20 @@ mod tests {
             let setup = ChildSetup::new(Signal::SIGKILL);
             // SAFETY: the hold stores, loads and sleeps: async-signal-safe.
             let held = unsafe {
-                spawn_held(&setup, Path::new("/bin/true"), &[], &[keep], move || {
-                    let words = base as *const AtomicU64;
-                    (*words.add(1)).store(libc::getpid() as u64, Ordering::Release);
-                    while (*words).load(Ordering::Acquire) == 0 {
-                        libc::usleep(1000);
-                    }
-                })
+                spawn_held(
+                    &setup,
+                    &exec_marker(),
+                    Path::new("/bin/true"),
+                    &[],
+                    &[keep],
+                    move || {
+                        let words = base as *const AtomicU64;
+                        (*words.add(1)).store(libc::getpid() as u64, Ordering::Release);
+                        while (*words).load(Ordering::Acquire) == 0 {
+                            libc::usleep(1000);
+                        }
+                    },
+                )
             };
             // Waited for here: the parent-death signal follows the thread that forked.
             held.map(|mut h| h.wait())
@@ -378,8 +390,17 @@ mod tests {
     fn a_program_that_cannot_be_run_is_an_error_and_the_child_is_reaped() {
         let setup = ChildSetup::new(Signal::SIGKILL);
         // SAFETY: the hold does nothing.
-        let e = unsafe { spawn_held(&setup, Path::new("/nonexistent/prog"), &[], &[], || {}) }
-            .unwrap_err();
+        let e = unsafe {
+            spawn_held(
+                &setup,
+                &exec_marker(),
+                Path::new("/nonexistent/prog"),
+                &[],
+                &[],
+                || {},
+            )
+        }
+        .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
     }
 
@@ -390,9 +411,17 @@ mod tests {
         let marker = dir.path().join("ran");
         let args = vec!["-c".to_string(), format!("touch {}", marker.display())];
         // SAFETY: _exit is async-signal-safe.
-        let mut h =
-            unsafe { spawn_held(&setup, Path::new("/bin/sh"), &args, &[], || libc::_exit(3)) }
-                .unwrap();
+        let mut h = unsafe {
+            spawn_held(
+                &setup,
+                &exec_marker(),
+                Path::new("/bin/sh"),
+                &args,
+                &[],
+                || libc::_exit(3),
+            )
+        }
+        .unwrap();
         assert_eq!(h.wait().unwrap().code(), Some(3));
         assert!(!marker.exists(), "the program ran");
         // Arguments and the environment reach a program that does run.
@@ -402,7 +431,17 @@ mod tests {
             format!("test \"$PATH\" = '{path}' && touch {}", marker.display()),
         ];
         // SAFETY: the hold does nothing.
-        let mut h = unsafe { spawn_held(&setup, Path::new("/bin/sh"), &args, &[], || {}) }.unwrap();
+        let mut h = unsafe {
+            spawn_held(
+                &setup,
+                &exec_marker(),
+                Path::new("/bin/sh"),
+                &args,
+                &[],
+                || {},
+            )
+        }
+        .unwrap();
         assert!(h.wait().unwrap().success());
         assert!(marker.exists());
     }

@@ -35,6 +35,12 @@ fn effective_caps() -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether this process has capability number `cap` in its effective set (`CAP_SYS_RESOURCE` is
+/// 24: without it a lowered hard limit cannot be raised again, as in many containers).
+pub fn has_capability(cap: u32) -> bool {
+    cap < 64 && effective_caps() & (1 << cap) != 0
+}
+
 fn soft_limit(resource: nix::sys::resource::Resource) -> Option<u64> {
     let (soft, _) = nix::sys::resource::getrlimit(resource).ok()?;
     (soft != nix::sys::resource::RLIM_INFINITY).then_some(soft)

@@ -213,6 +213,45 @@ impl Recorder {
         }
     }
 
+    /// Rebuild a recorder from histogram buckets `(lowest, highest, count)` in this histogram's
+    /// layout (a [`crate::LiveCounts`]), in increasing order, with the exact `sum` and `max` kept
+    /// beside them. Percentiles are as exact as a recorded histogram's; min, the sum of squares
+    /// (from bucket midpoints) and KURT's within-counts (a bucket counts when its lowest value is
+    /// within) to one bucket, under 0.1 %. `woke_late` counts the values above zero.
+    pub fn from_buckets(
+        buckets: impl IntoIterator<Item = (u64, u64, u64)>,
+        sum: u128,
+        max: u64,
+        missed_periods: u64,
+    ) -> Recorder {
+        let mut r = Recorder::new();
+        for (low, high, n) in buckets {
+            r.hist_mut().saturating_record_n(low, n);
+            if r.count == 0 {
+                r.min = low;
+            }
+            r.count = r.count.saturating_add(n);
+            let mid = (low as u128 + high as u128) / 2;
+            let sq = (mid * mid).saturating_mul(n as u128);
+            r.add_sq(0, sq);
+            for (c, &t) in r.within.iter_mut().zip(WITHIN_NS.iter()) {
+                if low <= t {
+                    *c = c.saturating_add(n);
+                }
+            }
+            if low > 0 {
+                r.woke_late = r.woke_late.saturating_add(n);
+            }
+        }
+        if r.count > 0 {
+            r.max = max.max(r.min);
+            r.min = r.min.min(r.max);
+        }
+        r.sum = sum;
+        r.missed_periods = missed_periods;
+        r
+    }
+
     /// Exact mean and population standard deviation in ns.
     fn moments(&self) -> (f64, f64) {
         if self.count == 0 {

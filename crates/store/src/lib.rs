@@ -723,15 +723,17 @@ fn url_scheme(s: &str) -> Option<&str> {
 /// swapped in after the check is followed.
 fn checked_path(path: &Path) -> Result<PathBuf, StoreError> {
     let shown = || punctual_time::text::display_path(path);
-    let r = punctual_result::output::resolve(path).map_err(|e| StoreError::Invalid(format!(
-        "results store {}: {e}{}",
-        shown(),
-        if e.kind() == std::io::ErrorKind::NotFound {
-            " (a store's directory is not created: make it, or check for a typo)"
-        } else {
-            ""
-        }
-    )))?;
+    let r = punctual_result::output::resolve(path).map_err(|e| {
+        StoreError::Invalid(format!(
+            "results store {}: {e}{}",
+            shown(),
+            if e.kind() == std::io::ErrorKind::NotFound {
+                " (a store's directory is not created: make it, or check for a typo)"
+            } else {
+                ""
+            }
+        ))
+    })?;
     // SQLite creates files beside the database (-wal, -shm, -journal) that another user could
     // plant as links: a privileged punctual keeps a store only in a directory nobody else writes.
     if punctual_rt::env::privileged() {

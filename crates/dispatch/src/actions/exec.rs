@@ -225,6 +225,8 @@ fn spawn_reaper(
 /// child started, and at the end stops what still runs.
 struct Preparer {
     program: PathBuf,
+    /// The environment entry every child of this action carries (and its descendants).
+    marker: String,
     args: Vec<String>,
     setup: ChildSetup,
     /// The gate's read end, which every child waits on.
@@ -251,12 +253,13 @@ impl Preparer {
             children,
             sh,
             gate_r,
+            marker,
             ..
         } = self;
         let _ = reaper.join();
         // The run is over: stop what still runs.
         let mut children = std::mem::take(&mut *children.lock().unwrap());
-        stop_children(&mut children, &sh);
+        stop_children(&mut children, &sh, &marker);
         drop(gate_r);
     }
 
@@ -267,9 +270,14 @@ impl Preparer {
         let stop_ptr = self.stamp.0 as usize + 8;
         // SAFETY: wait_at_gate makes only async-signal-safe calls.
         unsafe {
-            spawn_held(&self.setup, &self.program, &self.args, &[gate], || {
-                wait_at_gate(gate, stop_ptr, stamp_ptr)
-            })
+            spawn_held(
+                &self.setup,
+                &self.marker,
+                &self.program,
+                &self.args,
+                &[gate],
+                || wait_at_gate(gate, stop_ptr, stamp_ptr),
+            )
         }
     }
 
@@ -347,7 +355,7 @@ unsafe fn wait_at_gate(gate: RawFd, stop_ptr: usize, stamp_ptr: usize) {
 
 /// At the end of the run: children still running get 200 ms to end, then SIGTERM and 500 ms,
 /// then SIGKILL.
-fn stop_children(children: &mut Vec<Held>, sh: &Shared) {
+fn stop_children(children: &mut Vec<Held>, sh: &Shared, marker: &str) {
     let t0 = std::time::Instant::now();
     while !children.is_empty() && t0.elapsed() < std::time::Duration::from_millis(200) {
         children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
@@ -368,7 +376,7 @@ fn stop_children(children: &mut Vec<Held>, sh: &Shared) {
     }
     // What the children left behind (a daemon that forked away and reparented to init) carries
     // the run's marker in its environment.
-    let left = punctual_rt::held::stop_marked(std::time::Duration::from_millis(300));
+    let left = punctual_rt::held::stop_marked(marker, std::time::Duration::from_millis(300));
     sh.killed_at_end.fetch_add(left as u64, Ordering::Relaxed);
 }
 
@@ -397,6 +405,7 @@ impl Exec {
         let reaper = spawn_reaper(shared.clone(), children.clone(), opts, shown)?;
         let preparer = Preparer {
             program,
+            marker: punctual_rt::held::exec_marker(),
             args,
             setup,
             gate_r,

@@ -5,7 +5,6 @@ use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::measure::Latency;
 use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
-use punctual_result::export::CyclictestHistogram;
 use punctual_result::Failure;
 use punctual_result::Output;
 use punctual_session::{drive_repeated, Env, Exit, Outputs};
@@ -121,9 +120,7 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         .export(
             "--hist",
             a.hist.as_ref(),
-            CyclictestHistogram {
-                buckets: a.hist_buckets as usize,
-            },
+            punctual_cyclictest::export::Histogram { all: false },
         )?
         .repeated(a.repeat)?;
     if let Some(s) = &a.samples {
@@ -173,6 +170,13 @@ pub fn run(a: LatencyArgs, env: &Env) -> anyhow::Result<Exit> {
     let load = a.load.clone().unwrap_or_default();
     Ok(drive_repeated(a.repeat, &outputs, env, |k| {
         let samples = a.samples.as_ref().map(|s| samples_of(s, k, a.repeat));
-        Latency::new(cfg.clone(), a.rt.want(), load.clone(), samples)
+        let m = Latency::new(cfg.clone(), a.rt.want(), load.clone(), samples);
+        match &a.hist {
+            Some(_) => m.with_cyclic(punctual_latency::cyclic::CyclicConfig {
+                buckets: a.hist_buckets as usize,
+                ..Default::default()
+            }),
+            None => m,
+        }
     })?)
 }

@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// interruptions seen (the timer tick and other periodic ones); the plan starts on their grid.
     #[arg(long)]
     pub avoid_interference: bool,
+    /// Serve the running plan's metrics (Prometheus/OpenMetrics) on /metrics at ADDR, e.g.
+    /// 127.0.0.1:9935: per-task lateness, missed releases, overruns, the dispatcher's margin and CPU.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -63,6 +67,8 @@ pub enum PlanCmd {
     Compile(PlanCompileArgs),
     /// Print a plan (TOML or compiled) as canonical TOML.
     Decode(PlanDecodeArgs),
+    /// Print an rt-app task file (JSON) as the TOML plan `run` would execute.
+    Convert(PlanDecodeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -131,7 +137,17 @@ fn watchdog(s: &str) -> Result<WatchdogArg, String> {
     Ok(WatchdogArg(Some(ns)))
 }
 
-fn load(path: &Path) -> Result<Plan, Failure> {
+/// A plan file: TOML, compiled, or an rt-app task file (converted; what it reads without needing
+/// it is said on stderr).
+fn load(path: &Path, env: &Env) -> Result<Plan, Failure> {
+    if is_rtapp(path) {
+        let c = punctual_plan::rtapp::load(path, &crate::cmd::rtapp::client())
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        for n in &c.notes {
+            env.note(n);
+        }
+        return Ok(c.plan);
+    }
     punctual_plan::load(path).map_err(|e| match e {
         PlanError::Io { .. } => Failure::usage(format!("plan {e}")),
         other => Failure::usage(other.to_string()),
@@ -143,6 +159,13 @@ fn load(path: &Path) -> Result<Plan, Failure> {
 fn preflight(plan: &Plan) -> Result<(), Failure> {
     punctual_dispatch::preflight::check(plan)
         .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))
+}
+
+fn is_rtapp(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let _ = std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head));
+    punctual_plan::rtapp::is_rtapp(path, &head)
 }
 
 fn is_compiled(path: &Path) -> bool {
@@ -180,7 +203,7 @@ fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
 pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
-            let mut plan = load(&a.plan)?;
+            let mut plan = load(&a.plan, env)?;
             // What `run` would refuse, `plan check` reports (exit 2), running none of it: plugins
             // are read, not loaded (their constructors would run as root).
             punctual_dispatch::preflight::check_static(&plan)
@@ -223,7 +246,7 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
                     punctual_plan::parse::parse_file_without_events(&a.plan)
                         .map_err(|e| Failure::usage(e.to_string()))?
                 }
-                _ => load(&a.plan)?,
+                _ => load(&a.plan, env)?,
             };
             if let Some(csv) = &a.events {
                 let f = std::fs::File::open(csv)
@@ -253,11 +276,11 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
             );
             Ok(Exit::Ok)
         }
-        PlanCmd::Decode(a) => {
+        PlanCmd::Decode(a) | PlanCmd::Convert(a) => {
             let out = a.output.unwrap_or(Output::Stdout);
             out.check_writable()
                 .map_err(|e| Failure::usage(format!("-o/--output: {e}")))?;
-            let plan = load(&a.plan)?;
+            let plan = load(&a.plan, env)?;
             let text = punctual_plan::emit::to_toml(&plan);
             out.write(text.as_bytes())
                 .map_err(|e| Failure::system(format!("writing {out}: {e}")))?;
@@ -272,7 +295,7 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     if a.duration == Some(0) {
         return Err(Failure::usage("-D/--duration must be more than zero, e.g. 10s").into());
     }
-    let plan = load(&a.plan)?;
+    let plan = load(&a.plan, env)?;
     preflight(&plan)?;
     let cpus = run_cpus(a.rt.affinity.as_deref(), &plan)?;
     let margin = a.spin_margin.unwrap_or(plan.spin_margin);
@@ -331,5 +354,13 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
         env.note("the plan has periodic tasks and no duration: running until Ctrl-C (or pass -D)");
     }
     m.avoid_interference = a.avoid_interference;
+    // Bound before anything runs; served until the run's results are written.
+    let _server = match &a.metrics {
+        Some(addr) => Some(
+            punctual_monitor::slots::serve(addr, m.live_slots(true), &cpus, &env.host())
+                .map_err(Failure::from)?,
+        ),
+        None => None,
+    };
     Ok(drive(&mut m, &outputs, env)?)
 }

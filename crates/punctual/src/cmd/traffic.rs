@@ -64,7 +64,7 @@ pub struct ReplayArgs {
     pub qdisc_bypass: bool,
     /// Hand each packet to the kernel LEAD (default 1ms) early with its transmit time (SO_TXTIME),
     /// for an etf or fq qdisc to send it then; without one, say so and send from the dispatcher.
-    #[arg(long, value_name = "LEAD", num_args = 0..=1, default_missing_value = "1ms", allow_hyphen_values = true, value_parser = duration, conflicts_with = "qdisc_bypass")]
+    #[arg(long, value_name = "LEAD", num_args = 0..=1, default_missing_value = "1ms", value_parser = duration, conflicts_with = "qdisc_bypass")]
     pub txtime: Option<u64>,
     /// Play the capture's own timing this many times faster (0.5: half as fast).
     #[arg(long, value_name = "X")]

@@ -1,11 +1,9 @@
 //! Export formats, one module each, behind one trait that returns bytes.
 
 mod csv;
-mod cyclictest;
 mod json;
 
 pub use self::csv::Csv;
-pub use self::cyclictest::CyclictestHistogram;
 pub use self::json::Json;
 
 use crate::ResultDoc;
