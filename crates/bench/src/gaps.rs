@@ -164,6 +164,92 @@ fn interrupt_deltas(
     d
 }
 
+/// Windows the floor is counted in (SPEC section 9: KURT's 10 ms period).
+pub const FLOOR_WINDOW_NS: u64 = 10_000_000;
+/// How long the floor is watched before a row or run.
+pub const FLOOR_WATCH_NS: u64 = 1_000_000_000;
+
+/// The floor: over every CPU watched, the share of `window`-long windows (from each loop's start)
+/// that hold an interruption longer than `bound`. A release falling in such a window can be late
+/// by more than `bound` whatever the method, so a result above `1 - floor` within `bound` is what
+/// is left to win. `None` when no whole window was watched. Gaps are the ones kept (`starts`):
+/// measure with a threshold at or below `bound`.
+pub fn floor_share(out: &GapsOutcome, window: u64, bound: u64) -> Option<f64> {
+    let window = window.max(1);
+    let (mut hit, mut all) = (0u64, 0u64);
+    for c in &out.cpus {
+        let n = c.ended_ns.saturating_sub(c.began_ns) / window;
+        if n == 0 {
+            continue;
+        }
+        let mut marked = vec![false; n as usize];
+        for &(start, dur) in c.starts.iter().filter(|g| g.1 > bound) {
+            let first = start.saturating_sub(c.began_ns) / window;
+            let last = (start + dur).saturating_sub(c.began_ns) / window;
+            for w in first..=last.min(n - 1) {
+                if let Some(m) = marked.get_mut(w as usize) {
+                    *m = true;
+                }
+            }
+        }
+        hit += marked.iter().filter(|m| **m).count() as u64;
+        all += n;
+    }
+    (all > 0).then(|| hit as f64 / all as f64)
+}
+
+/// The floor for releases at any phase: over every CPU watched, the share of instants at which a
+/// release would be later than `bound` whatever the method (inside an interruption, more than
+/// `bound` before its end): the sum over gaps of `duration - bound`, over the time watched. Where
+/// every window holds an interruption (a timer tick of tens of microseconds), this is the floor
+/// that still tells something; a release placed away from the interruptions' phase beats it.
+pub fn floor_instants(out: &GapsOutcome, bound: u64) -> Option<f64> {
+    let (mut lost, mut all) = (0u64, 0u64);
+    for c in &out.cpus {
+        all += c.ended_ns.saturating_sub(c.began_ns);
+        lost += c
+            .starts
+            .iter()
+            .map(|&(_, d)| d.saturating_sub(bound))
+            .sum::<u64>();
+    }
+    (all > 0).then(|| (lost as f64 / all as f64).min(1.0))
+}
+
+/// What [`measure_floor`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Floor {
+    /// [`floor_share`]: windows holding an interruption over the bound (SPEC section 9's).
+    pub windows: Option<f64>,
+    /// [`floor_instants`]: instants a release would be late at.
+    pub instants: Option<f64>,
+}
+
+/// Watch `cpus` with the gaps loop at `sched` for `duration` and return the floor for `bound`
+/// in [`FLOOR_WINDOW_NS`] windows, and for releases at any instant.
+pub fn measure_floor(
+    cpus: &[usize],
+    duration: u64,
+    bound: u64,
+    sched: SchedParams,
+    stop: &AtomicBool,
+) -> Result<Floor, BenchError> {
+    let out = run(
+        &GapsConfig {
+            cpus: cpus.to_vec(),
+            duration_ns: duration,
+            threshold_ns: bound,
+            sched,
+            hz: None,
+        },
+        stop,
+    )?;
+    Ok(Floor {
+        windows: floor_share(&out, FLOOR_WINDOW_NS, bound),
+        instants: floor_instants(&out, bound),
+    })
+}
+
 /// Find the tick among gaps given as (start ns, duration ns): fold the starts on the tick period and
 /// take the fullest phase bin with its neighbours. A tick can leave more than one gap (the interrupt,
 /// then its soft-interrupt work), so the gaps of one period inside that window are added up: that
@@ -395,6 +481,61 @@ NMI:          0          0   Non-maskable interrupts
 LOC:     136310     146126   Local timer interrupts
 ERR:          0
 ";
+
+    fn cpu(began: u64, ended: u64, starts: Vec<(u64, u64)>) -> CpuGaps {
+        CpuGaps {
+            cpu: 0,
+            gaps: Recorder::new(),
+            reads: 0,
+            min_step_ns: 0,
+            wall_ns: ended - began,
+            began_ns: began,
+            ended_ns: ended,
+            starts,
+            lost_ns: 0,
+            interrupts: BTreeMap::new(),
+            tick: None,
+            fallback: None,
+        }
+    }
+
+    #[test]
+    fn the_floor_is_the_share_of_windows_holding_an_interruption_over_the_bound() {
+        const MS: u64 = 1_000_000;
+        // 100 ms on two CPUs: 20 windows of 10 ms. CPU a: a 50 us gap in window 0, a 5 us one in
+        // window 3 (under the bound), a 30 us one across windows 6 and 7; CPU b: one in window 9
+        // and the partial window after the end does not count.
+        let a = cpu(
+            1_000 * MS,
+            1_100 * MS,
+            vec![
+                (1_001 * MS, 50_000),
+                (1_033 * MS, 5_000),
+                (1_070 * MS - 10_000, 30_000),
+            ],
+        );
+        let b = cpu(
+            2_000 * MS,
+            2_105 * MS,
+            vec![(2_095 * MS, 20_000), (2_102 * MS, 90_000)],
+        );
+        let out = GapsOutcome {
+            cpus: vec![a, b],
+            calibration: Calibration::measure(1_000_000),
+        };
+        let f = floor_share(&out, 10 * MS, 10_000).unwrap();
+        assert!((f - 4.0 / 20.0).abs() < 1e-12, "{f}");
+        assert_eq!(floor_share(&out, 10 * MS, 100_000), Some(0.0));
+        let short = GapsOutcome {
+            cpus: vec![cpu(0, 5 * MS, vec![(MS, 50_000)])],
+            calibration: Calibration::measure(1_000_000),
+        };
+        assert_eq!(
+            floor_share(&short, 10 * MS, 10_000),
+            None,
+            "no whole window"
+        );
+    }
 
     #[test]
     fn proc_interrupts_parse_with_labels() {

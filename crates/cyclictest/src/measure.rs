@@ -223,13 +223,14 @@ impl Measurement for Cyclictest {
             distance: self.distance_ns(),
             start: self.start(),
             cyclic: Some(&self.stats),
+            ..RunExtras::default()
         };
         let done = AtomicBool::new(false);
         let this = &*self;
         let (policy, prio) = (ctx.rt.policy, ctx.rt.priority);
         let outcome = std::thread::scope(|sc| {
             let lines = live.then(|| sc.spawn(|| this.redraw(policy, prio, &done)));
-            let r = run_with(&this.cfg, extras, ctx.stop(), sink, None);
+            let r = run_with(&this.cfg, extras, ctx.stop(), sink, None).map(|(o, _)| o);
             done.store(true, Ordering::Relaxed);
             if let Some(h) = lines {
                 let _ = h.join();

@@ -19,6 +19,7 @@
 //! ([`crate::rephase`]): its later releases come a shift after the plan's instants.
 
 use crate::rephase::{self, LateWindow, Verdict};
+use punctual_explain::{Handover, LateLog, LateRelease, Waiter};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::{LiveHistogram, Recorder};
@@ -78,6 +79,26 @@ pub trait Actions {
     fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired;
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
+    /// For a delegated action: how the release its last report (from `fire` or `finish`) is
+    /// about was handed over (`--explain` reads it; `None`: not known).
+    fn handed(&self, _action: u16) -> Option<Handed> {
+        None
+    }
+}
+
+/// How a delegated release was handed over, for explaining it when its client reports it late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handed {
+    /// The release instant.
+    pub target: u64,
+    /// When the dispatcher meant to hand it over (the instant less the lead) and when it did.
+    pub planned: u64,
+    pub at: u64,
+    /// The lead the client's wake-ups called for, before the cap.
+    pub lead_needed: u64,
+    /// The client's thread and the CPU it reported from (0 when the client does not say).
+    pub client_tid: i32,
+    pub client_cpu: u32,
 }
 
 /// One periodic task or one group of events (all events of one action), as the loop sees it.
@@ -111,6 +132,9 @@ pub struct SlotStats {
     /// For a periodic task: its offset at the end of the run (the plan's, plus any moves, within
     /// the period).
     pub offset_ns: Option<u64>,
+    /// `--explain`: its releases outside the bound (series = the slot's index on its CPU). Keeps
+    /// nothing unless given a bound.
+    pub late: LateLog,
 }
 
 /// Live figures of one slot, written with relaxed stores.
@@ -178,6 +202,19 @@ impl Heartbeat {
         (unsafe { libc::clock_gettime(id, &mut ts) } == 0)
             .then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
     }
+
+    /// Action `action` begins at `at`.
+    #[inline(always)]
+    fn begin(&self, action: u16, at: u64) {
+        self.action.store(action as u64, Ordering::Relaxed);
+        self.action_since.store(at.max(1), Ordering::Release);
+    }
+
+    /// No action runs.
+    #[inline(always)]
+    fn end(&self) {
+        self.action_since.store(0, Ordering::Release);
+    }
 }
 
 pub struct LoopConfig<'a> {
@@ -243,11 +280,12 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     };
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
-    let mut last_block = clock.now();
-    let mut steal = StealWatch::new(cfg.steal, last_block);
-    // The widest gap between releases since the loop last blocked: where a breather goes.
-    let mut widest_gap = 0u64;
+    let mut breather = Breather::new(cfg.breather_every, clock.now());
+    let mut steal = StealWatch::new(cfg.steal, clock.now());
     let mut slept_once = false;
+    // How long the previous action ran (for --explain: a loop that arrives late because of it was
+    // behind with its own work).
+    let mut prev_work = 0u64;
     let mut end = LoopEnd {
         margin_ns: margin.margin(),
         breathers: 0,
@@ -272,7 +310,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let m = margin.margin();
         if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
             clock.sleep_until(now + SLEEP_SLICE_NS);
-            last_block = clock.now();
+            breather.blocked(clock.now());
             continue;
         }
         // The first release has not learnt the kernel's wake-up latency yet: it sleeps with room.
@@ -296,21 +334,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         } else {
             m
         };
-        // A loop that has not blocked for a long time (dense releases) takes a short breather, so
-        // lower-priority work on this CPU (the watchdog's canary, kernel threads) gets to run: in
-        // the widest gap it has seen since, or at once when twice overdue.
-        if let Some(every) = cfg.breather_every {
-            let unblocked = now.saturating_sub(last_block);
-            widest_gap = widest_gap.max(gap);
-            if unblocked > every
-                && gap < m
-                && (gap >= widest_gap || unblocked > every.saturating_mul(2))
-            {
-                clock.pause(BREATHER_NS);
-                end.breathers += 1;
-                last_block = clock.now();
-                widest_gap = 0;
-            }
+        let breathed = breather.due(now, gap, m, margin.needed());
+        if breathed {
+            clock.pause(BREATHER_NS);
+            end.breathers += 1;
+            breather.blocked(clock.now());
         }
         let w = hybrid_until(clock, act_at, m);
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
@@ -318,8 +346,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         slept_once |= slept;
         let mut late_wake = None;
         if slept && w.woke > w.sleep_to {
-            last_block = w.woke;
-            widest_gap = 0;
+            breather.blocked(w.woke);
             if w.woke_late() {
                 end.woke_late += 1;
                 // Judged after the action: reading the stolen time never delays a release.
@@ -330,18 +357,16 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
         let slot = r.slot;
         let spec = &slots[slot];
-        heartbeat
-            .action
-            .store(spec.action as u64, Ordering::Relaxed);
-        heartbeat
-            .action_since
-            .store(w.done.max(1), Ordering::Release);
+        heartbeat.begin(spec.action, w.done);
         let started = clock.now();
         let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();
-        heartbeat.action_since.store(0, Ordering::Release);
+        heartbeat.end();
 
+        let behind = breathed || (now > act_at && prev_work >= now - act_at);
+        prev_work = done - started;
         let timed = Timed {
+            behind,
             started,
             done,
             fired,
@@ -350,10 +375,23 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         };
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
+        if stats[slot].late.enabled() {
+            log_late(
+                &mut stats[slot],
+                slot,
+                &r,
+                &timed,
+                delegated,
+                actions.handed(spec.action),
+            );
+        }
         if spec.movable {
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
+            if stats[slot].late.enabled() {
+                log_missed(&mut stats[slot], slot, spec, &r, &timed, missed);
+            }
             count_missed(&mut stats[slot], &progress[slot], missed);
         }
         publish(&progress[slot], &stats[slot], lateness);
@@ -372,6 +410,56 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// When a loop that has not blocked for a long time (dense releases) takes a short breather, so
+/// lower-priority work on its CPU (the watchdog's canary, kernel threads) gets to run: where no
+/// release falls (the next one at least the breather and the kernel's wake-up away) when the plan
+/// has such room; in a plan without any, in the widest gap seen since the loop last blocked; and
+/// at once when twice overdue. A breather that lands on a release makes it late by the loop's own
+/// doing (`--explain`'s `dispatcher`).
+struct Breather {
+    every: Option<u64>,
+    last_block: u64,
+    /// The widest gap between releases since the loop last blocked.
+    widest: u64,
+}
+
+impl Breather {
+    fn new(every: Option<u64>, now: u64) -> Breather {
+        Breather {
+            every,
+            last_block: now,
+            widest: 0,
+        }
+    }
+
+    /// The loop blocked (slept in the kernel) until `at`.
+    #[inline(always)]
+    fn blocked(&mut self, at: u64) {
+        self.last_block = at;
+        self.widest = 0;
+    }
+
+    /// Whether to breathe now, with the next action `gap` away, a margin `m` the loop would
+    /// sleep to and `needed` the kernel's wake-up latency.
+    #[inline(always)]
+    fn due(&mut self, now: u64, gap: u64, m: u64, needed: u64) -> bool {
+        let Some(every) = self.every else {
+            return false;
+        };
+        let room = BREATHER_NS
+            .saturating_add(needed)
+            .saturating_add(MIN_SLEEP_NS);
+        let roomy_seen = self.widest >= room;
+        self.widest = self.widest.max(gap);
+        let unblocked = now.saturating_sub(self.last_block);
+        // A loop that will sleep before the release blocks anyway.
+        if unblocked <= every || gap >= m {
+            return false;
+        }
+        gap >= room || (!roomy_seen && gap >= self.widest) || unblocked > every.saturating_mul(2)
+    }
 }
 
 /// The CPU's stolen time as the loop last read it.
@@ -443,6 +531,9 @@ struct Release<'e> {
 
 /// One firing as the loop timed it.
 struct Timed {
+    /// The loop came to this release late because of its own work: the previous action ran past
+    /// the instant it had to act at, or it took a breather just before.
+    behind: bool,
     started: u64,
     done: u64,
     fired: Fired,
@@ -727,6 +818,104 @@ fn publish(pr: &SlotProgress, st: &SlotStats, lateness: Option<u64>) {
     }
 }
 
+/// Missed releases logged one by one for `--explain`, at most this many per late release.
+pub const LOG_MISSED_MAX: u64 = 8;
+/// An action that ran at least this long over a missed instant was the loop's own work.
+pub const OWN_WORK_NS: u64 = 5_000;
+
+/// `--explain`: keep a release later than the log's bound. Self-timed releases are the loop's
+/// (its thread, its CPU); a delegated one is its client's report on the release before, kept
+/// with how that release was handed over.
+#[cold]
+fn log_late(
+    st: &mut SlotStats,
+    slot: usize,
+    r: &Release,
+    t: &Timed,
+    delegated: bool,
+    handed: Option<Handed>,
+) {
+    if !delegated {
+        if st.late.is_late(t.started.saturating_sub(r.target)) {
+            let (tid, cpu) = punctual_explain::here();
+            st.late.push(LateRelease {
+                series: slot as u32,
+                tid,
+                cpu,
+                waiter: Waiter::Loop,
+                target: r.target,
+                actual: t.started,
+                handover: None,
+                behind: t.behind,
+            });
+        }
+        return;
+    }
+    let (Some(h), Some(ack)) = (handed, t.fired.previous) else {
+        return;
+    };
+    let actual = match ack {
+        Ack::Done { lateness, .. } if st.late.is_late(lateness) => h.target + lateness,
+        Ack::Done { .. } => return,
+        // Not taken before the next release: late by at least that long.
+        Ack::Missed => t.started.max(h.target + 1),
+    };
+    push_client(&mut st.late, slot, h, actual);
+}
+
+fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64) {
+    let (tid, cpu) = punctual_explain::here();
+    log.push(LateRelease {
+        series: slot as u32,
+        tid: h.client_tid,
+        cpu: h.client_cpu,
+        waiter: Waiter::Client,
+        target: h.target,
+        actual,
+        handover: Some(Handover {
+            tid,
+            cpu,
+            planned: h.planned,
+            at: h.at,
+            lead_needed: h.lead_needed,
+        }),
+        behind: false,
+    });
+}
+
+/// `--explain`: the instants a release's lateness made the loop skip (the first
+/// [`LOG_MISSED_MAX`]), each late until the loop got past it (kept when that is beyond the
+/// bound). A delegated release skipped was never handed over: the loop's, like any other.
+#[cold]
+fn log_missed(
+    st: &mut SlotStats,
+    slot: usize,
+    spec: &SlotSpec,
+    r: &Release,
+    t: &Timed,
+    missed: u64,
+) {
+    let Some(p) = spec.period else { return };
+    let (tid, cpu) = punctual_explain::here();
+    for j in 1..=missed.min(LOG_MISSED_MAX) {
+        let m = r.target + j * p;
+        if !st.late.is_late(t.done.saturating_sub(m)) {
+            continue;
+        }
+        st.late.push(LateRelease {
+            series: slot as u32,
+            tid,
+            cpu,
+            waiter: Waiter::Loop,
+            target: m,
+            actual: t.done.max(m + 1),
+            handover: None,
+            // The action itself was running over the instant, and for long: the loop's work.
+            behind: t.started <= m && t.done - t.started >= OWN_WORK_NS,
+        });
+    }
+}
+
 /// After the loop: the reports delegated actions still owe on their last release.
 fn collect_owed_reports<A: Actions + ?Sized>(
     slots: &[SlotSpec],
@@ -735,7 +924,18 @@ fn collect_owed_reports<A: Actions + ?Sized>(
 ) {
     for (i, s) in slots.iter().enumerate() {
         if actions.delegated(s.action) && stats[i].releases > 0 {
-            match actions.finish(s.action) {
+            let ack = actions.finish(s.action);
+            if let (Some(h), true) = (actions.handed(s.action), stats[i].late.enabled()) {
+                match ack {
+                    Some(Ack::Done { lateness, .. }) if stats[i].late.is_late(lateness) => {
+                        push_client(&mut stats[i].late, i, h, h.target + lateness)
+                    }
+                    // Never taken, and the run is over: when it would have run is not known.
+                    Some(Ack::Missed) => stats[i].late.dropped += 1,
+                    _ => {}
+                }
+            }
+            match ack {
                 Some(Ack::Done {
                     lateness,
                     woke_late,
@@ -764,6 +964,7 @@ impl SlotStats {
             rephased: 0,
             rephase_gave_up: false,
             offset_ns: None,
+            late: LateLog::off(),
         }
     }
 }
@@ -785,6 +986,10 @@ mod tests {
         counts: Vec<u64>,
         /// For delegated actions: the client's report on the release before, from its target.
         client: Option<fn(u64) -> Ack>,
+        /// The loop asked for the final report.
+        finished: bool,
+        /// Per action, its lead (else `lead`).
+        leads: Vec<u64>,
     }
 
     impl Fake {
@@ -798,13 +1003,18 @@ mod tests {
                 delegated: false,
                 counts: vec![0; actions],
                 client: None,
+                finished: false,
+                leads: Vec::new(),
             }
         }
     }
 
     impl Actions for Fake {
-        fn lead(&self, _: u16) -> u64 {
-            self.lead
+        fn lead(&self, action: u16) -> u64 {
+            self.leads
+                .get(action as usize)
+                .copied()
+                .unwrap_or(self.lead)
         }
         fn delegated(&self, _: u16) -> bool {
             self.delegated
@@ -837,10 +1047,25 @@ mod tests {
             }
         }
         fn finish(&mut self, _: u16) -> Option<Ack> {
+            self.finished = true;
             Some(Ack::Done {
                 lateness: 9,
                 wake_latency: None,
                 woke_late: false,
+            })
+        }
+        fn handed(&self, action: u16) -> Option<Handed> {
+            // The release the last report was about: the one before the last firing, or the last
+            // one once the loop asked for its final report.
+            let back = if self.finished { 0 } else { 1 };
+            let l = self.log.iter().rev().filter(|l| l.0 == action).nth(back)?;
+            Some(Handed {
+                target: l.1,
+                planned: l.1 - self.lead,
+                at: l.3,
+                lead_needed: 0,
+                client_tid: 77,
+                client_cpu: 1,
             })
         }
     }
@@ -1004,6 +1229,194 @@ mod tests {
                 .sum::<u64>(),
             0
         );
+    }
+
+    /// [`run`] with `--explain`'s logs on (bound 10 us).
+    fn run_explained(
+        clock: &ManualClock,
+        slots: &[SlotSpec],
+        fake: &mut Fake,
+        end: u64,
+        margin: MarginPolicy,
+    ) -> Vec<SlotStats> {
+        let mut stats: Vec<SlotStats> = slots
+            .iter()
+            .map(|_| {
+                let mut s = SlotStats::new(fake.delegated);
+                s.late = LateLog::new(10_000, 1024);
+                s
+            })
+            .collect();
+        let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
+        let cfg = LoopConfig {
+            margin,
+            ..loop_cfg(1_000_000, end)
+        };
+        dispatch(
+            clock,
+            &cfg,
+            slots,
+            &mut stats,
+            fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        stats
+    }
+
+    #[test]
+    fn explain_keeps_the_releases_a_long_action_made_the_loop_miss_as_its_own() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.long_once = Some((0, 2, 2_600_000)); // release 2 runs 2.6 ms: releases 3 and 4 pass
+        let stats = run_explained(
+            &clock,
+            &slots,
+            &mut fake,
+            1_000_000 + 10_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        let late = stats[0].late.records();
+        let offsets: Vec<u64> = late
+            .iter()
+            .map(|r| (r.target - 1_000_000) / 1_000_000)
+            .collect();
+        assert_eq!(offsets, vec![3, 4], "{late:?}");
+        let (tid, _) = punctual_explain::here();
+        for r in late {
+            assert_eq!(r.waiter, Waiter::Loop);
+            assert_eq!(r.tid, tid, "the loop's own thread");
+            assert!(
+                r.behind,
+                "the action ran over the instant: the loop's own work"
+            );
+            assert!(r.actual > r.target + 10_000);
+            assert_eq!(r.series, 0);
+        }
+        // Without a bound nothing is kept.
+        let clock = ManualClock::new(0, 10);
+        let mut fake = Fake::new(&clock, 1);
+        fake.long_once = Some((0, 2, 2_600_000));
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            11_000_000,
+            MarginPolicy::Fixed(50_000),
+        );
+        assert!(r.stats[0].late.records().is_empty());
+    }
+
+    #[test]
+    fn explain_keeps_a_clients_late_report_with_how_its_release_was_handed_over() {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("c", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.delegated = true;
+        fake.lead = 100_000;
+        // The client reports the release at offset 3 ms 50 us late, the others on time.
+        fake.client = Some(|target| Ack::Done {
+            lateness: if target == 4_000_000 { 50_000 } else { 2_000 },
+            wake_latency: Some(1_000),
+            woke_late: false,
+        });
+        let stats = run_explained(
+            &clock,
+            &slots,
+            &mut fake,
+            1_000_000 + 6_000_000,
+            MarginPolicy::Fixed(20_000),
+        );
+        let late = stats[0].late.records();
+        assert_eq!(late.len(), 1, "{late:?}");
+        let r = late[0];
+        assert_eq!((r.target, r.actual), (4_000_000, 4_050_000));
+        assert_eq!((r.tid, r.cpu, r.waiter), (77, 1, Waiter::Client));
+        let h = r.handover.expect("handed over");
+        assert_eq!(h.planned, 4_000_000 - 100_000);
+        assert!(h.at >= h.planned && h.at < r.target, "{h:?}");
+        assert_eq!(h.tid, punctual_explain::here().0, "the dispatcher's thread");
+    }
+
+    #[test]
+    fn thirty_clients_on_fifteen_cpus_get_the_per_cpu_lead_cap_without_overlapping() {
+        // kurt-periodic's 30 wake tasks at 10 ms, evenly phased, placed two per CPU on CPUs 1-15:
+        // each action's lead is its CPU's cap, and the dispatcher acts that far ahead of each
+        // instant, on the injected clock.
+        let text: String = (0..30)
+            .map(|i| {
+                format!(
+                    "[[task]]\nname = \"t{i}\"\nperiod = \"10ms\"\noffset = \"{}us\"\naction = {{ kind = \"wake\", channel = \"c{i}\" }}\n",
+                    i * 10_000 / 30
+                )
+            })
+            .collect();
+        let plan = punctual_plan::parse_str(&text, "t.toml", None).unwrap();
+        let placement = crate::place_clients(30, &[0], &(0..16).collect::<Vec<_>>(), None);
+        let placed: Vec<(u16, usize)> = placement
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i as u16, c))
+            .collect();
+        let caps = crate::wake_lead_caps(&plan, &placed);
+        // The plan's wake cap would be 166 us; per CPU it is 2.5 ms, held to the period's own
+        // 2 ms bound by the lead's estimator.
+        let leads: Vec<u64> = caps.iter().map(|&c| c.min(AutoMargin::CEILING)).collect();
+        assert!(leads.iter().all(|&l| l == 2_000_000), "{leads:?}");
+        let clock = ManualClock::new(0, 10);
+        let slots: Vec<SlotSpec> = plan
+            .tasks
+            .iter()
+            .map(|t| {
+                task(
+                    &t.name,
+                    t.action,
+                    t.period,
+                    t.offset.ns(),
+                    None,
+                    MissPolicy::Skip,
+                )
+            })
+            .collect();
+        let mut fake = Fake::new(&clock, 30);
+        fake.delegated = true;
+        fake.leads = leads.clone();
+        run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 30_000_000,
+            MarginPolicy::Fixed(10_000),
+        );
+        // Each release handed over its lead before its instant (within the clock's read cost),
+        // once the run had begun that long before.
+        for &(a, target, _, at) in fake.log.iter().filter(|l| l.1 >= 4_000_000) {
+            let planned = target - leads[a as usize];
+            assert!(
+                at >= planned && at - planned < 5_000,
+                "action {a}: {at} vs {planned}"
+            );
+        }
+        // On each CPU, one client's spin [T - lead, T] never overlaps the next one's.
+        for cpu in 1..16 {
+            let mut spins: Vec<(u64, u64)> = fake
+                .log
+                .iter()
+                .filter(|l| placement[l.0 as usize] == cpu && l.1 >= 4_000_000)
+                .map(|l| (l.1 - leads[l.0 as usize], l.1))
+                .collect();
+            spins.sort_unstable();
+            assert!(spins.len() >= 3, "CPU {cpu}: {spins:?}");
+            for w in spins.windows(2) {
+                assert!(w[0].1 <= w[1].0, "CPU {cpu}: {w:?}");
+            }
+        }
     }
 
     #[test]
@@ -1678,6 +2091,58 @@ mod tests {
         // One second of back-to-back events: about one breather per 100 ms.
         assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
         assert_eq!(stats[0].releases, 100_000);
+    }
+
+    #[test]
+    fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
+        let clock = ManualClock::new(0, 100);
+        let slots = vec![SlotSpec {
+            name: "e".into(),
+            action: 0,
+            period: None,
+            offset: 0,
+            wcet: None,
+            miss: MissPolicy::Skip,
+            movable: false,
+        }];
+        // Bursts of events 10 us apart, then 150 us of room, over and over for 1 s.
+        let mut events = Vec::new();
+        let mut t = 0;
+        while t < 1_000_000_000 {
+            for k in 0..20 {
+                events.push(Event::new(t + k * 10_000, 0, &[]));
+            }
+            t += 20 * 10_000 + 150_000;
+        }
+        let n = events.len() as u64;
+        let mut fake = Fake::new(&clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let progress = vec![SlotProgress::default()];
+        // A loop alone on a shielded CPU spins through it all (it never blocks by itself).
+        let cfg = LoopConfig {
+            interval: 100_000,
+            breather_every: Some(100_000_000),
+            shielded: true,
+            spin_below: SHIELDED_SPIN_BELOW_NS,
+            events: &events,
+            event_slot: &[Some(0)],
+            ..loop_cfg(1_000_000, u64::MAX)
+        };
+        let e = dispatch(
+            &clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &progress,
+            &Heartbeat::default(),
+        );
+        assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+        assert_eq!(stats[0].releases, n);
+        // Every breather fell in the room: not one release came late.
+        let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
+        assert!(worst < 5_000, "a release {worst} ns late");
     }
 
     #[test]

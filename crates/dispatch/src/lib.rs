@@ -84,6 +84,14 @@ pub struct RunConfig {
     /// Indices into the plan's tasks whose offsets were automatic and may move during the run when
     /// their late releases line up ([`rephase`]); empty: every task keeps its phase.
     pub movable: Vec<usize>,
+    /// `--explain`: keep every release later than this (ns) for attribution (`None`: keep none).
+    pub explain_bound: Option<u64>,
+    /// How early `wake` clients are released (`None`: as `margin`, automatic by default).
+    pub wake_lead: Option<MarginPolicy>,
+    /// Where each `wake` action's client runs, when the caller placed it (action, CPU): its lead
+    /// is capped by what is released on that CPU ([`wake_lead_caps`]); an action not listed is
+    /// capped as if every client shared one CPU.
+    pub client_cpus: Vec<(u16, usize)>,
 }
 
 impl Default for RunConfig {
@@ -102,6 +110,9 @@ impl Default for RunConfig {
             spin_budget: DISPATCH_SPIN_BUDGET,
             start_grid: None,
             movable: Vec::new(),
+            explain_bound: None,
+            wake_lead: None,
+            client_cpus: Vec::new(),
         }
     }
 }
@@ -233,7 +244,10 @@ fn prepare_action(
                 );
             }
             Box::new(actions::wake::Wake::new(
-                server, period, cfg.margin, wake_cap,
+                server,
+                period,
+                cfg.wake_lead.unwrap_or(cfg.margin),
+                wake_cap,
             ))
         }
     })
@@ -286,6 +300,99 @@ pub fn wake_lead_cap(plan: &Plan) -> u64 {
         releases_per_second(plan, |t| is_wake(t.action), |e| is_wake(e.action)),
         WAKE_SPIN_BUDGET,
     )
+}
+
+/// The most each action's automatic `wake` lead may grow to (indexed by action; `u64::MAX` for
+/// other kinds): [`WAKE_SPIN_BUDGET`] of the CPU its client runs on, shared among the wake
+/// releases of the clients placed there (`placed`: action, CPU). A client not placed may run
+/// anywhere, with any other: its cap is [`wake_lead_cap`]'s, as if every client shared one CPU.
+///
+/// With `n` clients of period `P` spread over `m` CPUs, each CPU releases `n / m` of them,
+/// `P m / n` apart, and each lead may grow to half of that: leads on one CPU never overlap and
+/// spin at most half of it, and the cap does not shrink as clients are added when CPUs are
+/// added with them (30 clients at 10 ms on 15 CPUs: 2.5 ms, the period's own 2 ms bound rules).
+pub fn wake_lead_caps(plan: &Plan, placed: &[(u16, usize)]) -> Vec<u64> {
+    let rate = |a: u16| -> f64 {
+        plan.tasks
+            .iter()
+            .filter(|t| t.action == a)
+            .map(|t| 1e9 / t.period as f64)
+            .sum::<f64>()
+            + releases_per_second(plan, |_| false, |e| e.action == a)
+    };
+    let anywhere = wake_lead_cap(plan);
+    (0..plan.actions.len() as u16)
+        .map(|a| {
+            if plan.action(a).action.kind() != ActionKind::Wake {
+                return u64::MAX;
+            }
+            let Some(&(_, cpu)) = placed.iter().find(|(x, _)| *x == a) else {
+                return anywhere;
+            };
+            let on_cpu: f64 = placed
+                .iter()
+                .filter(|(_, c)| *c == cpu)
+                .map(|(x, _)| rate(*x))
+                .sum();
+            spin_cap(on_cpu, WAKE_SPIN_BUDGET)
+        })
+        .collect()
+}
+
+/// CPUs for `n` wake clients, in the order of their releases' phases: round robin over the
+/// online CPUs that run no dispatcher (all of them when that leaves none) and, when that leaves
+/// more than one, not `busy_irq` (the CPU taking the most device interrupts). With phases spread
+/// evenly over the period, each CPU's clients are then spread evenly too, as far apart as they
+/// can be.
+pub fn place_clients(
+    n: usize,
+    run_cpus: &[usize],
+    online: &[usize],
+    busy_irq: Option<usize>,
+) -> Vec<usize> {
+    let mut cpus: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|c| !run_cpus.contains(c))
+        .collect();
+    if cpus.is_empty() {
+        cpus = online.to_vec();
+    }
+    if cpus.len() > 1 {
+        if let Some(b) = busy_irq {
+            cpus.retain(|&c| c != b);
+        }
+    }
+    (0..n).map(|i| cpus[i % cpus.len()]).collect()
+}
+
+/// The online CPU that took the most device interrupts (numbered IRQs of /proc/interrupts) over
+/// `watch`, if any took at least 100 a second.
+pub fn busiest_irq_cpu(watch: std::time::Duration) -> Option<usize> {
+    let device = |m: &std::collections::BTreeMap<String, Vec<u64>>| -> Vec<u64> {
+        let mut per = Vec::new();
+        for (label, counts) in m {
+            if !label.starts_with(|c: char| c.is_ascii_digit()) {
+                continue;
+            }
+            per.resize(per.len().max(counts.len()), 0);
+            for (i, n) in counts.iter().enumerate() {
+                per[i] += n;
+            }
+        }
+        per
+    };
+    let before = device(&punctual_bench::gaps::read_interrupts());
+    std::thread::sleep(watch);
+    let after = device(&punctual_bench::gaps::read_interrupts());
+    let secs = watch.as_secs_f64().max(1e-3);
+    after
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (i, a.saturating_sub(before.get(i).copied().unwrap_or(0))))
+        .filter(|&(_, d)| d as f64 / secs >= 100.0)
+        .max_by_key(|&(_, d)| d)
+        .map(|(i, _)| i)
 }
 
 /// The most the dispatcher's automatic margin may grow to on `cpu`: [`DISPATCH_SPIN_BUDGET`] of the
@@ -471,7 +578,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
         }
     }
     let dir = punctual_periodic::channel::shm_dir();
-    let wake_cap = wake_lead_cap(&plan);
+    let wake_caps = wake_lead_caps(&plan, &cfg.client_cpus);
     let alarm = watchdog::Alarm::default();
     let mut clients = Vec::new();
     let mut slots = Vec::new();
@@ -560,7 +667,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                 period,
                 cfg,
                 &dir,
-                wake_cap,
+                wake_caps[a as usize],
                 &mut clients,
                 &alarm,
             )?);
@@ -675,6 +782,25 @@ pub struct SlotResult {
     pub stats: SlotStats,
     /// The action's own measurements (given with the first slot that uses the action).
     pub report: Option<ActionReport>,
+}
+
+impl Outcome {
+    /// `--explain`: every slot's late releases, each counted in its slot's index in
+    /// [`Outcome::slots`], and per slot the ones its log had no room for.
+    pub fn late_releases(&mut self) -> (Vec<punctual_explain::LateRelease>, Vec<(u32, u64)>) {
+        let mut records = Vec::new();
+        let mut unlogged = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            let log = std::mem::take(&mut s.stats.late);
+            let (r, dropped) = log.into_records();
+            records.extend(r.into_iter().map(|mut r| {
+                r.series = i as u32;
+                r
+            }));
+            unlogged.push((i as u32, dropped));
+        }
+        (records, unlogged)
+    }
 }
 
 pub struct Outcome {
@@ -838,6 +964,7 @@ struct ThreadSettings {
     margin: MarginPolicy,
     duration: Option<u64>,
     breather_every: Option<u64>,
+    explain_bound: Option<u64>,
 }
 
 fn spawn_dispatcher(
@@ -857,6 +984,7 @@ fn spawn_dispatcher(
         margin: cfg.margin,
         duration: cfg.duration,
         breather_every: cfg.watchdog.map(|w| w / 4),
+        explain_bound: cfg.explain_bound,
     };
     let shared = shared.clone();
     std::thread::Builder::new()
@@ -898,6 +1026,13 @@ fn dispatcher_thread(
             )
         })
         .collect();
+    if let Some(bound) = settings.explain_bound {
+        // One CPU's logs share the per-thread capacity, each slot at least a thousand records.
+        let each = (punctual_explain::LOG_CAPACITY / stats.len().max(1)).max(1024);
+        for st in &mut stats {
+            st.late = punctual_explain::LateLog::new(bound, each);
+        }
+    }
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;
@@ -1093,6 +1228,48 @@ mod tests {
         );
         let none = "[[task]]\nname = \"t\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n";
         assert_eq!(wake_lead_cap(&plan(none)), u64::MAX);
+    }
+
+    #[test]
+    fn the_lead_cap_is_per_cpu_the_clients_run_on_not_per_plan() {
+        let p = plan(&thirty_wake_tasks(""));
+        // Placed on 15 CPUs (1 to 15), two each: 200 releases a second per CPU, half of 5 ms.
+        let placed: Vec<(u16, usize)> = place_clients(30, &[0], &(0..16).collect::<Vec<_>>(), None)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (i as u16, c))
+            .collect();
+        assert!(
+            placed.iter().all(|&(_, c)| c != 0),
+            "none on the dispatcher's CPU"
+        );
+        for c in 1..16 {
+            assert_eq!(placed.iter().filter(|&&(_, x)| x == c).count(), 2);
+        }
+        let caps = wake_lead_caps(&p, &placed);
+        assert!(caps.iter().all(|&c| c == 2_500_000), "{caps:?}");
+        // Not placed: as if all shared one CPU (the plan's cap, 166 us).
+        assert!(wake_lead_caps(&p, &[]).iter().all(|&c| c == 166_666));
+        // All 30 on one CPU: the same as the plan's.
+        let one: Vec<(u16, usize)> = (0..30).map(|i| (i, 1)).collect();
+        assert!(wake_lead_caps(&p, &one).iter().all(|&c| c == 166_666));
+        // Other kinds are not capped by it.
+        let mixed =
+            plan("[[task]]\nname = \"m\"\nperiod = \"1ms\"\naction = { kind = \"mark\" }\n");
+        assert_eq!(wake_lead_caps(&mixed, &[]), vec![u64::MAX]);
+    }
+
+    #[test]
+    fn clients_are_placed_off_the_dispatcher_and_the_busy_interrupt_cpu() {
+        let online = [0, 1, 2, 3];
+        assert_eq!(
+            place_clients(5, &[3], &online, Some(0)),
+            vec![1, 2, 1, 2, 1]
+        );
+        // Two CPUs, the dispatcher on one: the other takes every client, busy or not.
+        assert_eq!(place_clients(3, &[1], &[0, 1], Some(0)), vec![0, 0, 0]);
+        // Nothing but the dispatcher's CPU: there.
+        assert_eq!(place_clients(2, &[0], &[0], None), vec![0, 0]);
     }
 
     #[test]

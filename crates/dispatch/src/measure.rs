@@ -3,7 +3,8 @@
 
 use crate::engine::{Heartbeat, SlotProgress};
 use crate::shield::{Shield, ShieldPlan};
-use crate::{prepare, report, Avoidance, DispatchError, Outcome, RunConfig};
+use crate::{prepare, report, Avoidance, DispatchError, Outcome, Prepared, RunConfig};
+use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
 use punctual_plan::admission::Report as Admission;
 use punctual_plan::{Offset, Plan};
@@ -56,7 +57,18 @@ pub fn run_plan(
     stop: Arc<AtomicBool>,
     slots: Option<&LiveSlots>,
 ) -> Result<Outcome, DispatchError> {
-    let prepared = prepare(plan, cfg, &stop)?;
+    let (prepared, progress, heartbeats) = prepared_for(plan, cfg, &stop, slots)?;
+    crate::execute_with(prepared, cfg, stop, progress, heartbeats)
+}
+
+/// The plan prepared (clients attached) with its live figures, shown to `slots` when asked.
+fn prepared_for(
+    plan: Plan,
+    cfg: &RunConfig,
+    stop: &AtomicBool,
+    slots: Option<&LiveSlots>,
+) -> Result<(Prepared, Arc<[SlotProgress]>, Arc<[Heartbeat]>), DispatchError> {
+    let prepared = prepare(plan, cfg, stop)?;
     let progress = match slots {
         Some(s) if s.histograms => crate::live_progress_for(&prepared),
         _ => crate::progress_for(&prepared),
@@ -70,7 +82,31 @@ pub fn run_plan(
             heartbeats: heartbeats.clone(),
         });
     }
-    crate::execute_with(prepared, cfg, stop, progress, heartbeats)
+    Ok((prepared, progress, heartbeats))
+}
+
+/// [`run_plan`], with `--explain`: the kernel trace runs from the moment the plan is prepared
+/// (its clients attached) to its end, the dispatcher keeps its late releases (`cfg.explain_bound`
+/// is set from `explain`), and each gets its cause, counted per slot (series = index in
+/// [`Outcome::slots`]).
+pub fn run_plan_explained(
+    plan: Plan,
+    cfg: &RunConfig,
+    stop: Arc<AtomicBool>,
+    slots: Option<&LiveSlots>,
+    explain: Option<&ExplainConfig>,
+) -> Result<(Outcome, Option<Explanation>), Failure> {
+    let Some(explain) = explain else {
+        return Ok((run_plan(plan, cfg, stop, slots)?, None));
+    };
+    let mut cfg = cfg.clone();
+    cfg.explain_bound = Some(explain.bound);
+    let (prepared, progress, heartbeats) = prepared_for(plan, &cfg, &stop, slots)?;
+    let explainer = Explainer::start(explain)?;
+    let mut out = crate::execute_with(prepared, &cfg, stop, progress, heartbeats)?;
+    let (records, unlogged) = out.late_releases();
+    let explained = explainer.stop()?.explain(&records, &unlogged);
+    Ok((out, Some(explained)))
 }
 
 impl Applied for Shield {
@@ -118,6 +154,11 @@ pub struct RunPlan {
     auto_tasks: Vec<usize>,
     avoidance: Option<Avoidance>,
     slots: LiveSlots,
+    /// `--explain`: trace the run and attribute every release later than the bound.
+    pub explain: Option<ExplainConfig>,
+    explained: Option<Explanation>,
+    /// With `--explain`: the floor watched on the dispatcher CPUs just before the run.
+    floor: punctual_bench::gaps::Floor,
 }
 
 impl RunPlan {
@@ -179,6 +220,9 @@ impl RunPlan {
             auto_tasks,
             avoidance: None,
             slots: LiveSlots::default(),
+            explain: None,
+            explained: None,
+            floor: Default::default(),
         }
     }
 
@@ -320,12 +364,39 @@ impl Measurement for RunPlan {
             ctx.note(format!("fallback: {f}"));
         }
         self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
-        Ok(run_plan(
+        if let Some(x) = &self.explain {
+            // What no method could win on these CPUs, watched just before the plan runs.
+            ctx.step("floor");
+            let sched = punctual_rt::SchedParams {
+                policy: ctx.rt.policy,
+                priority: self.cfg.priority,
+            };
+            self.floor = punctual_bench::gaps::measure_floor(
+                &self.cfg.cpus,
+                punctual_bench::gaps::FLOOR_WATCH_NS,
+                x.bound,
+                sched,
+                ctx.stop(),
+            )
+            .map_err(|e| Failure::system(format!("--explain: watching the floor: {e}")))?;
+            ctx.step("");
+        }
+        // The trace's own thread keeps off shielded CPUs.
+        let explain = self.explain.clone().map(|mut x| {
+            if self.shield.is_some() || self.cfg.shielded {
+                x.quiet = self.cfg.cpus.clone();
+            }
+            x
+        });
+        let (out, explained) = run_plan_explained(
             plan,
             &self.cfg,
             ctx.stop().clone(),
             Some(&self.slots),
-        )?)
+            explain.as_ref(),
+        )?;
+        self.explained = explained;
+        Ok(out)
     }
 
     fn report(&self, o: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
@@ -390,8 +461,69 @@ impl Measurement for RunPlan {
                 ));
             }
         }
-        Ok(Report::tables(vec![report::table(doc, &o, &self.name)]))
+        let mut out = Report::tables(vec![report::table(doc, &o, &self.name)]);
+        if let Some(x) = &self.explained {
+            let (names, counts): (Vec<(u32, String)>, Vec<u64>) = o
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    (
+                        (i as u32, s.info.name.clone()),
+                        s.stats.lateness.count() + s.stats.lateness.missed_periods(),
+                    )
+                })
+                .unzip();
+            record_floor(doc, &names, x.bound, self.floor);
+            if let Some(t) = out.tables.first_mut() {
+                t.note(floor_note(self.floor, &self.cfg.cpus, x.bound));
+            }
+            out = punctual_explain::render::into_report(out, doc, x, &names, &counts)?;
+        }
+        Ok(out)
     }
+}
+
+/// `"floor": {"10us": share}` (SPEC section 9: windows holding an interruption over the bound)
+/// and `"floor_instants": {"10us": share}` (instants a release would be late at) on each named
+/// series; the key is the bound, as `within` names its thresholds.
+pub fn record_floor(
+    doc: &mut ResultDoc,
+    names: &[(u32, String)],
+    bound: u64,
+    floor: punctual_bench::gaps::Floor,
+) {
+    let key = punctual_explain::bound_key(bound);
+    for s in doc
+        .series
+        .iter_mut()
+        .filter(|s| names.iter().any(|(_, n)| *n == s.name))
+    {
+        if let Some(w) = floor.windows {
+            s.extra
+                .insert("floor".into(), serde_json::json!({ key.clone(): w }));
+        }
+        if let Some(i) = floor.instants {
+            s.extra.insert(
+                "floor_instants".into(),
+                serde_json::json!({ key.clone(): i }),
+            );
+        }
+    }
+}
+
+/// One line under the run's table: the floor as a share of releases that can be within the bound.
+pub fn floor_note(floor: punctual_bench::gaps::Floor, cpus: &[usize], bound: u64) -> String {
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2} %", v * 100.0));
+    format!(
+        "floor on CPU {} (watched {} before the run): {} of instants let a release be within {} \
+         (interruptions longer cover the rest); {} of 10 ms windows held one.",
+        punctual_rt::format_cpu_list(cpus),
+        format_ns(punctual_bench::gaps::FLOOR_WATCH_NS),
+        pct(floor.instants.map(|i| 1.0 - i)),
+        format_ns(bound),
+        pct(floor.windows),
+    )
 }
 
 /// `punctual shield`: real-time mode held for a duration, until Ctrl-C, or around a command run on

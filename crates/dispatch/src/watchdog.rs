@@ -209,6 +209,33 @@ pub fn child_rttime(threshold: u64) -> (u64, u64) {
     (us.saturating_mul(2), us.saturating_mul(3))
 }
 
+/// Lower this process's RLIMIT_RTTIME for a run watched at `threshold` (see [`child_rttime`]);
+/// returns the limit to give back. A hard limit lowered without CAP_SYS_RESOURCE could never be
+/// raised again (the next run in this process would start its children under it): then only the
+/// soft limit (SIGXCPU, which trips the watchdog) is set.
+fn lower_rttime(threshold: u64) -> libc::rlimit {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let (soft, hard) = child_rttime(threshold);
+    // SAFETY: reading and setting our own limit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_RTTIME, &mut old);
+        let hard = if punctual_rt::privilege::has_capability(24) {
+            hard
+        } else {
+            old.rlim_max
+        };
+        let new = libc::rlimit {
+            rlim_cur: soft.min(hard),
+            rlim_max: hard,
+        };
+        libc::setrlimit(libc::RLIMIT_RTTIME, &new);
+    }
+    old
+}
+
 fn now() -> u64 {
     read_clock(libc::CLOCK_MONOTONIC)
 }
@@ -373,33 +400,7 @@ impl Watchdog {
         // SIGXCPU (RLIMIT_RTTIME's soft limit) as a flag the watchdog polls.
         let xcpu = Arc::new(AtomicBool::new(false));
         let _ = signal_hook::flag::register(libc::SIGXCPU, xcpu.clone());
-        let old_rttime = if realtime {
-            let mut old = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: reading and setting our own limit.
-            unsafe {
-                libc::getrlimit(libc::RLIMIT_RTTIME, &mut old);
-                let (soft, hard) = child_rttime(threshold);
-                // A hard limit lowered without CAP_SYS_RESOURCE could never be raised again (the
-                // next run in this process would start its children under it): then only the
-                // soft limit (SIGXCPU, which trips the watchdog) is set.
-                let hard = if punctual_rt::privilege::has_capability(24) {
-                    hard
-                } else {
-                    old.rlim_max
-                };
-                let new = libc::rlimit {
-                    rlim_cur: soft.min(hard),
-                    rlim_max: hard,
-                };
-                libc::setrlimit(libc::RLIMIT_RTTIME, &new);
-            }
-            Some(old)
-        } else {
-            None
-        };
+        let old_rttime = realtime.then(|| lower_rttime(threshold));
         let held: Arc<Mutex<Vec<HeldByOthers>>> = Arc::default();
         let mut watch = Watch {
             threshold,

@@ -285,6 +285,7 @@ impl KurtArts {
                     breather_every: Some(500_000_000),
                     steal: None,
                     txtime_lead: 0,
+                    explain_bound: None,
                 };
                 let progress = [SlotProgress::default()];
                 let r = replay(

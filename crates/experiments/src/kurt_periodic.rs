@@ -14,8 +14,9 @@
 //! model: [`Model`]; tables: [`tables`]; figures: [`figures`].
 
 use crate::published::kurt::*;
-use punctual_dispatch::measure::run_plan;
+use punctual_dispatch::measure::run_plan_explained;
 use punctual_dispatch::RunConfig;
+use punctual_explain::{ExplainConfig, Explainer, LateLog, LateRelease, Tally, Waiter};
 use punctual_periodic::{Periodic, FLAG_REALTIME};
 use punctual_plan::{Action, MissPolicy, NamedAction, Offset, Plan, Task};
 use punctual_result::doc::kind;
@@ -94,17 +95,27 @@ fn now() -> u64 {
     read_clock(libc::CLOCK_MONOTONIC)
 }
 
+/// Late releases a self-timed process keeps for `--explain` (a 10 s row has 1,000 releases).
+const CHILD_LATE_CAPACITY: usize = 4096;
+
 /// One periodic process's body. `first`: absolute instant of its first release (rel/abs); `until`:
-/// absolute end (rel/abs; wake runs until its channel ends). Returns the JSON line it reports.
+/// absolute end (rel/abs; wake runs until its channel ends); `late_bound`: keep the releases later
+/// than this (rel/abs: a wake client's are kept by the dispatcher). Returns the JSON line it
+/// reports.
 pub fn body(
     mode: Mode,
     period: u64,
     first: u64,
     until: u64,
     channel: Option<&str>,
+    late_bound: Option<u64>,
 ) -> Result<String, String> {
     let mut interval = Recorder::new();
     let mut lateness = Recorder::new();
+    let mut late = match late_bound {
+        Some(b) if !mode.released() => LateLog::new(b, CHILD_LATE_CAPACITY),
+        _ => LateLog::off(),
+    };
     if !mode.released() {
         let p = libc::sched_param {
             sched_priority: CHILD_PRIORITY,
@@ -116,11 +127,24 @@ pub fn body(
         }
     }
     let mut prev: Option<u64> = None;
-    let mut note = |t: u64, late: u64, interval: &mut Recorder, lateness: &mut Recorder| {
+    let mut note = |t: u64, l: u64, interval: &mut Recorder, lateness: &mut Recorder| {
         if let Some(p) = prev {
             interval.record((t - p).abs_diff(period));
         }
-        lateness.record(late);
+        lateness.record(l);
+        if late.is_late(l) {
+            let (tid, cpu) = punctual_explain::here();
+            late.push(LateRelease {
+                series: 0,
+                tid,
+                cpu,
+                waiter: Waiter::Sleeper,
+                target: t - l,
+                actual: t,
+                handover: None,
+                behind: false,
+            });
+        }
         prev = Some(t);
     };
     match mode {
@@ -175,9 +199,13 @@ pub fn body(
             }
         }
     }
+    let (records, dropped) = late.into_records();
     let v = serde_json::json!({
         "interval": Series::from_recorder("interval", kind::INTERVAL_DEVIATION, None, &interval),
         "lateness": Series::from_recorder("lateness", kind::LATENESS, None, &lateness),
+        // [target, actual, tid, cpu] of each release later than the bound.
+        "late": records.iter().map(|r| [r.target, r.actual, r.tid as u64, r.cpu as u64]).collect::<Vec<_>>(),
+        "late_dropped": dropped,
     });
     Ok(v.to_string())
 }
@@ -195,15 +223,23 @@ pub struct Cell {
     pub interference: Option<(f64, f64)>,
     /// Share of the CPUs' time the hypervisor stole while this configuration ran (mean over CPUs).
     pub steal: Option<f64>,
+    /// The row's late releases by cause (`--explain`, on by default).
+    pub causes: Option<Tally>,
+    /// The floor on the row's CPUs, watched just before it ran (`windows`: share of 10 ms
+    /// windows holding an interruption over 10 us; `instants`: share of instants a release would
+    /// be late at).
+    pub floor: punctual_bench::gaps::Floor,
+    /// A few late releases of each cause with how each was decided.
+    pub examples: Option<serde_json::Value>,
 }
 
 fn spawn_children(
     exe: &std::path::Path,
     mode: Mode,
     n: usize,
-    first: u64,
-    until: u64,
+    (first, until): (u64, u64),
     channels: &[String],
+    late_bound: Option<u64>,
 ) -> Result<Vec<std::process::Child>, Failure> {
     (0..n)
         .map(|i| {
@@ -220,6 +256,9 @@ fn spawn_children(
             if mode.released() {
                 c.arg("--channel").arg(&channels[i]);
             }
+            if let Some(b) = late_bound {
+                c.arg("--explain-bound-ns").arg(b.to_string());
+            }
             c.stdout(Stdio::piped()).stdin(Stdio::null());
             c.spawn()
                 .map_err(|e| Failure::system(format!("starting a periodic process: {e}")))
@@ -227,7 +266,13 @@ fn spawn_children(
         .collect()
 }
 
-fn collect(children: Vec<std::process::Child>, cell: &mut Cell) {
+/// The children's figures merged into `cell`; their late releases (self-timed modes) added to
+/// `late`, with the ones they had no room for.
+fn collect(
+    children: Vec<std::process::Child>,
+    cell: &mut Cell,
+    late: &mut (Vec<LateRelease>, u64),
+) {
     for c in children {
         let Ok(out) = c.wait_with_output() else {
             cell.failures += 1;
@@ -243,6 +288,20 @@ fn collect(children: Vec<std::process::Child>, cell: &mut Cell) {
             cell.failures += 1;
             continue;
         };
+        late.1 += v["late_dropped"].as_u64().unwrap_or(0);
+        for r in v["late"].as_array().into_iter().flatten() {
+            let f = |i: usize| r.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            late.0.push(LateRelease {
+                series: 0,
+                tid: f(2) as i32,
+                cpu: f(3) as u32,
+                waiter: Waiter::Sleeper,
+                target: f(0),
+                actual: f(1),
+                handover: None,
+                behind: false,
+            });
+        }
         for (key, rec) in [
             ("interval", &mut cell.interval),
             ("lateness", &mut cell.lateness),
@@ -257,14 +316,26 @@ fn collect(children: Vec<std::process::Child>, cell: &mut Cell) {
     }
 }
 
-/// Measure one configuration for `dur` ns on dispatcher CPU `cpu`.
+/// How long the floor is watched before each row (the quick version: half).
+pub const FLOOR_WATCH_NS: u64 = punctual_bench::gaps::FLOOR_WATCH_NS;
+
+/// How one row is measured besides its mode: its length, the dispatcher's CPU, and `--explain`
+/// (`None`: no trace, no floor).
+pub struct RowSettings<'a> {
+    pub dur: u64,
+    pub cpu: usize,
+    pub explain: Option<&'a ExplainConfig>,
+    /// How long the floor is watched before the row.
+    pub floor_watch: u64,
+}
+
+/// Measure one configuration.
 pub fn measure(
     ctx: &Ctx,
     mode: Mode,
     n: usize,
     loaded: bool,
-    dur: u64,
-    cpu: usize,
+    row: &RowSettings,
 ) -> Result<Cell, Failure> {
     let mut cell = Cell {
         mode,
@@ -275,6 +346,9 @@ pub fn measure(
         failures: 0,
         interference: None,
         steal: None,
+        causes: None,
+        floor: Default::default(),
+        examples: None,
     };
     let steal = punctual_rt::host::StealMeter::start();
     let loads = if loaded {
@@ -287,115 +361,199 @@ pub fn measure(
     } else {
         None
     };
-    let result = (|| -> Result<(), Failure> {
-        match mode {
-            Mode::Rel | Mode::Abs => {
-                // Aligned to the period, far enough ahead for every child to start.
-                let first = (now() + 300_000_000).div_ceil(PERIOD) * PERIOD;
-                let children = spawn_children(ctx.exe(), mode, n, first, first + dur, &[])?;
-                collect(children, &mut cell);
-            }
-            Mode::Wake | Mode::WakeShielded => {
-                let tag = std::process::id();
-                let channels: Vec<String> = (0..n).map(|i| format!("kurt-{tag}-{i}")).collect();
-                let mut plan = Plan {
-                    name: format!("kurt-{n}"),
-                    cpus: Some(vec![cpu]),
-                    shield: false,
-                    spin_margin: MarginPolicy::Auto,
-                    duration: Some(dur),
-                    actions: channels
-                        .iter()
-                        .map(|c| NamedAction {
-                            name: c.clone(),
-                            action: Action::Wake {
-                                channel: c.clone(),
-                                spawn: None,
-                            },
-                            cpu: None,
-                            wcet: None,
-                        })
-                        .collect(),
-                    tasks: (0..n)
-                        .map(|i| Task {
-                            name: format!("p{i}"),
-                            period: PERIOD,
-                            offset: Offset::Auto,
-                            wcet: None,
-                            action: i as u16,
-                            cpu: None,
-                            miss: MissPolicy::Skip,
-                        })
-                        .collect(),
-                    events: vec![],
-                    source: "kurt-periodic".into(),
-                };
-                // punctual's phasing, away from the interference it sees (--avoid-interference).
-                let defaults = RunConfig::default();
-                let sched = punctual_rt::SchedParams {
-                    policy: defaults.policy,
-                    priority: defaults.priority,
-                };
-                let avoided =
-                    punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched)?;
-                if let Some(av) = &avoided {
-                    cell.interference = Some((av.interference.lost_share(), av.hit_share));
-                }
-                let shielded = mode == Mode::WakeShielded;
-                // In (d) the clients share the shielded CPU with the dispatcher, which therefore
-                // keeps its margin to the spin budget (a CPU with wake actions does: a first quick
-                // run, before it did, had (d) at 82 % for 30 processes, starved by its spinning).
-                let cfg = RunConfig {
-                    cpus: vec![cpu],
-                    duration: Some(dur),
-                    start_grid: avoided.map(|av| av.grid),
-                    shielded,
-                    // As `run --avoid-interference`: the automatic phases may move during the run
-                    // when a process's late releases line up with interference the watch missed.
-                    movable: (0..n).collect(),
-                    ..defaults
-                };
-                // The clients attach to channels the plan's preparation creates (it waits for them).
-                let children = spawn_children(ctx.exe(), mode, n, 0, 0, &channels)?;
-                let kill = |children: Vec<std::process::Child>| {
-                    for mut c in children {
-                        let _ = c.kill();
-                        let _ = c.wait();
-                    }
-                };
-                // Real-time mode: the processes join the dispatcher on its CPU, everything else
-                // that can move leaves it (restored when `_shield` drops, on every path).
-                let _shield = if shielded {
-                    match real_time_mode(cpu, &children) {
-                        Ok(s) => Some(s),
-                        Err(e) => {
-                            kill(children);
-                            return Err(e);
-                        }
-                    }
-                } else {
-                    None
-                };
-                let out = match run_plan(plan, &cfg, ctx.stop().clone(), None) {
-                    Ok(out) => out,
-                    Err(e) => {
-                        kill(children);
-                        return Err(e.into());
-                    }
-                };
-                if let Some(t) = out.trip {
-                    return Err(Failure::system(format!("watchdog: {}", t.reason)));
-                }
-                collect(children, &mut cell);
-            }
-        }
-        Ok(())
-    })();
+    let result = match mode {
+        Mode::Rel | Mode::Abs => measure_self_timed(ctx, &mut cell, row),
+        Mode::Wake | Mode::WakeShielded => measure_released(ctx, &mut cell, row),
+    };
     cell.steal = steal.and_then(|m| m.share());
     if let Some(l) = loads {
         l.stop();
     }
     result.map(|_| cell)
+}
+
+/// The floor on `cpus` for the row's bound, watched just before it runs (at the clients'
+/// priority, so what it sees is what they would meet).
+fn watch_floor(
+    ctx: &Ctx,
+    cpus: &[usize],
+    row: &RowSettings,
+) -> Result<punctual_bench::gaps::Floor, Failure> {
+    let Some(x) = row.explain else {
+        return Ok(Default::default());
+    };
+    let sched = punctual_rt::SchedParams {
+        policy: Policy::Fifo,
+        priority: CHILD_PRIORITY as u32,
+    };
+    punctual_bench::gaps::measure_floor(cpus, row.floor_watch, x.bound, sched, ctx.stop())
+        .map_err(|e| Failure::system(format!("watching the floor: {e}")))
+}
+
+/// (a) and (b): processes that time themselves, their late releases reported with their figures.
+fn measure_self_timed(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(), Failure> {
+    cell.floor = watch_floor(ctx, &punctual_rt::online_cpus(), row)?;
+    let explainer = row.explain.map(Explainer::start).transpose()?;
+    // Aligned to the period, far enough ahead for every child to start.
+    let first = (now() + 300_000_000).div_ceil(PERIOD) * PERIOD;
+    let bound = row.explain.map(|x| x.bound);
+    let children = spawn_children(
+        ctx.exe(),
+        cell.mode,
+        cell.n,
+        (first, first + row.dur),
+        &[],
+        bound,
+    )?;
+    let mut late = (Vec::new(), 0);
+    collect(children, cell, &mut late);
+    if let Some(x) = explainer {
+        let x = x.stop()?.explain(&late.0, &[(0, late.1)]);
+        cell.causes = Some(x.tally(0));
+        cell.examples = Some(x.examples_json());
+    }
+    Ok(())
+}
+
+/// The plan of (c) and (d): `n` wake tasks at the period, automatic offsets, on `cpu`.
+fn wake_plan(n: usize, cpu: usize, dur: u64, channels: &[String]) -> Plan {
+    Plan {
+        name: format!("kurt-{n}"),
+        cpus: Some(vec![cpu]),
+        shield: false,
+        spin_margin: MarginPolicy::Auto,
+        duration: Some(dur),
+        actions: channels
+            .iter()
+            .map(|c| NamedAction {
+                name: c.clone(),
+                action: Action::Wake {
+                    channel: c.clone(),
+                    spawn: None,
+                },
+                cpu: None,
+                wcet: None,
+            })
+            .collect(),
+        tasks: (0..n)
+            .map(|i| Task {
+                name: format!("p{i}"),
+                period: PERIOD,
+                offset: Offset::Auto,
+                wcet: None,
+                action: i as u16,
+                cpu: None,
+                miss: MissPolicy::Skip,
+            })
+            .collect(),
+        events: vec![],
+        source: "kurt-periodic".into(),
+    }
+}
+
+/// (c) and (d): processes released by the dispatcher, whose late releases it keeps.
+fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(), Failure> {
+    let (n, cpu, dur) = (cell.n, row.cpu, row.dur);
+    let tag = std::process::id();
+    let channels: Vec<String> = (0..n).map(|i| format!("kurt-{tag}-{i}")).collect();
+    let mut plan = wake_plan(n, cpu, dur, &channels);
+    // punctual's phasing, away from the interference it sees (--avoid-interference).
+    let defaults = RunConfig::default();
+    let sched = punctual_rt::SchedParams {
+        policy: defaults.policy,
+        priority: defaults.priority,
+    };
+    let avoided = punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched)?;
+    if let Some(av) = &avoided {
+        cell.interference = Some((av.interference.lost_share(), av.hit_share));
+    }
+    let shielded = cell.mode == Mode::WakeShielded;
+    // (c): the processes on the CPUs without the dispatcher (and without the busiest device
+    // interrupt when more remain), round robin in phase order, each lead capped by its CPU's
+    // releases: the dispatcher never wakes on a client's CPU, clients on one CPU never spin at
+    // once (design.md, "Leads, caps and placement"). (d): all on the shielded CPU.
+    let placement = if shielded {
+        vec![cpu; n]
+    } else {
+        let busy = punctual_dispatch::busiest_irq_cpu(std::time::Duration::from_millis(200));
+        punctual_dispatch::place_clients(n, &[cpu], &punctual_rt::online_cpus(), busy)
+    };
+    // In (d) the clients share the shielded CPU with the dispatcher, which therefore keeps its
+    // margin to the spin budget (a CPU with wake actions does: a first quick run, before it did,
+    // had (d) at 82 % for 30 processes, starved by its spinning).
+    let cfg = RunConfig {
+        client_cpus: placement
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i as u16, c))
+            .collect(),
+        cpus: vec![cpu],
+        duration: Some(dur),
+        start_grid: avoided.map(|av| av.grid),
+        shielded,
+        // As `run --avoid-interference`: the automatic phases may move during the run when a
+        // process's late releases line up with interference the watch missed.
+        movable: (0..n).collect(),
+        ..defaults
+    };
+    // The clients attach to channels the plan's preparation creates (it waits for them).
+    let children = spawn_children(ctx.exe(), cell.mode, n, (0, 0), &channels, None)?;
+    let kill = |children: Vec<std::process::Child>| {
+        for mut c in children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    };
+    if !shielded {
+        for (c, &to) in children.iter().zip(&placement) {
+            if let Err(e) = punctual_rt::affinity::set(c.id() as i32, &[to]) {
+                kill(children);
+                return Err(Failure::system(format!(
+                    "placing a periodic process on CPU {to}: {e}"
+                )));
+            }
+        }
+    }
+    // Real-time mode: the processes join the dispatcher on its CPU, everything else that can
+    // move leaves it (restored when `_shield` drops, on every path).
+    let _shield = if shielded {
+        match real_time_mode(cpu, &children) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                kill(children);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    let floor_cpus = if shielded {
+        vec![cpu]
+    } else {
+        punctual_rt::online_cpus()
+    };
+    let explain = row.explain.map(|x| ExplainConfig {
+        quiet: if shielded { vec![cpu] } else { Vec::new() },
+        ..x.clone()
+    });
+    let run = watch_floor(ctx, &floor_cpus, row).and_then(|floor| {
+        cell.floor = floor;
+        run_plan_explained(plan, &cfg, ctx.stop().clone(), None, explain.as_ref())
+    });
+    let (out, explained) = match run {
+        Ok(r) => r,
+        Err(e) => {
+            kill(children);
+            return Err(e);
+        }
+    };
+    if let Some(t) = out.trip {
+        return Err(Failure::system(format!("watchdog: {}", t.reason)));
+    }
+    cell.examples = explained.as_ref().map(|x| x.examples_json());
+    cell.causes = explained.map(|x| x.total());
+    collect(children, cell, &mut (Vec::new(), 0));
+    Ok(())
 }
 
 /// KURT's SCHED_KURT_PROCS on `cpu`: the periodic processes pinned to it, and a shield that moves
@@ -424,6 +582,9 @@ pub struct KurtPeriodic {
     pub per: u64,
     /// The dispatcher's CPU.
     pub cpu: usize,
+    /// Every row traced and its late releases explained, with the floor watched before it (on by
+    /// default; off when tracing is refused, said once).
+    pub explain: Option<ExplainConfig>,
 }
 
 impl KurtPeriodic {
@@ -436,6 +597,20 @@ impl KurtPeriodic {
                 10_000_000_000
             },
             cpu: punctual_rt::affinity::last_online_cpu(),
+            explain: Some(ExplainConfig::default()),
+        }
+    }
+
+    fn row(&self) -> RowSettings<'_> {
+        RowSettings {
+            dur: self.per,
+            cpu: self.cpu,
+            explain: self.explain.as_ref(),
+            floor_watch: if self.quick {
+                FLOOR_WATCH_NS / 2
+            } else {
+                FLOOR_WATCH_NS
+            },
         }
     }
 
@@ -481,7 +656,19 @@ impl Measurement for KurtPeriodic {
                 mode.label(),
                 if loaded { "(disk)" } else { "(idle)" }
             ));
-            cells.push(measure(ctx, mode, n, loaded, self.per, self.cpu)?);
+            if cells.is_empty() && self.explain.is_some() {
+                // Tracing may be refused (no privilege, no tracefs): the rows still run.
+                if let Err(e) = punctual_trace::capture::Capture::start(
+                    &punctual_trace::capture::CaptureConfig::default(),
+                )
+                .and_then(|c| c.finish().map(|_| ()))
+                {
+                    ctx.note(format!("no explanation of late releases: {e}"));
+                    self.explain = None;
+                }
+            }
+            let row = self.row();
+            cells.push(measure(ctx, mode, n, loaded, &row)?);
         }
         Ok(cells)
     }
@@ -492,10 +679,24 @@ impl Measurement for KurtPeriodic {
         s.insert("per_configuration_ns".into(), self.per.into());
         s.insert("dispatcher_cpu".into(), self.cpu.into());
         series(doc, &cells);
+        if let Some(x) = &self.explain {
+            doc.settings
+                .extra
+                .insert("explain_bound_ns".into(), x.bound.into());
+        }
         let model = Model::of(&cells);
+        let mut tables = tables(&model);
+        let mut figures = figures(&cells)?;
+        if cells.iter().any(|c| c.causes.is_some()) {
+            tables.push(explain_table(&cells));
+            figures.push(crate::figure(
+                "kurt-periodic-late-by-cause",
+                causes_figure(&cells),
+            )?);
+        }
         Ok(Report {
-            tables: tables(&model),
-            figures: figures(&cells)?,
+            tables,
+            figures,
             ..Report::default()
         })
     }
@@ -622,7 +823,8 @@ pub fn tables(m: &Model) -> Vec<Table> {
         }
         t.note("this machine: every process's iterations merged; the metric is |time since the previous iteration - 10 ms| (KURT's).");
         t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
-        t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference).");
+        t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference);");
+        t.note("its processes are pinned round robin to the CPUs without the dispatcher, each lead capped by its own CPU's releases.");
         t.note("(d) is (c) in real-time mode: the processes pinned to the dispatcher's CPU, which a shield empties of every other movable task and IRQ (KURT_PROCS).");
         t.note("host steal: the share of the CPUs' time the hypervisor took while the row ran (/proc/stat); releases inside it are late whatever the method.");
         tables.push(t);
@@ -721,17 +923,105 @@ fn series(doc: &mut ResultDoc, cells: &[Cell]) {
                 .with("interference_lost_share", lost)
                 .with("interference_hit_share", hit);
         }
+        let mut lateness = Series::from_recorder(
+            format!("{name} lateness"),
+            kind::LATENESS,
+            None,
+            &c.lateness,
+        )
+        .with("processes", c.n);
+        for (key, v) in [
+            ("floor", c.floor.windows),
+            ("floor_instants", c.floor.instants),
+        ] {
+            if let Some(v) = v {
+                let floor = serde_json::json!({"10us": v});
+                interval = interval.with(key, floor.clone());
+                lateness = lateness.with(key, floor);
+            }
+        }
+        if let Some(t) = &c.causes {
+            lateness = lateness
+                .with("lateness_causes", t.to_json())
+                .with("lateness_offenders", t.offenders_json(3));
+        }
+        if let Some(e) = &c.examples {
+            lateness = lateness.with("lateness_examples", e.clone());
+        }
         doc.series.push(interval);
-        doc.series.push(
-            Series::from_recorder(
-                format!("{name} lateness"),
-                kind::LATENESS,
-                None,
-                &c.lateness,
-            )
-            .with("processes", c.n),
-        );
+        doc.series.push(lateness);
     }
+}
+
+/// A row's short name: `(c) 30 idle`.
+fn row_name(c: &Cell) -> String {
+    format!(
+        "{} {} {}",
+        &c.mode.label()[..3],
+        c.n,
+        if c.loaded { "disk" } else { "idle" }
+    )
+}
+
+/// Per row: iterations within 10 us, the floor watched before it, and its late releases (release
+/// lateness over 10 us) by cause with the top offender.
+pub fn explain_table(cells: &[Cell]) -> Table {
+    let mut t = Table::new(&["row", "<=10 us", "floor", "late", "causes", "top offender"])
+        .titled("Late releases by cause (later than 10 us), per row, with the floor");
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2} %", v * 100.0));
+    for c in cells {
+        let within = (c.interval.count() > 0).then(|| c.interval.fraction_at_or_below(10_000));
+        let (late, causes, top) = match &c.causes {
+            Some(t) => (
+                t.late().to_string(),
+                punctual_explain::render::causes_cell(t),
+                t.offenders.first().map_or("-".to_string(), |(_, n, k)| {
+                    format!("{}: {k}", punctual_time::text::display_text(n, 32))
+                }),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        t.row([
+            row_name(c),
+            pct(within),
+            pct(c.floor.instants.map(|f| 1.0 - f)),
+            late,
+            causes,
+            top,
+        ]);
+    }
+    t.note("floor: the share of instants on the row's CPUs at which a release can be within 10 us (not inside an");
+    t.note("interruption longer than that), watched just before the row with bench gaps' loop; the document also has the");
+    t.note("share of 10 ms windows holding one (floor). Releases placed away from the interruptions' phase beat this floor.");
+    t.note("late: releases more than 10 us after their instant; an iteration outside 10 us of 10 ms needs one.");
+    t
+}
+
+/// Late releases by cause, one bar per row, in % of the row's releases.
+pub fn causes_figure(cells: &[Cell]) -> Result<String, punctual_plot::PlotError> {
+    let rows: Vec<&Cell> = cells.iter().filter(|c| c.causes.is_some()).collect();
+    let names: Vec<String> = rows.iter().map(|c| row_name(c)).collect();
+    let groups: Vec<(String, Vec<f64>)> = punctual_explain::Cause::ALL
+        .iter()
+        .map(|cause| {
+            (
+                cause.name().to_string(),
+                rows.iter()
+                    .map(|c| {
+                        let n = c.lateness.count() + c.lateness.missed_periods();
+                        let k = c.causes.as_ref().map_or(0, |t| t.count(*cause));
+                        k as f64 * 100.0 / n.max(1) as f64
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    punctual_plot::stacked_bar_plot(
+        "kurt-periodic: late releases by cause (later than 10 us)",
+        "% of the row's releases",
+        &names,
+        &groups,
+    )
 }
 
 /// Figs. 4.5/4.6 for every process count (the share of iterations within each deviation, one line

@@ -97,6 +97,9 @@ fn every_process_count_gets_its_figure_and_every_row_its_histogram() {
             failures: 0,
             interference: None,
             steal: None,
+            causes: None,
+            floor: Default::default(),
+            examples: None,
         }
     };
     let cells = vec![

@@ -2,7 +2,7 @@
 //! then under CPU and I/O load, each for a quarter of the time; then which deadline classes this
 //! machine can serve.
 
-use crate::{run, Config, LatencyError, Mode, Progress, Stop, ThreadResult};
+use crate::{run_observed, Config, LatencyError, Mode, Observe, Progress, Stop, ThreadResult};
 use punctual_load::{LoadKind, LoadReport, LoadSpec, Loads};
 use punctual_result::{Series, Table};
 use punctual_rt::Policy;
@@ -97,9 +97,22 @@ pub fn default_load() -> LoadSpec {
 pub fn run_check(
     cfg: &CheckConfig,
     stop: &Arc<AtomicBool>,
-    mut on_phase: impl FnMut(usize, Phase),
+    on_phase: impl FnMut(usize, Phase),
     progress: &[Progress; 1],
 ) -> Result<CheckOutcome, LatencyError> {
+    run_check_observed(cfg, stop, on_phase, progress, Observe::default()).map(|(o, _)| o)
+}
+
+/// [`run_check`], also keeping what `observe` asks for: the late releases of each phase (series
+/// = the phase's index in [`CheckOutcome::phases`]).
+pub fn run_check_observed(
+    cfg: &CheckConfig,
+    stop: &Arc<AtomicBool>,
+    mut on_phase: impl FnMut(usize, Phase),
+    progress: &[Progress; 1],
+    observe: Observe,
+) -> Result<(CheckOutcome, Vec<punctual_explain::LateLog>), LatencyError> {
+    let mut late = Vec::new();
     let mut phases = Vec::new();
     let mut load_reports = Vec::new();
     let mut loads: Option<Loads> = None;
@@ -130,8 +143,12 @@ pub fn run_check(
             priority: cfg.priority,
             timer_slack_ns: cfg.timer_slack_ns,
         };
-        let mut out = run(&c, stop, None, Some(progress))?;
+        let (mut out, logs) = run_observed(&c, stop, None, Some(progress), observe)?;
         if let Some(thread) = out.threads.pop() {
+            for mut log in logs {
+                log.relabel(phases.len() as u32);
+                late.push(log);
+            }
             phases.push(PhaseResult { phase, thread });
         }
     }
@@ -140,10 +157,13 @@ pub fn run_check(
     }
     // The document lists the phases in one order whatever order they ran in.
     phases.sort_by_key(|p| PHASES.iter().position(|q| *q == p.phase));
-    Ok(CheckOutcome {
-        phases,
-        loads: load_reports,
-    })
+    Ok((
+        CheckOutcome {
+            phases,
+            loads: load_reports,
+        },
+        late,
+    ))
 }
 
 /// A kind of deadline a user may need to meet, and where the number comes from.

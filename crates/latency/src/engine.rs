@@ -4,6 +4,7 @@ use crate::cyclic::CyclicStats;
 use crate::modes::{AbsWaiter, HybridWaiter, Mode, RelWaiter, SignalWaiter, TimerfdWaiter, Waiter};
 use crate::samples::{self, Sample};
 use crate::LatencyError;
+use punctual_explain::{LateLog, LateRelease};
 use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
 use punctual_stats::{LiveHistogram, Recorder};
@@ -172,6 +173,8 @@ pub struct RunExtras<'a> {
     pub distance: u64,
     pub start: Start,
     pub cyclic: Option<&'a [CyclicStats]>,
+    /// What else watches the loops (`--explain`'s late releases).
+    pub observe: Observe,
 }
 
 /// Time between the threads being ready and the first release.
@@ -234,6 +237,17 @@ struct Sink<'a> {
     dropped: &'a mut u64,
     progress: &'a Progress,
     cyclic: Option<&'a CyclicStats>,
+    /// Releases outside `--explain`'s bound (a log that keeps nothing when it is off).
+    late: &'a mut LateLog,
+    /// The series the thread's late releases count in (its index).
+    series: u32,
+}
+
+/// What observes the measuring loops besides the statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observe {
+    /// `--explain`: keep every release later than this (ns) for attribution.
+    pub late_bound: Option<u64>,
 }
 
 /// The loop every mode shares. Nothing in it allocates, locks or prints.
@@ -250,6 +264,8 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         dropped,
         progress,
         cyclic,
+        late,
+        series,
     } = sink;
     let deadline = match until {
         Stop::Duration(d) => first.saturating_add(d),
@@ -269,6 +285,19 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
         let latency = obs.done.saturating_sub(obs.target);
+        if late.is_late(latency) {
+            let (tid, cpu) = punctual_explain::here();
+            late.push(LateRelease {
+                series,
+                tid,
+                cpu,
+                waiter: punctual_explain::Waiter::Sleeper,
+                target: obs.target,
+                actual: obs.done,
+                handover: None,
+                behind: false,
+            });
+        }
         rec.record(latency);
         rec.add_missed(obs.overruns);
         if let Some(h) = live {
@@ -308,6 +337,9 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
             if let Some(h) = live {
                 h.add_missed(missed.min(inside));
             }
+            if late.enabled() {
+                log_missed(late, series, next, interval, missed.min(inside), obs.done);
+            }
             let Some(resumed) = missed
                 .checked_mul(interval)
                 .and_then(|d| next.checked_add(d))
@@ -321,6 +353,35 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
     end
 }
 
+/// Missed releases kept one by one for `--explain` after one late wake-up, at most.
+pub const LOG_MISSED_MAX: u64 = 64;
+
+/// `--explain`: the releases a late wake-up made the thread skip (from `first`, every `interval`,
+/// `count` of them, the first [`LOG_MISSED_MAX`]), each late until the thread ran at `done` (kept
+/// when that is beyond the bound).
+#[cold]
+fn log_missed(late: &mut LateLog, series: u32, first: u64, interval: u64, count: u64, done: u64) {
+    let (tid, cpu) = punctual_explain::here();
+    for j in 0..count.min(LOG_MISSED_MAX) {
+        let target = first.saturating_add(j.saturating_mul(interval));
+        // Skipped this long after its instant (the later ones less late).
+        if !late.is_late(done.saturating_sub(target)) {
+            continue;
+        }
+        late.push(LateRelease {
+            series,
+            tid,
+            cpu,
+            waiter: punctual_explain::Waiter::Sleeper,
+            target,
+            actual: done.max(target + 1),
+            handover: None,
+            behind: false,
+        });
+    }
+    late.dropped += count.saturating_sub(LOG_MISSED_MAX);
+}
+
 /// Run the measurement. `stop` ends it early (interrupt); `samples` receives every sample as CSV;
 /// `progress`, if given, must hold one entry per thread.
 pub fn run(
@@ -329,7 +390,23 @@ pub fn run(
     samples: Option<Box<dyn Write + Send>>,
     progress: Option<&[Progress]>,
 ) -> Result<Outcome, LatencyError> {
-    run_with(cfg, RunExtras::default(), stop, samples, progress)
+    run_with(cfg, RunExtras::default(), stop, samples, progress).map(|(o, _)| o)
+}
+
+/// [`run`], also keeping what `observe` asks for: the late releases of every thread (one log per
+/// thread, in thread order; logs that keep nothing when `late_bound` is `None`).
+pub fn run_observed(
+    cfg: &Config,
+    stop: &Arc<AtomicBool>,
+    samples: Option<Box<dyn Write + Send>>,
+    progress: Option<&[Progress]>,
+    observe: Observe,
+) -> Result<(Outcome, Vec<LateLog>), LatencyError> {
+    let extras = RunExtras {
+        observe,
+        ..RunExtras::default()
+    };
+    run_with(cfg, extras, stop, samples, progress)
 }
 
 /// Each thread's own configuration: `cfg` with thread `i`'s interval (`interval + i * distance`),
@@ -392,7 +469,7 @@ pub fn run_with(
     stop: &Arc<AtomicBool>,
     samples: Option<Box<dyn Write + Send>>,
     progress: Option<&[Progress]>,
-) -> Result<Outcome, LatencyError> {
+) -> Result<(Outcome, Vec<LateLog>), LatencyError> {
     cfg.validate()?;
     let n = cfg.threads.len();
     let configs = thread_configs(cfg, extras.distance)?;
@@ -441,6 +518,7 @@ pub fn run_with(
             let cfg = &configs[index];
             let cyclic = extras.cyclic.map(|c| &c[index]);
             let delay = stagger(extras.start, index);
+            let observe = extras.observe;
             let h = std::thread::Builder::new()
                 .name(format!("punctual-t{index}"))
                 .stack_size(STACK)
@@ -452,7 +530,7 @@ pub fn run_with(
                         cyclic,
                         delay,
                     };
-                    measuring_thread(cfg, stop, meeting, place, tx)
+                    measuring_thread(cfg, stop, meeting, place, tx, observe)
                 })
                 .expect("spawning a measuring thread");
             handles.push(h);
@@ -466,7 +544,7 @@ pub fn run_with(
             Ordering::SeqCst,
         );
         meeting.barrier.wait();
-        let results: Vec<Option<ThreadResult>> = handles
+        let results: Vec<Option<(ThreadResult, LateLog)>> = handles
             .into_iter()
             .map(|h| h.join().expect("measuring thread panicked"))
             .collect();
@@ -481,11 +559,15 @@ pub fn run_with(
         Some(Err(e)) => return Err(LatencyError::Samples(e)),
         None => 0,
     };
-    Ok(Outcome {
-        threads: results.into_iter().flatten().collect(),
-        samples_written,
-        first_release: meeting.first.into_inner(),
-    })
+    let (threads, logs) = results.into_iter().flatten().unzip();
+    Ok((
+        Outcome {
+            threads,
+            samples_written,
+            first_release: meeting.first.into_inner(),
+        },
+        logs,
+    ))
 }
 
 /// Where the measuring threads meet [`run`]'s thread: a barrier passed twice (everyone set up, then
@@ -515,7 +597,8 @@ fn measuring_thread(
     meeting: &Meeting,
     place: ThreadPlace,
     mut tx: Option<rtrb::Producer<Sample>>,
-) -> Option<ThreadResult> {
+    observe: Observe,
+) -> Option<(ThreadResult, LateLog)> {
     let ThreadPlace {
         index,
         cpu,
@@ -550,6 +633,10 @@ fn measuring_thread(
         }
     };
     let mut rec = Recorder::new();
+    let mut late = match observe.late_bound {
+        Some(b) => LateLog::new(b, punctual_explain::LOG_CAPACITY),
+        None => LateLog::off(),
+    };
     meeting.barrier.wait(); // everyone is set up (or failed)
     meeting.barrier.wait(); // the main thread has published the first release time
     let guards = guards?;
@@ -571,6 +658,8 @@ fn measuring_thread(
         dropped: &mut dropped,
         progress,
         cyclic,
+        late: &mut late,
+        series: index as u32,
     };
     let (margin_ns, drift_ns) = match measure_in_mode(cfg, sched, stop, sink, index) {
         Ok(figures) => figures,
@@ -593,7 +682,7 @@ fn measuring_thread(
         dropped_samples: dropped,
     };
     drop(tx); // lets the writer finish
-    Some(result)
+    Some((result, late))
 }
 
 /// Builds the waiter of `cfg.mode` and runs [`measure`] with it. Returns the spin margin at the end
@@ -697,14 +786,30 @@ mod tests {
             interval: 1_000_000,
             until,
         };
+        let mut late = LateLog::new(10_000, 1 << 16);
         let sink = Sink {
             rec: &mut rec,
             tx: &mut tx,
             dropped: &mut dropped,
             progress: &progress,
             cyclic: None,
+            late: &mut late,
+            series: 3,
         };
         measure(w, sched, &AtomicBool::new(false), sink);
+        // Every release later than the bound, and only those, is kept for --explain: the samples
+        // over it and the releases a late wake-up skipped (each late until the thread ran).
+        let over =
+            rec.count() - (rec.fraction_at_or_below(10_000) * rec.count() as f64).round() as u64;
+        let skipped = if w.self_scheduled() {
+            rec.missed_periods().min(LOG_MISSED_MAX)
+        } else {
+            0 // a timer's overruns are counted, not released one by one
+        };
+        assert_eq!(late.records().len() as u64, over + skipped);
+        assert!(late.records().iter().all(|r| r.series == 3
+            && r.lateness() > 10_000
+            && r.waiter == punctual_explain::Waiter::Sleeper));
         assert_eq!(progress.samples.load(Ordering::Relaxed), rec.count());
         assert_eq!(
             progress.max_ns.load(Ordering::Relaxed),
@@ -810,6 +915,8 @@ mod tests {
             dropped: &mut dropped,
             progress: &progress,
             cyclic: None,
+            late: &mut LateLog::off(),
+            series: 0,
         };
         let end = measure(&mut w, sched, &AtomicBool::new(false), sink);
         assert_eq!(end.n, 1, "one release, then the next one does not exist");
@@ -925,6 +1032,8 @@ mod tests {
             dropped: &mut d,
             progress: &p,
             cyclic: None,
+            late: &mut LateLog::off(),
+            series: 0,
         };
         measure(&mut w, sched, &AtomicBool::new(true), sink);
         assert_eq!((rec.count(), w.i), (0, 0));
@@ -987,6 +1096,8 @@ mod tests {
             dropped: &mut dropped,
             progress: &progress,
             cyclic: Some(&c),
+            late: &mut LateLog::off(),
+            series: 0,
         };
         measure(&mut w, sched, &AtomicBool::new(false), sink);
         let t = c.snapshot();

@@ -12,8 +12,8 @@ pub mod report;
 mod samples;
 
 pub use engine::{
-    run, run_with, Config, Outcome, Progress, RunExtras, Start, Stop, ThreadResult, MAX_INTERVAL,
-    MAX_RUN, MAX_THREADS,
+    run, run_observed, run_with, Config, Observe, Outcome, Progress, RunExtras, Start, Stop,
+    ThreadResult, MAX_INTERVAL, MAX_RUN, MAX_THREADS,
 };
 pub use modes::Mode;
 

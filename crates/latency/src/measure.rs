@@ -1,9 +1,10 @@
 //! `punctual latency` and `punctual check` as measurements of the lifecycle
 //! ([`punctual_session::drive`]): what they hold, run and report.
 
-use crate::check::{run_check, CheckConfig, CheckOutcome, PHASES};
+use crate::check::{run_check_observed, CheckConfig, CheckOutcome, PHASES};
 use crate::cyclic::{CyclicConfig, CyclicDoc, CyclicStats, CyclicThreadDoc};
-use crate::{report, run_with, Config, Outcome, Progress, RunExtras, Stop};
+use crate::{report, run_with, Config, Observe, Outcome, Progress, RunExtras, Stop};
+use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
 use punctual_result::{Failure, Output, ResultDoc};
 use punctual_rt::RtWant;
@@ -38,9 +39,18 @@ pub struct Latency {
     progress: Arc<[Progress]>,
     /// cyclictest's figures per thread (`--hist`), kept in the document's `extra.cyclictest`.
     cyclic: Option<Vec<CyclicStats>>,
+    /// `--explain`: trace the threads' CPUs and attribute every sample later than the bound.
+    explain: Option<ExplainConfig>,
+    explained: Option<Explanation>,
 }
 
 impl Latency {
+    /// Explain every sample later than `cfg.bound` (`--explain`).
+    pub fn explain(mut self, cfg: Option<ExplainConfig>) -> Latency {
+        self.explain = cfg;
+        self
+    }
+
     pub fn new(cfg: Config, want: RtWant, load: LoadSpec, samples: Option<Output>) -> Latency {
         let progress = (0..cfg.threads.len())
             .map(|_| Progress::default())
@@ -52,6 +62,8 @@ impl Latency {
             samples,
             progress,
             cyclic: None,
+            explain: None,
+            explained: None,
         }
     }
 
@@ -97,6 +109,49 @@ pub fn cyclic_doc(
     }
 }
 
+/// The explanation's series names (`thread N`) with their release counts.
+fn thread_series(outcome: &Outcome) -> (Vec<(u32, String)>, Vec<u64>) {
+    outcome
+        .threads
+        .iter()
+        .map(|t| {
+            (
+                (t.index as u32, format!("thread {}", t.index)),
+                t.recorder.count(),
+            )
+        })
+        .unzip()
+}
+
+/// Start tracing for `--explain` on the CPUs the threads are pinned to (all when one floats).
+fn start_explaining(
+    explain: &Option<ExplainConfig>,
+    cfg: &Config,
+) -> Result<Option<Explainer>, Failure> {
+    let Some(x) = explain else { return Ok(None) };
+    let mut x = x.clone();
+    if x.cpus.is_empty() && cfg.threads.iter().all(Option::is_some) {
+        x.cpus = cfg.threads.iter().flatten().copied().collect();
+        x.cpus.sort_unstable();
+        x.cpus.dedup();
+    }
+    Ok(Some(Explainer::start(&x)?))
+}
+
+/// The logs' records and, per log (its index is its series), the late releases that did not fit.
+pub fn gather_logs(
+    logs: Vec<punctual_explain::LateLog>,
+) -> (Vec<punctual_explain::LateRelease>, Vec<(u32, u64)>) {
+    let mut records = Vec::new();
+    let mut unlogged = Vec::new();
+    for (i, l) in logs.into_iter().enumerate() {
+        let (r, dropped) = l.into_records();
+        records.extend(r);
+        unlogged.push((i as u32, dropped));
+    }
+    (records, unlogged)
+}
+
 /// Where `--samples` goes while the run lasts: a temporary file renamed into place at the end (an
 /// interrupted run still gets its samples, a failed one leaves nothing), or stdout. Written by the
 /// one writer of every file a user names (`punctual_result::output`): a new file gets 0666 less
@@ -138,11 +193,19 @@ impl Measurement for Latency {
             Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), SamplesOut(None)),
             None => (None, SamplesOut(None)),
         };
+        let explainer = start_explaining(&self.explain, &self.cfg)?;
         let extras = RunExtras {
             cyclic: self.cyclic.as_deref(),
+            observe: Observe {
+                late_bound: self.explain.as_ref().map(|x| x.bound),
+            },
             ..RunExtras::default()
         };
-        let outcome = run_with(&self.cfg, extras, ctx.stop(), sink, Some(&self.progress))?;
+        let (outcome, logs) = run_with(&self.cfg, extras, ctx.stop(), sink, Some(&self.progress))?;
+        if let Some(x) = explainer {
+            let (records, unlogged) = gather_logs(logs);
+            self.explained = Some(x.stop()?.explain(&records, &unlogged));
+        }
         Ok((outcome, out))
     }
 
@@ -168,9 +231,14 @@ impl Measurement for Latency {
                 Failure::system(format!("writing --samples {}: {e}", path.display()))
             })?;
         }
-        Ok(Report::tables(vec![report::latency_table(
-            doc, &self.cfg, &outcome,
-        )]))
+        let out = Report::tables(vec![report::latency_table(doc, &self.cfg, &outcome)]);
+        match &self.explained {
+            Some(x) => {
+                let (names, counts) = thread_series(&outcome);
+                punctual_explain::render::into_report(out, doc, x, &names, &counts)
+            }
+            None => Ok(out),
+        }
     }
 }
 
@@ -179,6 +247,8 @@ pub struct Check {
     pub cfg: CheckConfig,
     pub want: RtWant,
     progress: Arc<[Progress]>,
+    explain: Option<ExplainConfig>,
+    explained: Option<Explanation>,
 }
 
 impl Check {
@@ -187,7 +257,20 @@ impl Check {
             cfg,
             want,
             progress: Arc::new([Progress::default()]),
+            explain: None,
+            explained: None,
         }
+    }
+
+    /// Explain every release later than `cfg.bound` in each phase (`--explain`).
+    pub fn explain(mut self, cfg: Option<ExplainConfig>) -> Check {
+        self.explain = cfg.map(|mut c| {
+            if c.cpus.is_empty() {
+                c.cpus = vec![self.cfg.cpu];
+            }
+            c
+        });
+        self
     }
 }
 
@@ -216,12 +299,22 @@ impl Measurement for Check {
             self.cfg.load
         ));
         let slot: &[Progress; 1] = (&*self.progress).try_into().expect("one slot");
-        Ok(run_check(
+        let explainer = self.explain.as_ref().map(Explainer::start).transpose()?;
+        let observe = Observe {
+            late_bound: self.explain.as_ref().map(|x| x.bound),
+        };
+        let (outcome, logs) = run_check_observed(
             &self.cfg,
             ctx.stop(),
             |i, p| ctx.step(format!("{}/{} {}", i + 1, PHASES.len(), p.label())),
             slot,
-        )?)
+            observe,
+        )?;
+        if let Some(x) = explainer {
+            let (records, unlogged) = gather_logs(logs);
+            self.explained = Some(x.stop()?.explain(&records, &unlogged));
+        }
+        Ok(outcome)
     }
 
     fn report(
@@ -260,7 +353,7 @@ impl Measurement for Check {
         if !doc.settings.fallbacks.is_empty() {
             text.push_str("\nRan with fallbacks (see above): figures are worse than this machine can do when privileged.\n");
         }
-        Ok(Report {
+        let out = Report {
             tables: vec![
                 outcome.results_table(self.cfg.interval, self.cfg.cpu),
                 outcome.verdict_table(),
@@ -268,6 +361,18 @@ impl Measurement for Check {
             text,
             figures: Vec::new(),
             ..Report::default()
-        })
+        };
+        match &self.explained {
+            Some(x) => {
+                let (names, counts): (Vec<(u32, String)>, Vec<u64>) = outcome
+                    .phases
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| ((i as u32, p.phase.label()), p.thread.recorder.count()))
+                    .unzip();
+                punctual_explain::render::into_report(out, doc, x, &names, &counts)
+            }
+            None => Ok(out),
+        }
     }
 }

@@ -84,7 +84,11 @@ pub struct Shared {
     pub lateness: AtomicU64,
     pub wake_latency: AtomicU64,
     pub client_missed: AtomicU64,
-    _pad3: [u8; 32],
+    /// The client's thread and the CPU it acknowledged from (0 from a client that does not say:
+    /// the layout's size is unchanged, so older clients still attach).
+    pub client_tid: AtomicI32,
+    pub client_cpu: AtomicU32,
+    _pad3: [u8; 24],
 }
 
 const _: () = assert!(std::mem::size_of::<Shared>() <= PAGE);
@@ -688,6 +692,16 @@ impl Server {
         self.pending = self.released > 0;
     }
 
+    /// The client's thread and the CPU it last acknowledged from (`--explain` traces them); 0
+    /// when the client does not say.
+    pub fn client_thread(&self) -> (i32, u32) {
+        let s = self.map.shared();
+        (
+            s.client_tid.load(Ordering::Relaxed),
+            s.client_cpu.load(Ordering::Relaxed),
+        )
+    }
+
     /// Release the client for instant `target`; `issued` is now, on the same clock.
     #[inline]
     pub fn release(&mut self, target: u64, issued: u64) {
@@ -849,6 +863,9 @@ pub struct Client {
     last: u32,
     /// The declared lead plus slack: the furthest ahead a release may be.
     lead_bound: u64,
+    /// The thread that attached (and waits: one client per thread), told to the dispatcher with
+    /// each acknowledgement.
+    tid: i32,
 }
 
 impl Client {
@@ -990,6 +1007,8 @@ impl Client {
             _page: page,
             last,
             lead_bound: max_lead + LEAD_SLACK_NS,
+            // SAFETY: a plain system call without arguments that can fail.
+            tid: unsafe { libc::gettid() },
         })
     }
 
@@ -1079,6 +1098,10 @@ impl Client {
         missed_total: u64,
     ) {
         let s = self.map.shared();
+        // SAFETY: a plain system call without arguments that can fail (the vDSO's getcpu).
+        let cpu = unsafe { libc::sched_getcpu() };
+        s.client_tid.store(self.tid, Ordering::Relaxed);
+        s.client_cpu.store(cpu.max(0) as u32, Ordering::Relaxed);
         s.lateness.store(lateness, Ordering::Relaxed);
         s.wake_latency
             .store(wake_latency.unwrap_or(u64::MAX), Ordering::Relaxed);

@@ -6,7 +6,8 @@
 //! - [`line_plot`]: series of (x, y) points, optionally on log axes (rates, throughput, frame rates);
 //! - [`bar_plot`]: grouped bars per category (the time the host and the kernel took from each CPU);
 //! - [`percentiles`] and [`histograms`]: several runs' distributions on one figure, with axes
-//!   named after the quantity, in the unit its values call for, on a shared scale.
+//!   named after the quantity, in the unit its values call for, on a shared scale;
+//! - [`stacked_bar_plot`]: one horizontal bar per category, stacked by group (late releases by cause).
 //!
 //! Plotting never prints; every function returns the SVG text.
 
@@ -328,6 +329,103 @@ pub fn bar_plot(
     Ok(svg)
 }
 
+/// One horizontal bar per category (named on the left, first at the top), each made of one
+/// segment per group in group order; groups whose values are all zero are left out of the legend.
+/// `groups`: (name, one value per category).
+pub fn stacked_bar_plot(
+    title: &str,
+    x_desc: &str,
+    categories: &[String],
+    groups: &[(String, Vec<f64>)],
+) -> Result<String, PlotError> {
+    let n = categories.len().max(1);
+    let xmax = (0..n)
+        .map(|i| {
+            groups
+                .iter()
+                .map(|(_, v)| v.get(i).copied().unwrap_or(0.0).max(0.0))
+                .sum::<f64>()
+        })
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let longest = categories
+        .iter()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(4);
+    let height = (SIZE.1).max(120 + 22 * n as u32);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size((longest as u32 * 7 + 20).clamp(60, 320))
+            .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
+            .map_err(err)?;
+        let names = categories.to_vec();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(2 * n + 1)
+            .y_label_formatter(&|y| {
+                let half = (y * 2.0).round();
+                if (y * 2.0 - half).abs() < 1e-6 && half as usize % 2 == 1 {
+                    // The first category at the top.
+                    names
+                        .get(n - 1 - half as usize / 2)
+                        .cloned()
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc(x_desc)
+            .draw()
+            .map_err(err)?;
+        let mut start = vec![0.0f64; n];
+        for (k, (name, values)) in groups.iter().enumerate() {
+            if values.iter().all(|v| *v <= 0.0) {
+                continue;
+            }
+            let color = COLORS[k % COLORS.len()];
+            let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
+                .filter_map(|i| {
+                    let v = values.get(i).copied().unwrap_or(0.0).max(0.0);
+                    (v > 0.0).then(|| {
+                        let y = (n - 1 - i) as f64;
+                        let r = Rectangle::new(
+                            [(start[i], y + 0.15), (start[i] + v, y + 0.85)],
+                            color.filled(),
+                        );
+                        start[i] += v;
+                        r
+                    })
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(err)?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        finish(&root)?;
+    }
+    Ok(svg)
+}
+
 /// Lines on linear or logarithmic axes.
 pub fn line_plot(
     title: &str,
@@ -445,6 +543,44 @@ mod tests {
             "{}",
             svg.matches("<rect").count()
         );
+    }
+
+    #[test]
+    fn stacked_bars_name_each_category_once_and_leave_empty_groups_out() {
+        let cats = vec!["wake idle 30".to_string(), "abs idle 30".to_string()];
+        let svg = stacked_bar_plot(
+            "late releases by cause",
+            "% of releases",
+            &cats,
+            &[
+                ("task".into(), vec![1.0, 4.0]),
+                ("lead".into(), vec![0.0, 0.0]),
+                ("irq".into(), vec![0.5, 0.0]),
+            ],
+        )
+        .unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split('<').next()?.trim()))
+            .collect();
+        for c in &cats {
+            assert_eq!(
+                texts.iter().filter(|t| **t == c.as_str()).count(),
+                1,
+                "{c}: {texts:?}"
+            );
+        }
+        assert!(
+            texts.contains(&"task") && texts.contains(&"irq"),
+            "{texts:?}"
+        );
+        assert!(
+            !texts.contains(&"lead"),
+            "an empty group has no legend entry: {texts:?}"
+        );
+        // Three non-zero segments, two legend swatches, the background and the legend box.
+        assert!(svg.matches("<rect").count() >= 5, "{svg}");
     }
 
     #[test]

@@ -238,3 +238,46 @@ pub struct OutputArgs {
     #[command(flatten)]
     pub store: StoreArgs,
 }
+
+/// `--explain` (run, latency, check, traffic replay): every release outside its bound given one
+/// cause from a kernel trace of the CPUs involved (docs/explain.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ExplainArgs {
+    /// Trace the CPUs involved and name the cause of every release later than the bound (steal,
+    /// irq, softirq, task, throttle, wake_path, lead, dispatcher, or unexplained).
+    #[arg(long)]
+    pub explain: bool,
+    /// The bound releases are explained beyond (default 10us).
+    #[arg(long, value_parser = duration, value_name = "DURATION", requires = "explain")]
+    pub explain_bound: Option<u64>,
+    /// Write the late releases by cause as a stacked-bar SVG figure to FILE.
+    #[arg(long, value_name = "FILE", requires = "explain")]
+    pub explain_figure: Option<Output>,
+}
+
+impl ExplainArgs {
+    /// What to explain, with `default_bound` when no --explain-bound is given (`None`: off).
+    pub fn config(
+        &self,
+        default_bound: u64,
+    ) -> Result<Option<punctual_explain::ExplainConfig>, Failure> {
+        if !self.explain {
+            return Ok(None);
+        }
+        let bound = self.explain_bound.unwrap_or(default_bound);
+        if bound == 0 {
+            return Err(Failure::usage(
+                "--explain-bound must be more than zero, e.g. 10us",
+            ));
+        }
+        Ok(Some(punctual_explain::ExplainConfig {
+            bound,
+            ..Default::default()
+        }))
+    }
+
+    /// The figure's file, checked before anything runs.
+    pub fn outputs(&self, out: Outputs) -> Result<Outputs, Failure> {
+        out.figure_file("--explain-figure", self.explain_figure.as_ref())
+    }
+}

@@ -98,6 +98,27 @@ pub enum EventKind {
     Lost {
         count: Option<u64>,
     },
+    /// `power/cpu_idle`: the CPU enters idle state `state` (the cpuidle driver's index), or leaves
+    /// idle (`None`).
+    CpuIdle {
+        state: Option<u32>,
+    },
+    /// `ipi/ipi_send_cpu`: this CPU sends an inter-processor interrupt to `target_cpu`.
+    IpiSend {
+        target_cpu: u32,
+    },
+    /// `sched/sched_wake_idle_without_ipi`: a wake-up reached idle CPU `target_cpu`, which was
+    /// polling, without an interrupt.
+    WakeIdleNoIpi {
+        target_cpu: u32,
+    },
+    /// `sched/sched_stat_runtime`: the scheduler charged `pid` with `runtime` ns of CPU since it
+    /// last did (at each tick and switch). With paravirtual steal accounting the time the
+    /// hypervisor took is left out, so a charge shorter than the time that passed shows steal.
+    StatRuntime {
+        pid: i32,
+        runtime: u64,
+    },
 }
 
 impl EventKind {
@@ -121,6 +142,10 @@ impl EventKind {
             EventKind::VectorEntry { .. } => 13,
             EventKind::VectorExit { .. } => 14,
             EventKind::Lost { .. } => 15,
+            EventKind::CpuIdle { .. } => 18,
+            EventKind::IpiSend { .. } => 19,
+            EventKind::WakeIdleNoIpi { .. } => 20,
+            EventKind::StatRuntime { .. } => 21,
         }
     }
 }

@@ -5,12 +5,14 @@
 //!
 //! - [`kernel`]: tracefs, the private instance, format files, the binary page format, decoding;
 //! - [`record`]: the drain that turns per-CPU pages into a trace file while the kernel traces;
+//! - [`capture`]: the same drain into memory, only the events `--explain` reads, with steal samples;
 //! - [`file`]: the trace file (writer, and a reader that reports damage instead of panicking);
 //! - [`analyze`]: analyses over [`event::Event`]s, whatever their origin ([`synth`] builds them in tests);
 //! - [`render`]: tables, result documents and figures from an analysis;
 //! - [`measure`]: `trace record` and `trace analyze` as measurements of the lifecycle.
 
 pub mod analyze;
+pub mod capture;
 pub mod error;
 pub mod event;
 pub mod file;

@@ -158,6 +158,29 @@ impl Synth {
         t
     }
 
+    /// The trace as an in-memory capture holds it (`--explain`), every CPU of the trace traced
+    /// over its whole window.
+    pub fn captured(&self) -> crate::capture::Captured {
+        let t = self.build();
+        let mut c = crate::capture::Captured::from_events(
+            &t.events,
+            Some((self.header.start_ns, self.trailer.end_ns)),
+        );
+        // CPUs with no event were traced too (an idle CPU says nothing).
+        for cpu in &self.header.cpus {
+            let cpu = *cpu as usize;
+            if let Err(at) = c.cpus.binary_search(&cpu) {
+                c.cpus.insert(at, cpu);
+                c.events.insert(at, Vec::new());
+                c.covered_from.insert(at, self.header.start_ns);
+                c.poll_state.insert(at, None);
+            }
+        }
+        c.comms = t.comms;
+        c.irq_names = t.irq_names;
+        c
+    }
+
     /// The trace as a punctual trace file.
     pub fn file_bytes(&self) -> Vec<u8> {
         let mut w = TraceWriter::new(Vec::new(), &self.header).expect("writing to memory");

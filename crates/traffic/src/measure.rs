@@ -208,6 +208,9 @@ pub struct Replay {
     stamps: Result<(), String>,
     /// With `--txtime`: the queueing discipline and clock used, or why not.
     txtime: Option<Result<(String, i32), NoTxTime>>,
+    /// `--explain`: trace the run and attribute every gap off by more than the bound.
+    pub explain: Option<punctual_explain::ExplainConfig>,
+    explained: Option<punctual_explain::Explanation>,
 }
 
 pub struct ReplayOutcome {
@@ -238,6 +241,8 @@ impl Replay {
             loaded,
             sender: Some(sender),
             progress: Arc::new([SlotProgress::default()]),
+            explain: None,
+            explained: None,
         }
     }
 
@@ -351,7 +356,22 @@ impl Measurement for Replay {
             _ => 0,
         };
         let stop = ctx.stop().clone();
-        let r = std::thread::scope(|s| {
+        let explain_bound = self.explain.as_ref().map(|x| x.bound);
+        let explainer = self
+            .explain
+            .as_ref()
+            .map(|x| {
+                let mut x = x.clone();
+                if let (true, Some(c)) = (x.cpus.is_empty(), cpu) {
+                    x.cpus = vec![c];
+                }
+                if let (true, Some(c)) = (shielded, cpu) {
+                    x.quiet = vec![c];
+                }
+                punctual_explain::Explainer::start(&x)
+            })
+            .transpose()?;
+        let mut r = std::thread::scope(|s| {
             s.spawn(move || {
                 let guards = setup_current_thread(&req)
                     .map_err(|e| Failure::system(format!("the sending thread: {e}")))?;
@@ -365,6 +385,7 @@ impl Measurement for Replay {
                         .as_ref()
                         .map(|s| s as &dyn punctual_dispatch::engine::StolenTime),
                     txtime_lead,
+                    explain_bound,
                 };
                 let replayed = replay(
                     &SystemClock::monotonic(),
@@ -380,6 +401,10 @@ impl Measurement for Replay {
             .join()
             .map_err(|_| Failure::system("the sending thread panicked"))
         })??;
+        if let Some(x) = explainer {
+            let (records, dropped) = std::mem::take(&mut r.0.timing.late).into_records();
+            self.explained = Some(x.stop()?.explain(&records, &[(0, dropped)]));
+        }
         Ok(ReplayOutcome {
             replayed: r.0,
             fallback: r.1,
@@ -519,12 +544,22 @@ impl Measurement for Replay {
                 t.txtime_dropped
             ));
         }
-        Ok(Report {
+        let out = Report {
             tables: vec![tab],
             text,
             exit: all_failed.then_some(punctual_session::Exit::System),
             ..Report::default()
-        })
+        };
+        match &self.explained {
+            Some(x) => punctual_explain::render::into_report(
+                out,
+                doc,
+                x,
+                &[(0, "gap error".to_string())],
+                &[t.gaps],
+            ),
+            None => Ok(out),
+        }
     }
 
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {

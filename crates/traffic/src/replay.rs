@@ -13,6 +13,7 @@ use punctual_dispatch::engine::{
     dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
     StolenTime,
 };
+use punctual_explain::{LateLog, LateRelease, Waiter};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
@@ -408,6 +409,9 @@ pub struct Timing {
     /// Online regression of the error (actual - intended) on the intended instant.
     slope: Slope,
     prev: Option<(u64, u64)>,
+    /// `--explain`: every gap off by more than the log's bound, as the later of its two sends
+    /// (series 0, the gap error). Keeps nothing unless given a bound.
+    pub late: LateLog,
 }
 
 /// An online least-squares slope of y on x (Welford's updates): no per-point storage.
@@ -453,6 +457,7 @@ impl Timing {
             gaps: 0,
             slope: Slope::default(),
             prev: None,
+            late: LateLog::off(),
         }
     }
 
@@ -475,6 +480,15 @@ impl Timing {
             }
             if e <= 0.07 * spacing {
                 self.gaps_within_7pct += 1;
+            }
+            if self.late.is_late(e as u64) {
+                // The gap is off because one of its sends was later than the other: that one.
+                let (t, a) = if actual.saturating_sub(target) >= pa.saturating_sub(pt) {
+                    (target, actual)
+                } else {
+                    (pt, pa)
+                };
+                log_gap(&mut self.late, t, a);
             }
         }
         self.prev = Some((target, actual));
@@ -516,6 +530,22 @@ impl Timing {
     pub fn share_within_7pct(&self) -> Option<f64> {
         (self.gaps > 0).then(|| self.gaps_within_7pct as f64 / self.gaps as f64)
     }
+}
+
+/// `--explain`: a send that made a gap late, kept with the sending thread (the dispatch loop).
+#[cold]
+fn log_gap(log: &mut LateLog, target: u64, actual: u64) {
+    let (tid, cpu) = punctual_explain::here();
+    log.push(LateRelease {
+        series: 0,
+        tid,
+        cpu,
+        waiter: Waiter::Loop,
+        target,
+        actual: actual.max(target + 1),
+        handover: None,
+        behind: false,
+    });
 }
 
 /// The replay as the dispatch loop's one action: `fire` sends packet `schedule.packet(k)` for the
@@ -646,6 +676,8 @@ pub struct LoopSettings<'a> {
     pub steal: Option<&'a dyn StolenTime>,
     /// `--txtime` on the sender: packets are handed to the kernel this long before their instants.
     pub txtime_lead: u64,
+    /// `--explain`: keep every gap off by more than this (ns) for attribution.
+    pub explain_bound: Option<u64>,
 }
 
 /// What a replay did.
@@ -709,6 +741,9 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         timing: Timing::new(),
         lead: settings.txtime_lead,
     };
+    if let Some(b) = settings.explain_bound {
+        actions.timing.late = LateLog::new(b, punctual_explain::LOG_CAPACITY);
+    }
     let mut events: Vec<Event> = Vec::with_capacity(EVENT_CHUNK);
     let mut out = LoopEnd {
         margin_ns: 0,
@@ -842,6 +877,7 @@ mod tests {
             breather_every: None,
             steal: None,
             txtime_lead: lead,
+            explain_bound: None,
         };
         let progress = [SlotProgress::default()];
         let r = replay(
@@ -977,6 +1013,7 @@ mod tests {
             breather_every: None,
             steal: None,
             txtime_lead: 0,
+            explain_bound: None,
         };
         let progress = [SlotProgress::default()];
         let r = replay(

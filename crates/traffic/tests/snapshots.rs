@@ -80,6 +80,7 @@ fn replay_table_and_document() {
         breather_every: None,
         steal: None,
         txtime_lead: 0,
+        explain_bound: None,
     };
     let replayed = replay(
         &clock,

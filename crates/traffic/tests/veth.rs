@@ -41,6 +41,7 @@ fn settings(start: u64) -> LoopSettings<'static> {
         breather_every: Some(500_000_000),
         steal: None,
         txtime_lead: 0,
+        explain_bound: None,
     }
 }
 

@@ -7,7 +7,7 @@ pub mod plugin;
 pub mod udp;
 pub mod wake;
 
-use crate::engine::{Actions, Fired};
+use crate::engine::{Actions, Fired, Handed};
 use punctual_periodic::channel::Ack;
 use punctual_stats::Recorder;
 
@@ -25,6 +25,10 @@ pub trait ActionImpl: Send {
     }
     fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired;
     fn finish(&mut self) -> Option<Ack> {
+        None
+    }
+    /// A delegated action: how the release its last report was about was handed over.
+    fn handed(&self) -> Option<Handed> {
         None
     }
     /// What the action measured besides the dispatcher's lateness (after the run).
@@ -88,5 +92,8 @@ impl Actions for RealActions {
         self.items[action as usize]
             .as_mut()
             .and_then(|a| a.finish())
+    }
+    fn handed(&self, action: u16) -> Option<Handed> {
+        self.get(action).handed()
     }
 }

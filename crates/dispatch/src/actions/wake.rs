@@ -5,7 +5,7 @@
 //! `PUNCTUAL_WAKE_CHANNEL` set and awaited until it attaches.
 
 use super::{ActionImpl, ActionReport};
-use crate::engine::Fired;
+use crate::engine::{Fired, Handed};
 use punctual_periodic::channel::{Ack, Server};
 use punctual_time::clock::read_clock;
 use punctual_time::{AutoMargin, MarginPolicy};
@@ -14,6 +14,9 @@ pub struct Wake {
     server: Server,
     lead: AutoMargin,
     clock: libc::clockid_t,
+    /// How the release handed over last went out, and the one the last report was about.
+    current: Option<Handed>,
+    reported: Option<Handed>,
 }
 
 impl Wake {
@@ -33,11 +36,26 @@ impl Wake {
             server,
             lead,
             clock: libc::CLOCK_MONOTONIC,
+            current: None,
+            reported: None,
         }
     }
 
     pub fn server(&self) -> &Server {
         &self.server
+    }
+
+    /// The client's thread and CPU as its last acknowledgement gave them (its process when it
+    /// did not say).
+    fn with_client(&self, mut h: Handed) -> Handed {
+        let (tid, cpu) = self.server.client_thread();
+        h.client_tid = if tid > 0 {
+            tid
+        } else {
+            self.server.client().unwrap_or(0)
+        };
+        h.client_cpu = cpu;
+        h
     }
 }
 
@@ -54,7 +72,11 @@ impl ActionImpl for Wake {
     }
     #[inline]
     fn fire(&mut self, target: u64, _seq: u64, _data: &[u8]) -> Fired {
+        // The engine acted at the instant less the lead it read before this firing.
+        let planned = target.saturating_sub(self.lead.margin());
+        let lead_needed = self.lead.needed();
         let previous = self.server.collect();
+        self.reported = self.current.take().map(|h| self.with_client(h));
         if let Some(Ack::Done {
             wake_latency: Some(w),
             ..
@@ -62,14 +84,28 @@ impl ActionImpl for Wake {
         {
             self.lead.observe(w);
         }
-        self.server.release(target, read_clock(self.clock));
+        let at = read_clock(self.clock);
+        self.server.release(target, at);
+        self.current = Some(Handed {
+            target,
+            planned,
+            at,
+            lead_needed,
+            client_tid: 0,
+            client_cpu: 0,
+        });
         Fired {
             error: false,
             previous,
         }
     }
 
+    fn handed(&self) -> Option<Handed> {
+        self.reported
+    }
+
     fn finish(&mut self) -> Option<Ack> {
+        self.reported = self.current.take();
         // Give the client its lead plus a little to acknowledge the last release.
         let deadline = read_clock(self.clock) + self.lead.margin() * 2 + 20_000_000;
         loop {
@@ -80,7 +116,10 @@ impl ActionImpl for Wake {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                     self.server.repend();
                 }
-                other => return other,
+                other => {
+                    self.reported = self.reported.map(|h| self.with_client(h));
+                    return other;
+                }
             }
         }
     }

@@ -1,6 +1,6 @@
 //! `punctual check`: the main job. The measurement is `punctual_latency::measure::Check`.
 
-use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
@@ -27,6 +27,8 @@ pub struct CheckArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 /// The shortest check that still gives each phase a few hundred releases.
@@ -48,7 +50,8 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let outputs = a.out.outputs()?.repeated(a.repeat)?;
+    let outputs = a.explain.outputs(a.out.outputs()?)?.repeated(a.repeat)?;
+    let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     let cfg = CheckConfig {
         cpu,
         duration: a.duration,
@@ -66,6 +69,6 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
             hybrid_first: k % 2 == 1,
             ..cfg.clone()
         };
-        Check::new(cfg, want)
+        Check::new(cfg, want).explain(explain.clone())
     })?)
 }

@@ -15,6 +15,9 @@ pub struct PeriodicBodyArgs {
     pub until_ns: u64,
     #[arg(long)]
     pub channel: Option<String>,
+    /// Report the releases later than this (ns) for --explain.
+    #[arg(long)]
+    pub explain_bound_ns: Option<u64>,
 }
 
 pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<punctual_session::Exit> {
@@ -24,6 +27,7 @@ pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<punctual_session::Exit> {
         a.first_ns,
         a.until_ns,
         a.channel.as_deref(),
+        a.explain_bound_ns,
     ) {
         Ok(line) => {
             println!("{line}");

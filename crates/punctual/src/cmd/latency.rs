@@ -1,7 +1,7 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency. The measurement is
 //! `punctual_latency::measure::Latency`; this file checks the flags.
 
-use crate::args::{duration, load_spec, run_duration, OutputArgs, RtArgs};
+use crate::args::{duration, load_spec, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::measure::Latency;
 use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
@@ -57,6 +57,8 @@ pub struct LatencyArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 const DEFAULT_DURATION: u64 = 10_000_000_000;
@@ -115,8 +117,8 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         (_, None) => MarginPolicy::Auto,
     };
     let outputs = a
-        .out
-        .outputs()?
+        .explain
+        .outputs(a.out.outputs()?)?
         .export(
             "--hist",
             a.hist.as_ref(),
@@ -168,9 +170,11 @@ fn samples_of(out: &Output, k: u32, n: u32) -> Output {
 pub fn run(a: LatencyArgs, env: &Env) -> anyhow::Result<Exit> {
     let (cfg, outputs) = validate(&a)?;
     let load = a.load.clone().unwrap_or_default();
+    let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     Ok(drive_repeated(a.repeat, &outputs, env, |k| {
         let samples = a.samples.as_ref().map(|s| samples_of(s, k, a.repeat));
-        let m = Latency::new(cfg.clone(), a.rt.want(), load.clone(), samples);
+        let m =
+            Latency::new(cfg.clone(), a.rt.want(), load.clone(), samples).explain(explain.clone());
         match &a.hist {
             Some(_) => m.with_cyclic(punctual_latency::cyclic::CyclicConfig {
                 buckets: a.hist_buckets as usize,

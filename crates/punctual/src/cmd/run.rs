@@ -1,6 +1,6 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::args::{load_spec, run_duration, wait_duration, OutputArgs, RtArgs};
+use crate::args::{load_spec, run_duration, wait_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_dispatch::measure::assumed_margin;
 use punctual_dispatch::measure::RunPlan;
@@ -57,6 +57,8 @@ pub struct RunArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -349,7 +351,8 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
                 .map_err(Failure::from)?,
         );
     }
-    let outputs = a.out.outputs()?;
+    let outputs = a.explain.outputs(a.out.outputs()?)?;
+    m.explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     if m.cfg.duration.is_none() && m.plan().is_some_and(|p| !p.tasks.is_empty()) {
         env.note("the plan has periodic tasks and no duration: running until Ctrl-C (or pass -D)");
     }

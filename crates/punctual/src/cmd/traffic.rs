@@ -1,7 +1,7 @@
 //! `punctual traffic record|replay` (ARTS): the flags checked, the file read and the socket opened
 //! before the lifecycle starts, so bad input exits 2 or 3 with nothing sent.
 
-use crate::args::{duration, run_duration, OutputArgs, RtArgs};
+use crate::args::{duration, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
 use punctual_result::Failure;
 use punctual_session::{drive, Env, Exit};
@@ -95,6 +95,10 @@ pub struct ReplayArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    /// With --explain, a gap is late when it is off by more than --explain-bound (default 1 % of
+    /// the spacing, ARTS's measure).
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 pub fn run(c: TrafficCmd, env: &Env) -> anyhow::Result<Exit> {
@@ -133,10 +137,14 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
         shielded,
         txtime: a.txtime,
     };
-    let outputs = a.out.outputs()?;
+    let outputs = a.explain.outputs(a.out.outputs()?)?;
     let loaded = load(&cfg).map_err(Failure::from)?;
+    // ARTS's measure: a gap within 1 % of the spacing.
+    let gap_bound = (loaded.schedule.spacing() / 100.0).max(1.0) as u64;
+    let explain = a.explain.config(gap_bound)?;
     let sender = open_sender(&cfg.target, &loaded).map_err(Failure::from)?;
     let mut m = Replay::new(cfg, loaded, sender);
     m.shield = shield;
+    m.explain = explain;
     Ok(drive(&mut m, &outputs, env)?)
 }

@@ -313,7 +313,12 @@ pub fn analyze(trace: &TraceData) -> Analysis {
             EventKind::Waking { .. } | EventKind::Wakeup { .. } | EventKind::WakeupNew { .. } => {
                 sched.wakeup(&mut a, trace, ts, kind)
             }
-            EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+            EventKind::Fork { .. }
+            | EventKind::Exit { .. }
+            | EventKind::CpuIdle { .. }
+            | EventKind::IpiSend { .. }
+            | EventKind::WakeIdleNoIpi { .. }
+            | EventKind::StatRuntime { .. } => {}
             EventKind::Lost { .. } => {
                 a.loss_markers += 1;
                 sched.lost(&mut a, cpu);

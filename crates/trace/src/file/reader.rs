@@ -211,6 +211,22 @@ fn decode_kind(tag: u8, c: &mut Cursor) -> Option<EventKind> {
         15 => EventKind::Lost {
             count: c.varint()?.checked_sub(1),
         },
+        18 => EventKind::CpuIdle {
+            state: match c.varint()? {
+                0 => None,
+                s => Some(u32::try_from(s - 1).ok()?),
+            },
+        },
+        19 => EventKind::IpiSend {
+            target_cpu: u32::try_from(c.varint()?).ok()?,
+        },
+        20 => EventKind::WakeIdleNoIpi {
+            target_cpu: u32::try_from(c.varint()?).ok()?,
+        },
+        21 => EventKind::StatRuntime {
+            pid: c.i32()?,
+            runtime: c.varint()?,
+        },
         _ => return None,
     })
 }

@@ -92,6 +92,16 @@ pub(crate) fn encode_kind(out: &mut Vec<u8>, kind: &EventKind) {
             out.push(vector.code())
         }
         EventKind::Lost { count } => put_varint(out, count.map_or(0, |n| n.saturating_add(1))),
+        EventKind::CpuIdle { state } => {
+            put_varint(out, state.map_or(0, |s| s as u64 + 1));
+        }
+        EventKind::IpiSend { target_cpu } | EventKind::WakeIdleNoIpi { target_cpu } => {
+            put_varint(out, target_cpu as u64)
+        }
+        EventKind::StatRuntime { pid, runtime } => {
+            put_signed(out, pid as i64);
+            put_varint(out, runtime);
+        }
     }
 }
 

@@ -61,6 +61,19 @@ enum Decoding {
         entry: bool,
         vector: Vector,
     },
+    CpuIdle {
+        state: Field,
+    },
+    StatRuntime {
+        comm: Field,
+        pid: Field,
+        runtime: Field,
+    },
+    Cpu {
+        /// 0: `ipi_send_cpu`, 1: `sched_wake_idle_without_ipi`.
+        which: u8,
+        cpu: Field,
+    },
 }
 
 /// Labels a record carries besides the event: task names and IRQ names, recorded once each in the
@@ -123,6 +136,20 @@ impl Decoder {
                 child_comm: g("child_comm")?,
             },
             ("sched", "sched_process_exit") => Decoding::Exit { pid: g("pid")? },
+            ("sched", "sched_stat_runtime") => Decoding::StatRuntime {
+                comm: g("comm")?,
+                pid: g("pid")?,
+                runtime: g("runtime")?,
+            },
+            ("sched", "sched_wake_idle_without_ipi") => Decoding::Cpu {
+                which: 1,
+                cpu: g("cpu")?,
+            },
+            ("power", "cpu_idle") => Decoding::CpuIdle { state: g("state")? },
+            ("ipi", "ipi_send_cpu") => Decoding::Cpu {
+                which: 0,
+                cpu: g("cpu")?,
+            },
             ("irq", "irq_handler_entry") => Decoding::IrqEntry {
                 irq: g("irq")?,
                 name: g("name")?,
@@ -304,6 +331,28 @@ impl Decoder {
                 entry: false,
                 vector,
             } => EventKind::VectorExit { vector: *vector },
+            Decoding::StatRuntime { comm, pid, runtime } => {
+                let pid = i32f(pid)?;
+                labels.comms[0] = comm.read_str(rec).map(|c| (pid, c));
+                EventKind::StatRuntime {
+                    pid,
+                    runtime: runtime.read_u64(rec)?,
+                }
+            }
+            // PWR_EVENT_EXIT is (u32)-1.
+            Decoding::CpuIdle { state } => EventKind::CpuIdle {
+                state: match state.read_int(rec)? as u32 {
+                    u32::MAX => None,
+                    s => Some(s),
+                },
+            },
+            Decoding::Cpu { which, cpu } => {
+                let target_cpu = cpu.read_int(rec)? as u32;
+                match which {
+                    0 => EventKind::IpiSend { target_cpu },
+                    _ => EventKind::WakeIdleNoIpi { target_cpu },
+                }
+            }
         };
         Some(Decoded { kind, labels })
     }

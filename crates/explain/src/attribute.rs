@@ -1,0 +1,466 @@
+//! One cause per late release, read from the trace of the CPUs involved (docs/design.md,
+//! "Explaining lateness", has the decision order with its reasons).
+//!
+//! ```text
+//! delegated (wake client):   planned   H (handed over)     T (instant)      A (client ran)
+//!   dispatcher's CPU   ---------|~~~~~~~~~|                   |                |
+//!   client's CPU       -------------------|--- wake path -----|--- late -------|
+//! 1. no trace covers the window                         -> unexplained
+//! 2. the client on its CPU (S) by T                       -> its CPU over [T, A], as below
+//! 3. lateness = d + (S - H) - lead with d = H - planned:
+//!    d the larger part                                    -> the dispatcher's CPU over [planned, H]
+//! 4. planned lead < lead needed, wake-up S - H <= needed  -> lead
+//! 5. the client's CPU over [H, A]                          -> the occupant with the most time
+//! self-timed (loop, sleeper): the victim's CPU over [T, A] -> the occupant with the most time
+//! ```
+//!
+//! Occupants map to causes: a device interrupt or system vector -> `irq`; a bottom half ->
+//! `softirq`; another task -> `task`; a lower-class task while the real-time victim was runnable
+//! -> `throttle`; idle or the victim's own wake-up interrupt -> `wake_path` (a loop: `dispatcher`);
+//! the idle task polling (a wake-up reaches a polling CPU at once) -> `steal` under a hypervisor,
+//! else `unexplained`; time the scheduler did not charge the task on the CPU (paravirtual steal
+//! accounting), or the
+//! victim itself on the CPU past its instant without any guest event -> `steal` (a loop that was
+//! behind with its own work: `dispatcher`, also for a task it let run); no state -> `unexplained`. Ties go to the cause listed first in
+//! [`Cause::ALL`]. A window whose winner is idle or the victim's own time becomes `steal` when the
+//! CPU's steal counter grew in the readings around it by at least the lateness and the stretch
+//! was at least [`STEAL_COUNTER_MIN_NS`] (the counter's 10 ms resolution says nothing shorter).
+
+use crate::record::{LateRelease, Waiter};
+use crate::timeline::{account, Accounting, Occupant, Window, LOOKBACK_NS};
+use punctual_trace::capture::Captured;
+use punctual_trace::event::{softirq_name, EventKind};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// Why a release was late: one of SPEC section 9's causes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The virtual CPU was not running (the hypervisor took it).
+    Steal,
+    /// RT throttling or the fair server ran a normal task in the real-time victim's place.
+    Throttle,
+    /// Another task ran in its place.
+    Task,
+    /// A device interrupt handler or a system vector.
+    Irq,
+    /// A bottom half.
+    Softirq,
+    /// Handed over in time, but the CPU was idle (or its wake-up interrupt slow) and ran it late.
+    WakePath,
+    /// The client was woken later than its wake-ups need: the lead was short.
+    Lead,
+    /// punctual's own loop was late: its wake-up, a breather, bookkeeping.
+    Dispatcher,
+    Unexplained,
+}
+
+impl Cause {
+    /// In tie-break (and table) order.
+    pub const ALL: [Cause; 9] = [
+        Cause::Steal,
+        Cause::Throttle,
+        Cause::Task,
+        Cause::Irq,
+        Cause::Softirq,
+        Cause::WakePath,
+        Cause::Lead,
+        Cause::Dispatcher,
+        Cause::Unexplained,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Steal => "steal",
+            Cause::Throttle => "throttle",
+            Cause::Task => "task",
+            Cause::Irq => "irq",
+            Cause::Softirq => "softirq",
+            Cause::WakePath => "wake_path",
+            Cause::Lead => "lead",
+            Cause::Dispatcher => "dispatcher",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+
+    /// Whether the cause is punctual's own (what it can still remove).
+    pub fn is_own(self) -> bool {
+        matches!(self, Cause::Lead | Cause::Dispatcher)
+    }
+}
+
+/// A window whose winner is idle or the victim's own time is steal when the counter moved and
+/// the stretch was at least this long.
+pub const STEAL_COUNTER_MIN_NS: u64 = 1_000_000;
+
+/// One release's cause, with who did it and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribution {
+    pub cause: Cause,
+    /// What took the time (`irq 24 virtio1-req.0`, `rustc (pid 4242, normal)`...), when the cause
+    /// has a name.
+    pub offender: Option<String>,
+    /// The CPU whose trace decided it.
+    pub cpu: Option<u32>,
+    /// Time the winning cause held in the window.
+    pub held_ns: u64,
+    /// One line on how it was decided (for `--explain-detail` and tests).
+    pub why: String,
+}
+
+impl Attribution {
+    fn unexplained(why: impl Into<String>) -> Attribution {
+        Attribution {
+            cause: Cause::Unexplained,
+            offender: None,
+            cpu: None,
+            held_ns: 0,
+            why: why.into(),
+        }
+    }
+}
+
+/// The trace and steal readings a set of late releases is explained from.
+pub struct Evidence<'a> {
+    pub trace: &'a Captured,
+    /// punctual's own threads in the run: the dispatchers that handed releases over and the
+    /// clients they released. One of them holding a victim's CPU is punctual's doing
+    /// (`dispatcher`: its loop, or its placement of clients), not another task's.
+    pub own: std::collections::HashSet<i32>,
+}
+
+impl<'a> Evidence<'a> {
+    /// Evidence from `trace`, with punctual's own threads taken from the records.
+    pub fn new(trace: &'a Captured, records: &[LateRelease]) -> Evidence<'a> {
+        let mut own = std::collections::HashSet::new();
+        for r in records {
+            if let Some(h) = r.handover {
+                own.insert(h.tid);
+                if r.tid > 0 {
+                    own.insert(r.tid);
+                }
+            }
+        }
+        Evidence { trace, own }
+    }
+}
+
+impl Evidence<'_> {
+    /// The victim's wake-ups issued on every CPU but `except`, around `[from, to]`.
+    fn wakings(&self, pid: i32, except: u32, from: u64, to: u64) -> Vec<(u64, i32)> {
+        let look = from.saturating_sub(LOOKBACK_NS);
+        let mut out = Vec::new();
+        for (i, &cpu) in self.trace.cpus.iter().enumerate() {
+            if cpu as u32 == except {
+                continue;
+            }
+            let ev = &self.trace.events[i];
+            let a = ev.partition_point(|e| e.ts < look);
+            let b = ev.partition_point(|e| e.ts <= to);
+            for e in &ev[a..b] {
+                if let EventKind::Waking { pid: p, prio, .. } = e.kind {
+                    if p == pid {
+                        out.push((e.ts, prio));
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Account `[from, to]` on `cpu` for `victim`.
+    fn window(&self, cpu: u32, victim: i32, from: u64, to: u64, after: u64) -> Option<Accounting> {
+        let covered = self.trace.covered(cpu as usize)?;
+        if from < covered || to > self.trace.end_ns {
+            return None;
+        }
+        let events = self.trace.cpu_events(cpu as usize)?;
+        let wakings = self.wakings(victim, cpu, from, to);
+        Some(account(&Window {
+            events,
+            victim,
+            from,
+            to,
+            victim_after: after,
+            wakings: &wakings,
+            poll_state: self.trace.poll_state(cpu as usize),
+        }))
+    }
+
+    /// Stolen time on `cpu` between the readings around `[from, to]` (`None`: no readings there).
+    fn steal_around(&self, cpu: u32, from: u64, to: u64) -> Option<u64> {
+        let s = &self.trace.steal;
+        let before = s.iter().rev().find(|x| x.ts <= from)?;
+        let after = s.iter().find(|x| x.ts >= to)?;
+        let of = |x: &punctual_trace::capture::StealSample| {
+            x.per_cpu
+                .iter()
+                .find(|(c, _)| *c == cpu as usize)
+                .map(|(_, n)| *n)
+        };
+        Some(of(after)?.saturating_sub(of(before)?))
+    }
+
+    /// A task's name for the tables: `comm (pid N, FIFO 99)`.
+    pub fn task_name(&self, pid: i32, prio: i32) -> String {
+        let comm = self
+            .trace
+            .comms
+            .get(&pid)
+            .map(String::as_str)
+            .unwrap_or("?");
+        format!(
+            "{} (pid {pid}, {})",
+            punctual_time::text::display_text(comm, 24),
+            class_of(pid, prio)
+        )
+    }
+
+    fn irq_name(&self, irq: i32) -> String {
+        match self.trace.irq_names.get(&irq) {
+            Some(n) => format!("irq {irq} {}", punctual_time::text::display_text(n, 24)),
+            None => format!("irq {irq}"),
+        }
+    }
+}
+
+/// The scheduling class a kernel priority stands for (`prio` as the trace gives it: 0-99
+/// real-time, 100-139 normal), with the policy read from `/proc` while the task lives.
+pub fn class_of(pid: i32, prio: i32) -> String {
+    let policy = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name (which may hold spaces) start after the last ')'.
+            let rest = s.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(38)?.parse::<u32>().ok()
+        });
+    match prio {
+        p if p < 0 => "deadline".into(),
+        p if p < 100 => {
+            let name = match policy {
+                Some(1) => "FIFO",
+                Some(2) => "RR",
+                _ => "RT",
+            };
+            format!("{name} {}", 99 - p)
+        }
+        p => format!("normal, nice {}", p - 120),
+    }
+}
+
+/// The cause an occupant stands for, given how the victim waits, which threads are punctual's and
+/// whether a hypervisor may have held the CPU.
+fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>, vm: bool) -> Cause {
+    match o {
+        // A polling CPU notices a wake-up at once: past the victim's time, it was not running.
+        Occupant::IdlePoll if vm => Cause::Steal,
+        Occupant::IdlePoll => Cause::Unexplained,
+        Occupant::Task { pid, .. } | Occupant::Throttled { pid, .. } if own.contains(&pid) => {
+            Cause::Dispatcher
+        }
+        Occupant::Irq(_) | Occupant::Vector(_) => Cause::Irq,
+        Occupant::Softirq(_) => Cause::Softirq,
+        // A loop that was behind with its own work (an action, a breather): whatever held the
+        // CPU meanwhile, the loop chose it.
+        Occupant::Victim | Occupant::Task { .. } if waiter == Waiter::Loop && behind => {
+            Cause::Dispatcher
+        }
+        Occupant::Task { .. } => Cause::Task,
+        Occupant::Throttled { .. } => Cause::Throttle,
+        // Idle, the victim's wake-up interrupt, or the victim charged for running: its way back
+        // to the CPU (a loop's own wake-up or work: the dispatcher's).
+        Occupant::Idle(_) | Occupant::OwnWake | Occupant::VictimRan => match waiter {
+            Waiter::Loop => Cause::Dispatcher,
+            Waiter::Sleeper | Waiter::Client => Cause::WakePath,
+        },
+        // Not charged to the task although nothing else ran; or the victim on its CPU past its
+        // instant without any guest event (it was not making progress).
+        Occupant::Stolen | Occupant::Victim => Cause::Steal,
+        Occupant::Unknown => Cause::Unexplained,
+    }
+}
+
+/// The winning cause of an accounted window, and its largest occupant.
+fn decide(
+    acc: &Accounting,
+    waiter: Waiter,
+    behind: bool,
+    own: &HashSet<i32>,
+    vm: bool,
+) -> Option<(Cause, Occupant, u64)> {
+    let mut per = [0u64; Cause::ALL.len()];
+    for &(o, t) in &acc.by {
+        let c = cause_of(o, waiter, behind, own, vm);
+        per[Cause::ALL.iter().position(|x| *x == c).expect("listed")] += t;
+    }
+    // Ties go to the earlier cause: max_by_key keeps the last maximum, so walk backwards.
+    let (ci, held) = per
+        .iter()
+        .enumerate()
+        .rev()
+        .max_by_key(|(_, t)| **t)
+        .filter(|(_, t)| **t > 0)?;
+    let cause = Cause::ALL[ci];
+    let top = acc
+        .by
+        .iter()
+        .filter(|(o, _)| cause_of(*o, waiter, behind, own, vm) == cause)
+        .max_by_key(|(_, t)| *t)
+        .map(|(o, _)| *o)
+        .unwrap_or(Occupant::Unknown);
+    Some((cause, top, *held))
+}
+
+fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
+    Some(match o {
+        Occupant::Irq(i) => ev.irq_name(i),
+        Occupant::Vector(v) => v.name().to_string(),
+        Occupant::Softirq(s) => format!("softirq {}", softirq_name(s)),
+        Occupant::Task { pid, prio } | Occupant::Throttled { pid, prio } => ev.task_name(pid, prio),
+        Occupant::Idle(Some(s)) => format!("idle state {s}"),
+        Occupant::Idle(None) => "idle".into(),
+        Occupant::OwnWake => "its wake-up interrupt".into(),
+        Occupant::IdlePoll => "idle (polling)".into(),
+        Occupant::Victim | Occupant::VictimRan | Occupant::Stolen | Occupant::Unknown => {
+            return None
+        }
+    })
+}
+
+/// Explain the window `[from, to]` on `cpu` for `victim`.
+#[allow(clippy::too_many_arguments)]
+fn explain_window(
+    ev: &Evidence,
+    cpu: u32,
+    victim: i32,
+    (from, to): (u64, u64),
+    after: u64,
+    waiter: Waiter,
+    behind: bool,
+    lateness: u64,
+) -> Attribution {
+    let Some(acc) = ev.window(cpu, victim, from, to, after) else {
+        return Attribution::unexplained(format!("CPU {cpu} not traced over the window"));
+    };
+    if acc.lost {
+        return Attribution::unexplained(format!("the kernel lost events on CPU {cpu}"));
+    }
+    let Some((mut cause, top, held)) = decide(&acc, waiter, behind, &ev.own, ev.trace.virtualized)
+    else {
+        return Attribution::unexplained("an empty window");
+    };
+    let mut why = format!(
+        "CPU {cpu} over {}: {}",
+        punctual_time::format_ns(to - from),
+        acc.by
+            .iter()
+            .map(|(o, t)| format!("{o:?} {}", punctual_time::format_ns(*t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let hidden = matches!(
+        top,
+        Occupant::Idle(_) | Occupant::Victim | Occupant::OwnWake
+    );
+    if hidden && held >= STEAL_COUNTER_MIN_NS && cause != Cause::Steal {
+        if let Some(stolen) = ev.steal_around(cpu, from, to) {
+            if stolen >= lateness {
+                why += &format!(
+                    "; steal counter +{} around it",
+                    punctual_time::format_ns(stolen)
+                );
+                cause = Cause::Steal;
+            }
+        }
+    }
+    Attribution {
+        cause,
+        offender: if cause == Cause::Steal {
+            None
+        } else {
+            offender(ev, top)
+        },
+        cpu: Some(cpu),
+        held_ns: held,
+        why,
+    }
+}
+
+/// The cause of one late release.
+pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
+    let lateness = r.lateness();
+    let Some(h) = r.handover else {
+        return explain_window(
+            ev,
+            r.cpu,
+            r.tid,
+            (r.target, r.actual),
+            r.target,
+            r.waiter,
+            r.behind,
+            lateness,
+        );
+    };
+    // The lateness is the dispatcher's delay plus the wake-up's excess over the lead it planned:
+    // A - T = (H - planned) + (S - H) - (T - planned). The larger part decides whose CPU is read.
+    let delay = h.at.saturating_sub(h.planned);
+    let planned_lead = r.target.saturating_sub(h.planned);
+    // When the client got its CPU after the hand-over (found on its CPU): on it by its instant,
+    // only what came after the instant made it late.
+    let first_in = ev
+        .window(r.cpu, r.tid, h.at, r.actual, r.target)
+        .and_then(|a| a.first_switched_in);
+    let took = first_in.unwrap_or(r.actual).saturating_sub(h.at);
+    let on_cpu_in_time = first_in.is_some_and(|s| s <= r.target);
+    if !on_cpu_in_time && delay >= took.saturating_sub(planned_lead) {
+        // Handed over late, and that is most of it: whatever kept the dispatcher from acting.
+        let mut a = explain_window(
+            ev,
+            h.cpu,
+            h.tid,
+            (h.planned, h.at.max(h.planned + 1)),
+            h.planned,
+            Waiter::Loop,
+            false,
+            delay,
+        );
+        a.why = format!(
+            "handed over {} after plan (late by {}): {}",
+            punctual_time::format_ns(delay),
+            punctual_time::format_ns(lateness),
+            a.why
+        );
+        return a;
+    }
+    let from = if on_cpu_in_time { r.target } else { h.at };
+    if first_in.is_some_and(|s| s > r.target)
+        && planned_lead < h.lead_needed
+        && took <= h.lead_needed
+        && took > planned_lead
+    {
+        return Attribution {
+            cause: Cause::Lead,
+            offender: None,
+            cpu: Some(r.cpu),
+            held_ns: took - planned_lead,
+            why: format!(
+                "its wake-up took {}, within the {} its wake-ups need, but the lead was {}",
+                punctual_time::format_ns(took),
+                punctual_time::format_ns(h.lead_needed),
+                punctual_time::format_ns(planned_lead)
+            ),
+        };
+    }
+    explain_window(
+        ev,
+        r.cpu,
+        r.tid,
+        (from, r.actual),
+        r.target,
+        Waiter::Client,
+        false,
+        lateness,
+    )
+}

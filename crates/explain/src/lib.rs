@@ -1,0 +1,130 @@
+//! Every late release explained (SPEC section 9, `--explain`).
+//!
+//! A timing loop writes each release outside its bound into a preallocated [`LateLog`]
+//! ([`record`]): the instant, when it ran, its thread and CPU, and for a released client when and
+//! from where it was handed over. Meanwhile a private tracefs instance keeps the kernel events of
+//! the CPUs involved in memory ([`punctual_trace::capture`], started by [`Explainer::start`]).
+//! After the run each record gets one cause from that trace ([`attribute`], over a per-CPU
+//! account of who had the CPU: [`timeline`]), counted per series with the offenders by name
+//! ([`summary`]) and shown as tables, a figure and `lateness_causes` in the document ([`render`]).
+//!
+//! The attribution is pure: it reads a [`punctual_trace::capture::Captured`], which tests build
+//! from synthetic events.
+
+pub mod attribute;
+pub mod record;
+pub mod render;
+pub mod summary;
+pub mod timeline;
+
+pub use attribute::{Attribution, Cause};
+pub use record::{here, Handover, LateLog, LateRelease, Waiter, LOG_CAPACITY};
+pub use summary::{explain, Explanation, Tally};
+
+use punctual_trace::capture::{Capture, CaptureConfig, Captured};
+
+/// The bound a release is late beyond, unless the plan or `--explain-bound` says otherwise.
+pub const DEFAULT_BOUND_NS: u64 = 10_000;
+
+/// Why explaining could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    /// Tracing is not available or was refused (exit 3, with the fix).
+    #[error("--explain needs a kernel trace: {0}")]
+    Trace(#[from] punctual_trace::TraceError),
+}
+
+impl From<ExplainError> for punctual_result::Failure {
+    fn from(e: ExplainError) -> Self {
+        match e {
+            ExplainError::Trace(t) => {
+                let f: punctual_result::Failure = t.into();
+                punctual_result::Failure {
+                    message: format!("--explain needs a kernel trace: {}", f.message),
+                    ..f
+                }
+            }
+        }
+    }
+}
+
+/// A bound as the document's keys name thresholds: `10us`, `1500ns`, `2ms`.
+pub fn bound_key(ns: u64) -> String {
+    if ns.is_multiple_of(1_000_000) {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns.is_multiple_of(1_000) {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// What `--explain` was asked for.
+#[derive(Clone, Debug)]
+pub struct ExplainConfig {
+    /// Releases later than this are explained.
+    pub bound: u64,
+    /// CPUs to trace (empty: all online CPUs).
+    pub cpus: Vec<usize>,
+    /// CPUs the trace's drain thread keeps off (shielded ones).
+    pub quiet: Vec<usize>,
+}
+
+impl Default for ExplainConfig {
+    fn default() -> Self {
+        ExplainConfig {
+            bound: DEFAULT_BOUND_NS,
+            cpus: Vec::new(),
+            quiet: Vec::new(),
+        }
+    }
+}
+
+impl ExplainConfig {
+    /// A log for one timing thread.
+    pub fn log(&self) -> LateLog {
+        LateLog::new(self.bound, LOG_CAPACITY)
+    }
+}
+
+/// A capture running beside a measurement.
+pub struct Explainer {
+    capture: Capture,
+    bound: u64,
+}
+
+impl Explainer {
+    /// Start tracing the CPUs `cfg` names (before the measured run starts).
+    pub fn start(cfg: &ExplainConfig) -> Result<Explainer, ExplainError> {
+        let capture = Capture::start(&CaptureConfig {
+            cpus: cfg.cpus.clone(),
+            drain_off: cfg.quiet.clone(),
+            ..CaptureConfig::default()
+        })?;
+        Ok(Explainer {
+            capture,
+            bound: cfg.bound,
+        })
+    }
+
+    /// Stop tracing and keep the trace (to explain records that arrive afterwards).
+    pub fn stop(self) -> Result<Trace, ExplainError> {
+        Ok(Trace {
+            captured: self.capture.finish()?,
+            bound: self.bound,
+        })
+    }
+}
+
+/// A finished capture.
+pub struct Trace {
+    pub captured: Captured,
+    pub bound: u64,
+}
+
+impl Trace {
+    /// Explain the records; `unlogged`: per series, late releases the logs had no room for.
+    pub fn explain(&self, records: &[LateRelease], unlogged: &[(u32, u64)]) -> Explanation {
+        explain(&self.captured, self.bound, records, unlogged)
+    }
+}

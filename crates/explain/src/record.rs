@@ -1,0 +1,190 @@
+//! What the measuring side knows about a release outside its bound, and the preallocated log the
+//! timing loops write it into (one compare per release, a copy for the late ones, no allocation).
+
+/// How the thread that had to run at the instant waits for it: decides what its own time and an
+/// idle CPU mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Waiter {
+    /// punctual's own dispatcher loop (sleeps to a margin before, spins, acts): a CPU idle until
+    /// it ran, or its own time past the instant, is the loop's (`dispatcher`).
+    Loop,
+    /// A thread the kernel wakes at the instant (a `latency` thread, a process in
+    /// `clock_nanosleep`): an idle CPU until it ran is the wake path (`wake_path`).
+    Sleeper,
+    /// A client released by another thread (a `wake` client): an idle CPU between the hand-over
+    /// and its running is the wake path, its own time past the instant the hypervisor's (`steal`).
+    Client,
+}
+
+/// A release handed over by another thread (the dispatcher of a `wake` action).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handover {
+    /// The thread that handed it over, and its CPU.
+    pub tid: i32,
+    pub cpu: u32,
+    /// When it meant to hand over (the instant less the lead).
+    pub planned: u64,
+    /// When it did (just before the futex wake).
+    pub at: u64,
+    /// The lead the client's recent wake-ups call for, before any cap (`AutoMargin::needed`).
+    pub lead_needed: u64,
+}
+
+/// One release outside its bound. Times are CLOCK_MONOTONIC ns, the trace's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LateRelease {
+    /// The series it counts in (the caller's numbering).
+    pub series: u32,
+    /// The thread that had to run at the instant, and the CPU it ran on when it noticed.
+    pub tid: i32,
+    pub cpu: u32,
+    pub waiter: Waiter,
+    /// The release instant, and when the thread ran (for a missed release: when the loop got
+    /// past it).
+    pub target: u64,
+    pub actual: u64,
+    pub handover: Option<Handover>,
+    /// The loop was still busy with earlier work (a previous action, a breather) at the instant
+    /// it had to act: [`Waiter::Loop`] only.
+    pub behind: bool,
+}
+
+impl LateRelease {
+    pub fn lateness(&self) -> u64 {
+        self.actual.saturating_sub(self.target)
+    }
+}
+
+/// Late releases of one timing thread: allocated once, filled without allocating, and counted
+/// past its capacity rather than grown.
+#[derive(Clone, Debug, Default)]
+pub struct LateLog {
+    records: Vec<LateRelease>,
+    /// Releases outside the bound that did not fit.
+    pub dropped: u64,
+    bound: u64,
+}
+
+/// Late releases one timing thread keeps at most (48 bytes each: 1.5 MiB).
+pub const LOG_CAPACITY: usize = 32 * 1024;
+
+impl LateLog {
+    /// A log for releases later than `bound` ns, holding at most `capacity`.
+    pub fn new(bound: u64, capacity: usize) -> LateLog {
+        LateLog {
+            records: Vec::with_capacity(capacity),
+            dropped: 0,
+            bound,
+        }
+    }
+
+    /// A log that keeps nothing (`--explain` off): [`LateLog::is_late`] is always false.
+    pub fn off() -> LateLog {
+        LateLog {
+            records: Vec::new(),
+            dropped: 0,
+            bound: u64::MAX,
+        }
+    }
+
+    pub fn bound(&self) -> u64 {
+        self.bound
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.bound != u64::MAX
+    }
+
+    /// Whether a release this late is outside the bound (and worth a record).
+    #[inline(always)]
+    pub fn is_late(&self, lateness: u64) -> bool {
+        lateness > self.bound
+    }
+
+    /// Keep a record if there is room; count it otherwise.
+    #[inline]
+    pub fn push(&mut self, r: LateRelease) {
+        if self.records.len() < self.records.capacity() {
+            self.records.push(r);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    pub fn records(&self) -> &[LateRelease] {
+        &self.records
+    }
+
+    /// Count every record in series `series` (a log kept per thread, counted per phase).
+    pub fn relabel(&mut self, series: u32) {
+        for r in &mut self.records {
+            r.series = series;
+        }
+    }
+
+    /// Add another thread's log (after the run).
+    pub fn absorb(&mut self, other: LateLog) {
+        self.dropped += other.dropped;
+        self.records.extend(other.records);
+    }
+
+    pub fn into_records(self) -> (Vec<LateRelease>, u64) {
+        (self.records, self.dropped)
+    }
+}
+
+/// The calling thread's id and the CPU it runs on (for a record).
+pub fn here() -> (i32, u32) {
+    // SAFETY: plain system calls without arguments that can fail.
+    let tid = unsafe { libc::gettid() };
+    let cpu = unsafe { libc::sched_getcpu() };
+    (tid, cpu.max(0) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(target: u64) -> LateRelease {
+        LateRelease {
+            series: 0,
+            tid: 1,
+            cpu: 0,
+            waiter: Waiter::Sleeper,
+            target,
+            actual: target + 20_000,
+            handover: None,
+            behind: false,
+        }
+    }
+
+    #[test]
+    fn a_full_log_counts_instead_of_growing() {
+        let mut log = LateLog::new(10_000, 2);
+        assert!(log.is_late(10_001) && !log.is_late(10_000));
+        for t in 0..5 {
+            log.push(rec(t));
+        }
+        assert_eq!(log.records().len(), 2);
+        assert_eq!(log.dropped, 3);
+        assert_eq!(log.records()[1].lateness(), 20_000);
+        let mut other = LateLog::new(10_000, 4);
+        other.push(rec(9));
+        log.absorb(other);
+        assert_eq!((log.records().len(), log.dropped), (3, 3));
+    }
+
+    #[test]
+    fn an_off_log_finds_nothing_late() {
+        let log = LateLog::off();
+        assert!(!log.enabled());
+        assert!(!log.is_late(u64::MAX - 1));
+    }
+
+    #[test]
+    fn here_names_this_thread() {
+        let (tid, cpu) = here();
+        assert_eq!(tid, unsafe { libc::gettid() });
+        assert!((cpu as usize) < 4096);
+    }
+}

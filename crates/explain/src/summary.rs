@@ -1,0 +1,255 @@
+//! Causes counted per series, with the offenders by name: what the tables, the figure and the
+//! result document show.
+
+use crate::attribute::{attribute, Attribution, Cause, Evidence};
+use crate::record::LateRelease;
+use punctual_trace::capture::Captured;
+use std::collections::BTreeMap;
+
+/// Late releases of one series by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Per cause, in [`Cause::ALL`] order.
+    pub counts: [u64; Cause::ALL.len()],
+    /// (cause, offender, releases), most releases first.
+    pub offenders: Vec<(Cause, String, u64)>,
+    /// Late releases the timing thread's log had no room for (counted `unexplained`).
+    pub unlogged: u64,
+}
+
+impl Tally {
+    pub fn late(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    pub fn count(&self, c: Cause) -> u64 {
+        self.counts[index(c)]
+    }
+
+    fn add(&mut self, a: &Attribution) {
+        self.counts[index(a.cause)] += 1;
+        if let Some(name) = &a.offender {
+            match self
+                .offenders
+                .iter_mut()
+                .find(|(c, n, _)| *c == a.cause && n == name)
+            {
+                Some((_, _, k)) => *k += 1,
+                None => self.offenders.push((a.cause, name.clone(), 1)),
+            }
+        }
+    }
+
+    /// `{"steal": n, ..., "unexplained": n}`: every cause, zeros included (SPEC section 9).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        for c in Cause::ALL {
+            m.insert(c.name().into(), self.count(c).into());
+        }
+        serde_json::Value::Object(m)
+    }
+
+    /// The offenders, most releases first, as `[{"cause", "name", "count"}]` (at most `n`).
+    pub fn offenders_json(&self, n: usize) -> serde_json::Value {
+        self.offenders
+            .iter()
+            .take(n)
+            .map(|(c, name, k)| serde_json::json!({"cause": c.name(), "name": name, "count": k}))
+            .collect()
+    }
+
+    /// Share of late releases that are punctual's own (`lead`, `dispatcher`).
+    pub fn own(&self) -> u64 {
+        Cause::ALL
+            .iter()
+            .filter(|c| c.is_own())
+            .map(|c| self.count(*c))
+            .sum()
+    }
+
+    pub fn merge(&mut self, other: &Tally) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+        for (c, n, k) in &other.offenders {
+            match self
+                .offenders
+                .iter_mut()
+                .find(|(c2, n2, _)| c2 == c && n2 == n)
+            {
+                Some((_, _, k2)) => *k2 += k,
+                None => self.offenders.push((*c, n.clone(), *k)),
+            }
+        }
+        self.offenders
+            .sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+        self.unlogged += other.unlogged;
+    }
+}
+
+fn index(c: Cause) -> usize {
+    Cause::ALL.iter().position(|x| *x == c).expect("listed")
+}
+
+/// What the capture cost and covered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CaptureStats {
+    pub cpus: Vec<usize>,
+    pub window_ns: u64,
+    pub events: u64,
+    pub evicted: u64,
+    pub lost: u64,
+    pub peak_memory_bytes: u64,
+    /// CPU time of the drain thread (the user-space side of the cost).
+    pub drain_cpu_ns: u64,
+    pub enabled: Vec<String>,
+    pub by_kind: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl CaptureStats {
+    pub fn of(c: &Captured) -> CaptureStats {
+        CaptureStats {
+            cpus: c.cpus.clone(),
+            window_ns: c.end_ns.saturating_sub(c.start_ns),
+            events: c.seen,
+            evicted: c.evicted,
+            lost: c.lost,
+            peak_memory_bytes: c.memory_bytes() as u64,
+            drain_cpu_ns: c.drain_cpu_ns,
+            enabled: c.enabled.clone(),
+            by_kind: c.by_kind.clone(),
+        }
+    }
+
+    pub fn to_json(&self, bound: u64) -> serde_json::Value {
+        serde_json::json!({
+            "bound_ns": bound,
+            "cpus": self.cpus,
+            "window_ns": self.window_ns,
+            "events": self.events,
+            "evicted_events": self.evicted,
+            "lost_events": self.lost,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "drain_cpu_ns": self.drain_cpu_ns,
+            "events_enabled": self.enabled,
+            "events_by_kind": self.by_kind,
+        })
+    }
+}
+
+/// Every late release of a run explained.
+#[derive(Clone, Debug, Default)]
+pub struct Explanation {
+    pub bound: u64,
+    /// Per series (the caller's numbering).
+    pub series: BTreeMap<u32, Tally>,
+    pub capture: CaptureStats,
+    /// Each late release with its cause (at most [`KEEP_DETAILS`], the first ones).
+    pub details: Vec<(LateRelease, Attribution)>,
+    /// The latest releases of the run with their causes (at most [`KEEP_WORST`], latest first).
+    pub worst: Vec<(LateRelease, Attribution)>,
+}
+
+/// The latest releases kept one by one whatever their order in the run.
+pub const KEEP_WORST: usize = 10;
+
+fn example(r: &LateRelease, a: &Attribution) -> serde_json::Value {
+    serde_json::json!({
+        "cause": a.cause.name(),
+        "series": r.series,
+        "target_ns": r.target,
+        "lateness_ns": r.lateness(),
+        "tid": r.tid,
+        "cpu": a.cpu,
+        "offender": a.offender,
+        "why": a.why,
+    })
+}
+
+/// Attributions kept one by one for `--json`'s detail and tests.
+pub const KEEP_DETAILS: usize = 4096;
+
+/// Releases shown one by one per cause in the document (`settings.explain.examples`).
+pub const EXAMPLES_PER_CAUSE: usize = 5;
+
+impl Explanation {
+    /// A few releases of each cause with how each was decided: `[{"cause", "series",
+    /// "target_ns", "lateness_ns", "cpu", "offender", "why"}]`.
+    pub fn examples_json(&self) -> serde_json::Value {
+        let mut out = Vec::new();
+        for c in Cause::ALL {
+            for (r, a) in self
+                .details
+                .iter()
+                .filter(|(_, a)| a.cause == c)
+                .take(EXAMPLES_PER_CAUSE)
+            {
+                out.push(example(r, a));
+            }
+        }
+        serde_json::Value::Array(out)
+    }
+
+    /// The latest releases of the run, latest first, as [`Explanation::examples_json`] gives them.
+    pub fn worst_json(&self) -> serde_json::Value {
+        self.worst.iter().map(|(r, a)| example(r, a)).collect()
+    }
+
+    pub fn tally(&self, series: u32) -> Tally {
+        self.series.get(&series).cloned().unwrap_or_default()
+    }
+
+    /// All series together.
+    pub fn total(&self) -> Tally {
+        let mut t = Tally::default();
+        for s in self.series.values() {
+            t.merge(s);
+        }
+        t
+    }
+}
+
+/// Explain `records` from `trace`. `unlogged`: per series, late releases the logs had no room for.
+pub fn explain(
+    trace: &Captured,
+    bound: u64,
+    records: &[LateRelease],
+    unlogged: &[(u32, u64)],
+) -> Explanation {
+    let ev = Evidence::new(trace, records);
+    let mut out = Explanation {
+        bound,
+        capture: CaptureStats::of(trace),
+        ..Explanation::default()
+    };
+    for r in records {
+        let a = attribute(&ev, r);
+        out.series.entry(r.series).or_default().add(&a);
+        if out.worst.len() < KEEP_WORST
+            || out
+                .worst
+                .last()
+                .is_some_and(|(w, _)| w.lateness() < r.lateness())
+        {
+            out.worst.push((*r, a.clone()));
+            out.worst
+                .sort_by_key(|(w, _)| std::cmp::Reverse(w.lateness()));
+            out.worst.truncate(KEEP_WORST);
+        }
+        if out.details.len() < KEEP_DETAILS {
+            out.details.push((*r, a));
+        }
+    }
+    for &(s, n) in unlogged {
+        if n > 0 {
+            let t = out.series.entry(s).or_default();
+            t.counts[index(Cause::Unexplained)] += n;
+            t.unlogged += n;
+        }
+    }
+    for t in out.series.values_mut() {
+        t.offenders
+            .sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+    }
+    out
+}

@@ -1,0 +1,716 @@
+//! What one CPU did over a stretch of time, from its trace: every nanosecond of the window goes to
+//! exactly one occupant (the innermost handler running, else the task on the CPU, else idle), in
+//! one forward walk over the CPU's events, with the victim's wake-ups (issued on any CPU) merged in.
+//!
+//! ```text
+//!  events   switch(v->hog)  irq 24 in  irq 24 out  softirq in/out   switch(hog->v)
+//!  time   ----|---------------|----------|----------|------|------------|------->
+//!  occupant   Task(hog)       Irq(24)    Task(hog)  Softirq  Task(hog)   Victim
+//! ```
+
+use punctual_trace::event::{leave_reason, Event, EventKind, Leave, Vector};
+
+/// How far back the walk starts to learn the CPU's state (handlers in progress, the victim's
+/// wake-up) before the window it accounts.
+pub const LOOKBACK_NS: u64 = 20_000_000;
+/// How far back the walk looks for the task on the CPU when no switch came in the lookback (a
+/// loop that spins for seconds switches never), in events.
+const SWITCH_SEARCH: usize = 1 << 20;
+/// Handler nesting deeper than this is a broken trace: the stack is forgotten.
+const MAX_DEPTH: usize = 16;
+/// Uncharged time below this per charge is the accounting's own jitter, not steal.
+pub const STEAL_NOISE_NS: u64 = 1_000;
+
+/// Who had the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Occupant {
+    /// A device interrupt handler.
+    Irq(i32),
+    /// A system vector (local timer, IPIs) doing something other than waking the victim.
+    Vector(Vector),
+    /// A bottom half.
+    Softirq(u32),
+    /// Another task.
+    Task { pid: i32, prio: i32 },
+    /// A task of a lower class than the real-time victim ran while the victim was runnable: only
+    /// RT throttling or the fair server let it.
+    Throttled { pid: i32, prio: i32 },
+    /// The idle task (the cpuidle state it was in, if the kernel said).
+    Idle(Option<u32>),
+    /// The idle task polling (the CPU's `POLL` state): a wake-up reaches it at once, so time
+    /// here after the victim was due is time the CPU did not run.
+    IdlePoll,
+    /// The interrupt or timer callback that delivered the victim's own wake-up.
+    OwnWake,
+    /// The victim itself, where no charge of its runtime says whether it really ran (a gap with
+    /// no guest event: the hypervisor may have held the CPU).
+    Victim,
+    /// The victim itself, charged by the scheduler for that time: it ran (its own work, or the
+    /// kernel's path back to it).
+    VictimRan,
+    /// Time the task on the CPU was not charged for although nothing else ran: with paravirtual
+    /// steal accounting, the hypervisor's (placed in its longest stretches without an event).
+    Stolen,
+    /// The trace does not say (no switch seen, or events lost).
+    Unknown,
+}
+
+/// Time per occupant over a window, and what else the walk noticed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Time per occupant, in the order first met.
+    pub by: Vec<(Occupant, u64)>,
+    /// The longest stretch without any event on this CPU during which the victim ran, counted
+    /// from `victim_after`.
+    pub victim_gap: u64,
+    /// When the victim was last switched in on this CPU within the walk.
+    pub switched_in: Option<u64>,
+    /// When the victim was first switched in on this CPU within the window.
+    pub first_switched_in: Option<u64>,
+    /// Events were lost inside the window.
+    pub lost: bool,
+}
+
+impl Accounting {
+    fn add(&mut self, o: Occupant, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        match self.by.iter_mut().find(|(k, _)| *k == o) {
+            Some((_, t)) => *t += ns,
+            None => self.by.push((o, ns)),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.by.iter().map(|(_, t)| t).sum()
+    }
+
+    pub fn of(&self, o: Occupant) -> u64 {
+        self.by.iter().find(|(k, _)| *k == o).map_or(0, |(_, t)| *t)
+    }
+}
+
+/// The window to account on one CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Window<'a> {
+    /// The CPU's events, in time order.
+    pub events: &'a [Event],
+    pub victim: i32,
+    pub from: u64,
+    pub to: u64,
+    /// The victim's own time counts only after this (before its instant a spinning client or
+    /// loop is simply early).
+    pub victim_after: u64,
+    /// The victim's wake-ups issued on other CPUs: (time, priority), in time order.
+    pub wakings: &'a [(u64, i32)],
+    /// The CPU's polling idle state, if it has one.
+    pub poll_state: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    Irq(i32),
+    Vector { v: Vector, own: bool },
+    Softirq(u32),
+    Timer { own: bool },
+}
+
+struct State {
+    current: Option<(i32, i32)>,
+    /// The current task was switched in while the real-time victim waited to run (or switched
+    /// out the victim while it was still runnable) although its class is lower: the scheduler
+    /// chose it over the victim, which only RT throttling or the fair server does. A lower task
+    /// that merely keeps the CPU after the victim woke (a kernel that is not preemptible) is not.
+    chosen_over_victim: bool,
+    stack: Vec<Frame>,
+    idle: Option<u32>,
+    poll: Option<u32>,
+    victim_waiting: bool,
+    victim_prio: Option<i32>,
+    /// Since the current task's last charge (`sched_stat_runtime`) or switch-in: when that was
+    /// (`None`: not seen, so the next charge cannot be compared with the time that passed), and
+    /// the stretches it ran, unclipped, so uncharged time can be placed in them.
+    charged_at: Option<u64>,
+    own_spans: Vec<(Occupant, u64, u64)>,
+}
+
+impl State {
+    fn occupant(&self, victim: i32) -> Occupant {
+        for f in self.stack.iter().rev() {
+            match *f {
+                Frame::Timer { own: true } | Frame::Vector { own: true, .. } => {
+                    return Occupant::OwnWake
+                }
+                // A timer callback runs inside its vector: it is that vector's time.
+                Frame::Timer { own: false } => continue,
+                Frame::Vector { v, own: false } => return Occupant::Vector(v),
+                Frame::Irq(i) => return Occupant::Irq(i),
+                Frame::Softirq(s) => return Occupant::Softirq(s),
+            }
+        }
+        match self.current {
+            None => Occupant::Unknown,
+            Some((p, _)) if p == victim => Occupant::Victim,
+            Some((0, _)) if self.idle.is_some() && self.idle == self.poll => Occupant::IdlePoll,
+            Some((0, _)) => Occupant::Idle(self.idle),
+            Some((pid, prio)) => {
+                if self.chosen_over_victim && self.victim_waiting {
+                    Occupant::Throttled { pid, prio }
+                } else {
+                    Occupant::Task { pid, prio }
+                }
+            }
+        }
+    }
+
+    fn pop(&mut self, matches: impl Fn(&Frame) -> bool) {
+        if let Some(i) = self.stack.iter().rposition(matches) {
+            self.stack.truncate(i);
+        }
+    }
+
+    fn apply(&mut self, e: &Event, w: &Window, own: &[u64], acc: &mut Accounting) {
+        let victim = w.victim;
+        match e.kind {
+            EventKind::StatRuntime { pid, runtime } if self.current.is_some_and(|c| c.0 == pid) => {
+                // Without a known start the charge cannot be compared with the time that passed.
+                let stolen = self.charged_at.map(|t| {
+                    let m = e.ts.saturating_sub(t).saturating_sub(runtime);
+                    if m >= STEAL_NOISE_NS {
+                        m
+                    } else {
+                        0
+                    }
+                });
+                self.settle(w, acc, stolen);
+                self.charged_at = Some(e.ts);
+            }
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+                next_prio,
+                ..
+            } => {
+                // The charge of the task leaving comes before its switch: anything since is not
+                // known to be charged.
+                self.settle(w, acc, None);
+                self.charged_at = Some(e.ts);
+                if prev_pid == victim {
+                    self.victim_waiting = leave_reason(prev_state) == Leave::Preempted;
+                }
+                if next_pid == victim {
+                    self.victim_waiting = false;
+                    self.victim_prio = Some(next_prio);
+                    acc.switched_in = Some(e.ts);
+                    if e.ts >= w.from && acc.first_switched_in.is_none() {
+                        acc.first_switched_in = Some(e.ts);
+                    }
+                }
+                let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
+                self.chosen_over_victim =
+                    self.victim_waiting && victim_rt && next_pid != 0 && next_prio >= 100;
+                self.current = Some((next_pid, next_prio));
+                self.stack.clear();
+            }
+            EventKind::Waking { pid, prio, .. } if pid == victim => {
+                self.victim_waiting = true;
+                self.victim_prio = Some(prio);
+            }
+            EventKind::IrqEntry { irq } => self.stack.push(Frame::Irq(irq)),
+            EventKind::IrqExit { irq, .. } => self.pop(|f| *f == Frame::Irq(irq)),
+            EventKind::VectorEntry { vector } => {
+                // An IPI or irq_work while the victim waits to run is what delivers its wake-up.
+                let delivers = matches!(
+                    vector,
+                    Vector::Reschedule
+                        | Vector::CallFunction
+                        | Vector::CallFunctionSingle
+                        | Vector::IrqWork
+                ) && self.victim_waiting;
+                self.stack.push(Frame::Vector {
+                    v: vector,
+                    own: delivers || own.binary_search(&e.ts).is_ok(),
+                });
+            }
+            EventKind::VectorExit { vector } => {
+                self.pop(|f| matches!(f, Frame::Vector { v, .. } if *v == vector))
+            }
+            EventKind::SoftirqEntry { vec } => self.stack.push(Frame::Softirq(vec)),
+            EventKind::SoftirqExit { vec } => self.pop(|f| *f == Frame::Softirq(vec)),
+            EventKind::HrtimerEntry { .. } => self.stack.push(Frame::Timer {
+                own: own.binary_search(&e.ts).is_ok(),
+            }),
+            EventKind::HrtimerExit { .. } => self.pop(|f| matches!(f, Frame::Timer { .. })),
+            EventKind::CpuIdle { state } => self.idle = state,
+            EventKind::Lost { .. } => {
+                self.settle(w, acc, None);
+                self.charged_at = None;
+                self.stack.clear();
+                self.current = None;
+            }
+            _ => {}
+        }
+        if self.stack.len() > MAX_DEPTH {
+            self.stack.clear();
+        }
+    }
+
+    /// Charge the current task's stretches since its last charge to the window. With the
+    /// scheduler's charge known (`Some`), its uncharged ns go to [`Occupant::Stolen`] (the
+    /// longest stretches first) and the victim's charged rest to [`Occupant::VictimRan`];
+    /// without, the stretches keep their occupant.
+    fn settle(&mut self, w: &Window, acc: &mut Accounting, stolen: Option<u64>) {
+        let mut left = stolen.unwrap_or(0);
+        let mut spans = std::mem::take(&mut self.own_spans);
+        // Where the victim ran past its instant is where its lateness shows: uncharged time goes
+        // there first. Another task's stretches share the rest evenly (their time may or may not
+        // have been the hypervisor's; the task is named unless the charge says otherwise).
+        let clip = |o: Occupant, a: u64, b: u64| {
+            let from = if o == Occupant::Victim {
+                w.from.max(w.victim_after)
+            } else {
+                w.from
+            };
+            let (ca, cb) = (a.max(from), b.min(w.to));
+            (ca, cb.max(ca))
+        };
+        for &(o, a, b) in &spans {
+            let (ca, cb) = clip(o, a, b);
+            if o != Occupant::Victim || cb == ca {
+                continue;
+            }
+            let gone = left.min(cb - ca);
+            left -= gone;
+            acc.add(Occupant::Stolen, gone);
+            let ran = if stolen.is_some() {
+                Occupant::VictimRan
+            } else {
+                Occupant::Victim
+            };
+            acc.add(ran, cb - ca - gone);
+            acc.victim_gap = acc.victim_gap.max(cb - ca);
+        }
+        let others: u64 = spans
+            .iter()
+            .filter(|(o, _, _)| *o != Occupant::Victim)
+            .map(|(_, a, b)| b - a)
+            .sum();
+        for (o, a, b) in spans.drain(..) {
+            let (ca, cb) = clip(o, a, b);
+            if o == Occupant::Victim || cb == ca {
+                continue;
+            }
+            let part = cb - ca;
+            let gone =
+                ((part as u128 * left as u128) / others.max(1) as u128).min(part as u128) as u64;
+            acc.add(Occupant::Stolen, gone);
+            acc.add(o, part - gone);
+        }
+        self.own_spans = spans;
+    }
+}
+
+/// Entry times of the handlers (vectors, timer callbacks) on this CPU in which the victim's wake-up
+/// was issued: they deliver it, so their time is the wake path, not an interruption.
+fn own_handlers(events: &[Event], victim: i32) -> Vec<u64> {
+    let mut open: Vec<(bool, u64)> = Vec::new(); // (is a vector or timer, entry time)
+    let mut own = Vec::new();
+    for e in events {
+        match e.kind {
+            EventKind::VectorEntry { .. } | EventKind::HrtimerEntry { .. } => {
+                open.push((true, e.ts))
+            }
+            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => open.push((false, e.ts)),
+            EventKind::VectorExit { .. }
+            | EventKind::HrtimerExit { .. }
+            | EventKind::IrqExit { .. }
+            | EventKind::SoftirqExit { .. } => {
+                open.pop();
+            }
+            EventKind::Waking { pid, .. } if pid == victim => {
+                own.extend(open.iter().filter(|(own, _)| *own).map(|(_, t)| *t));
+            }
+            EventKind::Switch { .. } | EventKind::Lost { .. } => open.clear(),
+            _ => {}
+        }
+        if open.len() > MAX_DEPTH {
+            open.clear();
+        }
+    }
+    own.sort_unstable();
+    own.dedup();
+    own
+}
+
+/// Account `w.from..w.to` on one CPU.
+pub fn account(w: &Window) -> Accounting {
+    let ev = w.events;
+    let mut acc = Accounting::default();
+    let look = w.from.saturating_sub(LOOKBACK_NS);
+    let start = ev.partition_point(|e| e.ts < look);
+    let end = ev.partition_point(|e| e.ts <= w.to);
+    let mut st = State {
+        current: None,
+        chosen_over_victim: false,
+        stack: Vec::new(),
+        idle: None,
+        poll: w.poll_state,
+        victim_waiting: false,
+        victim_prio: None,
+        charged_at: None,
+        own_spans: Vec::new(),
+    };
+    // The task on the CPU when the walk starts: the last switch before it, however far back.
+    let mut idle_seen = false;
+    for e in ev[start.saturating_sub(SWITCH_SEARCH)..start].iter().rev() {
+        match e.kind {
+            EventKind::CpuIdle { state } if !idle_seen => {
+                st.idle = state;
+                idle_seen = true;
+            }
+            EventKind::Switch {
+                next_pid,
+                next_prio,
+                ..
+            } => {
+                st.current = Some((next_pid, next_prio));
+                if next_pid == w.victim {
+                    st.victim_prio = Some(next_prio);
+                }
+                break;
+            }
+            EventKind::Lost { .. } => break,
+            _ => {}
+        }
+    }
+    if st.current.is_none() {
+        // No switch before (the task has held the CPU since before the trace began): the first
+        // switch after says who it was, or a charge of the victim's runtime does.
+        st.current = ev[start..]
+            .iter()
+            .take(SWITCH_SEARCH)
+            .find_map(|e| match e.kind {
+                EventKind::Switch {
+                    prev_pid,
+                    prev_prio,
+                    ..
+                } => Some(Some((prev_pid, prev_prio))),
+                EventKind::StatRuntime { pid, .. } if pid == w.victim => Some(Some((pid, 0))),
+                EventKind::Lost { .. } => Some(None),
+                _ => None,
+            })
+            .flatten();
+    }
+    let own = own_handlers(&ev[start..end], w.victim);
+    let mut remote = w
+        .wakings
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t >= look && *t <= w.to)
+        .peekable();
+    let mut t_prev = look;
+    let mut i = start;
+    loop {
+        // The next event: this CPU's, or a wake-up of the victim issued elsewhere.
+        let local = ev.get(i).filter(|_| i < end);
+        let next_remote = remote.peek().copied();
+        let (ts, is_remote) = match (local, next_remote) {
+            (Some(e), Some((r, _))) if r < e.ts => (r, true),
+            (Some(e), _) => (e.ts, false),
+            (None, Some((r, _))) => (r, true),
+            (None, None) => break,
+        };
+        account_span(&mut acc, &mut st, w, t_prev, ts);
+        if is_remote {
+            let (_, prio) = remote.next().expect("peeked");
+            st.victim_waiting = true;
+            st.victim_prio = Some(prio);
+        } else {
+            let e = &ev[i];
+            if matches!(e.kind, EventKind::Lost { .. }) && e.ts >= w.from {
+                acc.lost = true;
+            }
+            st.apply(e, w, &own, &mut acc);
+            i += 1;
+        }
+        t_prev = t_prev.max(ts);
+    }
+    account_span(&mut acc, &mut st, w, t_prev, w.to);
+    // The stretches up to the window's end are settled by the task's next charge, if it comes
+    // before it leaves the CPU.
+    let next_charge = ev[end..]
+        .iter()
+        .take_while(|e| e.ts <= w.to + LOOKBACK_NS)
+        .find(|e| {
+            matches!(e.kind, EventKind::Switch { .. } | EventKind::Lost { .. })
+                || matches!(e.kind, EventKind::StatRuntime { pid, .. } if st.current.is_some_and(|c| c.0 == pid))
+        });
+    let stolen = match (next_charge, st.charged_at) {
+        (Some(e), Some(t)) => match e.kind {
+            EventKind::StatRuntime { runtime, .. } => {
+                // The charge runs past the window: only what the window holds is placed.
+                let m = e.ts.saturating_sub(t).saturating_sub(runtime);
+                Some(if m >= STEAL_NOISE_NS { m } else { 0 })
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    if let (Some(e), Some(_)) = (next_charge, stolen) {
+        // The stretch from the window's end to the charge is the task's too.
+        account_span_after(&mut st, w, w.to, e.ts);
+    }
+    st.settle(w, &mut acc, stolen);
+    acc
+}
+
+/// The current task's stretch after the window (`[a, b)`), kept only so uncharged time found by a
+/// later charge can be placed among all its stretches; nothing of it is counted.
+fn account_span_after(st: &mut State, w: &Window, a: u64, b: u64) {
+    if b > a && st.stack.is_empty() {
+        let o = st.occupant(w.victim);
+        if matches!(
+            o,
+            Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. }
+        ) {
+            st.own_spans.push((o, a, b));
+        }
+    }
+}
+
+/// Charge `[a, b)`, clipped to the window, to whoever the state says had the CPU. The task on
+/// the CPU (victim or not) is charged when its runtime is (see [`State::settle`]): some of its
+/// stretches may turn out to be the hypervisor's.
+fn account_span(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64) {
+    if b <= a {
+        return;
+    }
+    let o = st.occupant(w.victim);
+    match o {
+        Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. } => {
+            // Before its instant the victim is only early (clipped when settled).
+            if b > w.from.saturating_sub(LOOKBACK_NS) {
+                st.own_spans.push((o, a, b));
+            }
+        }
+        _ => {
+            let (a, b) = (a.max(w.from), b.min(w.to));
+            if b > a {
+                acc.add(o, b - a);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_trace::synth::{Synth, PREEMPTED, SLEEPING};
+
+    const US: u64 = 1_000;
+    const T0: u64 = 1_000_000_000;
+
+    fn window(events: &[Event], victim: i32, from: u64, to: u64) -> Accounting {
+        account(&Window {
+            events,
+            victim,
+            from,
+            to,
+            victim_after: from,
+            wakings: &[],
+            poll_state: None,
+        })
+    }
+
+    #[test]
+    fn every_nanosecond_goes_to_the_innermost_handler_else_the_task() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0, 0, 0, 0, 500); // hog runs
+        s.span(
+            0,
+            T0 + 100 * US,
+            T0 + 110 * US,
+            EventKind::IrqEntry { irq: 24 },
+            EventKind::IrqExit {
+                irq: 24,
+                handled: true,
+            },
+        );
+        s.span(
+            0,
+            T0 + 110 * US,
+            T0 + 130 * US,
+            EventKind::SoftirqEntry { vec: 3 },
+            EventKind::SoftirqExit { vec: 3 },
+        );
+        s.switch(T0 + 200 * US, 0, 500, PREEMPTED, 7);
+        let t = s.build();
+        let a = window(&t.events, 7, T0 + 50 * US, T0 + 250 * US);
+        assert_eq!(a.total(), 200 * US);
+        assert_eq!(a.of(Occupant::Irq(24)), 10 * US);
+        assert_eq!(a.of(Occupant::Softirq(3)), 20 * US);
+        assert_eq!(
+            a.of(Occupant::Task {
+                pid: 500,
+                prio: 120
+            }),
+            120 * US
+        );
+        assert_eq!(a.of(Occupant::Victim), 50 * US);
+        assert_eq!(a.switched_in, Some(T0 + 200 * US));
+    }
+
+    #[test]
+    fn the_timer_that_wakes_the_victim_is_its_own_wake_path() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0, 0, 7, SLEEPING, 0);
+        s.event(T0 + 10 * US, 0, EventKind::CpuIdle { state: Some(1) });
+        s.event(T0 + 100 * US, 0, EventKind::CpuIdle { state: None });
+        s.event(
+            T0 + 100 * US,
+            0,
+            EventKind::VectorEntry {
+                vector: Vector::LocalTimer,
+            },
+        );
+        s.waking(T0 + 103 * US, 0, 7);
+        s.event(
+            T0 + 105 * US,
+            0,
+            EventKind::VectorExit {
+                vector: Vector::LocalTimer,
+            },
+        );
+        s.switch(T0 + 108 * US, 0, 0, 0, 7);
+        let t = s.build();
+        let a = window(&t.events, 7, T0 + 50 * US, T0 + 110 * US);
+        assert_eq!(a.of(Occupant::Idle(Some(1))), 50 * US);
+        assert_eq!(a.of(Occupant::OwnWake), 5 * US);
+        assert_eq!(a.of(Occupant::Idle(None)), 3 * US);
+        assert_eq!(a.of(Occupant::Victim), 2 * US);
+    }
+
+    #[test]
+    fn the_task_on_the_cpu_is_found_however_long_ago_it_switched_in() {
+        let mut s = Synth::new(1, T0, T0 + 10_000_000 * US);
+        s.switch(T0, 0, 0, 0, 7);
+        let far = T0 + 5_000_000 * US;
+        s.span(
+            0,
+            far,
+            far + 30 * US,
+            EventKind::VectorEntry {
+                vector: Vector::LocalTimer,
+            },
+            EventKind::VectorExit {
+                vector: Vector::LocalTimer,
+            },
+        );
+        let t = s.build();
+        let a = window(&t.events, 7, far - 10 * US, far + 40 * US);
+        assert_eq!(a.of(Occupant::Vector(Vector::LocalTimer)), 30 * US);
+        assert_eq!(a.of(Occupant::Victim), 20 * US);
+        assert_eq!(a.victim_gap, 10 * US);
+    }
+
+    #[test]
+    fn a_normal_task_chosen_over_a_runnable_real_time_victim_is_throttling() {
+        let sw = |prev_pid, prev_state, next_pid, next_prio| EventKind::Switch {
+            prev_pid,
+            prev_prio: 120,
+            prev_state,
+            next_pid,
+            next_prio,
+        };
+        let mut s = Synth::new(2, T0, T0 + 10_000 * US);
+        // A normal task runs when the victim (FIFO 80: prio 19) is woken from CPU 1 at +20 us and
+        // keeps the CPU (a kernel that is not preemptible): that is the task's time. At +40 us it
+        // hands over to another normal task although the victim waits: the scheduler chose it.
+        s.event(T0, 0, sw(0, 0, 300, 120));
+        s.event(T0 + 40 * US, 0, sw(300, PREEMPTED, 301, 120));
+        let t = s.build();
+        let a = account(&Window {
+            events: &t.events,
+            victim: 7,
+            from: T0 + 10 * US,
+            to: T0 + 60 * US,
+            victim_after: T0,
+            wakings: &[(T0 + 20 * US, 19)],
+            poll_state: None,
+        });
+        assert_eq!(
+            a.of(Occupant::Task {
+                pid: 300,
+                prio: 120
+            }),
+            30 * US
+        );
+        assert_eq!(
+            a.of(Occupant::Throttled {
+                pid: 301,
+                prio: 120
+            }),
+            20 * US
+        );
+    }
+
+    #[test]
+    fn time_the_scheduler_did_not_charge_the_running_task_is_stolen() {
+        let mut s = Synth::new(1, T0, T0 + 20_000 * US);
+        s.switch(T0, 0, 0, 0, 7);
+        s.event(
+            T0 + 4_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 7,
+                runtime: 4_000 * US,
+            },
+        );
+        // The next tick charges 3,950 us of 4,000: 50 us went to the hypervisor, placed in the
+        // longest stretch without an event (the victim spinning from +4,000 to +7,000 us).
+        s.span(
+            0,
+            T0 + 7_000 * US,
+            T0 + 7_002 * US,
+            EventKind::IrqEntry { irq: 24 },
+            EventKind::IrqExit {
+                irq: 24,
+                handled: true,
+            },
+        );
+        s.event(
+            T0 + 8_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 7,
+                runtime: 3_950 * US,
+            },
+        );
+        let t = s.build();
+        let a = window(&t.events, 7, T0 + 4_000 * US, T0 + 8_000 * US);
+        assert_eq!(a.of(Occupant::Stolen), 50 * US);
+        assert_eq!(a.of(Occupant::Irq(24)), 2 * US);
+        assert_eq!(a.of(Occupant::VictimRan), 3_948 * US);
+        assert_eq!(a.of(Occupant::Victim), 0);
+        // A window that ends before the charge still learns from it.
+        let c = window(&t.events, 7, T0 + 6_000 * US, T0 + 7_000 * US);
+        assert_eq!(c.of(Occupant::Stolen), 50 * US);
+        assert_eq!(c.of(Occupant::VictimRan), 950 * US);
+        // A charge without a known start (the first one seen) says nothing.
+        let b = window(&t.events, 7, T0 + 100 * US, T0 + 3_000 * US);
+        assert_eq!(b.of(Occupant::Stolen), 0);
+    }
+
+    #[test]
+    fn lost_events_make_the_state_unknown() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0, 0, 0, 0, 500);
+        s.lost(T0 + 20 * US, 0);
+        let t = s.build();
+        let a = window(&t.events, 7, T0 + 10 * US, T0 + 40 * US);
+        assert!(a.lost);
+        assert_eq!(a.of(Occupant::Unknown), 20 * US);
+    }
+}

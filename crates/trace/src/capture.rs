@@ -1,0 +1,611 @@
+//! In-memory capture for explaining lateness (`--explain`): a private instance traces only the
+//! events an attribution reads, on the CPUs involved, and a drain thread decodes the pages into
+//! per-CPU memory, with the guest's steal counters sampled beside them. Nothing is written to disk.
+//!
+//! Memory is bounded: each CPU keeps at most `max_events / cpus` events; beyond, the oldest are
+//! dropped and counted ([`Captured::evicted`]), and the time before a CPU's oldest kept event is
+//! known to be uncovered ([`Captured::covered_from`]), so a release there is said to be
+//! unexplained rather than guessed at. The drain sleeps in `poll` like [`crate::record`]'s, and
+//! records its own CPU time, which is the user-space part of the capture's cost.
+
+use crate::event::{Event, EventKind, Vector};
+use crate::kernel::decode::Decoder;
+use crate::kernel::format::PageLayout;
+use crate::kernel::instance::{instance_name, orphan_instances, Instance};
+use crate::kernel::page::{parse_page, Missed};
+use crate::kernel::tracefs::Tracefs;
+use crate::kernel::KernelEvent;
+use crate::TraceError;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to capture.
+#[derive(Clone, Debug)]
+pub struct CaptureConfig {
+    /// CPUs to trace (the instance's `tracing_cpumask`); empty: every online CPU.
+    pub cpus: Vec<usize>,
+    /// Kernel ring buffer per CPU, KiB.
+    pub buffer_kb: u64,
+    /// The most events kept in memory, over all CPUs (about 48 bytes each).
+    pub max_events: usize,
+    /// Longest sleep of the drain between passes (also the steal sampling interval).
+    pub drain_interval: Duration,
+    /// CPUs the drain thread keeps off (a shielded CPU); empty: it runs anywhere.
+    pub drain_off: Vec<usize>,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig {
+            cpus: Vec::new(),
+            buffer_kb: 2048,
+            max_events: 4 << 20,
+            drain_interval: Duration::from_millis(50),
+            drain_off: Vec::new(),
+        }
+    }
+}
+
+/// The kernel events an attribution reads: the scheduler's switches, wake-ups and runtime charges,
+/// hard and soft interrupt handlers, system vectors (timer, IPIs) and idle. Switches, wake-ups and
+/// handlers are required; the rest are taken where the kernel has them.
+pub fn explain_events() -> Vec<KernelEvent> {
+    let req = |system: &'static str, name: &str| KernelEvent {
+        system,
+        name: name.into(),
+        optional: false,
+    };
+    let opt = |system: &'static str, name: &str| KernelEvent {
+        system,
+        name: name.into(),
+        optional: true,
+    };
+    let mut v = vec![
+        req("sched", "sched_switch"),
+        req("sched", "sched_waking"),
+        req("irq", "irq_handler_entry"),
+        req("irq", "irq_handler_exit"),
+        req("irq", "softirq_entry"),
+        req("irq", "softirq_exit"),
+        // Not the timers' own expiries (11 % of the events at 3,000 releases a second): the
+        // vector that delivers a victim's wake-up is found by the wake-up inside it. Not the IPIs
+        // sent either: the vector that receives one is what takes the CPU.
+        opt("power", "cpu_idle"),
+        opt("sched", "sched_wake_idle_without_ipi"),
+        // What the scheduler charged each task: with paravirtual steal accounting, time that
+        // passed and was not charged was the hypervisor's.
+        opt("sched", "sched_stat_runtime"),
+    ];
+    for vec in Vector::ALL {
+        for end in ["entry", "exit"] {
+            v.push(opt("irq_vectors", &format!("{}_{end}", vec.name())));
+        }
+    }
+    v
+}
+
+/// One reading of the guest's steal counters: when (CLOCK_MONOTONIC ns), and per CPU the stolen
+/// time since boot (ns; `/proc/stat`'s resolution is USER_HZ, 10 ms).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StealSample {
+    pub ts: u64,
+    pub per_cpu: Vec<(usize, u64)>,
+}
+
+/// What a capture holds when it ends.
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    /// Tracing window (CLOCK_MONOTONIC ns).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// CPUs traced.
+    pub cpus: Vec<usize>,
+    /// Per traced CPU (same order as `cpus`), its events in time order.
+    pub events: Vec<Vec<Event>>,
+    /// Per traced CPU, the first instant its events cover (later than `start_ns` when older
+    /// events were dropped to bound memory; a loss inside is an [`EventKind::Lost`] marker).
+    pub covered_from: Vec<u64>,
+    pub comms: HashMap<i32, String>,
+    pub irq_names: HashMap<i32, String>,
+    /// Kernel events enabled (`system/name`).
+    pub enabled: Vec<String>,
+    /// Events decoded over the whole capture, and dropped to bound memory.
+    pub seen: u64,
+    pub evicted: u64,
+    /// Events the kernel lost (its buffer overran before the drain read it).
+    pub lost: u64,
+    /// Steal counter readings, in time order.
+    pub steal: Vec<StealSample>,
+    /// CPU time of the drain thread (user + system), ns.
+    pub drain_cpu_ns: u64,
+    /// The most events held at once.
+    pub peak_events: usize,
+    /// Per traced CPU, the index of its cpuidle state that polls (`POLL`: the CPU keeps running
+    /// the idle loop, so a wake-up reaches it at once), if it has one.
+    pub poll_state: Vec<Option<u32>>,
+    /// The kernel runs under a hypervisor (a CPU can stop without any guest event).
+    pub virtualized: bool,
+    /// Events decoded, by kind (what the capture's cost is made of).
+    pub by_kind: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl Captured {
+    /// The events of `cpu`, if it was traced.
+    pub fn cpu_events(&self, cpu: usize) -> Option<&[Event]> {
+        self.cpus
+            .iter()
+            .position(|&c| c == cpu)
+            .map(|i| self.events[i].as_slice())
+    }
+
+    /// The first instant `cpu`'s events cover (`None`: not traced).
+    pub fn covered(&self, cpu: usize) -> Option<u64> {
+        self.cpus
+            .iter()
+            .position(|&c| c == cpu)
+            .map(|i| self.covered_from[i])
+    }
+
+    /// The index of `cpu`'s polling idle state, if it has one.
+    pub fn poll_state(&self, cpu: usize) -> Option<u32> {
+        self.cpus
+            .iter()
+            .position(|&c| c == cpu)
+            .and_then(|i| self.poll_state.get(i).copied().flatten())
+    }
+
+    /// Bytes the events take in memory (what `max_events` bounds).
+    pub fn memory_bytes(&self) -> usize {
+        self.peak_events * std::mem::size_of::<Event>()
+    }
+
+    /// Build one from events in any order (tests, synthetic traces): every CPU named in the
+    /// events is traced, the window is the events' span unless given.
+    pub fn from_events(events: &[Event], window: Option<(u64, u64)>) -> Captured {
+        let mut cpus: Vec<usize> = events.iter().map(|e| e.cpu as usize).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let mut per: Vec<Vec<Event>> = vec![Vec::new(); cpus.len()];
+        for e in events {
+            let i = cpus.binary_search(&(e.cpu as usize)).expect("listed");
+            per[i].push(*e);
+        }
+        for v in &mut per {
+            v.sort_by_key(|e| e.ts);
+        }
+        let (start_ns, end_ns) = window.unwrap_or_else(|| {
+            (
+                events.iter().map(|e| e.ts).min().unwrap_or(0),
+                events.iter().map(|e| e.ts).max().unwrap_or(0),
+            )
+        });
+        Captured {
+            start_ns,
+            end_ns,
+            covered_from: vec![start_ns; cpus.len()],
+            poll_state: vec![None; cpus.len()],
+            cpus,
+            seen: events.len() as u64,
+            peak_events: events.len(),
+            events: per,
+            ..Captured::default()
+        }
+    }
+}
+
+/// A capture in progress. [`Capture::finish`] stops it and hands over what it holds; dropping it
+/// stops tracing and removes the instance (its journal does so after a crash too).
+pub struct Capture {
+    inst: Option<Instance>,
+    _fs: Tracefs,
+    stop: Arc<AtomicBool>,
+    drain: Option<std::thread::JoinHandle<Result<Captured, TraceError>>>,
+}
+
+impl Capture {
+    /// Set up a private instance (mono clock, only [`explain_events`], only `cfg.cpus`), switch
+    /// tracing on and start draining.
+    pub fn start(cfg: &CaptureConfig) -> Result<Capture, TraceError> {
+        let fs = Tracefs::open()?;
+        for orphan in orphan_instances(&fs) {
+            let _ = std::fs::remove_dir(&orphan);
+        }
+        let inst = Instance::create(&fs, &instance_name(std::process::id()))?;
+        inst.set_clock("mono")?;
+        inst.set_buffer_kb(cfg.buffer_kb)?;
+        let online = punctual_rt::online_cpus();
+        let cpus: Vec<usize> = if cfg.cpus.is_empty() {
+            online
+        } else {
+            cfg.cpus
+                .iter()
+                .copied()
+                .filter(|c| online.contains(c))
+                .collect()
+        };
+        if cpus.is_empty() {
+            return Err(TraceError::Usage(
+                "--explain: none of the CPUs to trace is online".into(),
+            ));
+        }
+        inst.write("tracing_cpumask", &cpu_mask_hex(&cpus))?;
+        let mut decoder = Decoder::default();
+        let mut enabled = Vec::new();
+        for ev in explain_events() {
+            if let Some(f) = inst.enable(&ev)? {
+                decoder.add(&f)?;
+                enabled.push(ev.path());
+            }
+        }
+        let layout = inst.page_layout(fs.root())?;
+        let mut pipes = Vec::new();
+        for &c in &cpus {
+            pipes.push((c, inst.open_pipe(c as u32)?));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let start_ns = now_mono();
+        inst.write("tracing_on", "1")?;
+        let state = DrainState::new(cfg, cpus, enabled, start_ns, decoder, layout);
+        let s2 = stop.clone();
+        let interval = cfg.drain_interval;
+        let elsewhere: Vec<usize> = punctual_rt::online_cpus()
+            .into_iter()
+            .filter(|c| !cfg.drain_off.contains(c))
+            .collect();
+        let drain = std::thread::Builder::new()
+            .name("punctual-trace".into())
+            .spawn(move || {
+                if !elsewhere.is_empty() {
+                    let _ = punctual_rt::affinity::set(0, &elsewhere);
+                }
+                state.run(pipes, &s2, interval)
+            })
+            .map_err(|e| TraceError::io("starting the trace drain thread", e))?;
+        Ok(Capture {
+            inst: Some(inst),
+            _fs: fs,
+            stop,
+            drain: Some(drain),
+        })
+    }
+
+    /// Stop tracing, drain what is left, remove the instance and return the events.
+    pub fn finish(mut self) -> Result<Captured, TraceError> {
+        if let Some(inst) = &self.inst {
+            let _ = inst.write("tracing_on", "0");
+        }
+        self.stop.store(true, Ordering::Release);
+        let out = match self.drain.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(TraceError::io(
+                "the trace drain thread",
+                std::io::Error::other("panicked"),
+            )),
+            None => Err(TraceError::io(
+                "the trace drain thread",
+                std::io::Error::other("already finished"),
+            )),
+        };
+        let lost_kernel: u64 = match (&self.inst, &out) {
+            (Some(inst), Ok(c)) => c
+                .cpus
+                .iter()
+                .map(|&cpu| inst.cpu_stats(cpu as u32).total())
+                .sum(),
+            _ => 0,
+        };
+        self.inst.take();
+        out.map(|mut c| {
+            c.lost = c.lost.max(lost_kernel);
+            c
+        })
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(inst) = &self.inst {
+            let _ = inst.write("tracing_on", "0");
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.drain.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The kernel event an event kind comes from, for counting.
+pub fn kind_name(k: &EventKind) -> &'static str {
+    match k {
+        EventKind::Switch { .. } => "sched_switch",
+        EventKind::Waking { .. } => "sched_waking",
+        EventKind::Wakeup { .. } | EventKind::WakeupNew { .. } => "sched_wakeup",
+        EventKind::Fork { .. } | EventKind::Exit { .. } => "sched_process",
+        EventKind::IrqEntry { .. } | EventKind::IrqExit { .. } => "irq_handler",
+        EventKind::SoftirqEntry { .. } | EventKind::SoftirqExit { .. } => "softirq",
+        EventKind::HrtimerEntry { .. }
+        | EventKind::HrtimerExit { .. }
+        | EventKind::HrtimerStart { .. } => "hrtimer",
+        EventKind::VectorEntry { .. } | EventKind::VectorExit { .. } => "irq_vectors",
+        EventKind::Lost { .. } => "lost",
+        EventKind::CpuIdle { .. } => "cpu_idle",
+        EventKind::IpiSend { .. } => "ipi_send_cpu",
+        EventKind::WakeIdleNoIpi { .. } => "sched_wake_idle_without_ipi",
+        EventKind::StatRuntime { .. } => "sched_stat_runtime",
+    }
+}
+
+/// The index of `cpu`'s cpuidle state named `POLL` (sysfs), if any.
+pub fn poll_state_of(cpu: usize) -> Option<u32> {
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    (0..16u32).find(|k| {
+        std::fs::read_to_string(format!("{dir}/state{k}/name"))
+            .map(|n| n.trim() == "POLL")
+            .unwrap_or(false)
+    })
+}
+
+/// A CPU list as the hexadecimal mask `tracing_cpumask` takes (comma-separated 32-bit words, the
+/// most significant first).
+pub fn cpu_mask_hex(cpus: &[usize]) -> String {
+    let top = cpus.iter().copied().max().unwrap_or(0);
+    let mut words = vec![0u32; top / 32 + 1];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn now_mono() -> u64 {
+    punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC)
+}
+
+fn thread_cpu_ns() -> u64 {
+    punctual_time::clock::thread_cpu_time()
+}
+
+/// The drain thread's state: decoder, per-CPU event rings, names, steal samples.
+struct DrainState {
+    decoder: Decoder,
+    layout: PageLayout,
+    per_cpu_cap: usize,
+    out: Captured,
+    rings: Vec<VecDeque<Event>>,
+    held: usize,
+}
+
+impl DrainState {
+    fn new(
+        cfg: &CaptureConfig,
+        cpus: Vec<usize>,
+        enabled: Vec<String>,
+        start_ns: u64,
+        decoder: Decoder,
+        layout: PageLayout,
+    ) -> DrainState {
+        let n = cpus.len();
+        DrainState {
+            decoder,
+            layout,
+            per_cpu_cap: (cfg.max_events / n.max(1)).max(1024),
+            rings: (0..n).map(|_| VecDeque::new()).collect(),
+            held: 0,
+            out: Captured {
+                start_ns,
+                covered_from: vec![start_ns; n],
+                poll_state: cpus.iter().map(|&c| poll_state_of(c)).collect(),
+                virtualized: punctual_rt::host::detect().virtualized,
+                cpus,
+                enabled,
+                ..Captured::default()
+            },
+        }
+    }
+
+    fn run(
+        mut self,
+        pipes: Vec<(usize, File)>,
+        stop: &AtomicBool,
+        interval: Duration,
+    ) -> Result<Captured, TraceError> {
+        let cpu0 = thread_cpu_ns();
+        let mut page = vec![0u8; self.layout.page_size()];
+        self.sample_steal();
+        loop {
+            let stopping = stop.load(Ordering::Acquire);
+            self.pass(&pipes, &mut page)?;
+            self.sample_steal();
+            if stopping {
+                break;
+            }
+            let mut fds: Vec<libc::pollfd> = pipes
+                .iter()
+                .map(|(_, f)| libc::pollfd {
+                    fd: f.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: fds is a valid array of pollfd for the duration of the call.
+            unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    interval.as_millis() as i32,
+                )
+            };
+            // The kernel wakes poll at `buffer_percent`; a steady trickle would wake it at once
+            // again, so the drain never passes more often than every tenth of the interval.
+            std::thread::sleep(interval / 10);
+        }
+        self.out.end_ns = now_mono();
+        self.out.events = self.rings.into_iter().map(Vec::from).collect();
+        self.out.drain_cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+        Ok(self.out)
+    }
+
+    fn sample_steal(&mut self) {
+        if let Some(per_cpu) = punctual_rt::host::steal_ns() {
+            self.out.steal.push(StealSample {
+                ts: now_mono(),
+                per_cpu,
+            });
+        }
+    }
+
+    fn pass(&mut self, pipes: &[(usize, File)], page: &mut [u8]) -> Result<(), TraceError> {
+        for (i, (cpu, f)) in pipes.iter().enumerate() {
+            let mut f = f;
+            loop {
+                match f.read(page) {
+                    Ok(0) => break,
+                    Ok(n) => self.page(i, &page[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        return Err(TraceError::io(
+                            format!("reading cpu{cpu}/trace_pipe_raw"),
+                            e,
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn page(&mut self, i: usize, buf: &[u8]) {
+        let Ok(page) = parse_page(buf, &self.layout) else {
+            return;
+        };
+        let cpu = self.out.cpus[i] as u32;
+        if page.missed != Missed::None {
+            // Events just before this page are missing: the marker makes any window across it
+            // unexplained (the CPU's state is unknown until its next switch).
+            self.out.lost += match page.missed {
+                Missed::Count(n) => n,
+                _ => 1,
+            };
+            self.push(
+                i,
+                Event {
+                    ts: page.base_ts,
+                    cpu,
+                    kind: EventKind::Lost { count: None },
+                },
+            );
+        }
+        for raw in page.events() {
+            let Ok(raw) = raw else { break };
+            let Some(d) = self.decoder.decode(raw.data) else {
+                continue;
+            };
+            for (pid, name) in d.labels.comms.iter().flatten() {
+                if self.out.comms.get(pid).map(|s| s.as_bytes()) != Some(*name) {
+                    self.out
+                        .comms
+                        .insert(*pid, String::from_utf8_lossy(name).into_owned());
+                }
+            }
+            if let Some((irq, name)) = d.labels.irq_name {
+                self.out
+                    .irq_names
+                    .entry(irq)
+                    .or_insert_with(|| String::from_utf8_lossy(name).into_owned());
+            }
+            self.push(
+                i,
+                Event {
+                    ts: raw.ts,
+                    cpu,
+                    kind: d.kind,
+                },
+            );
+        }
+    }
+
+    fn push(&mut self, i: usize, e: Event) {
+        self.out.seen += 1;
+        *self.out.by_kind.entry(kind_name(&e.kind)).or_default() += 1;
+        let ring = &mut self.rings[i];
+        if ring.len() >= self.per_cpu_cap {
+            if let Some(old) = ring.pop_front() {
+                self.out.evicted += 1;
+                self.held -= 1;
+                self.out.covered_from[i] = self.out.covered_from[i].max(old.ts + 1);
+            }
+        }
+        // Pages of one CPU arrive in order; an event out of order (clock step) goes in place.
+        if ring.back().is_some_and(|b| b.ts > e.ts) {
+            let at = ring.partition_point(|x| x.ts <= e.ts);
+            ring.insert(at, e);
+        } else {
+            ring.push_back(e);
+        }
+        self.held += 1;
+        self.out.peak_events = self.out.peak_events.max(self.held);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_masks_are_hex_words_most_significant_first() {
+        assert_eq!(cpu_mask_hex(&[0]), "00000001");
+        assert_eq!(cpu_mask_hex(&[0, 1]), "00000003");
+        assert_eq!(cpu_mask_hex(&[1, 33]), "00000002,00000002");
+    }
+
+    #[test]
+    fn the_explain_events_require_only_the_scheduler_and_interrupts() {
+        let evs = explain_events();
+        let required: Vec<String> = evs
+            .iter()
+            .filter(|e| !e.optional)
+            .map(|e| e.path())
+            .collect();
+        assert!(required.contains(&"sched/sched_switch".to_string()));
+        assert!(required.contains(&"irq/softirq_exit".to_string()));
+        assert!(evs
+            .iter()
+            .any(|e| e.path() == "power/cpu_idle" && e.optional));
+        assert!(evs
+            .iter()
+            .any(|e| e.path() == "irq_vectors/reschedule_entry" && e.optional));
+        assert!(!evs.iter().any(|e| e.path() == "sched/sched_wakeup"));
+    }
+
+    #[test]
+    fn captured_from_events_splits_by_cpu_in_time_order() {
+        let ev = |ts, cpu| Event {
+            ts,
+            cpu,
+            kind: EventKind::IrqEntry { irq: 1 },
+        };
+        let c = Captured::from_events(&[ev(30, 1), ev(10, 0), ev(20, 1), ev(5, 0)], None);
+        assert_eq!(c.cpus, vec![0, 1]);
+        assert_eq!(
+            c.cpu_events(1)
+                .unwrap()
+                .iter()
+                .map(|e| e.ts)
+                .collect::<Vec<_>>(),
+            vec![20, 30]
+        );
+        assert_eq!((c.start_ns, c.end_ns), (5, 30));
+        assert_eq!(c.covered(0), Some(5));
+        assert!(c.cpu_events(2).is_none());
+    }
+}
