@@ -61,13 +61,16 @@ pub fn run_plan(
     crate::execute_with(prepared, cfg, stop, progress, heartbeats)
 }
 
+/// A prepared plan with its live figures and the watchdog's heartbeats.
+type PreparedRun = (Prepared, Arc<[SlotProgress]>, Arc<[Heartbeat]>);
+
 /// The plan prepared (clients attached) with its live figures, shown to `slots` when asked.
 fn prepared_for(
     plan: Plan,
     cfg: &RunConfig,
     stop: &AtomicBool,
     slots: Option<&LiveSlots>,
-) -> Result<(Prepared, Arc<[SlotProgress]>, Arc<[Heartbeat]>), DispatchError> {
+) -> Result<PreparedRun, DispatchError> {
     let prepared = prepare(plan, cfg, stop)?;
     let progress = match slots {
         Some(s) if s.histograms => crate::live_progress_for(&prepared),

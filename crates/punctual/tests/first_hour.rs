@@ -381,6 +381,10 @@ fn the_readme_tour_runs_as_written() {
             String::from_utf8_lossy(&o.stdout),
             stderr(&o)
         );
-        assert!(!o.stdout.is_empty(), "punctual {}: no output", args.join(" "));
+        assert!(
+            !o.stdout.is_empty(),
+            "punctual {}: no output",
+            args.join(" ")
+        );
     }
 }

@@ -612,7 +612,7 @@ fn record_against_the_original_over_veth_compares_every_gap_with_the_files() {
         v.sort_unstable();
         v[(v.len() - 1) / 2]
     };
-    let file_gap = |i: usize| if i % 2 == 0 { 1_000_000u64 } else { 3_000_000 };
+    let file_gap = |i: usize| if i & 1 == 0 { 1_000_000u64 } else { 3_000_000 };
     let errors = |want: &dyn Fn(usize) -> u64| {
         median(
             rx_ts
