@@ -125,10 +125,9 @@ fn shield_ctrl_c_says_what_it_did_not_that_results_were_written() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(130), "{e}");
     assert!(!e.contains("partial results written"), "{e}");
-    assert!(
-        e.contains("interrupted; everything changed restored"),
-        "{e}"
-    );
+    // What it did say: that the shield was lifted and its changes restored (in the lifecycle's
+    // words or the shield's own, depending on where the interrupt found it).
+    assert!(e.contains("interrupted") && e.contains("restored"), "{e}");
 }
 
 #[test]
