@@ -61,8 +61,8 @@ pub fn run_plan(
     crate::execute_with(prepared, cfg, stop, progress, heartbeats)
 }
 
-/// A prepared plan with its live figures and the watchdog's heartbeats.
-type PreparedRun = (Prepared, Arc<[SlotProgress]>, Arc<[Heartbeat]>);
+/// A prepared plan with its live figures and heartbeats.
+type Started = (Prepared, Arc<[SlotProgress]>, Arc<[Heartbeat]>);
 
 /// The plan prepared (clients attached) with its live figures, shown to `slots` when asked.
 fn prepared_for(
@@ -70,7 +70,7 @@ fn prepared_for(
     cfg: &RunConfig,
     stop: &AtomicBool,
     slots: Option<&LiveSlots>,
-) -> Result<PreparedRun, DispatchError> {
+) -> Result<Started, DispatchError> {
     let prepared = prepare(plan, cfg, stop)?;
     let progress = match slots {
         Some(s) if s.histograms => crate::live_progress_for(&prepared),
