@@ -161,16 +161,48 @@ impl SlotProgress {
     }
 }
 
-/// Heartbeat for the watchdog: when the current action began (0 = none running), and which.
+/// Heartbeat for the watchdog: when the current action began (0 = none running), which, and the
+/// CPU-time clock of the thread running the loop (0 = not published), so the watchdog can tell
+/// whether the loop is what holds its CPU.
 #[derive(Default, Debug)]
 pub struct Heartbeat {
     pub action_since: AtomicU64,
     pub action: AtomicU64,
+    pub cpu_clock: std::sync::atomic::AtomicI32,
     /// The spin margin in use (ns), for `run --metrics`.
     pub margin_ns: AtomicU64,
 }
 
 impl Heartbeat {
+    /// Publish the calling thread's CPU-time clock: call it on the thread that runs the loop, and
+    /// [`Heartbeat::withdraw_thread`] when the loop is over.
+    pub fn publish_thread(&self) {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: pthread_self is the calling thread; `id` is a valid out-pointer.
+        if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0 {
+            self.cpu_clock.store(id, Ordering::Relaxed);
+        }
+    }
+
+    pub fn withdraw_thread(&self) {
+        self.cpu_clock.store(0, Ordering::Relaxed);
+    }
+
+    /// CPU time the published thread has used, if it published its clock.
+    pub fn thread_cpu_ns(&self) -> Option<u64> {
+        let id = self.cpu_clock.load(Ordering::Relaxed);
+        if id == 0 {
+            return None;
+        }
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a thread CPU clock of this process; a thread that ended makes it fail (EINVAL).
+        (unsafe { libc::clock_gettime(id, &mut ts) } == 0)
+            .then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
     /// Action `action` begins at `at`.
     #[inline(always)]
     fn begin(&self, action: u16, at: u64) {

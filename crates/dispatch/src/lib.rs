@@ -809,6 +809,8 @@ pub struct Outcome {
     /// Absolute instant of the plan's offset 0.
     pub start: u64,
     pub trip: Option<watchdog::Trip>,
+    /// Dispatcher CPUs starved by real-time work outside this run (the watchdog did not trip).
+    pub held_by_others: Vec<watchdog::HeldByOthers>,
     /// CPUs whose dispatcher thread never came back (stuck in an action); their slots are missing.
     pub stuck: Vec<usize>,
 }
@@ -919,6 +921,7 @@ pub fn execute_with(
     shared.barrier.wait();
 
     let (done, stuck) = join_dispatchers(handles, &cpu_list, wd.as_ref())?;
+    let held_by_others = wd.as_ref().map(|w| w.held_by_others()).unwrap_or_default();
     let trip = wd.and_then(|w| {
         if stuck.is_empty() {
             w.stop()
@@ -936,6 +939,7 @@ pub fn execute_with(
         cpus,
         start: s0,
         trip,
+        held_by_others,
         stuck,
     })
 }
@@ -998,6 +1002,8 @@ fn dispatcher_thread(
     shared: &Shared,
     settings: ThreadSettings,
 ) -> Option<CpuDone> {
+    // Before the thread turns real-time: the watchdog tells its starvation from others' by it.
+    shared.heartbeats[ci].publish_thread();
     let guards = match setup_current_thread(&settings.req) {
         Ok(g) => Some(g),
         Err(e) => {
@@ -1068,6 +1074,7 @@ fn dispatcher_thread(
     );
     let cpu_ns = thread_cpu_time() - cpu0;
     let wall_ns = read_clock(libc::CLOCK_MONOTONIC) - wall0;
+    shared.heartbeats[ci].withdraw_thread();
     let result = CpuResult {
         cpu: prep.cpu,
         margin_ns: le.margin_ns,

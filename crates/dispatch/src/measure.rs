@@ -442,6 +442,15 @@ impl Measurement for RunPlan {
         if let Some(hwm) = report::peak_rss() {
             doc.extra.insert("peak_rss_bytes".into(), hwm.into());
         }
+        for h in &o.held_by_others {
+            ctx.note(format!(
+                "CPU {} was held for {} by real-time work outside this run (the dispatcher ran {} of the {} sampled): releases in that span were late, and the watchdog left the run alone",
+                h.cpu,
+                punctual_time::format_ns(h.held_ns),
+                punctual_time::format_ns(h.dispatcher_ns),
+                punctual_time::format_ns(h.sampled_ns)
+            ));
+        }
         if let Some(t) = &o.trip {
             doc.status = Status::Watchdog;
             ctx.note(format!(

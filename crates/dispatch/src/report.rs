@@ -198,6 +198,12 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                 .collect(),
         ),
     );
+    if !o.held_by_others.is_empty() {
+        doc.extra.insert(
+            "cpu_held_by_others".into(),
+            serde_json::to_value(&o.held_by_others).unwrap_or_default(),
+        );
+    }
     if let Some(t) = &o.trip {
         doc.extra.insert(
             "watchdog".into(),

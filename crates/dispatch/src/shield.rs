@@ -354,7 +354,8 @@ fn others_than(cpus: &[usize], live: &[Claim]) -> Result<Vec<usize>, ShieldError
             } else {
                 format!("punctual pid {}", c.owner.pid)
             };
-            return Err(ShieldError::Usage(format!(
+            // The machine's state refuses it, not the request: exit 3 (issue 31: it was 2).
+            return Err(ShieldError::System(format!(
                 "CPU {} is already shielded by {whose} (CPUs {}); a second shield over the same CPUs is refused: \
                  stop that one first (or `punctual shield --restore` if it is gone), or shield other CPUs",
                 format_cpu_list(&common),
@@ -370,20 +371,20 @@ fn others_than(cpus: &[usize], live: &[Claim]) -> Result<Vec<usize>, ShieldError
         .filter(|c| !cpus.contains(c) && !held.contains(c))
         .collect();
     if others.is_empty() {
-        return Err(ShieldError::Usage(if held.is_empty() {
-            format!(
+        return Err(if held.is_empty() {
+            ShieldError::Usage(format!(
                 "--cpus {} would shield every online CPU ({}), leaving nowhere for the rest of the system; leave at least one out",
                 format_cpu_list(cpus),
                 format_cpu_list(&online)
-            )
+            ))
         } else {
-            format!(
+            ShieldError::System(format!(
                 "--cpus {} with CPU {} already shielded would shield every online CPU ({}), leaving nowhere for the rest of the system",
                 format_cpu_list(cpus),
                 format_cpu_list(&held),
                 format_cpu_list(&online)
-            )
-        }));
+            ))
+        });
     }
     Ok(others)
 }

@@ -54,9 +54,150 @@ impl Alarm {
     }
 }
 
+/// A dispatcher CPU starved by real-time work outside this run: another process's real-time
+/// thread held it while the dispatcher waited. Demoting punctual would not end it, so the watchdog
+/// does not trip; the run reports it, since it explains late releases.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HeldByOthers {
+    pub cpu: usize,
+    /// How long the canary on that CPU had not run when this was found.
+    pub held_ns: u64,
+    /// The CPU time the dispatcher thread had over the part of that span the watchdog sampled.
+    pub dispatcher_ns: u64,
+    pub sampled_ns: u64,
+}
+
+/// The dispatcher thread's CPU time when the canary last ran (as seen at a watchdog tick).
+#[derive(Clone, Copy, Debug, Default)]
+struct Baseline {
+    cheep: u64,
+    at: u64,
+    run_ns: Option<u64>,
+    /// The starvation episode already reported as someone else's (its canary instant).
+    reported: u64,
+}
+
+/// What the watchdog thread checks every tick.
+struct Watch {
+    threshold: u64,
+    tick: u64,
+    realtime: bool,
+    cpus: Vec<usize>,
+    heartbeats: Arc<[Heartbeat]>,
+    cheeps: Arc<[AtomicU64]>,
+    action_names: Vec<String>,
+    alarm: Alarm,
+    xcpu: Arc<AtomicBool>,
+    seen: Vec<Baseline>,
+    held: Arc<Mutex<Vec<HeldByOthers>>>,
+}
+
+impl Watch {
+    fn action_name(&self, i: usize) -> &str {
+        let a = self.heartbeats[i].action.load(Ordering::Relaxed) as usize;
+        self.action_names.get(a).map(String::as_str).unwrap_or("?")
+    }
+
+    /// Why to trip at `t`, if anything: a stuck action, a CPU this run starved, RLIMIT_RTTIME's
+    /// signal, an exec child's alarm.
+    fn check(&mut self, t: u64) -> Option<String> {
+        let fmt = punctual_time::format_ns;
+        for (i, hb) in self.heartbeats.iter().enumerate() {
+            let since = hb.action_since.load(Ordering::Acquire);
+            if since != 0 && t.saturating_sub(since) > self.threshold {
+                return Some(format!(
+                    "the dispatcher on CPU {} has been inside action '{}' for {} (watchdog threshold {})",
+                    self.cpus[i],
+                    self.action_name(i),
+                    fmt(t - since),
+                    fmt(self.threshold)
+                ));
+            }
+        }
+        if self.realtime {
+            for i in 0..self.cpus.len() {
+                if let Some(reason) = self.starved(i, t) {
+                    return Some(reason);
+                }
+            }
+        }
+        if self.xcpu.load(Ordering::Relaxed) {
+            return Some(
+                "a real-time thread used RLIMIT_RTTIME's CPU time without blocking".into(),
+            );
+        }
+        self.alarm.raised()
+    }
+
+    /// Whether dispatcher CPU `i` is starved by this run. A silent canary says the CPU was held
+    /// by real-time work, not whose: another process's real-time thread (another test, another
+    /// tool) starves the dispatcher too, before it ever reaches an action. Only when the
+    /// dispatcher thread itself ran for at least half the silence is it this run's doing; else
+    /// the episode is recorded once as someone else's and the run goes on.
+    fn starved(&mut self, i: usize, t: u64) -> Option<String> {
+        let fmt = punctual_time::format_ns;
+        let hb = &self.heartbeats[i];
+        let last = self.cheeps[i].load(Ordering::Relaxed);
+        let seen = &mut self.seen[i];
+        let run_ns = hb.thread_cpu_ns();
+        // A new cheep, or a clock published since the last baseline: measure from now.
+        if seen.cheep != last || (seen.run_ns.is_none() && run_ns.is_some()) {
+            *seen = Baseline {
+                cheep: last,
+                at: t,
+                run_ns,
+                reported: seen.reported,
+            };
+        }
+        if t.saturating_sub(last) <= self.threshold {
+            return None;
+        }
+        // The canary may have read the clock, then waited the whole silence to store it: a
+        // baseline taken just now covers nothing yet. Judge at the next tick.
+        let sampled = t.saturating_sub(seen.at);
+        if sampled < self.tick {
+            return None;
+        }
+        // No clock (the loop has ended and withdrew it): the dispatcher is not running there.
+        let ran = match (seen.run_ns, run_ns) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        };
+        if ran.saturating_mul(2) < sampled {
+            if seen.reported != last {
+                seen.reported = last;
+                self.held.lock().unwrap().push(HeldByOthers {
+                    cpu: self.cpus[i],
+                    held_ns: t - last,
+                    dispatcher_ns: ran,
+                    sampled_ns: sampled,
+                });
+            }
+            return None;
+        }
+        let since = hb.action_since.load(Ordering::Acquire);
+        let inside = if since != 0 {
+            format!(
+                "; the dispatcher has been inside action '{}' for {}",
+                self.action_name(i),
+                fmt(t.saturating_sub(since))
+            )
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "CPU {} starved: real-time work held it for {} without a break (watchdog threshold {}){inside}",
+            self.cpus[i],
+            fmt(t - last),
+            fmt(self.threshold)
+        ))
+    }
+}
+
 pub struct Watchdog {
     stop: Arc<AtomicBool>,
     tripped: Arc<Mutex<Option<Trip>>>,
+    held: Arc<Mutex<Vec<HeldByOthers>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     old_rttime: Option<libc::rlimit>,
 }
@@ -260,82 +401,61 @@ impl Watchdog {
         let xcpu = Arc::new(AtomicBool::new(false));
         let _ = signal_hook::flag::register(libc::SIGXCPU, xcpu.clone());
         let old_rttime = realtime.then(|| lower_rttime(threshold));
-        let dispatcher_cpus = cpus.to_vec();
+        let held: Arc<Mutex<Vec<HeldByOthers>>> = Arc::default();
+        let mut watch = Watch {
+            threshold,
+            tick,
+            realtime,
+            cpus: cpus.to_vec(),
+            heartbeats,
+            cheeps: cheeps.clone(),
+            action_names,
+            alarm,
+            xcpu,
+            seen: vec![Baseline::default(); cpus.len()],
+            held: held.clone(),
+        };
         {
-            let (stop, tripped, cheeps) = (stop.clone(), tripped.clone(), cheeps.clone());
+            let (stop, tripped) = (stop.clone(), tripped.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name("punctual-watchdog".into())
                     .spawn(move || {
                         // Watch from another CPU when there is one, above the dispatcher's priority.
-                        let others: Vec<usize> =
-                            punctual_rt::online_cpus().into_iter().filter(|c| !dispatcher_cpus.contains(c)).collect();
+                        let others: Vec<usize> = punctual_rt::online_cpus()
+                            .into_iter()
+                            .filter(|c| !watch.cpus.contains(c))
+                            .collect();
                         if !others.is_empty() {
                             pin(&others);
                         }
                         if realtime {
                             set_fifo(99);
                         }
-                        let fmt = punctual_time::format_ns;
                         // SAFETY: plain syscall.
                         let me = unsafe { libc::gettid() };
                         // It runs at FIFO 99 beside the clients: holding one's CPU is punctual's doing.
                         punctual_explain::own_thread(me);
-                        let mut share = mode.share.filter(|_| realtime).map(crate::share::ShareWatch::new);
+                        let mut share = mode
+                            .share
+                            .filter(|_| realtime)
+                            .map(crate::share::ShareWatch::new);
                         // The share is sampled every 100 ms (the other checks ride along).
                         let step = tick.min(100_000_000);
                         while !stop.load(Ordering::Relaxed) {
                             sleep_abs(libc::CLOCK_MONOTONIC, now() + step);
                             let t = now();
-                            let mut reason = share
+                            let over_share = share
                                 .as_mut()
                                 .and_then(|w| w.sample(t, &crate::share::run_tasks(me)))
                                 .map(|e| e.to_string());
-                            for (i, hb) in heartbeats.iter().enumerate() {
-                                let since = hb.action_since.load(Ordering::Acquire);
-                                if reason.is_none() && since != 0 && t.saturating_sub(since) > threshold {
-                                    let a = hb.action.load(Ordering::Relaxed) as usize;
-                                    reason = Some(format!(
-                                        "the dispatcher on CPU {} has been inside action '{}' for {} (watchdog threshold {})",
-                                        dispatcher_cpus[i],
-                                        action_names.get(a).map(String::as_str).unwrap_or("?"),
-                                        fmt(t - since),
-                                        fmt(threshold)
-                                    ));
-                                }
-                            }
-                            for (i, c) in cheeps.iter().enumerate() {
-                                let last = c.load(Ordering::Relaxed);
-                                if realtime && reason.is_none() && t.saturating_sub(last) > threshold {
-                                    let hb = &heartbeats[i];
-                                    let since = hb.action_since.load(Ordering::Acquire);
-                                    let inside = if since != 0 {
-                                        let a = hb.action.load(Ordering::Relaxed) as usize;
-                                        format!(
-                                            "; the dispatcher has been inside action '{}' for {}",
-                                            action_names.get(a).map(String::as_str).unwrap_or("?"),
-                                            fmt(t.saturating_sub(since))
-                                        )
-                                    } else {
-                                        String::new()
-                                    };
-                                    reason = Some(format!(
-                                        "CPU {} starved: real-time work held it for {} without a break (watchdog threshold {}){inside}",
-                                        dispatcher_cpus[i],
-                                        fmt(t - last),
-                                        fmt(threshold)
-                                    ));
-                                }
-                            }
-                            if reason.is_none() && xcpu.load(Ordering::Relaxed) {
-                                reason = Some("a real-time thread used RLIMIT_RTTIME's CPU time without blocking".into());
-                            }
-                            if reason.is_none() {
-                                reason = alarm.raised();
-                            }
-                            if let Some(reason) = reason {
+                            if let Some(reason) = over_share.or_else(|| watch.check(t)) {
                                 let (own, kids) = demote_all();
-                                *tripped.lock().unwrap() = Some(Trip { reason, demoted_threads: own, demoted_children: kids });
+                                *tripped.lock().unwrap() = Some(Trip {
+                                    reason,
+                                    demoted_threads: own,
+                                    demoted_children: kids,
+                                });
                                 run_stop.store(true, Ordering::SeqCst);
                                 return;
                             }
@@ -347,6 +467,7 @@ impl Watchdog {
         Watchdog {
             stop,
             tripped,
+            held,
             threads,
             old_rttime,
         }
@@ -354,6 +475,12 @@ impl Watchdog {
 
     pub fn tripped(&self) -> Option<Trip> {
         self.tripped.lock().unwrap().clone()
+    }
+
+    /// The times a dispatcher CPU was starved by real-time work that was not this run's (the
+    /// watchdog did not trip for them).
+    pub fn held_by_others(&self) -> Vec<HeldByOthers> {
+        self.held.lock().unwrap().clone()
     }
 
     /// Stop watching; restore RLIMIT_RTTIME.

@@ -55,8 +55,11 @@ fn a_second_shield_over_held_cpus_is_refused_and_the_first_restores_everything()
     let held = Shield::apply(&plan).unwrap();
     assert!(held.applied > 0);
 
-    // The same CPU again: refused before anything changes, by plan and by apply.
-    let e = shield::plan(&[cpu], &[me]).unwrap_err().to_string();
+    // The same CPU again: refused before anything changes, by plan and by apply, as something
+    // the system refuses (exit 3), not bad input.
+    let e = shield::plan(&[cpu], &[me]).unwrap_err();
+    assert!(matches!(e, shield::ShieldError::System(_)), "{e:?}");
+    let e = e.to_string();
     assert!(
         e.contains("already shielded") && e.contains("refused"),
         "{e}"

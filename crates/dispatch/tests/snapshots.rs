@@ -70,6 +70,7 @@ fn slot(name: &str, period: u64, base: u64) -> SlotResult {
 
 fn outcome(trip: Option<Trip>) -> Outcome {
     Outcome {
+        held_by_others: Vec::new(),
         slots: vec![slot("tick", 1_000_000, 200), slot("frame", 10_000_000, 400)],
         cpus: vec![CpuResult {
             cpu: 1,
@@ -185,7 +186,8 @@ fn a_rephased_task_is_noted_under_the_table_and_in_its_series() {
     assert_eq!(exit, Exit::Ok);
     let (table, _) = env.captured();
     assert!(
-        table.contains(
+        punctual_testkit::has_text(
+            &table,
             "task 'tick' re-phased 2 time(s) (its late releases lined up), now at offset 763932ns"
         ),
         "{table}"

@@ -76,6 +76,11 @@ pub struct Measured {
     pub cpu: Option<usize>,
     /// Share of the run the hypervisor took (steal), when recorded.
     pub steal: Option<f64>,
+    /// Why the figure is not the whole measurement, when it is not: an interrupted run, or a
+    /// `check` whose loaded phase is missing (its idle phase stands in). Such a figure can say a
+    /// deadline is missed, never that it is met.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 /// What punctual found out about this machine.
@@ -151,6 +156,7 @@ pub fn choose_reading(doc: &ResultDoc, source: &str) -> Result<(Vec<Reading>, Sl
                 max_ns: s.summary.max,
                 cpu: s.cpu,
                 steal: None,
+                partial: interrupted(doc),
             };
             match s.extra.get("configuration").and_then(|v| v.as_str()) {
                 Some("real_time") => Some(Reading::RealTime(m)),
@@ -249,13 +255,28 @@ pub enum Reading {
 /// (a `--policy other` latency stands for real fast).
 pub fn reading(doc: &ResultDoc, source: &str) -> Result<Reading, String> {
     let cmd = doc.command.get(1).map(String::as_str).unwrap_or("");
+    let mut partial = interrupted(doc);
     let series: Vec<_> = match cmd {
         "check" => {
-            // The hybrid phase under load: what real time buys on a busy machine.
-            let s = ["punctual hybrid loaded", "punctual hybrid idle"]
-                .iter()
-                .find_map(|n| doc.series.iter().find(|s| s.name == *n))
-                .ok_or_else(|| format!("{source}: a check result without its hybrid phases"))?;
+            // The hybrid phase under load: what real time buys on a busy machine. The idle phase
+            // stands in only when the check ended before its loaded phase, and says so.
+            let find = |n: &str| doc.series.iter().find(|s| s.name == n);
+            let s = match (find("punctual hybrid loaded"), find("punctual hybrid idle")) {
+                (Some(s), _) => s,
+                (None, Some(s)) => {
+                    partial = Some(format!(
+                        "idle phase only: the check {} before its loaded phase, and a loaded \
+                         machine's tail is longer (run `punctual check` to the end)",
+                        if partial.is_some() {
+                            "was interrupted"
+                        } else {
+                            "ended"
+                        }
+                    ));
+                    s
+                }
+                _ => return Err(format!("{source}: a check result without its hybrid phases")),
+            };
             vec![s]
         }
         "latency" => doc.series.iter().collect(),
@@ -284,11 +305,17 @@ pub fn reading(doc: &ResultDoc, source: &str) -> Result<Reading, String> {
         Some(stolen as f64 / wall.filter(|&w| w > 0)? as f64)
     });
     let m = Measured {
-        source: format!("{source}: {} on CPU {}", worst.name, fmt_cpu(cpu)),
+        source: format!(
+            "{source}: {} on CPU {}{}",
+            worst.name,
+            fmt_cpu(cpu),
+            if partial.is_some() { " (partial)" } else { "" }
+        ),
         p99_9_ns: worst.summary.percentiles.p99_9,
         max_ns: max,
         cpu,
         steal,
+        partial,
     };
     Ok(if doc.settings.policy.as_deref() == Some("other") {
         Reading::RealFast(m)
@@ -297,19 +324,26 @@ pub fn reading(doc: &ResultDoc, source: &str) -> Result<Reading, String> {
     })
 }
 
+/// Why a document's figures are not a whole run's, when it was interrupted.
+fn interrupted(doc: &ResultDoc) -> Option<String> {
+    (doc.status == punctual_result::Status::Interrupted)
+        .then(|| "from an interrupted run (cut short by Ctrl-C)".to_string())
+}
+
 fn fmt_cpu(c: Option<usize>) -> String {
     c.map(|c| c.to_string()).unwrap_or_else(|| "-".into())
 }
 
 impl Facts {
-    /// Take a reading; with several of a kind, the worst p99.9 decides (a deadline must hold in
-    /// all of them).
+    /// Take a reading; with several of a kind, a whole measurement beats a partial one, then the
+    /// worst p99.9 decides (a deadline must hold in all of them).
     pub fn add(&mut self, r: Reading) {
         let (slot, m) = match r {
             Reading::RealTime(m) => (&mut self.real_time, m),
             Reading::RealFast(m) => (&mut self.real_fast, m),
         };
-        if slot.as_ref().is_none_or(|old| m.p99_9_ns > old.p99_9_ns) {
+        let rank = |m: &Measured| (m.partial.is_none(), m.p99_9_ns);
+        if slot.as_ref().is_none_or(|old| rank(&m) > rank(old)) {
             *slot = Some(m);
         }
     }
@@ -388,6 +422,9 @@ pub fn advise(n: &Needs, f: &Facts) -> Advice {
     };
     if let Some(a) = real_time_misses(n, f, rt, &w, virt, &mut steps) {
         return a;
+    }
+    if let Some(why) = &rt.partial {
+        return partial_meets(rt, why, &mut steps);
     }
     let rt_total = rt.p99_9_ns.saturating_add(rt_work);
     // Both meet it? Then real fast keeps the throughput (Figs. 5-7: total delay decides).
@@ -761,6 +798,28 @@ fn unmeasured(f: &Facts, steps: &mut Vec<Step>) -> Advice {
     )
 }
 
+/// Real time met the deadline, but only in part of a measurement (an interrupted run, a check's
+/// idle phase): a deadline missed there is missed, one met there is not settled.
+fn partial_meets(rt: &Measured, why: &str, steps: &mut Vec<Step>) -> Advice {
+    step(
+        steps,
+        "Is that figure the whole measurement?",
+        why.to_string(),
+        "no: not settled",
+    );
+    let mut a = done(
+        steps,
+        Verdict::BenchmarkBoth,
+        format!(
+            "real time met it in part of a measurement only (p99.9 {}, {why})",
+            format_ns(rt.p99_9_ns)
+        ),
+        vec![MEASURE_RT.to_string()],
+    );
+    a.measured_by.push(rt.source.clone());
+    a
+}
+
 /// Does the real-time configuration meet the deadline (and the jitter) here? If not, the verdict.
 fn real_time_misses(
     n: &Needs,
@@ -949,6 +1008,7 @@ mod tests {
             max_ns: p999_us * 3_000,
             cpu: Some(1),
             steal: Some(0.01),
+            partial: None,
         }
     }
 
@@ -1198,5 +1258,97 @@ mod tests {
     fn published_table_1_slowdowns() {
         assert!((pb::SLOWDOWN_KERNEL - 1.1678).abs() < 1e-4);
         assert!((pb::SLOWDOWN_IO - 2.0752).abs() < 1e-4);
+    }
+
+    /// A `check` document with the given hybrid phases (p99.9 in us) and status.
+    fn check_doc(phases: &[(&str, u64)], status: punctual_result::Status) -> ResultDoc {
+        let mut d = ResultDoc::new(
+            vec!["punctual".into(), "check".into()],
+            host(false, false),
+            "2026-11-27T10:00:00Z".into(),
+        );
+        d.status = status;
+        d.settings.policy = Some("fifo".into());
+        for (name, p999_us) in phases {
+            let mut r = punctual_stats::Recorder::new();
+            for _ in 0..1000 {
+                r.record(p999_us * 1_000);
+            }
+            d.series.push(punctual_result::Series::from_recorder(
+                *name,
+                "lateness",
+                Some(1),
+                &r,
+            ));
+        }
+        d
+    }
+
+    /// Issue 31 item 3: after Ctrl-C in a check's loaded phase, advise took the idle phase's
+    /// 176 us and said "real time completes", where the complete check said "cannot" (1.86 ms).
+    #[test]
+    fn an_interrupted_check_without_its_loaded_phase_never_settles_a_deadline_as_met() {
+        use punctual_result::Status;
+        let idle_only = check_doc(&[("punctual hybrid idle", 176)], Status::Interrupted);
+        let Reading::RealTime(m) = reading(&idle_only, "check.json").unwrap() else {
+            panic!("a fifo check is real time");
+        };
+        let why = m.partial.clone().expect("an idle-only check is partial");
+        assert!(
+            why.contains("idle phase only") && why.contains("interrupted"),
+            "{why}"
+        );
+        assert!(m.source.contains("punctual hybrid idle"), "{}", m.source);
+        let mut f = facts(None, None);
+        f.add(Reading::RealTime(m.clone()));
+        let a = advise(&needs(1_000, 100), &f);
+        assert_eq!(a.verdict, Verdict::BenchmarkBoth, "{a:#?}");
+        assert!(a.reason.contains("idle phase only"), "{}", a.reason);
+        assert!(a.next[0].starts_with("punctual check"), "{:?}", a.next);
+        // What the idle phase alone misses is missed under load too.
+        let a = advise(&needs(150, 100), &f);
+        assert_eq!(a.verdict, Verdict::Cannot, "{a:#?}");
+        // A complete check's loaded phase beats the partial figure, even a better one.
+        let whole = check_doc(
+            &[
+                ("punctual hybrid idle", 150),
+                ("punctual hybrid loaded", 1_860),
+            ],
+            Status::Ok,
+        );
+        let Reading::RealTime(w) = reading(&whole, "old.json").unwrap() else {
+            panic!("a fifo check is real time");
+        };
+        assert!(w.partial.is_none() && w.source.contains("loaded"), "{w:?}");
+        f.add(Reading::RealTime(w));
+        assert_eq!(f.real_time.as_ref().unwrap().p99_9_ns, 1_860_000);
+        let mut g = facts(None, None);
+        g.add(Reading::RealTime(
+            reading(&whole, "old.json")
+                .map(|r| match r {
+                    Reading::RealTime(m) | Reading::RealFast(m) => m,
+                })
+                .unwrap(),
+        ));
+        g.add(Reading::RealTime(m));
+        assert_eq!(g.real_time.as_ref().unwrap().p99_9_ns, 1_860_000);
+        assert_eq!(advise(&needs(1_000, 100), &g).verdict, Verdict::Cannot);
+    }
+
+    #[test]
+    fn an_interrupted_check_with_its_loaded_phase_is_still_named_partial() {
+        use punctual_result::Status;
+        let d = check_doc(
+            &[("punctual hybrid idle", 20), ("punctual hybrid loaded", 40)],
+            Status::Interrupted,
+        );
+        let Reading::RealTime(m) = reading(&d, "check.json").unwrap() else {
+            panic!("a fifo check is real time");
+        };
+        assert_eq!(m.p99_9_ns, 40_000);
+        assert!(
+            m.partial.as_deref().unwrap().contains("interrupted"),
+            "{m:?}"
+        );
     }
 }

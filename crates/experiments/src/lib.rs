@@ -9,6 +9,7 @@
 //! [`registry`] (measured on this machine) and [`sim_registry`] (simulated halves, `--sim`).
 
 pub mod advise;
+pub mod alone;
 pub mod kurt_periodic;
 pub mod published;
 
@@ -86,6 +87,10 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
     all.extend(traced_and_simulated());
     all
 }
+
+/// Experiments that are simulations through and through (in [`registry`]): `--sim` runs them
+/// as they are.
+pub const SIMULATED: [&str; 1] = [etsion_frames::NAME];
 
 /// Simulated halves of experiments (`--sim`), under the same names.
 pub fn sim_registry() -> Vec<Box<dyn Experiment>> {
@@ -187,6 +192,21 @@ fn simulated_halves() -> Vec<Box<dyn Experiment>> {
             make: etsion_overhead_sim::EtsionOverheadSim::new,
         }),
     ]
+}
+
+/// Refuse to start an experiment whose point is real-time processes when the session could not
+/// have them (the kernel refused SCHED_FIFO: no privilege, or a cgroup without real-time
+/// budget). The session's fallback line already said why and how to fix it; this says what it
+/// means for the experiment, before anything runs, instead of letting its processes fail one by
+/// one (kurt-periodic's clients did, and the run died 10 s later waiting for them).
+pub fn needs_realtime(ctx: &punctual_session::Ctx, name: &str, what: &str) -> Result<(), Failure> {
+    if ctx.rt.policy.is_realtime() {
+        return Ok(());
+    }
+    Err(Failure::system(format!(
+        "{name} measures {what} under SCHED_FIFO, which this process cannot have here (the \
+         fallback above says why and how to fix it); nothing was measured"
+    )))
 }
 
 /// Mark a document as an experiment's: its name and whether it was the quick version.

@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Threads that run until [`Generators::stop`].
+/// Every generator thread's name starts with this: what a trace counts as the activity's own.
+pub const PREFIX: &str = "pt-";
+
 pub struct Generators {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,

@@ -224,9 +224,10 @@ impl ZeadallyDispatch {
             Err(BenchError::Os { source, .. })
                 if case.realtime && source.raw_os_error() == Some(libc::EPERM) =>
             {
-                return Err(Failure::system(
-                    "the waiting process could not enter SCHED_FIFO; run as root or grant CAP_SYS_NICE",
-                ))
+                return Err(Failure::system(format!(
+                    "the waiting process could not enter SCHED_FIFO. Fix: {}",
+                    punctual_rt::rtgroup::refusal().fix
+                )))
             }
             r => r?,
         };
@@ -305,6 +306,7 @@ impl Measurement for ZeadallyDispatch {
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Outcome, Failure> {
         self.settings.check()?;
+        crate::needs_realtime(ctx, NAME, "real-time dispatch beside time sharing")?;
         let mut out = Outcome {
             measured: Vec::new(),
             interrupt: Err("not measured".into()),

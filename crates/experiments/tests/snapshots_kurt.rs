@@ -36,7 +36,11 @@ fn kurt_periodic_tables() {
             steal: [Some(0.0033), Some(0.0132), None, Some(0.0005)],
         }),
     };
-    let text: Vec<String> = tables(&model).iter().map(|t| t.render()).collect();
+    // Rows parsed whole: as wide as they are, not as an 80-column terminal shows them.
+    let text: Vec<String> = tables(&model)
+        .iter()
+        .map(|t| t.render_at(punctual_result::table::Width::Unlimited))
+        .collect();
     let text = text.join("\n");
     // The thesis' rows are printed exactly (Table 4.1, KURT ALL_PROCS, 30 processes).
     let row = text
@@ -117,4 +121,25 @@ fn every_process_count_gets_its_figure_and_every_row_its_histogram() {
             "kurt-periodic-hist-wake-idle-30",
         ]
     );
+}
+
+/// Issue 31 item 9: the target table gave this machine's figures beside the wanted ones without
+/// saying whether each was met.
+#[test]
+fn kurt_periodic_target_table_says_pass_or_fail() {
+    let model = Model {
+        rows: Vec::new(),
+        target: Some(Target {
+            within_10us: 0.9850,
+            ratio: 22.9,
+            lateness_10us: 0.9886,
+            within_10us_shielded: None,
+            steal: [None; 4],
+        }),
+    };
+    let t = tables(&model).pop().unwrap();
+    assert_eq!(t.header.last().map(String::as_str), Some("met"));
+    let met: Vec<&str> = t.rows.iter().map(|r| r[3].as_str()).collect();
+    // 98.50 % against >= 99 %: no; (d) not run: -; 22.9x against >= 10x: yes; no target: blank.
+    assert_eq!(met, ["no", "-", "yes", "", ""], "{}", t.render());
 }

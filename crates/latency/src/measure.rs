@@ -153,9 +153,11 @@ pub fn gather_logs(
 }
 
 /// Where `--samples` goes while the run lasts: a temporary file renamed into place at the end (an
-/// interrupted run still gets its samples, a failed one leaves nothing), or stdout.
+/// interrupted run still gets its samples, a failed one leaves nothing), or stdout. Written by the
+/// one writer of every file a user names (`punctual_result::output`): a new file gets 0666 less
+/// the umask, as `--json` does (issue 31: it was 0600 whatever the umask).
 #[derive(Default)]
-pub struct SamplesOut(Option<(tempfile::NamedTempFile, std::path::PathBuf)>);
+pub struct SamplesOut(Option<(punctual_result::output::AtomicFile, std::path::PathBuf)>);
 
 impl Measurement for Latency {
     type Outcome = (Outcome, SamplesOut);
@@ -183,15 +185,9 @@ impl Measurement for Latency {
         self.cfg.timer_slack_ns = ctx.rt.timer_slack_ns;
         let (sink, out): (Option<Box<dyn std::io::Write + Send>>, _) = match &self.samples {
             Some(Output::File(p)) => {
-                let dir = p
-                    .parent()
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .unwrap_or(std::path::Path::new("."));
-                let tmp = tempfile::Builder::new()
-                    .prefix(".punctual-samples-")
-                    .tempfile_in(dir)
+                let tmp = punctual_result::output::AtomicFile::create(p)
                     .map_err(|e| Failure::system(format!("--samples {}: {e}", p.display())))?;
-                let f = tmp.as_file().try_clone()?;
+                let f = tmp.file().try_clone()?;
                 (Some(Box::new(f)), SamplesOut(Some((tmp, p.clone()))))
             }
             Some(Output::Stdout) => (Some(Box::new(std::io::stdout())), SamplesOut(None)),
@@ -231,7 +227,7 @@ impl Measurement for Latency {
             ctx.note(format!("{dropped} samples could not be written in time and are missing from --samples (the statistics include them)"));
         }
         if let SamplesOut(Some((tmp, path))) = samples {
-            tmp.persist(&path).map_err(|e| {
+            tmp.commit().map_err(|e| {
                 Failure::system(format!("writing --samples {}: {e}", path.display()))
             })?;
         }

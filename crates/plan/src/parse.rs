@@ -600,9 +600,19 @@ pub(crate) fn parse_str_allow_empty(text: &str, file: &str) -> Result<Plan, Plan
 /// A TOML plan whose events come from elsewhere (`plan compile --events`): it may have no task and
 /// no event yet. Call [`validate_plan`] once the events are added.
 pub fn parse_file_without_events(path: &Path) -> Result<Plan, PlanError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+    let bytes = std::fs::read(path).map_err(|source| PlanError::Io {
         path: path.to_path_buf(),
         source,
+    })?;
+    // Issue 31: a binary file said only "stream did not contain valid UTF-8".
+    let text = String::from_utf8(bytes).map_err(|e| PlanError::Invalid {
+        file: path.display().to_string(),
+        message: format!(
+            "not a plan: a plan is TOML text or a compiled plan, and this is neither (byte {} is \
+             not text, and the file does not start as `punctual plan compile` writes). {}",
+            e.utf8_error().valid_up_to(),
+            PLAN_HINT
+        ),
     })?;
     let base = path.parent().map(|p| {
         if p.as_os_str().is_empty() {
@@ -614,11 +624,24 @@ pub fn parse_file_without_events(path: &Path) -> Result<Plan, PlanError> {
     parse_inner(&text, &path.display().to_string(), base)
 }
 
+/// Where a plan's form is described, for errors about files that are not plans.
+const PLAN_HINT: &str =
+    "A plan has [plan], [[task]] and [[event]] tables (examples/plans/basic.toml, \
+     docs/plan-format.md).";
+
 fn parse_inner(text: &str, file: &str, base: Option<&Path>) -> Result<Plan, PlanError> {
     let loc = Locator { file, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
-        loc.at(span, e.message().trim().to_string())
+        let mut message = e.message().trim().to_string();
+        // Text that is no plan at all (a wrong file named) is told what a plan looks like.
+        if !["[plan]", "[[task]]", "[[event]]", "[[action]]"]
+            .iter()
+            .any(|t| text.contains(t))
+        {
+            message = format!("{message}; this does not look like a plan. {PLAN_HINT}");
+        }
+        loc.at(span, message)
     })?;
     let mut b = Builder {
         loc: Locator { file, text },

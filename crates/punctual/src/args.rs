@@ -58,6 +58,26 @@ pub fn load_spec(s: &str) -> Result<punctual_load::LoadSpec, String> {
     Ok(spec)
 }
 
+/// A real-time priority: 1 to 99 (0 only means "none", for `--policy other`). Said in words
+/// (issue 31: clap's range said "120 is not in 0..=99").
+pub fn priority(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(p) if p <= 99 => Ok(p),
+        Ok(_) | Err(_) => Err(format!(
+            "'{s}' is not a priority: give 1 (lowest) to 99 (highest)"
+        )),
+    }
+}
+
+/// A count from `MIN` to `MAX`, said in words when out of range.
+pub fn count<const MIN: u64, const MAX: u64>(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (MIN..=MAX).contains(&n) => Ok(n),
+        _ if MAX == u64::MAX => Err(format!("'{s}' is not a count of at least {MIN}")),
+        _ => Err(format!("'{s}' is not a count from {MIN} to {MAX}")),
+    }
+}
+
 /// `off`, `0`, or a duration (rounded down to whole microseconds).
 pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
     match s {
@@ -86,7 +106,7 @@ pub struct RtArgs {
     #[arg(long, default_value = "fifo", value_name = "POLICY")]
     pub policy: Policy,
     /// Real-time priority 1-99 (default 99 for fifo/rr; other takes none).
-    #[arg(short = 'p', long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=99))]
+    #[arg(short = 'p', long, value_name = "N", value_parser = priority)]
     pub priority: Option<u32>,
     /// CPUs to run on, as a list (0-3,5).
     #[arg(short = 'a', long, value_name = "CPUS")]

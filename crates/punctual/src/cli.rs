@@ -23,6 +23,14 @@ pub const VERSION: &str = concat!(
         130 interrupted (partial results written, system restored)."
 )]
 pub struct Cli {
+    /// Draw tables as wide as their widest row instead of fitting the terminal (COLUMNS, else
+    /// the terminal's width; output that is no terminal is never cut).
+    #[arg(long, global = true, display_order = 900)]
+    pub wide: bool,
+    /// When punctual's cpu cgroup has no real-time budget (real-time group scheduling refuses
+    /// SCHED_FIFO even to root), run in the nearest group that has one, and move back after.
+    #[arg(long, global = true, display_order = 900)]
+    pub move_to_rt_cgroup: bool,
     #[command(subcommand)]
     pub command: Command,
 }

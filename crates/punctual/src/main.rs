@@ -26,12 +26,23 @@ fn main() -> ExitCode {
             return ExitCode::from(Exit::Usage.code());
         }
     };
+    punctual_result::table::set_width(punctual_result::table::Width::detect(cli.wide));
     let env = Env::real();
     // Load bodies and periodic processes are punctual's own children: the parent has already done this.
     if !cli.command.is_child() {
         env.catch_interrupts();
         punctual_session::restore_leftovers(&env);
     }
+    let moved = match cli.move_to_rt_cgroup && !cli.command.is_child() {
+        true => match cmd::rt_cgroup::enter(&env) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("punctual: error: {e}");
+                return ExitCode::from(Exit::of(&e).code());
+            }
+        },
+        false => None,
+    };
     let exit = match dispatch(cli, &env) {
         Ok(exit) => exit,
         Err(e) => {
@@ -43,6 +54,10 @@ fn main() -> ExitCode {
             exit_of(&e)
         }
     };
+    // Every thread is back in the normal class by now: the group without a budget takes us back.
+    if let Some(g) = moved {
+        cmd::rt_cgroup::leave(g, &env);
+    }
     ExitCode::from(exit.code())
 }
 

@@ -100,7 +100,7 @@ fn each_command_stores_its_result_and_show_prints_its_tables_again() {
     assert_eq!(doc["experiment"], "etsion-billing");
     for fig in ["etsion-billing-fig4.svg", "etsion-billing-fig6.svg"] {
         assert!(
-            std::fs::read_to_string(out.join(fig))
+            std::fs::read_to_string(out.join(format!("{exp}-{fig}")))
                 .unwrap()
                 .starts_with("<svg"),
             "{fig}"
@@ -123,6 +123,58 @@ fn each_command_stores_its_result_and_show_prints_its_tables_again() {
     let listed = ok(&data, &["results", "list"]);
     assert!(!listed.contains(ids[0].as_str()) && !listed.contains(ids[1].as_str()));
     assert!(listed.contains(ids[2].as_str()));
+}
+
+/// Issue 31 item 8: `results export` of two runs of one experiment into one directory wrote both
+/// runs' figures under the same names, the second over the first; and an imported experiment lost
+/// its own tables (show fell back to the series summary).
+#[test]
+fn results_export_of_two_runs_of_one_experiment_keeps_both_and_import_keeps_their_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let runs: Vec<String> = (0..2)
+        .map(|_| {
+            stored_id(&ok(
+                &data,
+                &["experiment", "run", "etsion-frames", "--quick"],
+            ))
+        })
+        .collect();
+    let out = dir.path().join("out");
+    for id in &runs {
+        ok(
+            &data,
+            &["results", "export", id, "-o", out.to_str().unwrap()],
+        );
+    }
+    for id in &runs {
+        let fig = out.join(format!("{id}-etsion-frames-fig5.svg"));
+        assert!(
+            std::fs::read_to_string(&fig).is_ok_and(|f| f.starts_with("<svg")),
+            "{} is missing",
+            fig.display()
+        );
+        assert!(out.join(format!("{id}.txt")).exists(), "{id}'s tables");
+    }
+    // Into another store: the tables and figures travel with the document.
+    let elsewhere = dir.path().join("elsewhere");
+    let json = out.join(format!("{}.json", runs[0]));
+    let imported = ok(&elsewhere, &["results", "import", json.to_str().unwrap()]);
+    let id = imported.trim().rsplit(' ').next().unwrap().to_string();
+    let shown = ok(&elsewhere, &["results", "show", &id]);
+    let original = ok(&data, &["results", "show", &runs[0]]);
+    assert!(!shown.contains("imported from a file"), "{shown}");
+    let tables = |s: &str| {
+        s.split_once("\n\n")
+            .map(|(_, t)| t.to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        tables(&shown).split("\nFigures:").next(),
+        tables(&original).split("\nFigures:").next(),
+        "the imported tables differ"
+    );
+    assert!(shown.contains("Figures: etsion-frames-fig"), "{shown}");
 }
 
 #[test]

@@ -41,6 +41,17 @@ impl RtError {
         }
     }
 
+    /// What failed and the system's error, without the fix (for messages that give the fix once,
+    /// elsewhere).
+    pub fn without_fix(&self) -> String {
+        match self {
+            RtError::Invalid(s) => s.clone(),
+            RtError::Refused { what, source, .. } | RtError::Io { what, source } => {
+                format!("{what}: {source}")
+            }
+        }
+    }
+
     /// True when the system refused for lack of privilege (a fallback may apply).
     pub fn is_refusal(&self) -> bool {
         matches!(self, RtError::Refused { .. })

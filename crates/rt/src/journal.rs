@@ -37,6 +37,13 @@ pub enum Change {
     /// change at once (shields: IRQ affinities, other tasks' masks; see [`crate::stacked`]).
     /// Undo releases it there: only the registry's own allow list of files is ever written.
     Stacked { pid: i32, start_time: u64 },
+    /// Process `pid` (punctual itself) moved out of cpu cgroup `group` for a run
+    /// (`--move-to-rt-cgroup`); undo moves it back while it lives.
+    CgroupMove {
+        pid: i32,
+        start_time: u64,
+        group: PathBuf,
+    },
 }
 
 impl std::fmt::Display for Change {
@@ -64,6 +71,11 @@ impl std::fmt::Display for Change {
                 write!(f, "network namespace {}", crate::text::display_name(name))
             }
             Change::Stacked { pid, .. } => write!(f, "shield settings held by pid {pid}"),
+            Change::CgroupMove { pid, group, .. } => write!(
+                f,
+                "pid {pid} back into cgroup {}",
+                crate::text::display_path(group)
+            ),
         }
     }
 }
@@ -71,6 +83,27 @@ impl std::fmt::Display for Change {
 impl Change {
     /// Undo the change. A task that has exited (or whose pid was reused) needs nothing.
     pub fn undo(&self) -> io::Result<()> {
+        self.undo_counted().map(|_| ())
+    }
+
+    /// [`Change::undo`], saying how many settings it dealt with and how many it left because
+    /// someone else changed them since: one and none, or for a shield's entry in the registry,
+    /// every value it held (written back, gone, or handed on to a later shield).
+    pub fn undo_counted(&self) -> io::Result<(usize, usize)> {
+        if let Change::Stacked { pid, start_time } = self {
+            let r = crate::stacked::release_in_system(crate::stacked::Owner {
+                pid: *pid,
+                start_time: *start_time,
+            })?;
+            return match r.failed.first() {
+                Some((t, e)) => Err(io::Error::other(format!("{t}: {e}"))),
+                None => Ok((r.restored + r.gone + r.handed_over, r.left_changed.len())),
+            };
+        }
+        self.undo_one().map(|()| (1, 0))
+    }
+
+    fn undo_one(&self) -> io::Result<()> {
         match self {
             // A file that is gone (its IRQ, its tracefs instance) has nothing left to restore.
             Change::File { path, original } => match write_existing(path, original) {
@@ -124,23 +157,32 @@ impl Change {
                     r => r,
                 }
             }
-            Change::Stacked { pid, start_time } => {
-                let r = crate::stacked::release_in_system(crate::stacked::Owner {
-                    pid: *pid,
-                    start_time: *start_time,
-                })?;
-                match r.failed.first() {
-                    Some((t, e)) => Err(io::Error::other(format!("{t}: {e}"))),
-                    None => Ok(()),
+            Change::CgroupMove {
+                pid,
+                start_time,
+                group,
+            } => {
+                // A process that has ended is in no group.
+                if task_start_time(*pid) != Some(*start_time) {
+                    return Ok(());
+                }
+                match crate::rtgroup::move_pid(group, *pid) {
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+                    r => r,
                 }
             }
+            Change::Stacked { .. } => self.undo_counted().map(|_| ()),
         }
     }
 }
 
-/// A journal may delete only the namespaces its own process made (their names carry its pid).
+/// A journal may delete only the namespaces its own process made (their names carry its pid),
+/// and move only its own process between cgroups.
 fn made_by(change: &Change, pid: i32) -> Result<(), String> {
     match change {
+        Change::CgroupMove { pid: moved, .. } if *moved != pid => Err(format!(
+            "moving pid {moved} between cgroups: not the process that wrote the journal"
+        )),
         Change::RemoveNetns { name } => {
             let rest = name.strip_prefix(&format!("pt{pid}")).unwrap_or("");
             if rest.starts_with(|c: char| c.is_ascii_lowercase()) {
@@ -304,6 +346,13 @@ impl ChangeGuard {
     /// if the caller asks, or by the next run if the process dies).
     pub fn forget(self) {
         std::mem::forget(self)
+    }
+
+    /// Undo the change now and say whether it worked (dropping the guard undoes it silently).
+    pub fn undo_now(self) -> io::Result<()> {
+        let r = self.journal.undo(self.id);
+        std::mem::forget(self);
+        r
     }
 }
 
@@ -478,6 +527,11 @@ pub struct StaleReport {
     pub journal: PathBuf,
     pub owner_pid: i32,
     pub restored: Vec<Change>,
+    /// Settings put back: one per change, a shield's as many as it held (IRQs, task masks; those
+    /// that are gone or that a later shield holds on count as dealt with).
+    pub settings: usize,
+    /// A shield's settings someone else changed since: left as they are.
+    pub left_changed: usize,
     /// Changes whose undo failed, with the error; the journal stays for the next start.
     pub failed: Vec<(Change, String)>,
 }
@@ -614,11 +668,17 @@ fn restore_checked(dir: &Path, allowed: &Allowed) -> RestoreReport {
             journal: path.clone(),
             owner_pid: file.pid,
             restored: vec![],
+            settings: 0,
+            left_changed: 0,
             failed: vec![],
         };
         for (_, change) in file.changes.into_iter().rev() {
-            match change.undo() {
-                Ok(()) => stale.restored.push(change),
+            match change.undo_counted() {
+                Ok((n, left)) => {
+                    stale.settings += n;
+                    stale.left_changed += left;
+                    stale.restored.push(change);
+                }
                 Err(e) => stale.failed.push((change, e.to_string())),
             }
         }
@@ -751,6 +811,13 @@ impl Allowed {
             // registry, which writes only the /proc files a shield may change (`stacked`).
             Change::Stacked { pid, .. } if *pid > 0 => Ok(()),
             Change::Stacked { pid, .. } => Err(format!("shield of pid {pid}: not a process id")),
+            Change::CgroupMove { pid, group, .. } => {
+                if *pid <= 0 {
+                    return Err(format!("cgroup move of pid {pid}: not a process id"));
+                }
+                self.on_cgroupfs(group)
+                    .map_err(|e| format!("moving pid {pid} into {}: {e}", shown(group)))
+            }
         }
     }
 
@@ -857,6 +924,13 @@ impl Allowed {
     /// (there is nothing left to undo there, and the undo cannot create it).
     fn on_tracefs(&self, dir: &Path) -> Result<(), String> {
         self.on_fs(dir, nix::sys::statfs::TRACEFS_MAGIC, "tracefs")
+    }
+
+    /// `dir` is a cgroup (v1 or v2) directory, reached without symbolic links.
+    fn on_cgroupfs(&self, dir: &Path) -> Result<(), String> {
+        use nix::sys::statfs::{CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+        self.on_fs(dir, CGROUP_SUPER_MAGIC, "cgroup filesystem")
+            .or_else(|_| self.on_fs(dir, CGROUP2_SUPER_MAGIC, "cgroup filesystem"))
     }
 
     /// `dir` is on a filesystem of type `magic` (`name` in messages) and reached without symbolic
@@ -1419,6 +1493,30 @@ mod tests {
                 .check(&Change::RemoveNetns { name: bad.into() })
                 .is_err());
         }
+    }
+
+    /// `--move-to-rt-cgroup` journals the group to go back to: only into a cgroup directory, only
+    /// for the process that wrote the journal, and nothing to do once that process has ended.
+    #[test]
+    fn a_cgroup_move_goes_back_only_for_its_own_live_process_into_a_cgroup() {
+        let here = Change::CgroupMove {
+            pid: 4242,
+            start_time: 1,
+            group: "/tmp".into(),
+        };
+        assert!(made_by(&here, 4242).is_ok());
+        assert!(made_by(&here, 4243).unwrap_err().contains("pid 4242"));
+        let e = Allowed::system(Path::new("/run/punctual"))
+            .check(&here)
+            .unwrap_err();
+        assert!(e.contains("/tmp") && e.contains("cgroup"), "{e}");
+        // The process is gone (a start time no process has): undo does nothing, and succeeds.
+        let gone = Change::CgroupMove {
+            pid: std::process::id() as i32,
+            start_time: u64::MAX,
+            group: "/nonexistent".into(),
+        };
+        assert!(gone.undo().is_ok());
     }
 
     /// A killed run's namespace is deleted by the next run's replay of its journal.

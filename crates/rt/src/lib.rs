@@ -20,6 +20,7 @@ pub mod memlock;
 pub mod preempt;
 pub mod privilege;
 pub mod rr;
+pub mod rtgroup;
 pub mod sched;
 pub mod signals;
 pub mod slack;

@@ -19,6 +19,9 @@ pub struct Privileges {
     pub rlimit_memlock: Option<u64>,
     /// Whether /dev/cpu_dma_latency can be opened for writing.
     pub dma_latency_writable: bool,
+    /// The kernel refused a real-time policy although the privilege is there (tried on a thread):
+    /// why (a cgroup without real-time budget, usually) and the fix.
+    pub realtime_refused: Option<crate::rtgroup::Blocked>,
 }
 
 fn effective_caps() -> u64 {
@@ -46,7 +49,7 @@ fn soft_limit(resource: nix::sys::resource::Resource) -> Option<u64> {
 impl Privileges {
     pub fn detect() -> Self {
         let caps = effective_caps();
-        Privileges {
+        let mut p = Privileges {
             euid: nix::unistd::geteuid().as_raw(),
             cap_sys_nice: caps & (1 << CAP_SYS_NICE) != 0,
             cap_ipc_lock: caps & (1 << CAP_IPC_LOCK) != 0,
@@ -54,9 +57,21 @@ impl Privileges {
                 .unwrap_or(u64::MAX),
             rlimit_memlock: soft_limit(nix::sys::resource::Resource::RLIMIT_MEMLOCK),
             dma_latency_writable: crate::dma::writable(),
+            realtime_refused: None,
+        };
+        // The privilege is not the whole story: a cgroup without real-time budget refuses root too.
+        if p.realtime_allowed(1) {
+            if let Err(e) = crate::rtgroup::probe() {
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    p.realtime_refused = Some(crate::rtgroup::refusal());
+                }
+            }
         }
+        p
     }
 
+    /// Whether the privilege allows a real-time policy at `priority` (the kernel may still refuse:
+    /// [`Privileges::realtime_refused`]).
     pub fn realtime_allowed(&self, priority: u32) -> bool {
         self.cap_sys_nice || self.rlimit_rtprio >= priority as u64
     }
@@ -108,6 +123,39 @@ pub fn policy_fallback(want_policy: Policy, want_priority: u32, why: String) -> 
     }
 }
 
+/// The fallback for a real-time class the kernel refused to a process with the privilege: the
+/// cause found (the cgroup's budget, usually) and its own fix, not the privilege advice.
+pub fn refused_fallback(
+    want_policy: Policy,
+    want_priority: u32,
+    b: &crate::rtgroup::Blocked,
+) -> Fallback {
+    Fallback {
+        fix: b.fix.clone(),
+        ..policy_fallback(want_policy, want_priority, b.why.clone())
+    }
+}
+
+/// Whether this process holds the privilege for a real-time policy at `priority` (CAP_SYS_NICE
+/// or RLIMIT_RTPRIO), without trying it.
+pub fn has_realtime_privilege(priority: u32) -> bool {
+    effective_caps() & (1 << CAP_SYS_NICE) != 0
+        || soft_limit(nix::sys::resource::Resource::RLIMIT_RTPRIO).unwrap_or(u64::MAX)
+            >= priority as u64
+}
+
+/// The fallback for a real-time class refused while a thread was being readied: for lack of
+/// privilege, the privilege advice; despite it, the cause found and its fix. Each said once.
+pub fn runtime_fallback(want_policy: Policy, want_priority: u32, e: &crate::RtError) -> Fallback {
+    if has_realtime_privilege(want_priority) {
+        let mut b = crate::rtgroup::refusal();
+        b.why = format!("{}; {}", e.without_fix(), b.why);
+        refused_fallback(want_policy, want_priority, &b)
+    } else {
+        policy_fallback(want_policy, want_priority, e.without_fix())
+    }
+}
+
 /// Decide, from the privileges, what to apply.
 pub fn plan(privs: &Privileges, want: &RtWant) -> RtPlan {
     let mut fallbacks = Vec::new();
@@ -121,6 +169,10 @@ pub fn plan(privs: &Privileges, want: &RtWant) -> RtPlan {
                 want.priority, privs.rlimit_rtprio
             ),
         ));
+        policy = Policy::Other;
+        priority = 0;
+    } else if let (true, Some(b)) = (want.policy.is_realtime(), &privs.realtime_refused) {
+        fallbacks.push(refused_fallback(want.policy, want.priority, b));
         policy = Policy::Other;
         priority = 0;
     }
@@ -173,6 +225,7 @@ mod tests {
             rlimit_rtprio: 0,
             rlimit_memlock: Some(8 << 20),
             dma_latency_writable: false,
+            realtime_refused: None,
         }
     }
 
@@ -236,5 +289,36 @@ mod tests {
         let plan = plan(&unprivileged(), &want);
         assert!(plan.fallbacks.is_empty());
         assert_eq!(plan.timer_slack_ns, Some(1));
+    }
+
+    /// Issue 31 item 5: root with every capability in a cgroup without real-time budget was told
+    /// to run as root, setcap and raise RLIMIT_RTPRIO, twice in one message.
+    #[test]
+    fn a_refusal_despite_the_privilege_names_its_cause_and_fix_once() {
+        let p = Privileges {
+            euid: 0,
+            cap_sys_nice: true,
+            cap_ipc_lock: true,
+            rlimit_rtprio: 0,
+            rlimit_memlock: None,
+            dma_latency_writable: true,
+            realtime_refused: Some(crate::rtgroup::Blocked {
+                why: "punctual runs in cgroup /sys/fs/cgroup/cpu/x, whose cpu.rt_runtime_us is 0"
+                    .into(),
+                fix: "pass --move-to-rt-cgroup".into(),
+                target: None,
+            }),
+        };
+        let plan = plan(&p, &WANT);
+        assert_eq!((plan.policy, plan.priority), (Policy::Other, 0));
+        assert_eq!(plan.fallbacks.len(), 1);
+        let text = plan.fallbacks[0].to_string();
+        assert!(text.contains("cpu.rt_runtime_us is 0"), "{text}");
+        assert_eq!(text.matches("--move-to-rt-cgroup").count(), 1, "{text}");
+        assert!(
+            !text.contains("setcap") && !text.contains("ulimit"),
+            "{text}"
+        );
+        assert!(plan.mlock, "memory locking is not refused by a cgroup");
     }
 }

@@ -120,10 +120,19 @@ pub fn set_current(params: SchedParams) -> Result<(), RtError> {
     // SAFETY: pid 0 is the calling thread; p is valid.
     if unsafe { libc::sched_setscheduler(0, params.policy.raw() | flags, &p) } != 0 {
         let e = io::Error::last_os_error();
+        // With the privilege at hand, the refusal has another cause (a cgroup's budget): its fix.
+        let fix = if params.policy.is_realtime()
+            && e.raw_os_error() == Some(libc::EPERM)
+            && crate::privilege::has_realtime_privilege(params.priority)
+        {
+            crate::rtgroup::refusal().fix
+        } else {
+            FIX.to_string()
+        };
         return Err(RtError::from_os(
             format!("sched_setscheduler({} {})", params.policy, params.priority),
             e,
-            FIX,
+            &fix,
         ));
     }
     Ok(())

@@ -122,6 +122,16 @@ impl Released {
     pub fn clean(&self) -> bool {
         self.left_changed.is_empty() && self.failed.is_empty()
     }
+
+    /// Add what another release of the same owner did.
+    fn absorb(&mut self, o: Released) {
+        self.restored += o.restored;
+        self.handed_over += o.handed_over;
+        self.left_changed.extend(o.left_changed);
+        self.gone += o.gone;
+        self.widened.extend(o.widened);
+        self.failed.extend(o.failed);
+    }
 }
 
 /// The registry in a directory. `allow` decides which files it may ever write.
@@ -771,10 +781,16 @@ fn stat_field(path: &str, n: usize) -> Option<u64> {
 }
 
 /// Release an owner in the system registry (the journal's undo of [`crate::journal::Change::Stacked`]).
+/// A dead owner is released as the lock is taken (every lock prunes dead owners): what that did
+/// counts as this release's (issue 31: `shield --restore` said "restored 0 setting(s)").
 pub fn release_in_system(owner: Owner) -> io::Result<Released> {
     let reg = Registry::system();
     let mut l = reg.lock()?;
-    Ok(l.release(owner))
+    let mut r = l.release(owner);
+    if let Some(i) = l.pruned.iter().position(|p| p.owner == Some(owner)) {
+        r.absorb(l.pruned.swap_remove(i));
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! One call to ready a measuring or dispatching thread: pin, set the class, set timer slack.
 
 use crate::affinity::AffinityGuard;
-use crate::privilege::policy_fallback;
+use crate::privilege::runtime_fallback;
 use crate::sched::{Policy, SchedGuard, SchedParams};
 use crate::slack::TimerSlackGuard;
 use crate::RtError;
@@ -35,7 +35,7 @@ pub fn setup_current_thread(req: &ThreadRequest) -> Result<ThreadGuards, RtError
     let sched = match SchedGuard::set(SchedParams { policy, priority }) {
         Ok(g) => Some(g),
         Err(e) if e.is_refusal() && req.fall_back_on_refusal && policy.is_realtime() => {
-            fallback = Some(policy_fallback(policy, priority, e.to_string()));
+            fallback = Some(runtime_fallback(policy, priority, &e));
             policy = Policy::Other;
             priority = 0;
             None

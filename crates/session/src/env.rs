@@ -114,6 +114,7 @@ impl System for FakeSystem {
             rlimit_rtprio: 99,
             rlimit_memlock: None,
             dma_latency_writable: true,
+            realtime_refused: None,
         }
     }
     fn lock_memory(&self) -> Result<Box<dyn Any>, String> {

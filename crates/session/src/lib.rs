@@ -135,11 +135,12 @@ impl Report {
         }
     }
 
-    /// Tables (a blank line between two), then the text, as the user reads them.
+    /// Tables (a blank line between two), then the text, as the user reads them: all fitted to
+    /// the process's width (`punctual_result::table::width`; the text's long lines wrapped).
     pub fn render(&self) -> String {
         let tables: Vec<String> = self.tables.iter().map(Table::render).collect();
         let mut s = tables.join("\n");
-        s.push_str(&self.text);
+        s.push_str(&punctual_result::table::wrap(&self.text));
         s
     }
 }
@@ -216,7 +217,12 @@ pub fn drive<M: Measurement>(m: &mut M, out: &Outputs, env: &Env) -> Result<Exit
     let done = execute(m, out.fail_above, env)?;
     out.write(&done.doc, &done.report, env)?;
     if done.doc.status == Status::Interrupted {
-        env.note("interrupted; partial results written");
+        // Only what was written is said to be (issue 31: `shield` writes no results).
+        env.note(if out.keeps_results() {
+            "interrupted; partial results written, everything changed restored"
+        } else {
+            "interrupted; everything changed restored"
+        });
     }
     Ok(done.exit)
 }

@@ -187,6 +187,11 @@ impl Outputs {
         self.store.is_some()
     }
 
+    /// Whether a run's results are kept anywhere but the terminal: an export, figures, the store.
+    pub fn keeps_results(&self) -> bool {
+        !self.exports.is_empty() || self.figures.is_some() || self.store.is_some()
+    }
+
     /// Check that `n` runs can each write their own files (`out-1.json` ... `out-N.json`): an
     /// export to stdout cannot be told apart, so it is refused for `n > 1`.
     pub fn repeated(self, n: u32) -> Result<Outputs, Failure> {

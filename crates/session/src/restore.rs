@@ -9,10 +9,18 @@ pub fn describe_restore(r: &RestoreReport) -> Vec<String> {
     let mut lines = Vec::new();
     for j in &r.journals {
         lines.push(format!(
-            "restored {} setting(s) left by an earlier run (pid {}) from {}",
-            j.restored.len(),
+            "restored {} setting(s) left by an earlier run (pid {}) from {}{}",
+            j.settings,
             j.owner_pid,
-            j.journal.display()
+            j.journal.display(),
+            if j.left_changed > 0 {
+                format!(
+                    "; {} changed since by someone else, left as they are",
+                    j.left_changed
+                )
+            } else {
+                String::new()
+            }
         ));
         for (change, err) in &j.failed {
             lines.push(format!("could not restore {change}: {err}"));

@@ -623,14 +623,26 @@ impl Store {
     /// already stored (the same run id, or the same content: see `identity`) is not stored again:
     /// its id is returned with `new: false`.
     pub fn import(&self, path: &Path) -> Result<Imported, StoreError> {
+        self.import_with(path, &[], None)
+    }
+
+    /// [`Store::import`], with the figures and tables that travelled with the document (as
+    /// `results export` writes them beside it). A run already stored keeps what it has.
+    pub fn import_with(
+        &self,
+        path: &Path,
+        figures: &[(String, Vec<u8>)],
+        tables: Option<&str>,
+    ) -> Result<Imported, StoreError> {
         let doc = read_doc(path)?;
-        self.import_doc(&doc)
+        let mut db = self.db();
+        transaction(&mut **db, |db| import_doc(db, &doc, figures, tables))
     }
 
     /// [`Store::import`] of a document already read.
     pub fn import_doc(&self, doc: &ResultDoc) -> Result<Imported, StoreError> {
         let mut db = self.db();
-        transaction(&mut **db, |db| import_doc(db, doc))
+        transaction(&mut **db, |db| import_doc(db, doc, &[], None))
     }
 
     fn import_json_once(&self, dir: &Path) -> Result<(), StoreError> {
@@ -656,7 +668,7 @@ impl Store {
             for f in &files {
                 match read_doc(f) {
                     Ok(doc) => {
-                        if import_doc(db, &doc)?.new {
+                        if import_doc(db, &doc, &[], None)?.new {
                             imported += 1;
                         }
                     }
@@ -880,7 +892,12 @@ fn refile(db: &mut dyn Db) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<Imported, StoreError> {
+fn import_doc(
+    db: &mut dyn Db,
+    doc: &ResultDoc,
+    figures: &[(String, Vec<u8>)],
+    tables: Option<&str>,
+) -> Result<Imported, StoreError> {
     let known = |rows: Vec<db::Row>| {
         rows.into_iter().next().map(|r| Imported {
             id: r[0].text(),
@@ -900,7 +917,7 @@ fn import_doc(db: &mut dyn Db, doc: &ResultDoc) -> Result<Imported, StoreError> 
     if let Some(found) = known(rows) {
         return Ok(found);
     }
-    let id = insert(db, doc, &[], &[], None)?;
+    let id = insert(db, doc, figures, &[], tables)?;
     Ok(Imported { id, new: true })
 }
 

@@ -10,9 +10,13 @@
 //!   (libtest runs a binary's tests in parallel; `cargo nextest` runs binaries in parallel too)
 //!   pins its own work there at the same time. It is an `flock` on one file in the temporary
 //!   directory, so it holds across threads and processes and is released if a test process dies.
+//! - **Someone else's work on a CPU** ([`Spinner`]): a process busy on one CPU, at SCHED_FIFO when
+//!   asked, killed on drop, for tests that provoke contamination or starvation on purpose.
 //! - **Table text without widths** ([`squash`], [`has_row`]): a table's column widths follow the
 //!   widest value in a column, and a measured value can be any width. Tests compare rows with every
-//!   run of blanks made one space, never with the spacing of one run.
+//!   run of blanks made one space, never with the spacing of one run. Sentences in notes and cells
+//!   wrap at the terminal's width (80 columns in library tests): [`has_text`] finds them across the
+//!   line breaks.
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -150,6 +154,73 @@ pub fn exclusive_cpu() -> CpuLock {
     CpuLock { _file: file }
 }
 
+/// A process spinning on one CPU, standing for someone else's work there (another test, another
+/// tool): a shell's busy loop, pinned, optionally at SCHED_FIFO. Killed by its pid and reaped on
+/// drop. Tests that start one hold [`exclusive_cpu`] first.
+pub struct Spinner {
+    child: std::process::Child,
+}
+
+impl Spinner {
+    /// Start spinning on `cpu`, at SCHED_FIFO `fifo` when given (needs root). Panics when the
+    /// kernel refuses: the caller checked the privilege.
+    pub fn start(cpu: usize, fifo: Option<i32>) -> Spinner {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "while :; do :; done"])
+            .stdin(std::process::Stdio::null());
+        // A test process killed outright (RLIMIT_RTTIME, a timeout) must not leave a real-time
+        // spinner behind: it dies with the thread that started it.
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("starting sh");
+        let s = Spinner { child };
+        let pid = s.child.id() as libc::pid_t;
+        // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity act on our child.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            let rc = libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            assert_eq!(
+                rc,
+                0,
+                "pinning the spinner: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        if let Some(prio) = fifo {
+            let p = libc::sched_param {
+                sched_priority: prio,
+            };
+            // SAFETY: setting the policy of our own child.
+            let rc = unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) };
+            assert_eq!(
+                rc,
+                0,
+                "FIFO for the spinner: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        s
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `text` with every run of blanks (spaces, tabs) made one space and each line's ends trimmed.
 pub fn squash(text: &str) -> String {
     text.lines()
@@ -162,6 +233,13 @@ pub fn squash(text: &str) -> String {
 /// figures are fixed while the column widths follow measured values.
 pub fn has_row(text: &str, row: &str) -> bool {
     squash(text).contains(&squash(row))
+}
+
+/// Whether `text` holds the words of `needle` in order, whatever blanks and line breaks lie
+/// between them: a sentence in a note or cell that a terminal's width wrapped.
+pub fn has_text(text: &str, needle: &str) -> bool {
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    words(text).contains(&words(needle))
 }
 
 #[cfg(test)]
@@ -179,6 +257,13 @@ mod tests {
         }
         // Squashing keeps lines apart: a row never matches across a line break.
         assert!(!has_row(narrow, "34.68 other"));
+    }
+
+    #[test]
+    fn text_matches_across_the_line_breaks_of_wrapping() {
+        let wrapped = "task 'tick' re-phased 2 time(s), now at offset\n  763932ns\n";
+        assert!(has_text(wrapped, "now at offset 763932ns"));
+        assert!(!has_text(wrapped, "now at offset 76393ns"));
     }
 
     #[test]

@@ -70,11 +70,13 @@ fn size(s: &str) -> Result<u64, String> {
     punctual_bench::memcpy::parse_bytes(s).map(|b| b as u64)
 }
 
-/// The newest stored `check` (or, with `experiment`, that experiment) of this host, if any.
+/// The newest complete stored `check` (or, with `experiment`, that experiment) of this host, if
+/// any; newer interrupted ones are skipped and named.
 fn latest(
     results: &mut Resolver,
     host: &str,
     experiment: Option<&str>,
+    env: &Env,
 ) -> Result<Option<(String, ResultDoc)>, Failure> {
     let Some(store) = results.store_if_any()? else {
         return Ok(None);
@@ -83,19 +85,24 @@ fn latest(
         command: experiment.is_none().then(|| "check".into()),
         experiment: experiment.map(Into::into),
         host: Some(host.into()),
-        last: Some(1),
+        last: Some(20),
         ..Default::default()
     };
-    let Some(entry) = store
-        .list(&filter)
-        .map_err(Failure::from)?
-        .into_iter()
-        .next()
+    let what = experiment.unwrap_or("check");
+    let entries = store.list(&filter).map_err(Failure::from)?;
+    let Some(entry) = entries
+        .iter()
+        .find(|e| e.status == "ok" || e.status == "limit_exceeded")
     else {
         return Ok(None);
     };
+    for e in entries.iter().take_while(|e| e.id != entry.id) {
+        env.note(&format!(
+            "advise: skipped the newer {what} {} ({}): it is not a whole measurement",
+            e.id, e.status
+        ));
+    }
     let doc = store.resolve(&entry.id).map_err(Failure::from)?.doc;
-    let what = experiment.unwrap_or("check");
     Ok(Some((format!("stored {what} {}", entry.id), doc)))
 }
 
@@ -131,9 +138,9 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
         let choose = Some(punctual_experiments::mckenney_choose::NAME);
         let host = &facts.host.hostname;
-        latest(&mut results, host, None)?
+        latest(&mut results, host, None, env)?
             .into_iter()
-            .chain(latest(&mut results, host, choose)?)
+            .chain(latest(&mut results, host, choose, env)?)
             .collect()
     } else {
         // Files, stored ids, `latest`: named as compare and report name them.

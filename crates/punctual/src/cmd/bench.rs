@@ -131,7 +131,7 @@ pub struct GapsArgs {
     #[arg(long, default_value = "other", value_name = "POLICY")]
     pub policy: Policy,
     /// Priority of the loops under fifo/rr (default 99).
-    #[arg(short = 'p', long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=99))]
+    #[arg(short = 'p', long, value_name = "N", value_parser = crate::args::priority)]
     pub priority: Option<u32>,
     #[command(flatten)]
     pub common: Common,
@@ -164,7 +164,7 @@ pub struct AlarmArgs {
     #[arg(long, default_value = "rr", value_name = "POLICY")]
     pub policy: Policy,
     /// Priority of every process (default 10 for rr/fifo).
-    #[arg(short = 'p', long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=99))]
+    #[arg(short = 'p', long, value_name = "N", value_parser = crate::args::priority)]
     pub priority: Option<u32>,
     #[command(flatten)]
     pub common: Common,

@@ -107,7 +107,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "PERCENT")]
     pub confidence: Option<String>,
     /// Bootstrap resamples per percentile (one run per side).
-    #[arg(long, value_name = "N", default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+    #[arg(long, value_name = "N", default_value_t = 2_000, value_parser = resamples)]
     pub resamples: u32,
     /// Seed of the bootstrap (the same documents and seed give the same verdicts).
     #[arg(long, value_name = "N")]
@@ -230,4 +230,14 @@ pub fn run(a: CompareArgs, env: &Env) -> anyhow::Result<Exit> {
         ));
     }
     Ok(Exit::limit_if(!breaches.is_empty()))
+}
+
+/// 100 to 1,000,000 bootstrap resamples, said in words (not Rust's range syntax).
+fn resamples(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (100..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{s}' resamples: give a number from 100 to 1000000"
+        )),
+    }
 }

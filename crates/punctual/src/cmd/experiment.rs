@@ -58,9 +58,14 @@ pub fn run(cmd: ExperimentCmd, env: &Env) -> anyhow::Result<Exit> {
 }
 
 fn run_one(a: ExperimentRunArgs, env: &Env) -> anyhow::Result<Exit> {
-    let all = if a.sim { sim_registry() } else { registry() };
+    // An experiment that is a simulation anyway takes --sim too (issue 31: etsion-frames refused).
+    let sim = a.sim && !punctual_experiments::SIMULATED.contains(&a.name.as_str());
+    let all = if sim { sim_registry() } else { registry() };
     let Some(exp) = all.iter().find(|e| e.name() == a.name) else {
-        let names: Vec<&str> = all.iter().map(|e| e.name()).collect();
+        let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
+        if sim {
+            names.extend(punctual_experiments::SIMULATED);
+        }
         let which = if a.sim {
             "simulated experiment"
         } else {

@@ -41,7 +41,7 @@ pub struct LatencyArgs {
     #[arg(long, value_name = "FILE")]
     pub hist: Option<Output>,
     /// Number of 1 us buckets in --hist (cyclictest's -h N).
-    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = crate::args::count::<1, 1_000_000>)]
     pub hist_buckets: u64,
     /// Write every sample (thread, release time, latency; ns) as CSV to FILE.
     #[arg(long, value_name = "FILE")]

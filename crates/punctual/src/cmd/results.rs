@@ -28,7 +28,8 @@ pub enum ResultsCmd {
     /// Write a result's document (JSON), its CSV and its figures into DIR.
     Export {
         id: String,
-        /// The directory to write ID.json, ID.csv and the figures into (created if missing).
+        /// The directory to write ID.json, ID.csv, ID.txt (the tables) and the figures (ID-NAME.svg)
+        /// into (created if missing).
         #[arg(short = 'o', long, value_name = "DIR")]
         output: PathBuf,
     },
@@ -38,7 +39,8 @@ pub enum ResultsCmd {
         #[arg(required = true)]
         ids: Vec<String>,
     },
-    /// Store result files (from this machine or others).
+    /// Store result files (from this machine or others), with the tables and figures `export`
+    /// wrote beside them.
     Import {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -108,7 +110,10 @@ pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
         }
         ResultsCmd::Import { files } => {
             for f in files {
-                let done = store.import(&f).map_err(Failure::from)?;
+                let (figures, tables) = exported_beside(&f);
+                let done = store
+                    .import_with(&f, &figures, tables.as_deref())
+                    .map_err(Failure::from)?;
                 let what = if done.new {
                     "stored as"
                 } else {
@@ -119,6 +124,29 @@ pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
     }
+}
+
+/// What `results export` wrote beside `STEM.json`: the figures `STEM-NAME` and the tables
+/// `STEM.txt`, so an import keeps them.
+fn exported_beside(doc: &std::path::Path) -> (Vec<(String, Vec<u8>)>, Option<String>) {
+    let (Some(dir), Some(stem)) = (doc.parent(), doc.file_stem().and_then(|s| s.to_str())) else {
+        return (Vec::new(), None);
+    };
+    let prefix = format!("{stem}-");
+    let mut figures: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let figure = name.strip_prefix(&prefix)?.to_string();
+            (figure.ends_with(".svg") && e.file_type().ok()?.is_file())
+                .then(|| Some((figure, std::fs::read(e.path()).ok()?)))?
+        })
+        .collect();
+    figures.sort();
+    let tables = std::fs::read_to_string(dir.join(format!("{stem}.txt"))).ok();
+    (figures, tables)
 }
 
 fn list(store: &Store, l: ListArgs, env: &Env) -> anyhow::Result<Exit> {
@@ -269,19 +297,24 @@ fn export(store: &Store, spec: &str, dir: &std::path::Path, env: &Env) -> anyhow
         ),
         (format!("{stem}.csv"), Csv.export(&stored.exported())),
     ];
+    // The tables as the command printed them, so an import shows them again.
+    let tables = match stored.id.as_deref() {
+        Some(id) => store.tables(id).map_err(Failure::from)?,
+        None => None,
+    };
+    if let Some(t) = tables {
+        files.push((format!("{stem}.txt"), t.into_bytes()));
+    }
     for (name, bytes) in &stored.figures {
-        // A name from a shared store never leaves DIR.
+        // A name from a shared store never leaves DIR; the id in front keeps two runs of one
+        // experiment in one directory apart (issue 31: the second overwrote the first's).
         let safe: String = name
             .chars()
             .map(|c| if c == '/' || c.is_control() { '_' } else { c })
             .collect();
-        let safe = safe.trim_start_matches('.').to_string();
+        let safe = safe.trim_start_matches('.');
         files.push((
-            if safe.is_empty() {
-                "figure".into()
-            } else {
-                safe
-            },
+            format!("{stem}-{}", if safe.is_empty() { "figure" } else { safe }),
             bytes.clone(),
         ));
     }

@@ -13,6 +13,9 @@ use punctual_time::{format_ns, MarginPolicy};
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("priority", |a| a.help(
+    "Real-time priority 1-99 (default 98 under fifo/rr, below the watchdog's 99; -p 99 needs --watchdog off)"
+)))]
 pub struct RunArgs {
     /// The plan: TOML, or compiled with `punctual plan compile`.
     pub plan: PathBuf,

@@ -81,26 +81,48 @@ pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
     Ok(drive(&mut m, &Outputs::new(), env)?)
 }
 
-/// `--restore`: what this start restored already (every command restores leftovers first) and
-/// anything left since; exit 3 when a change could not be restored or a journal was refused.
+/// `--restore`: what this start restored already (every command restores leftovers first, and
+/// said so on stderr) and anything left since; exit 3 when a change could not be restored or a
+/// journal was refused. Each restore is described once (issue 31: twice, and a shield's 70
+/// settings counted as 1).
 fn restore(env: &Env) -> Exit {
-    punctual_rt::journal::restore_stale();
-    let reports = punctual_rt::journal::earlier_restores();
-    let mut troubled = false;
-    for r in &reports {
-        troubled |= !r.refused.is_empty() || r.journals.iter().any(|j| !j.failed.is_empty());
-        for line in punctual_session::describe_restore(r) {
-            env.show(&format!("{line}\n"), false);
-        }
+    let earlier = punctual_rt::journal::earlier_restores();
+    let now = punctual_rt::journal::restore_stale();
+    for line in punctual_session::describe_restore(&now) {
+        env.show(&format!("{line}\n"), false);
     }
-    if reports
+    let all: Vec<&punctual_rt::journal::RestoreReport> = earlier.iter().chain([&now]).collect();
+    let troubled = all
         .iter()
-        .all(|r| r.journals.is_empty() && r.refused.is_empty())
-    {
+        .any(|r| !r.refused.is_empty() || r.journals.iter().any(|j| !j.failed.is_empty()));
+    let journals: usize = all.iter().map(|r| r.journals.len()).sum();
+    let settings: usize = all
+        .iter()
+        .flat_map(|r| &r.journals)
+        .map(|j| j.settings)
+        .sum();
+    let left: usize = all
+        .iter()
+        .flat_map(|r| &r.journals)
+        .map(|j| j.left_changed)
+        .sum();
+    if all.iter().all(|r| r.is_empty()) {
         env.show(
             &format!(
                 "nothing to restore: no journal of a dead punctual run in {}\n",
                 punctual_rt::journal::state_dir().display()
+            ),
+            false,
+        );
+    } else {
+        env.show(
+            &format!(
+                "restored {settings} setting(s) from {journals} journal(s) of earlier runs{}\n",
+                if left > 0 {
+                    format!("; {left} changed since by someone else, left as they are")
+                } else {
+                    String::new()
+                }
             ),
             false,
         );

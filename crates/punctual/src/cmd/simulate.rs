@@ -15,8 +15,9 @@ use std::path::PathBuf;
 pub struct SimulateArgs {
     #[command(subcommand)]
     pub sub: Option<SimulateCmd>,
-    /// Tasks: blk:N, pctK:N, cont:N, cpu:N, periodic:N:PERIOD:WCET, typist:N, game:N,
-    /// player:N:FPS, xine (comma-separated, e.g. cont:8,blk:2).
+    /// Tasks: blk:N, pctK:N, cont:N, cpu:N, sort:N, periodic:N:PERIOD:WCET,
+    /// select:N:TIMEOUT:WCET, typist:N, game:N, player:N:FPS, xine (comma-separated, e.g.
+    /// cont:8,blk:2).
     #[arg(short = 'w', long, value_name = "SPEC")]
     pub workload: Option<String>,
     #[command(flatten)]
