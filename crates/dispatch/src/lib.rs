@@ -214,9 +214,22 @@ fn prepare_action(
             };
             Box::new(actions::exec::Exec::prepare(argv, opts).map_err(at)?)
         }
-        Action::Wake { channel, spawn } => {
-            let server =
-                punctual_periodic::channel::Server::create(dir, channel, period).map_err(|e| {
+        Action::Wake {
+            channel,
+            spawn,
+            user,
+        } => {
+            // The plan's client user is admitted to the channel, and a spawned client runs as it.
+            let credentials = user
+                .as_deref()
+                .map(punctual_rt::child::Credentials::lookup)
+                .transpose()
+                .map_err(at)?;
+            let access = punctual_periodic::channel::Access {
+                client_uid: credentials.as_ref().map(|c| c.uid),
+            };
+            let server = punctual_periodic::channel::Server::create_for(dir, channel, period, access)
+                .map_err(|e| {
                     match e {
                         punctual_periodic::channel::ChannelError::InUse { .. }
                         | punctual_periodic::channel::ChannelError::Squatted { .. }
@@ -236,8 +249,12 @@ fn prepare_action(
                     .env("PUNCTUAL_SHM_DIR", dir)
                     .stdin(std::process::Stdio::null());
                 // SIGTERM when punctual dies, so the client can detach cleanly.
-                punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM)
-                    .install(&mut cmd);
+                let mut setup =
+                    punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM);
+                if let Some(c) = credentials {
+                    setup = setup.credentials(c).drop_caps();
+                }
+                setup.install(&mut cmd);
                 clients.push(
                     cmd.spawn()
                         .map_err(|e| at(format!("spawning the wake client {}: {e}", argv[0])))?,

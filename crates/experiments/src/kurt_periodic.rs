@@ -430,6 +430,7 @@ fn wake_plan(n: usize, cpu: usize, dur: u64, channels: &[String]) -> Plan {
                 action: Action::Wake {
                     channel: c.clone(),
                     spawn: None,
+                    user: None,
                 },
                 cpu: None,
                 wcet: None,
