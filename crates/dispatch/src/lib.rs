@@ -518,11 +518,14 @@ impl Avoidance {
 /// their releases out of the gaps seen (the timer tick and other periodic interruptions come back
 /// at the same phase), for a start on the returned grid. All CPUs count, since a `wake` client runs
 /// wherever the kernel puts it. `None` (and plain phasing) when no task has an automatic offset or
-/// the hyperperiod is longer than [`INTERFERENCE_MAX_HYPERPERIOD`].
+/// the hyperperiod is longer than [`INTERFERENCE_MAX_HYPERPERIOD`]. `stop` (SIGINT/SIGTERM) ends
+/// the watch at once with [`DispatchError::Interrupted`] (issue 32: the 500 ms watch, uninterruptible,
+/// was what made a signal early in a run take more than a second).
 pub fn phase_around_interference(
     plan: &mut Plan,
     run_cpus: &[usize],
     sched: punctual_rt::SchedParams,
+    stop: &AtomicBool,
 ) -> Result<Option<Avoidance>, DispatchError> {
     let auto: Vec<usize> = (0..plan.tasks.len())
         .filter(|&i| plan.tasks[i].offset == punctual_plan::Offset::Auto)
@@ -544,9 +547,12 @@ pub fn phase_around_interference(
             sched,
             hz: None,
         },
-        &AtomicBool::new(false),
+        stop,
     )
     .map_err(|e| DispatchError::System(format!("watching the CPUs for interference: {e}")))?;
+    if stop.load(Ordering::Relaxed) {
+        return Err(DispatchError::Interrupted);
+    }
     let from = out.cpus.iter().map(|c| c.began_ns).max().unwrap_or(0);
     let to = out.cpus.iter().map(|c| c.ended_ns).min().unwrap_or(0);
     let interference = Interference::new(
