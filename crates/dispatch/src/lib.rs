@@ -228,9 +228,9 @@ fn prepare_action(
             let access = punctual_periodic::channel::Access {
                 client_uid: credentials.as_ref().map(|c| c.uid),
             };
-            let server = punctual_periodic::channel::Server::create_for(dir, channel, period, access)
-                .map_err(|e| {
-                    match e {
+            let server =
+                punctual_periodic::channel::Server::create_for(dir, channel, period, access)
+                    .map_err(|e| match e {
                         punctual_periodic::channel::ChannelError::InUse { .. }
                         | punctual_periodic::channel::ChannelError::Squatted { .. }
                         | punctual_periodic::channel::ChannelError::Dir { .. }
@@ -238,8 +238,7 @@ fn prepare_action(
                             DispatchError::Usage(e.to_string())
                         }
                         other => DispatchError::System(other.to_string()),
-                    }
-                })?;
+                    })?;
             if let Some(argv) = spawn {
                 let program =
                     actions::exec::resolve(&argv[0]).map_err(|m| at(format!("spawn: {m}")))?;

@@ -464,7 +464,8 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
         policy: defaults.policy,
         priority: defaults.priority,
     };
-    let avoided = punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched, ctx.stop())?;
+    let avoided =
+        punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched, ctx.stop())?;
     if let Some(av) = &avoided {
         cell.interference = Some((av.interference.lost_share(), av.hit_share));
     }

@@ -863,7 +863,9 @@ impl Allowed {
     /// links; a `dir` that is gone is checked as in [`Self::on_tracefs`].
     fn on_fs(&self, dir: &Path, magic: nix::sys::statfs::FsType, name: &str) -> Result<(), String> {
         match std::fs::canonicalize(dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.gone_below(dir, magic, name),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return self.gone_below(dir, magic, name)
+            }
             Err(e) => return Err(e.to_string()),
             Ok(real) if real != dir => {
                 return Err("the path goes through a symbolic link".into());
@@ -896,9 +898,12 @@ impl Allowed {
     ) -> Result<(), String> {
         let not_there = || format!("does not exist, and is not below a {name}");
         if !dir.is_absolute()
-            || dir
-                .components()
-                .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::RootDir))
+            || dir.components().any(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::RootDir
+                )
+            })
         {
             return Err(not_there());
         }
@@ -923,7 +928,9 @@ impl Allowed {
             }
             use nix::sys::statfs::{DEBUGFS_MAGIC, SYSFS_MAGIC};
             return match nix::sys::statfs::statfs(d) {
-                Ok(st) if [magic, SYSFS_MAGIC, DEBUGFS_MAGIC].contains(&st.filesystem_type()) => Ok(()),
+                Ok(st) if [magic, SYSFS_MAGIC, DEBUGFS_MAGIC].contains(&st.filesystem_type()) => {
+                    Ok(())
+                }
                 Ok(_) => Err(not_there()),
                 Err(e) => Err(e.to_string()),
             };
