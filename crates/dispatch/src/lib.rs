@@ -214,10 +214,23 @@ fn prepare_action(
             };
             Box::new(actions::exec::Exec::prepare(argv, opts).map_err(at)?)
         }
-        Action::Wake { channel, spawn } => {
+        Action::Wake {
+            channel,
+            spawn,
+            user,
+        } => {
+            // The plan's client user is admitted to the channel, and a spawned client runs as it.
+            let credentials = user
+                .as_deref()
+                .map(punctual_rt::child::Credentials::lookup)
+                .transpose()
+                .map_err(at)?;
+            let access = punctual_periodic::channel::Access {
+                client_uid: credentials.as_ref().map(|c| c.uid),
+            };
             let server =
-                punctual_periodic::channel::Server::create(dir, channel, period).map_err(|e| {
-                    match e {
+                punctual_periodic::channel::Server::create_for(dir, channel, period, access)
+                    .map_err(|e| match e {
                         punctual_periodic::channel::ChannelError::InUse { .. }
                         | punctual_periodic::channel::ChannelError::Squatted { .. }
                         | punctual_periodic::channel::ChannelError::Dir { .. }
@@ -225,8 +238,7 @@ fn prepare_action(
                             DispatchError::Usage(e.to_string())
                         }
                         other => DispatchError::System(other.to_string()),
-                    }
-                })?;
+                    })?;
             if let Some(argv) = spawn {
                 let program =
                     actions::exec::resolve(&argv[0]).map_err(|m| at(format!("spawn: {m}")))?;
@@ -236,8 +248,12 @@ fn prepare_action(
                     .env("PUNCTUAL_SHM_DIR", dir)
                     .stdin(std::process::Stdio::null());
                 // SIGTERM when punctual dies, so the client can detach cleanly.
-                punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM)
-                    .install(&mut cmd);
+                let mut setup =
+                    punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM);
+                if let Some(c) = credentials {
+                    setup = setup.credentials(c).drop_caps();
+                }
+                setup.install(&mut cmd);
                 clients.push(
                     cmd.spawn()
                         .map_err(|e| at(format!("spawning the wake client {}: {e}", argv[0])))?,
@@ -501,11 +517,14 @@ impl Avoidance {
 /// their releases out of the gaps seen (the timer tick and other periodic interruptions come back
 /// at the same phase), for a start on the returned grid. All CPUs count, since a `wake` client runs
 /// wherever the kernel puts it. `None` (and plain phasing) when no task has an automatic offset or
-/// the hyperperiod is longer than [`INTERFERENCE_MAX_HYPERPERIOD`].
+/// the hyperperiod is longer than [`INTERFERENCE_MAX_HYPERPERIOD`]. `stop` (SIGINT/SIGTERM) ends
+/// the watch at once with [`DispatchError::Interrupted`] (issue 32: the 500 ms watch, uninterruptible,
+/// was what made a signal early in a run take more than a second).
 pub fn phase_around_interference(
     plan: &mut Plan,
     run_cpus: &[usize],
     sched: punctual_rt::SchedParams,
+    stop: &AtomicBool,
 ) -> Result<Option<Avoidance>, DispatchError> {
     let auto: Vec<usize> = (0..plan.tasks.len())
         .filter(|&i| plan.tasks[i].offset == punctual_plan::Offset::Auto)
@@ -527,9 +546,12 @@ pub fn phase_around_interference(
             sched,
             hz: None,
         },
-        &AtomicBool::new(false),
+        stop,
     )
     .map_err(|e| DispatchError::System(format!("watching the CPUs for interference: {e}")))?;
+    if stop.load(Ordering::Relaxed) {
+        return Err(DispatchError::Interrupted);
+    }
     let from = out.cpus.iter().map(|c| c.began_ns).max().unwrap_or(0);
     let to = out.cpus.iter().map(|c| c.ended_ns).min().unwrap_or(0);
     let interference = Interference::new(

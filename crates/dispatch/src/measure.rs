@@ -260,7 +260,7 @@ impl RunPlan {
             policy: ctx.rt.policy,
             priority: ctx.rt.priority.min(98),
         };
-        match crate::phase_around_interference(plan, &self.cfg.cpus, sched)? {
+        match crate::phase_around_interference(plan, &self.cfg.cpus, sched, ctx.stop())? {
             Some(av) => {
                 let mut r = report::admit(
                     plan,

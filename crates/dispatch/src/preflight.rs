@@ -108,7 +108,28 @@ fn check_with(plan: &Plan, plugins: Plugins) -> Result<(), Vec<Problem>> {
                     );
                 }
             }
-            Action::Wake { channel, spawn } => {
+            Action::Wake {
+                channel,
+                spawn,
+                user,
+            } => {
+                if let Some(u) = user {
+                    match punctual_rt::child::Credentials::lookup(u) {
+                        Err(m) => at(name, m),
+                        Ok(c) => {
+                            // SAFETY: geteuid has no preconditions.
+                            let euid = unsafe { libc::geteuid() };
+                            if euid != 0 && c.uid != euid {
+                                at(
+                                    name,
+                                    format!(
+                                        "user = \"{u}\" needs root to admit another user's client (punctual runs as uid {euid}); run as root or drop user"
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
                 if let Err(m) = punctual_plan::parse::check_channel(channel) {
                     at(name, m);
                 } else if let Err(e) = punctual_periodic::channel::available(
@@ -225,13 +246,22 @@ pub fn runs(plan: &Plan) -> Vec<Runs> {
                 });
             }
             Action::Wake {
-                spawn: Some(argv), ..
+                spawn: Some(argv),
+                user,
+                ..
             } => out.push(Runs {
                 action,
                 kind: "wake client",
                 what: argv.first().map(|p| program(p)).unwrap_or_default(),
-                user: me.clone(),
-                capabilities: caps_of(euid),
+                user: user
+                    .as_deref()
+                    .map(|u| punctual_rt::text::display_name(u).into_owned())
+                    .unwrap_or_else(|| me.clone()),
+                capabilities: if user.is_some() {
+                    "none (another user)".into()
+                } else {
+                    caps_of(euid)
+                },
                 sched: "its own".into(),
             }),
             Action::Plugin { path, symbol } => out.push(Runs {

@@ -24,7 +24,7 @@
 //! dense), so a healthy run never trips it.
 
 use crate::engine::Heartbeat;
-use punctual_time::clock::{read_clock, sleep_abs};
+use punctual_time::clock::read_clock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -375,8 +375,9 @@ impl Watchdog {
         let realtime = mode.realtime;
         let stop = Arc::new(AtomicBool::new(false));
         let tripped: Arc<Mutex<Option<Trip>>> = Arc::new(Mutex::new(None));
-        // At most 0.5 s (the default threshold's quarter): stop() joins threads sleeping a tick, so
-        // a long threshold (--watchdog 60s, or 584 years) must not hold the end of a run.
+        // At most 0.5 s (the default threshold's quarter). The threads wait parked, and stop()
+        // unparks them before it joins: a tick's sleep held the end of every run, a signal's
+        // included, by up to 0.5 s (issue 32: SIGINT 1.1 s into a run took 1.15 s to end it).
         let tick = (threshold / 4).clamp(1_000_000, 500_000_000);
         let mut threads = Vec::new();
         let cheeps: Arc<[AtomicU64]> = cpus.iter().map(|_| AtomicU64::new(now())).collect();
@@ -390,7 +391,7 @@ impl Watchdog {
                             pin(&[cpu]);
                             while !stop.load(Ordering::Relaxed) {
                                 cheeps[i].store(now(), Ordering::Relaxed);
-                                sleep_abs(libc::CLOCK_MONOTONIC, now() + tick);
+                                std::thread::park_timeout(std::time::Duration::from_nanos(tick));
                             }
                         })
                         .expect("spawning a canary"),
@@ -443,7 +444,10 @@ impl Watchdog {
                         // The share is sampled every 100 ms (the other checks ride along).
                         let step = tick.min(100_000_000);
                         while !stop.load(Ordering::Relaxed) {
-                            sleep_abs(libc::CLOCK_MONOTONIC, now() + step);
+                            std::thread::park_timeout(std::time::Duration::from_nanos(step));
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
                             let t = now();
                             let over_share = share
                                 .as_mut()
@@ -486,6 +490,9 @@ impl Watchdog {
     /// Stop watching; restore RLIMIT_RTTIME.
     pub fn stop(mut self) -> Option<Trip> {
         self.stop.store(true, Ordering::Relaxed);
+        for t in &self.threads {
+            t.thread().unpark();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -430,6 +430,7 @@ fn wake_plan(n: usize, cpu: usize, dur: u64, channels: &[String]) -> Plan {
                 action: Action::Wake {
                     channel: c.clone(),
                     spawn: None,
+                    user: None,
                 },
                 cpu: None,
                 wcet: None,
@@ -463,7 +464,8 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
         policy: defaults.policy,
         priority: defaults.priority,
     };
-    let avoided = punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched)?;
+    let avoided =
+        punctual_dispatch::phase_around_interference(&mut plan, &[cpu], sched, ctx.stop())?;
     if let Some(av) = &avoided {
         cell.interference = Some((av.interference.lost_share(), av.hit_share));
     }

@@ -65,10 +65,17 @@ pub fn header_toml(plan: &Plan) -> String {
             Action::Udp { to, bytes } => {
                 let _ = writeln!(s, "to = {}\nbytes = {bytes}", q(to));
             }
-            Action::Wake { channel, spawn } => {
+            Action::Wake {
+                channel,
+                spawn,
+                user,
+            } => {
                 let _ = writeln!(s, "channel = {}", q(channel));
                 if let Some(sp) = spawn {
                     let _ = writeln!(s, "spawn = {}", q_list(sp));
+                }
+                if let Some(u) = user {
+                    let _ = writeln!(s, "user = {}", q(u));
                 }
             }
             Action::Plugin { path, symbol } => {

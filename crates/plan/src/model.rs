@@ -34,6 +34,9 @@ pub enum Action {
     Wake {
         channel: String,
         spawn: Option<Vec<String>>,
+        /// The client's user (a name or a uid, as written): admitted to the channel besides root
+        /// and the dispatcher's own user, and the user a spawned client runs as (no capabilities).
+        user: Option<String>,
     },
     /// Call `symbol` in the shared library at `path` (loaded only from that explicit path).
     Plugin { path: PathBuf, symbol: String },

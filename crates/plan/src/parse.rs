@@ -362,7 +362,12 @@ impl Builder<'_> {
             }
             None => None,
         };
-        Ok(Action::Wake { channel, spawn })
+        let user = a.user.as_ref().map(|u| check_user(loc, u)).transpose()?;
+        Ok(Action::Wake {
+            channel,
+            spawn,
+            user,
+        })
     }
 
     fn plugin_action(
@@ -467,7 +472,7 @@ fn check_action_fields(loc: &Locator, a: &RawAction, kind: &str) -> Result<(), P
         "mark" => &[],
         "exec" => &["argv", "priority", "user", "drop_caps"],
         "udp" => &["to", "bytes"],
-        "wake" => &["channel", "spawn"],
+        "wake" => &["channel", "spawn", "user"],
         "plugin" => &["path", "symbol"],
         other => {
             return Err(loc.at(

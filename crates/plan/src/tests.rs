@@ -58,7 +58,8 @@ fn parses_the_spec_example() {
         p.action(p.tasks[1].action).action,
         Action::Wake {
             channel: "audio".into(),
-            spawn: None
+            spawn: None,
+            user: None,
         }
     );
     // Events sorted by time; the inline udp action is a table entry of its own.

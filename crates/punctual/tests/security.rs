@@ -460,3 +460,82 @@ fn raw_echo_no_escape_sequence_or_megabyte_reaches_the_terminal() {
         assert!(all.len() < 20_000, "{shown:?}: {} bytes", all.len());
     }
 }
+
+/// Issue 32, Low: the wake channel admits `Access::client_uid`, but no plan field set it, so a
+/// root dispatcher could never admit a client of another user. A wake action's `user` does: the
+/// spawned client runs as that user (no capabilities), attaches, and `plan check` says so.
+#[test]
+fn wake_channel_client_uid_a_plan_user_admits_a_client_of_another_user() {
+    if !common::is_root() {
+        punctual_testkit::skip(
+            "wake_channel_client_uid_a_plan_user_admits_a_client_of_another_user",
+            "needs root to run a client as another user",
+        );
+        return;
+    }
+    // SAFETY: getpwnam with a NUL-terminated name; the uid is copied out at once.
+    let nobody = unsafe {
+        let pw = libc::getpwnam(c"nobody".as_ptr());
+        (!pw.is_null()).then(|| (*pw).pw_uid)
+    };
+    let Some(nobody) = nobody else {
+        punctual_testkit::missing(
+            "wake_channel_client_uid_a_plan_user_admits_a_client_of_another_user",
+            "no user 'nobody' on this machine",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Where the client, as nobody, writes who it is.
+    let out = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        out.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let who = out.path().join("uid");
+    let name = format!("cu{}", std::process::id());
+    let exe = common::bin_path();
+    let script = format!(
+        "id -u > {}; exec {} __periodic --mode wake --period-ns 10000000 --channel {name}",
+        who.display(),
+        exe.display()
+    );
+    let plan = write_file(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "[plan]\nduration = \"300ms\"\n\
+             [[task]]\nname = \"c\"\nperiod = \"10ms\"\n\
+             action = {{ kind = \"wake\", channel = \"{name}\", user = \"nobody\", \
+             spawn = [\"/bin/sh\", \"-c\", {script:?}] }}\n"
+        ),
+    );
+    let check = punctual()
+        .args(["plan", "check"])
+        .arg(&plan)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{text}{}", stderr(&check));
+    assert!(
+        punctual_testkit::squash(&text).contains("nobody, capabilities: none (another user)"),
+        "plan check lists the client as nobody: {text}"
+    );
+    let o = punctual()
+        .args(["run", "--no-store", "--attach-timeout", "20s"])
+        .arg(&plan)
+        .env("PUNCTUAL_DATA_DIR", dir.path().join("data"))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the client of another user attached: {}",
+        stderr(&o)
+    );
+    let uid = std::fs::read_to_string(&who).unwrap();
+    assert_eq!(uid.trim(), nobody.to_string());
+}

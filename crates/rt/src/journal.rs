@@ -920,8 +920,8 @@ impl Allowed {
             .map_err(|why| format!("removing directory {}: {why}", shown(path)))
     }
 
-    /// `dir` is on a tracefs and reached without symbolic links; a `dir` that is gone is accepted
-    /// (there is nothing left to undo there, and the undo cannot create it).
+    /// `dir` is on a tracefs and reached without symbolic links. A `dir` that is gone is accepted
+    /// only below a place no other user can create a directory in (see [`Self::gone_below`]).
     fn on_tracefs(&self, dir: &Path) -> Result<(), String> {
         self.on_fs(dir, nix::sys::statfs::TRACEFS_MAGIC, "tracefs")
     }
@@ -934,10 +934,12 @@ impl Allowed {
     }
 
     /// `dir` is on a filesystem of type `magic` (`name` in messages) and reached without symbolic
-    /// links; a `dir` that is gone is accepted, as for [`Self::on_tracefs`].
+    /// links; a `dir` that is gone is checked as in [`Self::on_tracefs`].
     fn on_fs(&self, dir: &Path, magic: nix::sys::statfs::FsType, name: &str) -> Result<(), String> {
         match std::fs::canonicalize(dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return self.gone_below(dir, magic, name)
+            }
             Err(e) => return Err(e.to_string()),
             Ok(real) if real != dir => {
                 return Err("the path goes through a symbolic link".into());
@@ -952,6 +954,62 @@ impl Allowed {
             Ok(_) => Err(format!("not on a {name}")),
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+impl Allowed {
+    /// A path that does not exist (issue 32, Low: it was accepted wherever it pointed, so a directory
+    /// created after the check, in `/tmp` say, would have been written into). There is nothing to
+    /// undo there, but it is accepted only when its deepest existing directory is reached without a
+    /// link and is one no other user can create a directory in: on the expected filesystem, on
+    /// sysfs or debugfs (a tracefs mount point that was unmounted), or punctual's state directory
+    /// and its private mount points (root's, 0700). Anywhere else the journal is refused.
+    fn gone_below(
+        &self,
+        dir: &Path,
+        magic: nix::sys::statfs::FsType,
+        name: &str,
+    ) -> Result<(), String> {
+        let not_there = || format!("does not exist, and is not below a {name}");
+        if !dir.is_absolute()
+            || dir.components().any(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::RootDir
+                )
+            })
+        {
+            return Err(not_there());
+        }
+        let mut up = dir.parent();
+        while let Some(d) = up {
+            match std::fs::symlink_metadata(d) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    up = d.parent();
+                    continue;
+                }
+                Err(e) => return Err(e.to_string()),
+                Ok(_) => {}
+            }
+            if std::fs::canonicalize(d).map_err(|e| e.to_string())? != d {
+                return Err("the path goes through a symbolic link".into());
+            }
+            if d == self.state_dir || self.is_own_mount_point(d) {
+                return Ok(());
+            }
+            if !self.fs_magic {
+                return Ok(());
+            }
+            use nix::sys::statfs::{DEBUGFS_MAGIC, SYSFS_MAGIC};
+            return match nix::sys::statfs::statfs(d) {
+                Ok(st) if [magic, SYSFS_MAGIC, DEBUGFS_MAGIC].contains(&st.filesystem_type()) => {
+                    Ok(())
+                }
+                Ok(_) => Err(not_there()),
+                Err(e) => Err(e.to_string()),
+            };
+        }
+        Err(not_there())
     }
 }
 
@@ -1449,7 +1507,7 @@ mod tests {
             .is_err());
         // A gone instance needs nothing; a non-tracefs one is refused.
         a.check(&Change::RemoveDir {
-            path: "/nonexistent/instances/punctual-12-1".into(),
+            path: "/sys/kernel/tracing/instances/punctual-12-1".into(),
         })
         .unwrap();
         let tmp = tempfile::tempdir().unwrap();
@@ -1465,6 +1523,49 @@ mod tests {
                 path: tmp.path().join("instances/other-12"),
             })
             .is_err());
+    }
+
+    /// Issue 32, Low: the allow list accepted tracefs paths that do not exist, wherever they
+    /// pointed; a directory made there between the check and the undo would have been written.
+    #[test]
+    fn journal_allow_list_accepts_a_missing_tracefs_path_only_below_a_tracefs_or_its_own_places() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let a = Allowed::system(&state);
+        let write = |path: &Path| {
+            a.check(&Change::File {
+                path: path.join("tracing_on"),
+                original: "0".into(),
+            })
+        };
+        let rmdir = |path: &Path| a.check(&Change::RemoveDir { path: path.into() });
+        // Missing, below an ordinary directory anyone may have made: refused.
+        for base in [
+            PathBuf::from("/nonexistent"),
+            tmp.path().to_path_buf(),
+            tmp.path().join("a/b"),
+        ] {
+            let inst = base.join("instances/punctual-12-1");
+            let e = rmdir(&inst).unwrap_err();
+            assert!(e.contains("does not exist"), "{e}");
+            assert!(write(&inst).is_err(), "{}", inst.display());
+        }
+        // Missing, with `..` in the missing part: refused whatever is above.
+        assert!(rmdir(&state.join("tracefs-12-0/x/../instances/punctual-12")).is_err());
+        // Missing below the state directory or one of its mount points: nothing to undo, accepted.
+        rmdir(&state.join("tracefs-12-0/instances/punctual-12-1")).unwrap();
+        std::fs::create_dir(state.join("tracefs-12-0")).unwrap();
+        write(&state.join("tracefs-12-0/instances/punctual-12")).unwrap();
+        // Missing below a link into the state directory: refused.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&state, &link).unwrap();
+        let e = rmdir(&link.join("tracefs-12-0/instances/punctual-12")).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        // Missing below sysfs (an unmounted /sys/kernel/tracing): accepted.
+        if Path::new("/sys/kernel").is_dir() {
+            rmdir(Path::new("/sys/kernel/no-such-dir/instances/punctual-12")).unwrap();
+        }
     }
 
     #[test]

@@ -636,6 +636,7 @@ pub fn convert(
                 action: Action::Wake {
                     channel: channel_name(&name),
                     spawn: Some(argv),
+                    user: None,
                 },
                 cpu: None,
                 wcet: None,

@@ -54,7 +54,7 @@ fn a_timer_task_becomes_a_periodic_task_with_a_wake_client_doing_the_run() {
     );
     // rt-app starts its threads as they come; the plan spreads them over the period.
     assert_eq!(t.offset, Offset::Auto);
-    let Action::Wake { channel, spawn } = &p.action(t.action).action else {
+    let Action::Wake { channel, spawn, .. } = &p.action(t.action).action else {
         panic!("{:?}", p.actions)
     };
     assert_eq!(channel, "rtapp-thread0");
