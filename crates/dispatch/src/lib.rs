@@ -251,7 +251,16 @@ fn prepare_action(
                 let mut setup =
                     punctual_rt::child::ChildSetup::new(nix::sys::signal::Signal::SIGTERM);
                 if let Some(c) = credentials {
-                    setup = setup.credentials(c).drop_caps();
+                    // A client of another user keeps no capability, so it could not raise itself
+                    // to the class wake clients run in: it is given it before the identity
+                    // changes (it may keep or lower it, never raise it).
+                    setup = setup
+                        .sched(punctual_rt::SchedParams {
+                            policy: punctual_rt::Policy::Fifo,
+                            priority: punctual_periodic::REALTIME_PRIORITY,
+                        })
+                        .credentials(c)
+                        .drop_caps();
                 }
                 setup.install(&mut cmd);
                 clients.push(
