@@ -341,6 +341,15 @@ pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
 /// The CPUs everything moves to: online, not shielded here, not held by a live shield. A live
 /// shield over any of `cpus` refuses this one.
 fn others_than(cpus: &[usize], live: &[Claim]) -> Result<Vec<usize>, ShieldError> {
+    // A request for every online CPU is wrong whatever else runs (exit 2), so it is said first.
+    let online = online_cpus();
+    if online.iter().all(|c| cpus.contains(c)) {
+        return Err(ShieldError::Usage(format!(
+            "--cpus {} would shield every online CPU ({}), leaving nowhere for the rest of the system; leave at least one out",
+            format_cpu_list(cpus),
+            format_cpu_list(&online)
+        )));
+    }
     for c in live {
         let common: Vec<usize> = c
             .cpus
@@ -363,7 +372,6 @@ fn others_than(cpus: &[usize], live: &[Claim]) -> Result<Vec<usize>, ShieldError
             )));
         }
     }
-    let online = online_cpus();
     let held: Vec<usize> = live.iter().flat_map(|c| c.cpus.iter().copied()).collect();
     let others: Vec<usize> = online
         .iter()
@@ -371,20 +379,12 @@ fn others_than(cpus: &[usize], live: &[Claim]) -> Result<Vec<usize>, ShieldError
         .filter(|c| !cpus.contains(c) && !held.contains(c))
         .collect();
     if others.is_empty() {
-        return Err(if held.is_empty() {
-            ShieldError::Usage(format!(
-                "--cpus {} would shield every online CPU ({}), leaving nowhere for the rest of the system; leave at least one out",
-                format_cpu_list(cpus),
-                format_cpu_list(&online)
-            ))
-        } else {
-            ShieldError::System(format!(
-                "--cpus {} with CPU {} already shielded would shield every online CPU ({}), leaving nowhere for the rest of the system",
-                format_cpu_list(cpus),
-                format_cpu_list(&held),
-                format_cpu_list(&online)
-            ))
-        });
+        return Err(ShieldError::System(format!(
+            "--cpus {} with CPU {} already shielded would shield every online CPU ({}), leaving nowhere for the rest of the system",
+            format_cpu_list(cpus),
+            format_cpu_list(&held),
+            format_cpu_list(&online)
+        )));
     }
     Ok(others)
 }
@@ -577,16 +577,12 @@ impl Shield {
         if self.nested_in.is_some() {
             return Released::default();
         }
-        let r = match Registry::system().lock() {
+        let reg = Registry::system();
+        let r = match reg.lock() {
             Ok(mut l) => l.release(self.owner),
             Err(e) => Released {
                 owner: Some(self.owner),
-                failed: vec![(
-                    Target::File {
-                        path: journal::state_dir().join("shields.json"),
-                    },
-                    e.to_string(),
-                )],
+                failed: vec![(Target::File { path: reg.file() }, e.to_string())],
                 ..Default::default()
             },
         };

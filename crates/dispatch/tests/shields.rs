@@ -4,10 +4,6 @@
 
 use punctual_dispatch::shield::{self, Shield};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
-
-/// One shield at a time in this process: a second one over the same CPU is refused by design.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn ready(name: &str) -> Option<Vec<usize>> {
     // SAFETY: plain syscall.
@@ -46,7 +42,8 @@ fn irq_state() -> Vec<(String, String)> {
 fn a_second_shield_over_held_cpus_is_refused_and_the_first_restores_everything() {
     let name = "a_second_shield_over_held_cpus_is_refused_and_the_first_restores_everything";
     let Some(online) = ready(name) else { return };
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // One shield at a time on this machine: a second one over the same CPU is refused by design.
+    let _cpu = punctual_testkit::exclusive_cpu();
     let cpu = *online.last().unwrap();
     let before = irq_state();
     let rt_before = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
@@ -103,7 +100,8 @@ fn a_second_shield_over_held_cpus_is_refused_and_the_first_restores_everything()
 fn a_task_forked_under_a_shield_gets_its_full_mask_back() {
     let name = "a_task_forked_under_a_shield_gets_its_full_mask_back";
     let Some(online) = ready(name) else { return };
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // One shield at a time on this machine: a second one over the same CPU is refused by design.
+    let _cpu = punctual_testkit::exclusive_cpu();
     let cpu = *online.last().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let go = tmp.path().join("go");

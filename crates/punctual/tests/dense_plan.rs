@@ -52,6 +52,7 @@ fn a_plan_denser_than_the_kernel_wakes_is_refused_unshielded_and_spun_through_sh
         );
         return;
     }
+    let _cpu = punctual_testkit::exclusive_cpu();
     // Shielded: it runs, and the dispatcher spins through the releases instead of sleeping 5 us
     // at a time; every release ran or was counted missed (host holds make some miss on a VM).
     let shielded = write(

@@ -733,6 +733,8 @@ fn shield_is_restored_after_kill_9() {
         punctual_testkit::skip("shield_is_restored_after_kill_9", "needs root and two CPUs");
         return;
     }
+    // A shield needs its CPU to itself: one at a time across test processes.
+    let _cpu = punctual_testkit::exclusive_cpu();
     let state = tempfile::tempdir().unwrap();
     let mut sleeper = Std::new("sleep").arg("30").spawn().unwrap();
     let pid = sleeper.id();
@@ -807,6 +809,7 @@ fn the_dispatcher_margin_is_capped_unless_its_cpu_is_shielded() {
         );
         return;
     }
+    let _cpu = punctual_testkit::exclusive_cpu();
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     // Ten tasks at 5 ms on one CPU: a release every 500 us on average, so the margin may reach 250 us.

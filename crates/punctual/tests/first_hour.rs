@@ -142,9 +142,10 @@ fn shield_restore_counts_every_setting_of_a_killed_shield_once() {
     let cpu = last_cpu().to_string();
     let mut child = live_shield(&state, &["--cpus", &cpu, "-D", "60s"]);
     // What the shield holds: its entries in the registry.
-    let registry: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("shields.json")).unwrap())
-            .unwrap();
+    let registry: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(punctual_rt::stacked::Registry::system().file()).unwrap(),
+    )
+    .unwrap();
     let pid = child.id();
     let held = registry["entries"]
         .as_array()
@@ -208,6 +209,59 @@ fn a_conflict_with_a_live_shield_exits_3() {
     assert_eq!(o.status.code(), Some(3), "{e}");
     assert!(e.contains("already shielded"), "{e}");
     assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+}
+
+/// Found on this machine: every IRQ, `default_smp_affinity` and every user task (pid 1 too) left
+/// on CPU 0 and `sched_rt_runtime_us` at -1, with no journal anywhere. Shields whose journals were
+/// in different state directories (tests, other checkouts) each had a registry of their own, so
+/// they stacked without seeing each other and were restored in the wrong order. The registry is
+/// machine-wide now: a shield with a private state directory sees a live one elsewhere.
+#[test]
+fn shields_with_private_state_dirs_share_one_registry() {
+    let test = "shields_with_private_state_dirs_share_one_registry";
+    if !punctual_testkit::need_root(test, "a shield moves IRQs and tasks") {
+        return;
+    }
+    let _cpu = punctual_testkit::exclusive_cpu();
+    let before = machine_state();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (state_a, state_b) = (private_state(a.path()), private_state(b.path()));
+    let cpu = last_cpu().to_string();
+    let first = live_shield(&state_a, &["--cpus", &cpu, "-D", "60s"]);
+    let o = shield(&state_b, &["--cpus", &cpu, "-D", "1s"])
+        .output()
+        .unwrap();
+    interrupt(&first);
+    let done = first.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("already shielded"), "{e}");
+    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+    assert_eq!(machine_state(), before, "the machine is as it was");
+}
+
+/// What a shield changes: IRQ affinities, the default one, throttling, pid 1's mask.
+fn machine_state() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| {
+            let p = e.path().join("smp_affinity_list");
+            Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?))
+        })
+        .collect();
+    for f in [
+        "/proc/irq/default_smp_affinity",
+        "/proc/sys/kernel/sched_rt_runtime_us",
+    ] {
+        v.push((f.into(), std::fs::read_to_string(f).unwrap()));
+    }
+    let status = std::fs::read_to_string("/proc/1/status").unwrap();
+    let mask = status.lines().find(|l| l.starts_with("Cpus_allowed_list"));
+    v.push(("pid 1".into(), mask.unwrap_or("").into()));
+    v.sort();
+    v
 }
 
 #[test]

@@ -95,6 +95,7 @@ fn shield_and_trace_record_show_a_live_line() {
         );
         return;
     }
+    let _cpu = punctual_testkit::exclusive_cpu();
     let last = punctual_rt::affinity::last_online_cpu().to_string();
     let out = on_a_terminal(&["shield", "--cpus", &last, "-D", "2s"]).unwrap();
     check_line(&out, &format!("shield CPU {last}"), 2.5, true);

@@ -16,6 +16,7 @@ fn a_shielded_cpu_with_only_in_loop_actions_spins_between_releases_500us_apart()
         );
         return;
     }
+    let _cpu = punctual_testkit::exclusive_cpu();
     let dir = tempfile::tempdir().unwrap();
     let cpu = last_cpu().to_string();
     let text = format!(

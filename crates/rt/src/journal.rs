@@ -277,6 +277,19 @@ pub fn state_dir() -> PathBuf {
         .join("punctual")
 }
 
+/// Where the registry of machine-wide settings lives (shields: IRQ and task affinities, real-time
+/// throttling): `/run/punctual` when writable, whatever `$PUNCTUAL_STATE_DIR` says, else
+/// [`state_dir`]. Journals may be private to a run; what several runs stack on may not: two
+/// registries do not see each other's shields, and restoring in the wrong order left a machine
+/// with every IRQ and task on one CPU and throttling off.
+pub fn machine_dir() -> PathBuf {
+    let run = Path::new("/run");
+    if nix::unistd::access(run, nix::unistd::AccessFlags::W_OK).is_ok() {
+        return run.join("punctual");
+    }
+    state_dir()
+}
+
 /// Create the state directory if needed (mode 0700 whatever the umask) and check it is ours:
 /// a real directory, not a symbolic link, owned by the effective user and writable by nobody else.
 /// A directory of ours that others may only read is tightened to 0700; anything else is refused

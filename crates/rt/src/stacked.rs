@@ -4,8 +4,8 @@
 //! A private journal cannot undo these correctly: a second shield changes values the first one set,
 //! and whichever is restored first would write back a value the other still relies on (or every
 //! IRQ ends pinned to one CPU). So they are kept in one registry shared by every punctual process
-//! (`shields.json` in the journal's state directory, root-owned 0600, changed only under an
-//! exclusive lock on `shields.lock`): per setting, the value before the first change (the
+//! on the machine (`shields.json` in [`crate::journal::machine_dir`], whatever the journals' state
+//! directory; root-owned 0600, changed only under an exclusive lock on `shields.lock`): per setting, the value before the first change (the
 //! baseline) and a stack of holders, each with the value it set, read back from the kernel.
 //!
 //! Releasing a holder:
@@ -242,11 +242,12 @@ fn check_owned(meta: &std::fs::Metadata, what: &Path, dir: bool) -> io::Result<(
 }
 
 impl Registry {
-    /// The registry every punctual process shares (in [`crate::journal::state_dir`]), admitting
-    /// only [`shield_file`]s.
+    /// The registry every punctual process on this machine shares (in
+    /// [`crate::journal::machine_dir`], not a private state directory), admitting only
+    /// [`shield_file`]s.
     pub fn system() -> Registry {
         Registry {
-            dir: crate::journal::state_dir(),
+            dir: crate::journal::machine_dir(),
             allow: shield_file,
         }
     }
@@ -259,7 +260,8 @@ impl Registry {
         }
     }
 
-    fn file(&self) -> PathBuf {
+    /// The registry's file (`shields.json`).
+    pub fn file(&self) -> PathBuf {
         self.dir.join("shields.json")
     }
 

@@ -10,6 +10,8 @@
 //!   (libtest runs a binary's tests in parallel; `cargo nextest` runs binaries in parallel too)
 //!   pins its own work there at the same time. It is an `flock` on one file in the temporary
 //!   directory, so it holds across threads and processes and is released if a test process dies.
+//!   Tests that apply a real shield take it too: shields are machine-wide, and a second one over the
+//!   same CPU (another test binary, another checkout) is refused.
 //! - **Someone else's work on a CPU** ([`Spinner`]): a process busy on one CPU, at SCHED_FIFO when
 //!   asked, killed on drop, for tests that provoke contamination or starvation on purpose.
 //! - **Table text without widths** ([`squash`], [`has_row`]): a table's column widths follow the
