@@ -1,13 +1,13 @@
 //! `punctual bench <ctxsw|trap|memcpy|dispatch|gaps|alarm>` as measurements of the lifecycle
-//! ([`punctual_session::drive`]): each holds the session's real-time class, runs one
+//! (`punctual_session::drive`): each holds the session's real-time class, runs one
 //! micro-measurement and reports its series and table ([`crate::report`]).
 
 use crate::{ctxsw, dispatch, gaps, memcpy, report, trap, tsc};
 use punctual_latency::alarms::{run_alarms_counted, AlarmConfig, AlarmOutcome};
 use punctual_load::LoadSpec;
+use punctual_measure::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_result::{Failure, ResultDoc, Table};
 use punctual_rt::{Policy, RtWant, SchedParams};
-use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -167,7 +167,7 @@ impl Micro for gaps::GapsConfig {
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Self::Out, Failure> {
         self.sched = ctx.sched();
-        self.hz = ctx.env.host().hz;
+        self.hz = ctx.host().hz;
         Ok(gaps::run(self, ctx.stop())?)
     }
     fn report(

@@ -1,4 +1,4 @@
-//! `punctual run PLAN` as a measurement of the lifecycle ([`punctual_session::drive`]), and
+//! `punctual run PLAN` as a measurement of the lifecycle (`punctual_session::drive`), and
 //! [`run_plan`], the one way a plan is run (`punctual run` and the `kurt-periodic` experiment).
 
 use crate::engine::{Heartbeat, SlotProgress};
@@ -6,11 +6,11 @@ use crate::shield::{Shield, ShieldPlan};
 use crate::{prepare, report, Avoidance, DispatchError, Outcome, Prepared, RunConfig};
 use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
+use punctual_measure::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_plan::admission::Report as Admission;
 use punctual_plan::{Offset, Plan};
 use punctual_result::{Failure, ResultDoc, Status};
 use punctual_rt::RtWant;
-use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_time::{format_ns, MarginPolicy};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -645,7 +645,7 @@ impl Measurement for HoldShield {
         Ok(Report {
             exit: end
                 .status
-                .map(|c| punctual_session::Exit::Child(c.clamp(0, 255) as u8)),
+                .map(|c| punctual_measure::Exit::Child(c.clamp(0, 255) as u8)),
             ..Report::default()
         })
     }

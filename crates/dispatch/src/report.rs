@@ -376,11 +376,7 @@ mod tests {
 
     #[test]
     fn action_errors_are_explained_under_the_table() {
-        let mut doc = ResultDoc::new(
-            vec![],
-            punctual_session::Env::fake(&["run"]).host(),
-            String::new(),
-        );
+        let mut doc = ResultDoc::new(vec![], punctual_measure::fake_host(), String::new());
         let rec = Recorder::new();
         doc.series.push(
             Series::from_recorder("ping", kind::LATENESS, Some(1), &rec)

@@ -14,7 +14,7 @@ use crate::published::{
 };
 use crate::{group, us2};
 use punctual_bench::{ctxsw, gaps, kind, memcpy, trap, tsc};
-use punctual_load::{LoadKind, LoadSpec, Loads, StartOptions};
+use punctual_load::{LoadKind, LoadSpec, StartOptions};
 use punctual_result::{Failure, HostFacts, ResultDoc, Series, Table};
 use punctual_rt::{Policy, RtWant, SchedParams};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
@@ -231,8 +231,7 @@ impl EtsionOverhead {
                 priority: 1,
             }),
         };
-        let mut loads = Loads::start_with(&spec, ctx.exe(), &opts)
-            .map_err(|e| Failure::system(e.to_string()))?;
+        let mut loads = ctx.start_load_with(&spec, &opts)?;
         // The window starts when every copy sorts (starting copies queue behind running ones).
         let ready = loads.wait_ready(Duration::from_secs(30), ctx.stop());
         if ready != n as usize {
@@ -333,7 +332,7 @@ impl Measurement for EtsionOverhead {
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Outcome, Failure> {
         self.settings.check()?;
-        let host = ctx.env.host();
+        let host = ctx.host();
         let cal = tsc::Calibration::measure(50_000_000);
         let gaps = self.tick(ctx, &host)?;
         // The costs are timed on one CPU as on the paper's uniprocessor: check it was theirs.

@@ -72,10 +72,7 @@ impl KurtIrq {
                 let spec: punctual_load::LoadSpec = "io:1"
                     .parse()
                     .map_err(|e| Failure::system(format!("io load: {e}")))?;
-                loads = Some(
-                    punctual_load::Loads::start(&spec, ctx.exe())
-                        .map_err(|e| Failure::system(format!("starting the io load: {e}")))?,
-                );
+                loads = Some(ctx.start_load(&spec)?);
             }
             Category::Process => workload::process(&mut g),
             Category::Timer => workload::timers(&mut g),

@@ -354,10 +354,7 @@ pub fn measure(
     let loads = if loaded {
         let spec: punctual_load::LoadSpec =
             "io:1".parse().map_err(|e: String| Failure::system(e))?;
-        Some(
-            punctual_load::Loads::start(&spec, ctx.exe())
-                .map_err(|e| Failure::system(e.to_string()))?,
-        )
+        Some(ctx.start_load(&spec)?)
     } else {
         None
     };

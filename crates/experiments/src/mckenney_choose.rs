@@ -411,7 +411,7 @@ impl McKenneyChoose {
         if setup != Setup::RealTime {
             return Vec::new();
         }
-        let got = punctual_session::take_guards(ctx.env, true, Some(0));
+        let got = ctx.hold(true, Some(0));
         for f in got.fallbacks {
             push_fallback(fallbacks, f);
         }
@@ -496,7 +496,7 @@ impl McKenneyChoose {
             return Ok(());
         }
         let spec = cpu_load();
-        let mut loads = ctx.env.system.start_loads(&spec, ctx.exe())?;
+        let mut loads = ctx.start_load(&spec)?;
         loads.wait_ready(std::time::Duration::from_secs(5), ctx.stop());
         let measured = (|| {
             for setup in Setup::ALL {
@@ -805,7 +805,7 @@ impl Measurement for McKenneyChoose {
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Outcome, Failure> {
         self.settings.check()?;
-        let host = ctx.env.host();
+        let host = ctx.host();
         let preempt = if host.preempt.starts_with("dynamic") {
             probe_preempt(Path::new(PREEMPT_PATH))
         } else {

@@ -12,7 +12,7 @@ use crate::group;
 use crate::published::mckenney as paper;
 use punctual_bench::kind;
 use punctual_latency::{Config, Mode, Stop};
-use punctual_load::{LoadReport, LoadSpec, Loads};
+use punctual_load::{LoadReport, LoadSpec};
 use punctual_result::{Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{Policy, RtWant};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
@@ -236,8 +236,7 @@ impl McKenneyNanosleep {
         let spec: LoadSpec = format!("build:{}", s.build_instances)
             .parse()
             .map_err(Failure::usage)?;
-        let mut loads =
-            Loads::start(&spec, ctx.exe()).map_err(|e| Failure::system(e.to_string()))?;
+        let mut loads = ctx.start_load(&spec)?;
         loads.wait_ready(std::time::Duration::from_secs(10), ctx.stop());
         // Let the first compilers get going before measuring.
         std::thread::sleep(std::time::Duration::from_millis(300));

@@ -26,8 +26,8 @@ pub fn trace_for(
     let mut cfg = RecordConfig::new(path.clone());
     cfg.groups = groups;
     cfg.duration = Some(duration_ns);
-    cfg.argv = ctx.env.command.clone();
-    cfg.host = Some(ctx.env.host());
+    cfg.argv = ctx.command().to_vec();
+    cfg.host = Some(ctx.host());
     record(&cfg, ctx.stop(), progress)?;
     let trace = read_trace_file(&path)
         .map_err(|e| Failure::system(format!("reading back the trace: {e}")))?;

@@ -15,7 +15,7 @@
 use crate::published::{ZeadallyRow, ZEADALLY_T1, ZEADALLY_T2, ZEADALLY_T3, ZEADALLY_T4};
 use punctual_bench::dispatch::{self, DispatchConfig, Event};
 use punctual_bench::{kind, BenchError};
-use punctual_load::{LoadReport, LoadSpec, Loads};
+use punctual_load::{LoadReport, LoadSpec};
 use punctual_result::{Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{Policy, RtWant, SchedParams};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
@@ -199,8 +199,7 @@ impl ZeadallyDispatch {
         }
         .parse()
         .map_err(Failure::usage)?;
-        let mut loads =
-            Loads::start(&spec, ctx.exe()).map_err(|e| Failure::system(e.to_string()))?;
+        let mut loads = ctx.start_load(&spec)?;
         loads.wait_ready(std::time::Duration::from_secs(10), ctx.stop());
         let cfg = DispatchConfig {
             event,
@@ -311,7 +310,7 @@ impl Measurement for ZeadallyDispatch {
             measured: Vec::new(),
             interrupt: Err("not measured".into()),
             fallbacks: Vec::new(),
-            machine: Machine::here(ctx.env.host().virtualized),
+            machine: Machine::here(ctx.host().virtualized),
         };
         for event in self.settings.events.clone() {
             for case in CASES {

@@ -143,15 +143,15 @@ pub fn present(
 /// A run's report with `--explain`'s tables after its own and the figure (`late-by-cause`) among
 /// its figures; the document gets the causes ([`present`]).
 pub fn into_report(
-    mut out: punctual_session::Report,
+    mut out: punctual_measure::Report,
     doc: &mut ResultDoc,
     x: &Explanation,
     names: &[(u32, String)],
     counts: &[u64],
-) -> Result<punctual_session::Report, punctual_result::Failure> {
+) -> Result<punctual_measure::Report, punctual_result::Failure> {
     let (tables, svg) = present(doc, x, names, counts);
     out.tables.extend(tables);
-    out.figures.push(punctual_session::Figure {
+    out.figures.push(punctual_measure::Figure {
         name: "late-by-cause".into(),
         svg: svg.map_err(|e| punctual_result::Failure::system(e.to_string()))?,
     });

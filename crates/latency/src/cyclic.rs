@@ -318,7 +318,7 @@ mod tests {
         let s = stats(4);
         s.record(0, 2_500, 0);
         s.record(1, 9_000, 0);
-        let host = punctual_session::Env::fake(&["punctual"]).host();
+        let host = punctual_measure::fake_host();
         let mut doc = punctual_result::ResultDoc::new(vec![], host, "t".into());
         let mut extra = serde_json::Map::new();
         extra.insert("histofall".into(), true.into());

@@ -1,14 +1,14 @@
 //! `punctual latency` and `punctual check` as measurements of the lifecycle
-//! ([`punctual_session::drive`]): what they hold, run and report.
+//! (`punctual_session::drive`): what they hold, run and report.
 
 use crate::check::{run_check_observed, CheckConfig, CheckOutcome, PHASES};
 use crate::cyclic::{CyclicConfig, CyclicDoc, CyclicStats, CyclicThreadDoc};
 use crate::{report, run_with, Config, Observe, Outcome, Progress, RunExtras, Stop};
 use punctual_explain::{ExplainConfig, Explainer, Explanation};
 use punctual_load::LoadSpec;
+use punctual_measure::{Ctx, LiveSpec, Measurement, Report};
 use punctual_result::{Failure, Output, ResultDoc};
 use punctual_rt::RtWant;
-use punctual_session::{Ctx, LiveSpec, Measurement, Report};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -340,7 +340,7 @@ impl Measurement for Check {
             "plain sleep"
         };
         s.insert("first_method".into(), first.into());
-        punctual_session::record_load_reports(doc, &self.cfg.load, &outcome.loads);
+        punctual_measure::record_load_reports(doc, &self.cfg.load, &outcome.loads);
         doc.series = outcome.series();
         doc.extra.insert("verdict".into(), outcome.verdict_json());
         let mut text = String::new();

@@ -1,4 +1,4 @@
-//! `punctual monitor` as a measurement of the lifecycle ([`punctual_session::drive`]): the
+//! `punctual monitor` as a measurement of the lifecycle (`punctual_session::drive`): the
 //! session holds the real-time settings (policy, mlockall, cpu_dma_latency) and restores them;
 //! `run` serves `/metrics`, runs the latency engine on the measured CPUs until SIGINT/SIGTERM or
 //! `-D`, restarts it with new settings on SIGHUP, and stores a window every `--history-every`;
@@ -10,9 +10,9 @@ use crate::http::{Limits, Placement, Server, ServerStats};
 use crate::metrics::{Board, HostLabels, Ops};
 use crate::{MetricsHandler, MonitorError};
 use punctual_latency::{Config, Mode, Outcome, Progress, Stop, ThreadResult, MAX_RUN};
+use punctual_measure::{Ctx, LiveSpec, Measurement, Report};
 use punctual_result::{Failure, ResultDoc};
 use punctual_rt::RtWant;
-use punctual_session::{Ctx, LiveSpec, Measurement, Report};
 use punctual_store::Store;
 use punctual_time::{format_ns, Clock, ClockId, MarginPolicy, SystemClock};
 use std::collections::BTreeMap;
@@ -124,7 +124,7 @@ impl Measurement for Monitor {
         let placement = Arc::new(Placement::avoiding(&settings.cpus));
         // Room for a full queue of connections besides everything else.
         crate::http::raise_fd_limit(self.limits.queue as u64 + 1024);
-        let labels = HostLabels::of(&ctx.env.host());
+        let labels = HostLabels::of(&ctx.host());
         let registry = crate::metrics::registry(
             self.board.clone(),
             self.ops.clone(),
@@ -323,7 +323,7 @@ fn merge_threads(totals: &mut BTreeMap<usize, ThreadResult>, threads: Vec<Thread
 
 /// The document every window starts from: the monitor's command, the host, the held settings.
 fn window_template(ctx: &Ctx) -> ResultDoc {
-    let mut doc = ResultDoc::new(ctx.env.command.clone(), ctx.env.host(), ctx.env.now());
+    let mut doc = ResultDoc::new(ctx.command().to_vec(), ctx.host(), ctx.now());
     let s = &mut doc.settings;
     s.policy = Some(ctx.rt.policy.name().into());
     s.priority = Some(ctx.rt.priority);

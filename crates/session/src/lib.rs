@@ -9,7 +9,7 @@
 //!           -> exports, figures, store, tables
 //! ```
 //!
-//! A measurement plugs in through [`Measurement`]: what it wants from the system (plain data), the
+//! A measurement plugs in through [`Measurement`] (`punctual-measure`, the seam engines depend on): what it wants from the system (plain data), the
 //! load it runs under, the system changes of its own, its live figures, `run`, and `report` into the
 //! result document and the tables. [`drive`] performs every step; the [`Env`] it is handed supplies
 //! the wall clock, host facts, stop flag, terminal, executable path and the system itself, so a fake
@@ -18,7 +18,6 @@
 //! This crate never prints on its own: everything a user reads goes through the [`Env`]'s terminal.
 
 mod env;
-mod exit;
 mod hold;
 mod live;
 mod outputs;
@@ -26,185 +25,59 @@ mod restore;
 mod steal;
 pub mod store;
 
-pub use env::{Env, FakeLoads, FakeSystem, RealSystem, RunningLoads, System, Terminal};
-pub use exit::Exit;
-pub use hold::{take_guards, Guards, Held};
-pub use live::{Live, LiveSpec};
-pub use outputs::{numbered, Figure, FigureTarget, Outputs};
+pub use env::{Env, Terminal};
+pub use hold::Held;
+pub use live::Live;
+pub use outputs::{numbered, FigureTarget, Outputs};
+// The seam engines implement: `punctual-measure`, re-exported for the binary and the tests.
+pub use punctual_measure::{
+    fake_host, record_load_reports, take_guards, Applied, Canned, Ctx, Exit, FakeLoads, FakeSystem,
+    Figure, Guards, LiveSpec, Measurement, RealSystem, Report, RunningLoads, Surroundings, System,
+};
 pub use restore::{describe_restore, restore_leftovers};
 pub use steal::record_steal;
 
-use punctual_load::LoadSpec;
-use punctual_result::{Failure, Fallback, ResultDoc, Status, Table};
-use punctual_rt::{RtPlan, RtWant, SchedParams};
+use punctual_result::{Failure, HostFacts, ResultDoc, Status};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// Something that measures or runs: a command or an experiment.
-pub trait Measurement {
-    /// What `run` produces; `report` turns it into the document and tables.
-    type Outcome;
-
-    /// Names the live line: `latency abs`, `bench ctxsw`, `kurt-periodic`.
-    fn label(&self) -> String;
-
-    /// The real-time settings to hold while it runs. `None`: pure computation (simulator,
-    /// analysis): no privileges checked, nothing locked, no steal time recorded.
-    fn wants(&self) -> Option<RtWant> {
-        None
-    }
-
-    /// Whether the hypervisor's steal time bears on the figures (timeliness does; the cost of a
-    /// system call or a context switch does not).
-    fn records_steal(&self) -> bool {
-        true
-    }
-
-    /// Background load held while `run` runs (measurements that switch loads between phases
-    /// start their own).
-    fn load(&self) -> LoadSpec {
-        LoadSpec::default()
-    }
-
-    /// System changes of its own (shield, RR timeslice), made after the session's settings are
-    /// held and undone as soon as `run` returns (and on every other path, by their guards).
-    fn apply(&mut self, _ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
-        Ok(None)
-    }
-
-    /// The live line's total and figures; `None` for measurements that finish in about 2 s.
-    fn live(&self) -> Option<LiveSpec> {
-        None
-    }
-
-    fn run(&mut self, ctx: &Ctx) -> Result<Self::Outcome, Failure>;
-
-    /// Put the outcome into the document (settings, series, extras; `doc.status = Watchdog` when
-    /// the run was stopped for the machine's sake) and return what the user reads. The document
-    /// arrives with the command, host, start and end times and the held settings; `report` may
-    /// replace any of them (a simulation's timestamps are simulated, an analysis' host is the
-    /// trace's).
-    fn report(
-        &self,
-        outcome: Self::Outcome,
-        ctx: &Ctx,
-        doc: &mut ResultDoc,
-    ) -> Result<Report, Failure>;
-
-    /// The largest value `--fail-above` applies to, and what it is called in the message.
-    /// Default: the largest sample of any series.
-    fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
-        doc.series
-            .iter()
-            .map(|s| s.summary.max)
-            .max()
-            .map(|m| (m, "sample"))
-    }
-}
-
-/// A system change a measurement made in [`Measurement::apply`]: undone by [`Applied::undo`] at
-/// teardown, which says what it put back (one line each), or by dropping it on any other path.
-pub trait Applied {
-    fn undo(self: Box<Self>) -> Vec<String>;
-}
-
-impl Applied for punctual_rt::journal::ChangeGuard {
-    fn undo(self: Box<Self>) -> Vec<String> {
-        Vec::new()
-    }
-}
-
-/// What a measurement shows the user.
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    pub tables: Vec<Table>,
-    /// Free text after the tables (verdict explanations, totals).
-    pub text: String,
-    pub figures: Vec<Figure>,
-    /// The exit when the run itself went well, for measurements whose answer is an exit status
-    /// (a wrapped command's). `None`: ok, or limit exceeded.
-    pub exit: Option<Exit>,
-}
-
-impl Report {
-    pub fn tables(tables: Vec<Table>) -> Report {
-        Report {
-            tables,
-            ..Report::default()
-        }
-    }
-
-    /// Tables (a blank line between two), then the text, as the user reads them: all fitted to
-    /// the process's width (`punctual_result::table::width`; the text's long lines wrapped).
-    pub fn render(&self) -> String {
-        let tables: Vec<String> = self.tables.iter().map(Table::render).collect();
-        let mut s = tables.join("\n");
-        s.push_str(&punctual_result::table::wrap(&self.text));
-        s
-    }
-}
-
-/// What a measurement sees while it runs and reports.
-pub struct Ctx<'a> {
-    pub env: &'a Env,
-    /// The real-time settings in force (after fallbacks); policy `other` for pure computation.
-    pub rt: &'a RtPlan,
+/// What a measurement sees of this session while it runs: the environment and the live line.
+struct Around<'a> {
+    env: &'a Env,
     live: &'a Live,
 }
 
-impl Ctx<'_> {
-    /// Set by Ctrl-C or SIGTERM (loops poll it), or by the measurement itself.
-    pub fn stop(&self) -> &Arc<AtomicBool> {
+impl Surroundings for Around<'_> {
+    fn stop(&self) -> &Arc<AtomicBool> {
         self.env.stop()
     }
-
-    pub fn interrupted(&self) -> bool {
+    fn interrupted(&self) -> bool {
         self.env.interrupted()
     }
-
-    /// The punctual executable, for child processes.
-    pub fn exe(&self) -> &Path {
+    fn exe(&self) -> &Path {
         &self.env.exe
     }
-
-    /// The scheduling class the session holds.
-    pub fn sched(&self) -> SchedParams {
-        SchedParams {
-            policy: self.rt.policy,
-            priority: self.rt.priority,
-        }
+    fn command(&self) -> &[String] {
+        &self.env.command
     }
-
-    /// A line for the user on stderr (`punctual: ...`).
-    pub fn note(&self, msg: impl AsRef<str>) {
-        self.env.note(msg.as_ref());
+    fn host(&self) -> HostFacts {
+        self.env.host()
     }
-
-    /// Name the step now running on the live line (experiments: the table row being measured).
-    pub fn step(&self, what: impl Into<String>) {
-        self.live.set_prefix(what);
+    fn now(&self) -> String {
+        self.env.now()
     }
-
-    /// Record fallbacks threads took at run time (the kernel refused although the privilege check
-    /// passed): printed once, listed in the document, and the document's policy says what ran.
-    pub fn runtime_fallbacks<'f>(
-        &self,
-        doc: &mut ResultDoc,
-        fallbacks: impl IntoIterator<Item = &'f Fallback>,
-    ) {
-        let mut seen = false;
-        for f in fallbacks {
-            if !doc.settings.fallbacks.contains(f) {
-                self.note(format!("fallback: {f}"));
-                doc.settings.fallbacks.push(f.clone());
-            }
-            seen = true;
-        }
-        if seen {
-            doc.settings.policy = Some("other".into());
-            doc.settings.priority = Some(0);
-        }
+    fn system(&self) -> &dyn System {
+        &*self.env.system
+    }
+    fn note(&self, msg: &str) {
+        self.env.note(msg)
+    }
+    fn show(&self, text: &str, stdout_taken: bool) {
+        self.env.show(text, stdout_taken)
+    }
+    fn step(&self, what: String) {
+        self.live.set_prefix(what)
     }
 }
 
@@ -299,14 +172,12 @@ pub fn execute<M: Measurement>(
         .flatten();
     let guard = {
         let idle = Live::idle();
-        m.apply(&Ctx {
-            env,
-            rt: &held.plan,
-            live: &idle,
-        })?
+        m.apply(&Ctx::new(&held.plan, &Around { env, live: &idle }))?
     };
     let load = m.load();
-    let mut loads = env.system.start_loads(&load, &env.exe)?;
+    let mut loads = env
+        .system
+        .start_loads(&load, &env.exe, &Default::default())?;
     let ready = loads.wait_ready(std::time::Duration::from_secs(10), env.stop());
     if ready < load.instances() as usize && !env.interrupted() {
         env.note(&format!(
@@ -318,11 +189,8 @@ pub fn execute<M: Measurement>(
         Some(spec) => env.live(m.label(), spec),
         None => Live::idle(),
     };
-    let ctx = Ctx {
-        env,
-        rt: &held.plan,
-        live: &live,
-    };
+    let around = Around { env, live: &live };
+    let ctx = Ctx::new(&held.plan, &around);
     // A signal during the start-up (privileges, the measurement's own changes, loads) ends the
     // command here: nothing was measured, everything is undone below (exit 130).
     let result = if env.interrupted() {
@@ -352,29 +220,6 @@ pub fn execute<M: Measurement>(
         other => other,
     };
     Ok(Finished { exit, doc, report })
-}
-
-/// A run's background load in its document: the spec (`settings.load`) and what each instance
-/// reported (`settings.load_reports`); nothing when no load ran.
-pub fn record_load_reports(
-    doc: &mut ResultDoc,
-    spec: &LoadSpec,
-    reports: &[(
-        punctual_load::LoadKind,
-        Option<usize>,
-        Option<punctual_load::LoadReport>,
-    )],
-) {
-    if spec.is_empty() {
-        return;
-    }
-    let s = &mut doc.settings.extra;
-    s.insert("load".into(), spec.to_string().into());
-    let reports: Vec<_> = reports.iter().filter_map(|r| r.2.as_ref()).collect();
-    s.insert(
-        "load_reports".into(),
-        serde_json::to_value(reports).expect("load reports serialise"),
-    );
 }
 
 /// Set a finished document's status and return the exit (SPEC section 2): an interruption (130;
@@ -412,65 +257,12 @@ pub fn close(
     }
 }
 
-/// A measurement whose `run` returns a prepared outcome, while everything else (wants, loads,
-/// report, status, outputs) is the real measurement's: with [`Env::fake`], a command's whole
-/// pipeline runs without touching the machine, so its tables and document can be snapshot-tested
-/// (hyperfine's mock executor).
-pub struct Canned<M: Measurement> {
-    pub inner: M,
-    outcome: Option<M::Outcome>,
-}
-
-impl<M: Measurement> Canned<M> {
-    pub fn new(inner: M, outcome: M::Outcome) -> Canned<M> {
-        Canned {
-            inner,
-            outcome: Some(outcome),
-        }
-    }
-}
-
-impl<M: Measurement> Measurement for Canned<M> {
-    type Outcome = M::Outcome;
-    fn label(&self) -> String {
-        self.inner.label()
-    }
-    fn wants(&self) -> Option<RtWant> {
-        self.inner.wants()
-    }
-    fn records_steal(&self) -> bool {
-        self.inner.records_steal()
-    }
-    fn load(&self) -> LoadSpec {
-        self.inner.load()
-    }
-    fn live(&self) -> Option<LiveSpec> {
-        self.inner.live()
-    }
-    fn run(&mut self, _ctx: &Ctx) -> Result<M::Outcome, Failure> {
-        self.outcome
-            .take()
-            .ok_or_else(|| Failure::system("a canned measurement runs once"))
-    }
-    fn report(
-        &self,
-        outcome: M::Outcome,
-        ctx: &Ctx,
-        doc: &mut ResultDoc,
-    ) -> Result<Report, Failure> {
-        self.inner.report(outcome, ctx, doc)
-    }
-    fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
-        self.inner.worst(doc)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn doc() -> ResultDoc {
-        let mut d = ResultDoc::new(vec![], env::fake_host(), "2026-01-01T00:00:00Z".into());
+        let mut d = ResultDoc::new(vec![], fake_host(), "2026-01-01T00:00:00Z".into());
         d.status = Status::Ok;
         d
     }

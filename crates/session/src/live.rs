@@ -4,45 +4,9 @@
 //!
 //! [`Env`]: crate::Env
 
+use punctual_measure::LiveSpec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
-
-/// What a measurement shows while it runs.
-pub struct LiveSpec {
-    /// The bar's length in the unit `poll` reports; `None`: no bar, elapsed time only.
-    pub total: Option<u64>,
-    /// (position, figures), asked 4 times a second from another thread: read atomics, never lock
-    /// what a timing loop holds.
-    pub poll: Box<dyn Fn() -> (u64, String) + Send>,
-}
-
-impl LiveSpec {
-    /// A bar of elapsed wall time against `expected_ns`, with `figures()` beside it.
-    pub fn timed(expected_ns: u64, figures: impl Fn() -> String + Send + 'static) -> LiveSpec {
-        let t0 = Instant::now();
-        LiveSpec {
-            total: Some((expected_ns / 1_000_000).max(1)),
-            poll: Box::new(move || (t0.elapsed().as_millis() as u64, figures())),
-        }
-    }
-
-    /// Elapsed time and `figures()`, for runs of unknown length.
-    pub fn open(figures: impl Fn() -> String + Send + 'static) -> LiveSpec {
-        LiveSpec {
-            total: None,
-            poll: Box::new(move || (0, figures())),
-        }
-    }
-
-    /// A bar of `position()` out of `total` units (alarms taken, nanoseconds simulated).
-    pub fn counted(total: u64, poll: impl Fn() -> (u64, String) + Send + 'static) -> LiveSpec {
-        LiveSpec {
-            total: Some(total),
-            poll: Box::new(poll),
-        }
-    }
-}
 
 /// A live line, or nothing (not a terminal, a fake environment, a short run).
 pub struct Live {

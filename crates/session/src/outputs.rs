@@ -28,14 +28,6 @@ fn same_file(a: &Path, b: &Path) -> bool {
     place(a) == place(b)
 }
 
-/// A named SVG figure.
-#[derive(Clone, Debug)]
-pub struct Figure {
-    /// File stem, e.g. `etsion-latency-fig7`.
-    pub name: String,
-    pub svg: String,
-}
-
 /// Where figures go.
 #[derive(Clone, Debug)]
 pub enum FigureTarget {

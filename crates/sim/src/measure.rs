@@ -1,11 +1,11 @@
-//! `punctual simulate` as measurements of the lifecycle ([`punctual_session::drive`]): pure
+//! `punctual simulate` as measurements of the lifecycle (`punctual_session::drive`): pure
 //! computation (nothing real-time held, no steal time), whose documents carry simulated
 //! timestamps so the same seed gives the same bytes.
 
 use crate::frames::{FramesConfig, FramesResult};
 use crate::{report, Control, Mechanism, Poll, RunConfig, RunResult};
+use punctual_measure::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_result::{Failure, ResultDoc};
-use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,13 +1,13 @@
 //! `punctual trace record` and `punctual trace analyze` as measurements of the lifecycle
-//! ([`punctual_session::drive`]).
+//! (`punctual_session::drive`).
 
 use crate::analyze::{analyze, Analysis};
 use crate::file::{read_trace_file, TraceData};
 use crate::record::{record, RecordConfig, RecordProgress, RecordSummary};
 use crate::render::{report, ReportOptions};
 use crate::TraceError;
+use punctual_measure::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_result::{Failure, ResultDoc, Table};
-use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_time::format_ns;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -50,8 +50,8 @@ impl Measurement for Record {
         })
     }
     fn run(&mut self, ctx: &Ctx) -> Result<RecordSummary, Failure> {
-        self.cfg.host = Some(ctx.env.host());
-        self.cfg.argv = ctx.env.command.clone();
+        self.cfg.host = Some(ctx.host());
+        self.cfg.argv = ctx.command().to_vec();
         Ok(record(&self.cfg, ctx.stop(), &self.progress)?)
     }
     fn report(&self, s: RecordSummary, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
@@ -177,7 +177,7 @@ impl Measurement for Analyze {
         if !trace.integrity.complete() {
             if !self.partial {
                 let tables: Vec<String> = r.tables.iter().map(Table::render).collect();
-                ctx.env.show(&format!("{}\n", tables.join("\n")), false);
+                ctx.show(&format!("{}\n", tables.join("\n")), false);
                 return Err(Failure::usage(format!(
                     "{}: damaged or truncated trace file: {}. The tables above cover what could be read; \
                      pass --partial to accept it (exports are then written)",

@@ -1,5 +1,5 @@
 //! `traffic replay` and `traffic record` as measurements of the lifecycle
-//! ([`punctual_session::execute`]). Everything that can fail before the first packet (reading the
+//! (`punctual_session::execute`). Everything that can fail before the first packet (reading the
 //! file, the schedule, opening the socket) is done by [`load`] and [`open_sender`], which the
 //! binary calls before driving the measurement: bad input exits 2 or 3 with nothing sent.
 
@@ -15,9 +15,9 @@ use etherparse::{SlicedPacket, TransportSlice};
 use pcap_file::DataLink;
 use punctual_dispatch::engine::SlotProgress;
 use punctual_dispatch::shield::{Shield, ShieldPlan};
+use punctual_measure::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_result::{doc::kind, Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{setup_current_thread, RtWant, ThreadRequest};
-use punctual_session::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_time::clock::read_clock;
 use punctual_time::{format_ns, MarginPolicy, SystemClock};
 use serde_json::json;
@@ -547,7 +547,7 @@ impl Measurement for Replay {
         let out = Report {
             tables: vec![tab],
             text,
-            exit: all_failed.then_some(punctual_session::Exit::System),
+            exit: all_failed.then_some(punctual_measure::Exit::System),
             ..Report::default()
         };
         match &self.explained {
