@@ -8,7 +8,6 @@
 //! published numbers from [`published`] beside ours) and **figures**. The registry is
 //! [`registry`] (measured on this machine) and [`sim_registry`] (simulated halves, `--sim`).
 
-pub mod advise;
 pub mod alone;
 pub mod kurt_periodic;
 pub mod published;

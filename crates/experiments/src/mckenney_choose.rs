@@ -10,9 +10,9 @@
 //!
 //! measure: [`McKenneyChoose::run`]; model: [`Model`]; tables: [`tables`]; figures: [`figures`].
 
-use crate::advise::{crossover, WorkKind};
 use crate::group;
 use crate::published::mckenney as paper;
+use punctual_advise::mckenney::{crossover, kind_key, WorkKind};
 use punctual_latency::{Config, Mode, Stop};
 use punctual_load::LoadSpec;
 use punctual_result::doc::kind;
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 
-pub const NAME: &str = "mckenney-choose";
+pub const NAME: &str = punctual_advise::mckenney::CHOOSE;
 /// Figs. 5-7 are drawn at this percentile (milli-percent): p99.9.
 pub const PERCENTILE: u64 = 99_900;
 /// The real-time configuration's priority: what `punctual advise` recommends (one below the
@@ -79,15 +79,6 @@ pub fn kind_name(k: WorkKind) -> &'static str {
         WorkKind::Compute => "user-mode compute",
         WorkKind::Kernel => "kernel-heavy",
         WorkKind::Io => "heavy I/O",
-    }
-}
-
-/// The key in the result document (and `advise --work-kind`).
-pub fn kind_key(k: WorkKind) -> &'static str {
-    match k {
-        WorkKind::Compute => "compute",
-        WorkKind::Kernel => "kernel",
-        WorkKind::Io => "io",
     }
 }
 

@@ -2,7 +2,7 @@
 //! `--quick` structure: its tables with the published numbers exactly as printed, its document,
 //! and `punctual advise` deciding with the slowdowns that document carries.
 
-use punctual_experiments::advise::{self, Facts, Needs, Verdict, WorkKind};
+use punctual_advise::{self as advise, Facts, Needs, Verdict, WorkKind};
 use punctual_experiments::mckenney_choose::{
     self, ChooseSettings, KernelWork, McKenneyChoose, Outcome, Preempt, Setup, StartCell, WorkRuns,
     KINDS,

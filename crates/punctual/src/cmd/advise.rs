@@ -4,7 +4,7 @@
 
 use crate::args::duration;
 use clap::Args;
-use punctual_experiments::advise::{self, Facts, Needs, Verdict, WorkKind};
+use punctual_advise::{self as advise, Facts, Needs, Verdict, WorkKind};
 use punctual_result::{Failure, Output, ResultDoc};
 use punctual_session::store::Resolver;
 use punctual_session::{Env, Exit};

@@ -7,46 +7,13 @@
 //! none on this kernel (punctual's real time is a policy, memory locking and spinning: the work runs
 //! at the same speed); the slowdowns a `mckenney-choose` result measured replace both when given.
 
-use crate::published::mckenney as pb;
+pub mod mckenney;
+
+use mckenney::published as pb;
+pub use mckenney::{crossover, kind_key, WorkKind};
 use punctual_result::{HostFacts, ResultDoc, Table};
 use punctual_time::format_ns;
 use serde::Serialize;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WorkKind {
-    /// User-mode computation (Fig. 5): the kernel does not slow it.
-    Compute,
-    /// Kernel-heavy work, like a build (Fig. 6).
-    Kernel,
-    /// Heavy I/O (Fig. 7).
-    Io,
-}
-
-impl std::str::FromStr for WorkKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "compute" => Ok(WorkKind::Compute),
-            "kernel" => Ok(WorkKind::Kernel),
-            "io" => Ok(WorkKind::Io),
-            _ => Err(format!(
-                "'{s}' is not a kind of work: compute, kernel or io"
-            )),
-        }
-    }
-}
-
-impl WorkKind {
-    /// The real-time kernel's slowdown of this work, from the paper.
-    pub fn rt_kernel_slowdown(self) -> f64 {
-        match self {
-            WorkKind::Compute => pb::SLOWDOWN_COMPUTE,
-            WorkKind::Kernel => pb::SLOWDOWN_KERNEL,
-            WorkKind::Io => pb::SLOWDOWN_IO,
-        }
-    }
-}
 
 /// What the workload needs (the command's flags).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -121,7 +88,7 @@ impl Slowdowns {
 
 /// Whether a document is a `mckenney-choose` result.
 pub fn is_choose(doc: &ResultDoc) -> bool {
-    doc.extra.get("experiment").and_then(|v| v.as_str()) == Some(crate::mckenney_choose::NAME)
+    doc.extra.get("experiment").and_then(|v| v.as_str()) == Some(mckenney::CHOOSE)
 }
 
 /// What a `mckenney-choose` result measured: each configuration's start latency (idle and under
@@ -135,7 +102,7 @@ pub fn choose_reading(doc: &ResultDoc, source: &str) -> Result<(Vec<Reading>, Sl
     let get = |k: &str| sl.get(k).and_then(|v| v.as_f64()).filter(|x| *x > 0.0);
     let slowdowns = Slowdowns {
         // A stored result is already named by the experiment ("stored mckenney-choose ID").
-        source: if source.contains(crate::mckenney_choose::NAME) {
+        source: if source.contains(mckenney::CHOOSE) {
             source.to_string()
         } else {
             format!("mckenney-choose ({source})")
@@ -703,7 +670,7 @@ fn work_fits(n: &Needs, f: &Facts, steps: &mut Vec<Step>) -> Result<Work, Advice
 /// `mckenney-choose`, else McKenney's Table 1 on a PREEMPT_RT kernel, else none (on this kernel
 /// real time is a policy, memory locking and spinning, which leave the work's speed alone).
 fn slowdown(f: &Facts, kind: WorkKind, steps: &mut Vec<Step>) -> (f64, String) {
-    let name = crate::mckenney_choose::kind_key(kind);
+    let name = kind_key(kind);
     let (s, from, fact) = match f.slowdowns.as_ref().and_then(|m| Some((m.of(kind)?, m))) {
         Some((s, m)) => (
             s,
@@ -932,14 +899,6 @@ fn neighbours(n: &Needs, f: &Facts, w: &Work, steps: &mut Vec<Step>) -> Option<(
         }
         _ => None,
     }
-}
-
-/// The work duration above which the slower-starting configuration completes first: start_a + w
-/// x slow_a = start_b + w x slow_b (Figs. 5-7), when it exists.
-pub fn crossover(start_a: u64, slow_a: f64, start_b: u64, slow_b: f64) -> Option<u64> {
-    let d_slow = slow_a - slow_b;
-    let d_start = start_b as f64 - start_a as f64;
-    (d_slow.abs() > 1e-12 && d_start / d_slow > 0.0).then(|| (d_start / d_slow) as u64)
 }
 
 fn slowed(s: f64, from: &str) -> String {
