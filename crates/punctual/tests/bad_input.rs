@@ -439,3 +439,153 @@ fn scenario_values_name_the_file_and_offline_affinity_names_the_flag() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(stderr.contains("--affinity"), "{stderr}");
 }
+
+/// Issue 32: `latency` and `trace analyze` refusals (an interval over an hour, `--hist` or
+/// `--samples` where no file can go, an empty or garbage trace) created an empty `results.db`
+/// before refusing: the store was opened when the outputs were checked. It is now only checked
+/// then and created when there is a result to keep. Covered: the default store in an existing and
+/// in a missing data directory, and a store named with `--store`; then a run that succeeds creates
+/// it, so the test would see one.
+#[test]
+fn a_refused_latency_creates_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir(&inputs).unwrap();
+    let empty = common::write_file(&inputs, "empty.ptf", "");
+    let garbage = common::write_file(
+        &inputs,
+        "garbage.ptf",
+        "PTF?this is not a trace\n\0\x01\x02",
+    );
+    let subdir = inputs.join("adir");
+    std::fs::create_dir(&subdir).unwrap();
+    let missing = dir.path().join("missing/out.txt");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "latency".into(),
+                "-i".into(),
+                "2h".into(),
+                "-D".into(),
+                "1s".into(),
+            ],
+            "--interval",
+        ),
+        (
+            vec![
+                "latency".into(),
+                "-D".into(),
+                "1s".into(),
+                "--hist".into(),
+                missing.display().to_string(),
+            ],
+            "--hist",
+        ),
+        (
+            vec![
+                "latency".into(),
+                "-D".into(),
+                "1s".into(),
+                "--samples".into(),
+                subdir.display().to_string(),
+            ],
+            "--samples",
+        ),
+        (
+            vec![
+                "latency".into(),
+                "-D".into(),
+                "1s".into(),
+                "--hist".into(),
+                "/proc/version".into(),
+            ],
+            "--hist",
+        ),
+        (
+            vec![
+                "trace".into(),
+                "analyze".into(),
+                empty.display().to_string(),
+            ],
+            "empty.ptf",
+        ),
+        (
+            vec![
+                "trace".into(),
+                "analyze".into(),
+                garbage.display().to_string(),
+            ],
+            "garbage.ptf",
+        ),
+    ];
+    for (k, (args, names)) in cases.iter().enumerate() {
+        let data = dir.path().join(format!("data-{k}"));
+        std::fs::create_dir(&data).unwrap();
+        let absent = dir.path().join(format!("absent-{k}/punctual"));
+        let named = dir.path().join(format!("named-{k}.db"));
+        for (what, data_dir, store) in [
+            ("an existing data directory", &data, None),
+            ("a missing data directory", &absent, None),
+            ("--store", &data, Some(&named)),
+        ] {
+            let mut cmd = punctual();
+            cmd.args(args).env("PUNCTUAL_DATA_DIR", data_dir);
+            if let Some(s) = store {
+                cmd.arg("--store").arg(s);
+            }
+            let o = cmd
+                .timeout(std::time::Duration::from_secs(30))
+                .output()
+                .unwrap();
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?} with {what}: {e}");
+            assert!(
+                e.contains(names),
+                "{args:?} with {what} does not name {names}: {e}"
+            );
+            let left: Vec<_> = std::fs::read_dir(&data)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            assert!(left.is_empty(), "{args:?} with {what} created {left:?}");
+            assert!(
+                !absent.exists() && !absent.parent().unwrap().exists(),
+                "{args:?} made {}",
+                absent.display()
+            );
+            assert!(
+                !named.exists(),
+                "{args:?} with {what} created {}",
+                named.display()
+            );
+        }
+    }
+    // The same check sees a store that is made: a short run that succeeds creates each.
+    let data = dir.path().join("absent-ok/punctual");
+    let named = dir.path().join("named-ok.db");
+    let sim = [
+        "simulate",
+        "--hz",
+        "100",
+        "--workload",
+        "cont:1",
+        "--duration",
+        "1s",
+    ];
+    for store in [None, Some(&named)] {
+        let mut cmd = punctual();
+        cmd.args(sim).env("PUNCTUAL_DATA_DIR", &data);
+        if let Some(s) = store {
+            cmd.arg("--store").arg(s);
+        }
+        let o = cmd
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Result stored:"));
+    }
+    assert!(data.join("results.db").is_file());
+    assert!(named.is_file());
+}

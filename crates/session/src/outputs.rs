@@ -41,8 +41,9 @@ pub enum FigureTarget {
 pub struct Outputs {
     exports: Vec<(&'static str, Output, Box<dyn Exporter>)>,
     figures: Option<FigureTarget>,
-    /// The results store, opened when the outputs were checked, and the tags to store with.
-    store: Option<(punctual_store::Store, Vec<(String, String)>)>,
+    /// The results store, checked when the outputs were (opened if it existed, else created by
+    /// the first result written), and the tags to store with.
+    store: Option<(punctual_store::Planned, Vec<(String, String)>)>,
     /// `--fail-above`: exit 1 when the measurement's worst value is above.
     pub fail_above: Option<u64>,
     /// `--repeat N`: the run being written (1-based) when there are several; files get `-K`.
@@ -163,14 +164,15 @@ impl Outputs {
     }
 
     /// Keep the document, its figures and `tags` in the results store at `location` (`--store`;
-    /// `None`: `PUNCTUAL_STORE` or the data directory). The store is opened now, so an unwritable
-    /// one fails before anything is measured (exit 3, naming `--no-store`).
+    /// `None`: `PUNCTUAL_STORE` or the data directory). The store is checked now, so an
+    /// unwritable one fails before anything is measured (exit 3, naming `--no-store`); one that
+    /// does not exist yet is created by [`Outputs::write`], so a refusal after this creates none.
     pub fn store(
         mut self,
         location: Option<&str>,
         tags: Vec<(String, String)>,
     ) -> Result<Outputs, Failure> {
-        self.store = Some((crate::store::open(location)?, tags));
+        self.store = Some((crate::store::plan(location)?, tags));
         Ok(self)
     }
 
@@ -299,7 +301,8 @@ impl Outputs {
         }
         // Last: the history. Figures are stored with this result only, so no later run (nor an
         // interrupted one) replaces them.
-        if let Some((store, tags)) = &self.store {
+        if let Some((planned, tags)) = &self.store {
+            let store = planned.get()?;
             for note in store.take_notes() {
                 env.note(&note);
             }

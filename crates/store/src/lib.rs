@@ -14,9 +14,11 @@
 mod db;
 mod error;
 mod identity;
+mod planned;
 mod url;
 
 pub use error::StoreError;
+pub use planned::Planned;
 pub use url::redact;
 
 use db::{transaction, Db, Dialect, Postgres, Sqlite, Val};
@@ -220,7 +222,9 @@ impl Store {
         }
     }
 
-    fn open_default_for(access: Access) -> Result<Store, StoreError> {
+    /// `PUNCTUAL_STORE` when it is set, checked: a privileged punctual uses a SQLite path only
+    /// in a place nobody else could have prepared.
+    fn store_var() -> Result<Option<String>, StoreError> {
         match std::env::var(STORE_VAR) {
             Ok(v) if !v.is_empty() => {
                 if !is_postgres(&v) && punctual_rt::env::privileged() {
@@ -233,9 +237,16 @@ impl Store {
                         ))
                     })?;
                 }
-                Store::open_with(&v, access)
+                Ok(Some(v))
             }
-            _ => {
+            _ => Ok(None),
+        }
+    }
+
+    fn open_default_for(access: Access) -> Result<Store, StoreError> {
+        match Store::store_var()? {
+            Some(v) => Store::open_with(&v, access),
+            None => {
                 let dir = data_dir();
                 let db = dir.join("results.db");
                 // Reading never creates a store, unless there are old result files to import.
@@ -272,11 +283,7 @@ impl Store {
             return Ok(Store::new(Box::new(db)));
         }
         if let Some(scheme) = url_scheme(url_or_path) {
-            return Err(StoreError::Invalid(format!(
-                "--store {}: unknown URL scheme '{scheme}://', not a store this punctual knows; \
-                 give a file path (results.db) or postgres://USER@HOST/DB",
-                crate::redact(&punctual_time::text::display_text(url_or_path, 200))
-            )));
+            return Err(unknown_scheme(url_or_path, scheme));
         }
         let path = Path::new(url_or_path);
         // A reader names a store that is there: a typo is exit 2 and creates nothing.
@@ -715,6 +722,15 @@ fn url_scheme(s: &str) -> Option<&str> {
     (chars.next()?.is_ascii_alphabetic()
         && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
     .then_some(scheme)
+}
+
+/// A `SCHEME://` that is not PostgreSQL's: refused rather than taken for a file name.
+fn unknown_scheme(url_or_path: &str, scheme: &str) -> StoreError {
+    StoreError::Invalid(format!(
+        "--store {}: unknown URL scheme '{scheme}://', not a store this punctual knows; \
+         give a file path (results.db) or postgres://USER@HOST/DB",
+        crate::redact(&punctual_time::text::display_text(url_or_path, 200))
+    ))
 }
 
 /// The SQLite file to open for `path`, checked as output files are: every symbolic link on the

@@ -169,6 +169,17 @@ fn postgres_store_round_trips_and_lists_across_hosts() {
     let e = Store::open_with(&url, Access::Existing).unwrap_err();
     assert!(matches!(e, StoreError::Absent { .. }), "{e}");
     assert!(!e.to_string().contains(secret), "{e}");
+    // A command that writes checks the server before its run and creates the schema only with
+    // its first result (issue 32: a refused run must leave nothing).
+    let planned = punctual_store::Planned::check(Some(&url)).unwrap();
+    assert!(!planned.exists());
+    assert!(!planned.location().contains(secret));
+    let e = Store::open_with(&url, Access::Existing).unwrap_err();
+    assert!(
+        matches!(e, StoreError::Absent { .. }),
+        "the check created the schema: {e}"
+    );
+    drop(planned);
     // Two machines of a fleet, each with its own connection, creating the schema at once.
     let handles: Vec<_> = ["alpha", "beta"]
         .into_iter()

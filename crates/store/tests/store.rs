@@ -694,3 +694,67 @@ fn reading_never_creates_a_store_and_unknown_urls_and_shared_links_are_refused()
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
     Store::open(shared.join("link.db").to_str().unwrap()).unwrap();
 }
+
+/// Issue 32: a writer's store was opened (so created) when its outputs were checked, and a run
+/// refused after that left an empty `results.db`. `Planned::check` opens a store that exists,
+/// only checks one that does not, and the first `get` creates it.
+#[test]
+fn a_planned_store_is_created_by_its_first_result_only() {
+    use punctual_store::Planned;
+    let dir = tempfile::tempdir().unwrap();
+    let d = doc(
+        &["punctual", "latency"],
+        "a",
+        "2026-03-01T00:00:00Z",
+        &[3_000],
+    );
+    // Named and missing: nothing until the first result.
+    let path = dir.path().join("named.db");
+    let named = path.to_str().unwrap();
+    let p = Planned::check(Some(named)).unwrap();
+    assert!(!p.exists() && !path.exists());
+    assert_eq!(p.location(), named);
+    let id = p.get().unwrap().put(&d, &[], &[]).unwrap();
+    assert!(p.exists() && path.is_file());
+    assert_eq!(p.get().unwrap().resolve(&id).unwrap().doc, d);
+    // Named and there: opened at the check.
+    let again = Planned::check(Some(named)).unwrap();
+    assert!(again.exists());
+    assert_eq!(
+        again.get().unwrap().list(&Filter::default()).unwrap().len(),
+        1
+    );
+    // The default store: neither the data directory nor its parents are made by the check.
+    let data = dir.path().join("a").join("punctual");
+    let p = Planned::check_in(&data).unwrap();
+    assert!(!p.exists() && !dir.path().join("a").exists());
+    p.get().unwrap().put(&d, &[], &[]).unwrap();
+    assert!(data.join("results.db").is_file());
+    // Refusals make nothing either: a missing directory, a URL of another scheme, a directory at
+    // the name, a data directory under a file.
+    let typo = dir.path().join("typo").join("results.db");
+    let e = Planned::check(Some(typo.to_str().unwrap())).unwrap_err();
+    assert_eq!(e.class(), Class::Usage, "{e}");
+    assert!(!dir.path().join("typo").exists());
+    let e = Planned::check(Some("mysql://u@h/db")).unwrap_err();
+    assert!(
+        e.to_string().contains("not a store this punctual knows"),
+        "{e}"
+    );
+    assert!(!Path::new("mysql:").exists());
+    let e = Planned::check(Some(dir.path().join("a").to_str().unwrap())).unwrap_err();
+    assert!(e.to_string().contains("directory"), "{e}");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let e = Planned::check_in(&file.join("punctual")).unwrap_err();
+    assert!(matches!(e, StoreError::Unwritable { .. }), "{e}");
+    assert_eq!(e.class(), Class::System);
+    assert!(e.to_string().contains("--no-store"), "{e}");
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("named.db") && n != "a" && n != "a-file")
+        .collect();
+    assert!(left.is_empty(), "made by a refusal: {left:?}");
+}
