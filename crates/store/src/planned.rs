@@ -169,60 +169,44 @@ fn checked_path_of(url_or_path: &str) -> Result<PathBuf, StoreError> {
     checked_path(Path::new(url_or_path))
 }
 
-/// Whether `dir` could be created (with its parents) and written: its nearest existing ancestor is
-/// a directory this process may write and search. Nothing is created.
+/// Whether `dir` could be created (with its parents) and written: a directory can be made in its
+/// nearest existing ancestor. Tried, not inferred from permissions: root passes every permission
+/// check, yet cannot make a directory in `/proc` or on a read-only or immutable place. The probe
+/// directory is removed at once; the data directory itself is not created.
 fn creatable(dir: &Path) -> Result<(), StoreError> {
-    use std::os::unix::ffi::OsStrExt;
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let unwritable = |reason: String| StoreError::Unwritable {
+        path: dir.join("results.db"),
+        reason,
+    };
     let mut at = dir;
     loop {
-        let shown = if at.as_os_str().is_empty() {
+        let here = if at.as_os_str().is_empty() {
             Path::new(".")
         } else {
             at
         };
-        match std::fs::metadata(shown) {
+        match std::fs::metadata(here) {
             Ok(m) if m.is_dir() => {
-                let name = std::ffi::CString::new(shown.as_os_str().as_bytes()).map_err(|_| {
-                    StoreError::Invalid(format!("{}: a path with a NUL byte", dir.display()))
-                })?;
-                // SAFETY: faccessat with a NUL-terminated path; no memory is handed over.
-                let rc = unsafe {
-                    libc::faccessat(
-                        libc::AT_FDCWD,
-                        name.as_ptr(),
-                        libc::W_OK | libc::X_OK,
-                        libc::AT_EACCESS,
-                    )
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let probe = here.join(format!(".punctual-probe-{}-{n}", std::process::id()));
+                return match std::fs::create_dir(&probe) {
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir(&probe);
+                        Ok(())
+                    }
+                    Err(e) => Err(unwritable(format!(
+                        "cannot create in {}: {e}",
+                        here.display()
+                    ))),
                 };
-                if rc != 0 {
-                    return Err(StoreError::Unwritable {
-                        path: dir.join("results.db"),
-                        reason: format!("{}: {}", shown.display(), std::io::Error::last_os_error()),
-                    });
-                }
-                return Ok(());
             }
-            Ok(_) => {
-                return Err(StoreError::Unwritable {
-                    path: dir.join("results.db"),
-                    reason: format!("{} is not a directory", shown.display()),
-                })
-            }
+            Ok(_) => return Err(unwritable(format!("{} is not a directory", here.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => match at.parent() {
                 Some(p) => at = p,
-                None => {
-                    return Err(StoreError::Unwritable {
-                        path: dir.join("results.db"),
-                        reason: e.to_string(),
-                    })
-                }
+                None => return Err(unwritable(e.to_string())),
             },
-            Err(e) => {
-                return Err(StoreError::Unwritable {
-                    path: dir.join("results.db"),
-                    reason: format!("{}: {e}", shown.display()),
-                })
-            }
+            Err(e) => return Err(unwritable(format!("{}: {e}", here.display()))),
         }
     }
 }

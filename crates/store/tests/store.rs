@@ -750,6 +750,10 @@ fn a_planned_store_is_created_by_its_first_result_only() {
     assert!(matches!(e, StoreError::Unwritable { .. }), "{e}");
     assert_eq!(e.class(), Class::System);
     assert!(e.to_string().contains("--no-store"), "{e}");
+    // Tried, not read from the permissions: root may write /proc by its mode, yet can make nothing
+    // there.
+    let e = Planned::check_in(Path::new("/proc/nope")).unwrap_err();
+    assert!(matches!(e, StoreError::Unwritable { .. }), "{e}");
     let left: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
