@@ -104,3 +104,11 @@ impl Command {
         )
     }
 }
+
+/// Whether this process is one of punctual's own children (`__load`, `__periodic`,
+/// `__rtapp-task`), known from the arguments before they are parsed.
+pub fn child_argv() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .any(|a| matches!(a.to_str(), Some("__load" | "__periodic" | "__rtapp-task")))
+}

@@ -12,6 +12,12 @@ use punctual_session::{Env, Exit};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // SIGINT/SIGTERM handled from the first instruction of our own (issue 32: a signal during the
+    // parse ended the process with 143); punctual's own children keep the default until they
+    // install their own.
+    if !cli::child_argv() {
+        punctual_rt::Interrupts::install();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help and version as clap prints them; a refusal with the values it quotes escaped and

@@ -41,6 +41,7 @@ impl Interrupts {
                                 }
                                 if first {
                                     me.stop.store(true, Ordering::SeqCst);
+                                    unstick_later();
                                 } else {
                                     abort_now("second interrupt");
                                 }
@@ -92,6 +93,21 @@ fn abort_now(why: &str) -> ! {
         std::io::stderr(),
         "\npunctual: {why}, restoring system settings and stopping now"
     );
+    // The process ends only when every thread has: one held off its CPU must be able to run. A
+    // thread may be pinning itself right now (a measuring thread's set-up), so look until a few
+    // passes in a row find none (at most 0.5 s).
+    let (mut moved, mut quiet) = (Vec::new(), 0);
+    for _ in 0..50 {
+        quiet = if unstick(&mut moved) == 0 {
+            quiet + 1
+        } else {
+            0
+        };
+        if quiet >= 5 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     for (change, err) in crate::journal::global().undo_all() {
         let _ = writeln!(
             std::io::stderr(),
@@ -99,4 +115,85 @@ fn abort_now(why: &str) -> ! {
         );
     }
     std::process::exit(EXIT_INTERRUPTED)
+}
+
+/// How long after the first signal the threads are left to stop on their own (they normally do
+/// within a period), before a pinned one that cannot get its CPU is moved.
+const UNSTICK_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Watch, from the first signal until the process ends, for threads of this process that cannot
+/// see the stop flag because they cannot run: pinned to one CPU that another process's real-time
+/// work holds (another punctual's shield and dispatcher, a FIFO spinner; measured in issue 32:
+/// `latency` threads and `bench alarm` processes on a CPU held so took 1.4 s and 7.4 s to stop).
+/// Each such thread is moved off that CPU once; the measurement is ending anyway.
+fn unstick_later() {
+    let _ = std::thread::Builder::new()
+        .name("punctual-unstick".into())
+        .spawn(|| {
+            std::thread::sleep(UNSTICK_GRACE);
+            let mut moved = Vec::new();
+            loop {
+                unstick(&mut moved);
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+}
+
+/// Move every thread of this process that is runnable, pinned to a single CPU and not yet in
+/// `moved`, to the other online CPUs (the caller excepted). Returns how many were moved.
+pub fn unstick(moved: &mut Vec<i32>) -> usize {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    let online = crate::affinity::online_cpus();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    let mut n = 0;
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if tid == me || moved.contains(&tid) {
+            continue;
+        }
+        if task_state(tid).is_none_or(|(state, _)| state != 'R') {
+            continue;
+        }
+        let cpu = match crate::affinity::get(tid).ok().as_deref() {
+            Some(&[cpu]) => cpu,
+            _ => continue,
+        };
+        let elsewhere: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
+        if !elsewhere.is_empty() && crate::affinity::set(tid, &elsewhere).is_ok() {
+            moved.push(tid);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A thread's state letter and the CPU it last ran on (`/proc/self/task/TID/stat`).
+fn task_state(tid: i32) -> Option<(char, usize)> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // After the command name, which may hold blanks and parentheses: state is field 3, the CPU
+    // field 39.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let cpu = fields.nth(35)?.parse().ok()?;
+    Some((state, cpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_state_reads_this_threads_state_and_cpu() {
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        let (state, cpu) = task_state(me).expect("our own stat");
+        assert_eq!(state, 'R', "the reading thread is running");
+        assert!(crate::affinity::online_cpus().contains(&cpu), "cpu {cpu}");
+    }
 }
