@@ -202,6 +202,8 @@ fn shielding_every_cpu_is_refused_and_dry_run_changes_nothing() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     if last_cpu() > 0 {
+        // A dry run is refused while another shield holds the CPU (shields are machine-wide).
+        let _cpu = punctual_testkit::exclusive_cpu();
         let o = punctual()
             .args(["shield", "--dry-run", "--cpus"])
             .arg(last_cpu().to_string())
