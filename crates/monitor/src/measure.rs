@@ -4,6 +4,7 @@
 //! `-D`, restarts it with new settings on SIGHUP, and stores a window every `--history-every`;
 //! `report` gives the whole run's document and table, like `latency`.
 
+use crate::attribution::{start_trace, Attributor, Explain};
 use crate::config::{Settings, Source};
 use crate::history::{History, StealSource, WINDOW_TAG};
 use crate::http::{Limits, Placement, Server, ServerStats};
@@ -39,6 +40,8 @@ pub struct Monitor {
     pub duration: Option<u64>,
     pub want: RtWant,
     pub limits: Limits,
+    /// Whether late releases are explained from a kernel trace (`--explain`).
+    pub explain: Explain,
     listener: Option<TcpListener>,
     store: Option<HistoryStore>,
     board: Arc<Board>,
@@ -63,6 +66,7 @@ impl Monitor {
             duration,
             want,
             limits: Limits::default(),
+            explain: Explain::default(),
             listener: Some(listener),
             store,
             board: Arc::new(Board::new(late_bound)),
@@ -167,7 +171,17 @@ impl Measurement for Monitor {
             let hists = self.board.measure(&settings.cpus, settings.interval);
             placement.avoid(&settings.cpus);
             keeper.follow(&settings);
-            let progress: Arc<[Progress]> = hists.into_iter().map(Progress::with_live).collect();
+            let attributor = self.attribution(ctx, &settings, &placement, first_release == 0)?;
+            let progress: Arc<[Progress]> = hists
+                .into_iter()
+                .zip(&settings.cpus)
+                .map(|(h, &cpu)| Progress {
+                    late: attributor
+                        .is_some()
+                        .then(|| self.board.late_counts(cpu).feed.clone()),
+                    ..Progress::with_live(h)
+                })
+                .collect();
             let cfg = engine_config(&settings, ctx);
             let gen_stop = Arc::new(AtomicBool::new(false));
             let engine = spawn_engine(cfg, gen_stop.clone(), progress, placement.cpus());
@@ -176,6 +190,11 @@ impl Measurement for Monitor {
             let outcome = engine
                 .join()
                 .map_err(|_| Failure::system("the measuring engine panicked"))??;
+            if let Some(why) = attributor.and_then(Attributor::finish) {
+                ctx.note(format!(
+                    "the kernel trace stopped ({why}): late releases since count as unexplained"
+                ));
+            }
             if first_release == 0 {
                 first_release = outcome.first_release;
             }
@@ -266,6 +285,55 @@ impl Measurement for Monitor {
             o.served_at, o.answered[0], o.answered[1], o.answered[2], o.windows_stored
         ));
         Ok(Report::tables(vec![table]))
+    }
+}
+
+impl Monitor {
+    /// Start explaining the late releases of `settings`' CPUs, as `--explain` asks. The first
+    /// configuration decides for the process (a counter must not change meaning): with a trace
+    /// then, later configurations without one count their late releases `unexplained`.
+    fn attribution(
+        &self,
+        ctx: &Ctx,
+        settings: &Settings,
+        placement: &Placement,
+        first: bool,
+    ) -> Result<Option<Attributor>, Failure> {
+        if self.explain == Explain::Off || (!first && !self.board.attributing()) {
+            return Ok(None);
+        }
+        let cpus = punctual_rt::format_cpu_list(&settings.cpus);
+        let trace = match start_trace(&settings.cpus) {
+            Ok(t) => Some(t),
+            Err(e) if first && self.explain == Explain::On => {
+                return Err(punctual_explain::ExplainError::Trace(e).into())
+            }
+            Err(e) if first => {
+                ctx.note(format!(
+                    "late releases are not attributed to causes (no kernel trace: {e}); \
+                     each counts as unexplained (--explain off says so quietly)"
+                ));
+                return Ok(None);
+            }
+            Err(e) => {
+                ctx.note(format!(
+                    "no kernel trace of CPU {cpus} ({e}): its late releases count as unexplained"
+                ));
+                None
+            }
+        };
+        if first {
+            self.board.set_attributing(true);
+            ctx.note(format!(
+                "explaining late releases from a kernel trace of CPU {cpus} (--explain off to stop)"
+            ));
+        }
+        Ok(Some(Attributor::start(
+            self.board.clone(),
+            &settings.cpus,
+            trace,
+            placement.cpus(),
+        )))
     }
 }
 
