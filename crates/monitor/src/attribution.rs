@@ -206,7 +206,11 @@ impl Explaining {
         }
         // Never more than MAX_PENDING wait per CPU: the oldest beyond are unexplained.
         for (cpu, l) in &self.lates {
-            let mine = self.pending.iter().filter(|r| r.series == *cpu as u32).count();
+            let mine = self
+                .pending
+                .iter()
+                .filter(|r| r.series == *cpu as u32)
+                .count();
             if mine > MAX_PENDING {
                 let mut over = mine - MAX_PENDING;
                 l.add(Cause::Unexplained, over as u64);

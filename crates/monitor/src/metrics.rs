@@ -97,7 +97,10 @@ impl LateCounts {
     pub fn count_dropped(&self) {
         let d = self.feed.dropped();
         let before = self.dropped_counted.swap(d, Ordering::Relaxed);
-        self.add(punctual_explain::Cause::Unexplained, d.saturating_sub(before));
+        self.add(
+            punctual_explain::Cause::Unexplained,
+            d.saturating_sub(before),
+        );
     }
 
     /// Per cause (in [`CAUSES`] order) the releases counted, and those offered but not counted

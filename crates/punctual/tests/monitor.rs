@@ -764,10 +764,14 @@ fn late_releases_made_on_purpose_are_counted_by_cause_and_add_up_to_the_late_cou
     // Once the trace has covered them, none is pending, and the causes add up to the late
     // releases the histogram counts.
     let mut last = String::new();
-    wait_until(Duration::from_secs(20), "every late release explained", || {
-        last = scrape(&addr);
-        late_by_cause(&last, cpu, "0.005").1 == 0.0
-    });
+    wait_until(
+        Duration::from_secs(20),
+        "every late release explained",
+        || {
+            last = scrape(&addr);
+            late_by_cause(&last, cpu, "0.005").1 == 0.0
+        },
+    );
     let (causes, _, late) = late_by_cause(&last, cpu, "0.005");
     let names: Vec<&str> = causes.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(names, punctual_monitor::metrics::CAUSES, "{last}");

@@ -496,7 +496,11 @@ impl DrainState {
     fn snapshot(&self, end_ns: u64) -> Captured {
         Captured {
             end_ns,
-            events: self.rings.iter().map(|r| r.iter().copied().collect()).collect(),
+            events: self
+                .rings
+                .iter()
+                .map(|r| r.iter().copied().collect())
+                .collect(),
             ..self.out.clone()
         }
     }
