@@ -7,16 +7,19 @@
 #      measuring thread's p99 / p99.9 / max, and the late releases by cause;
 #   2. the measuring thread's p99 quiet and under storms of 1,000 concurrent scrapes (alternated,
 #      --explain on, the storm client pinned to the other CPU), with the late releases of each run
-#      by cause: which events made the storm's samples late.
+#      by cause and the offenders the document names: which events made the storm's samples late.
 # Needs root (FIFO 98, mlockall, tracefs), python3, curl. Each run's line ends with the steal
 # ticks (USER_HZ, 10 ms) during it and the load average at its end.
-# Usage: [ROUNDS=2] scripts/bench-monitor-explain.sh [PUNCTUAL] [MONITOR_CPU] [OTHER_CPU] [SECONDS]
+# PARTS=2 runs part 2 only; TOP=N shows N offenders a run (4).
+# Usage: [ROUNDS=2] [PARTS=12] [TOP=4] scripts/bench-monitor-explain.sh [PUNCTUAL] [MONITOR_CPU] [OTHER_CPU] [SECONDS]
 set -euo pipefail
 P=$(realpath "${1:-target/release/punctual}")
 MCPU=${2:-1}
 OCPU=${3:-0}
 SECS=${4:-30}
 ROUNDS=${ROUNDS:-2}
+PARTS=${PARTS:-12}
+export TOP=${TOP:-4}
 D=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$D"; }
@@ -56,6 +59,10 @@ print(f"thread {s.get('cpu_ns', 0) / max(s.get('duration_ns', 1), 1) * 100:.2f} 
       f"rss {b['process_resident_memory_bytes'] / 2**20:.0f} MiB; p99 {p['99'] / 1e3:.1f} us, p99.9 {p['99.9'] / 1e3:.1f} us, "
       f"max {s['max'] / 1e3:.0f} us, {s['count']} samples; late (>10 us) by cause: {shown}"
       + (f" (+{pending} pending)" if pending else ""))
+import os
+top = d["settings"].get("monitor", {}).get("late_offenders", [])[:int(os.environ["TOP"])]
+if top:
+    print("        most often: " + "; ".join(f"{o['name']} ({o['cause']} {o['count']})" for o in top))
 PY
 }
 
@@ -110,15 +117,19 @@ PY
 ulimit -n 4096
 
 say "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r); monitor on CPU $MCPU every 1 ms, ${SECS} s runs"
+case $PARTS in *1*)
 say "1. --explain off and on (alternated; CPU shares of one CPU over the run less its first 2 and last 5 s):"
 for round in $(seq "$ROUNDS"); do
   for e in off on; do
     say "   round $round, --explain $e: $(run "$e" quiet)"
   done
 done
+esac
+case $PARTS in *2*)
 say "2. quiet and under storms of 1,000 concurrent scrapes (client on CPU $OCPU; --explain on):"
 for round in $(seq "$ROUNDS"); do
   for s in quiet storm; do
     say "   round $round, $s: $(run on "$s")"
   done
 done
+esac

@@ -70,10 +70,41 @@ pub fn start_trace(cpus: &[usize]) -> Result<Capture, punctual_trace::TraceError
     })
 }
 
+/// Offenders kept by name at most (the most releases first; a long run's tail is dropped).
+pub const MAX_OFFENDERS: usize = 64;
+
+/// What took the CPU from late releases, by cause and name (without pids, so the many processes
+/// of one program count together), with how many releases each made late.
+pub type Offenders = Vec<(Cause, String, u64)>;
+
+/// Add `more` to `into`, keeping the [`MAX_OFFENDERS`] with the most releases.
+pub fn add_offenders(into: &mut Offenders, more: &[(Cause, String, u64)]) {
+    for (c, name, k) in more {
+        let name = without_pid(name);
+        match into.iter_mut().find(|(c2, n2, _)| c2 == c && *n2 == name) {
+            Some((_, _, k2)) => *k2 += k,
+            None => into.push((*c, name, *k)),
+        }
+    }
+    into.sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+    into.truncate(MAX_OFFENDERS);
+}
+
+/// `cc1 (pid 4242, normal, nice 0)` -> `cc1 (normal, nice 0)`.
+fn without_pid(name: &str) -> String {
+    match name.rfind(" (pid ") {
+        Some(at) => match name[at..].find(", ") {
+            Some(comma) => format!("{} ({}", &name[..at], &name[at + comma + 2..]),
+            None => name[..at].to_string(),
+        },
+        None => name.to_string(),
+    }
+}
+
 /// The thread that explains one configuration's late releases.
 pub struct Attributor {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Option<String>>>,
+    thread: Option<JoinHandle<(Option<String>, Offenders)>>,
 }
 
 impl Attributor {
@@ -100,9 +131,10 @@ impl Attributor {
                     pending: Vec::new(),
                     bound: board.late_bound_ns,
                     failed: None,
+                    offenders: Vec::new(),
                 };
                 a.run(&s);
-                a.failed
+                (a.failed, a.offenders)
             })
             .expect("spawning the attribution thread");
         Attributor {
@@ -112,10 +144,13 @@ impl Attributor {
     }
 
     /// Explain what is left (the measuring threads have stopped) and stop tracing. Returns why
-    /// the trace failed on the way, if it did.
-    pub fn finish(mut self) -> Option<String> {
+    /// the trace failed on the way, if it did, and the offenders.
+    pub fn finish(mut self) -> (Option<String>, Offenders) {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.take().and_then(|t| t.join().ok()).flatten()
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
     }
 }
 
@@ -134,6 +169,7 @@ struct Explaining {
     pending: Vec<LateRelease>,
     bound: u64,
     failed: Option<String>,
+    offenders: Offenders,
 }
 
 impl Explaining {
@@ -193,6 +229,7 @@ impl Explaining {
                     for c in Cause::ALL {
                         l.add(c, t.count(c));
                     }
+                    add_offenders(&mut self.offenders, &t.offenders);
                 }
             }
             None => {
@@ -246,6 +283,7 @@ mod tests {
             pending: Vec::new(),
             bound: board.late_bound_ns,
             failed: None,
+            offenders: Vec::new(),
         };
         a.cycle(false);
         let (counts, pending) = l.read();
@@ -253,5 +291,34 @@ mod tests {
         assert_eq!(counts[8], n, "{counts:?}");
         assert_eq!(counts[..8].iter().sum::<u64>(), 0);
         assert!(a.pending.is_empty());
+    }
+
+    #[test]
+    fn offenders_count_together_without_their_pids_and_stay_few() {
+        let mut o = Offenders::new();
+        add_offenders(
+            &mut o,
+            &[
+                (Cause::Task, "cc1 (pid 4242, normal, nice 0)".into(), 3),
+                (Cause::Irq, "irq 24 virtio1-req.0".into(), 1),
+            ],
+        );
+        add_offenders(
+            &mut o,
+            &[(Cause::Task, "cc1 (pid 4343, normal, nice 0)".into(), 2)],
+        );
+        assert_eq!(
+            o,
+            vec![
+                (Cause::Task, "cc1 (normal, nice 0)".to_string(), 5),
+                (Cause::Irq, "irq 24 virtio1-req.0".to_string(), 1)
+            ]
+        );
+        let many: Vec<_> = (0..200u64)
+            .map(|i| (Cause::Task, format!("t{i} (pid {i}, FIFO 99)"), i))
+            .collect();
+        add_offenders(&mut o, &many);
+        assert_eq!(o.len(), MAX_OFFENDERS);
+        assert_eq!(o[0], (Cause::Task, "t199 (FIFO 99)".to_string(), 199));
     }
 }

@@ -42,6 +42,8 @@ pub struct Monitor {
     pub limits: Limits,
     /// Whether late releases are explained from a kernel trace (`--explain`).
     pub explain: Explain,
+    /// What made releases late, by name, over the whole run.
+    offenders: crate::attribution::Offenders,
     listener: Option<TcpListener>,
     store: Option<HistoryStore>,
     board: Arc<Board>,
@@ -67,6 +69,7 @@ impl Monitor {
             want,
             limits: Limits::default(),
             explain: Explain::default(),
+            offenders: Vec::new(),
             listener: Some(listener),
             store,
             board: Arc::new(Board::new(late_bound)),
@@ -190,10 +193,13 @@ impl Measurement for Monitor {
             let outcome = engine
                 .join()
                 .map_err(|_| Failure::system("the measuring engine panicked"))??;
-            if let Some(why) = attributor.and_then(Attributor::finish) {
-                ctx.note(format!(
-                    "the kernel trace stopped ({why}): late releases since count as unexplained"
-                ));
+            if let Some((failed, offenders)) = attributor.map(Attributor::finish) {
+                if let Some(why) = failed {
+                    ctx.note(format!(
+                        "the kernel trace stopped ({why}): late releases since count as unexplained"
+                    ));
+                }
+                crate::attribution::add_offenders(&mut self.offenders, &offenders);
             }
             if first_release == 0 {
                 first_release = outcome.first_release;
@@ -279,13 +285,54 @@ impl Measurement for Monitor {
                 "http_answers": {"2xx": o.answered[0], "4xx": o.answered[1], "5xx": o.answered[2]},
             }),
         );
+        if self.board.attributing() {
+            late_causes(doc, &self.board, &self.offenders, &o.outcome);
+        }
         let mut table = punctual_latency::report::latency_table(doc, &cfg, &o.outcome);
         table.note(format!(
             "http://{}/metrics: {} answered, {} refused (4xx), {} failed (5xx); {} windows stored",
             o.served_at, o.answered[0], o.answered[1], o.answered[2], o.windows_stored
         ));
+        if self.board.attributing() {
+            table.note(late_note(&self.board, &self.offenders, &o.outcome));
+        }
         Ok(Report::tables(vec![table]))
     }
+}
+
+/// One line: the run's late releases by cause (all CPUs) and what made most of them late.
+fn late_note(board: &Board, offenders: &crate::attribution::Offenders, o: &Outcome) -> String {
+    let mut sum = [0u64; crate::metrics::CAUSES.len()];
+    for cpu in o.threads.iter().filter_map(|t| t.cpu) {
+        for (a, b) in sum.iter_mut().zip(board.late_counts(cpu).read().0) {
+            *a += b;
+        }
+    }
+    let causes: Vec<String> = crate::metrics::CAUSES
+        .iter()
+        .zip(sum)
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect();
+    let top: Vec<String> = offenders
+        .iter()
+        .take(3)
+        .map(|(c, name, k)| format!("{name} ({} {k})", c.name()))
+        .collect();
+    format!(
+        "late releases (> {}) by cause: {}{}",
+        format_ns(board.late_bound_ns),
+        if causes.is_empty() {
+            "none".into()
+        } else {
+            causes.join(", ")
+        },
+        if top.is_empty() {
+            String::new()
+        } else {
+            format!("; most often {}", top.join(", "))
+        }
+    )
 }
 
 impl Monitor {
@@ -334,6 +381,45 @@ impl Monitor {
             trace,
             placement.cpus(),
         )))
+    }
+}
+
+/// The whole run's late releases by cause per CPU and its offenders, in the document
+/// (`settings.monitor.late_causes`, `.late_offenders`).
+fn late_causes(
+    doc: &mut ResultDoc,
+    board: &Board,
+    offenders: &crate::attribution::Offenders,
+    outcome: &Outcome,
+) {
+    let per_cpu: serde_json::Map<String, serde_json::Value> = outcome
+        .threads
+        .iter()
+        .filter_map(|t| t.cpu)
+        .map(|cpu| {
+            let (counts, pending) = board.late_counts(cpu).read();
+            let mut m: serde_json::Map<String, serde_json::Value> = crate::metrics::CAUSES
+                .iter()
+                .zip(counts)
+                .map(|(c, n)| (c.to_string(), n.into()))
+                .collect();
+            m.insert("pending".into(), pending.into());
+            (cpu.to_string(), m.into())
+        })
+        .collect();
+    let top: Vec<_> = offenders
+        .iter()
+        .take(10)
+        .map(|(c, name, k)| serde_json::json!({"cause": c.name(), "name": name, "count": k}))
+        .collect();
+    if let Some(m) = doc
+        .settings
+        .extra
+        .get_mut("monitor")
+        .and_then(|m| m.as_object_mut())
+    {
+        m.insert("late_causes".into(), per_cpu.into());
+        m.insert("late_offenders".into(), top.into());
     }
 }
 
