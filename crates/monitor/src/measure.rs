@@ -16,6 +16,7 @@ use punctual_result::{Failure, ResultDoc};
 use punctual_rt::RtWant;
 use punctual_store::Store;
 use punctual_time::{format_ns, Clock, ClockId, MarginPolicy, SystemClock};
+use punctual_trace::capture::Capture;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -138,6 +139,9 @@ impl Measurement for Monitor {
             self.http.clone(),
             labels,
         );
+        // Decided before the first scrape can be answered: the late releases' series never
+        // change meaning under a scraper.
+        let mut first_trace = self.open_trace(ctx, &settings, true)?;
         let server = Server::start(
             listener,
             Arc::new(MetricsHandler { registry }),
@@ -174,7 +178,20 @@ impl Measurement for Monitor {
             let hists = self.board.measure(&settings.cpus, settings.interval);
             placement.avoid(&settings.cpus);
             keeper.follow(&settings);
-            let attributor = self.attribution(ctx, &settings, &placement, first_release == 0)?;
+            let attributor = if self.board.attributing() {
+                let trace = match first_trace.take() {
+                    Some(t) => Some(t),
+                    None => self.open_trace(ctx, &settings, false)?,
+                };
+                Some(Attributor::start(
+                    self.board.clone(),
+                    &settings.cpus,
+                    trace,
+                    placement.cpus(),
+                ))
+            } else {
+                None
+            };
             let progress: Arc<[Progress]> = hists
                 .into_iter()
                 .zip(&settings.cpus)
@@ -339,48 +356,47 @@ impl Monitor {
     /// Start explaining the late releases of `settings`' CPUs, as `--explain` asks. The first
     /// configuration decides for the process (a counter must not change meaning): with a trace
     /// then, later configurations without one count their late releases `unexplained`.
-    fn attribution(
+    /// Open the kernel trace of `settings`' CPUs, as `--explain` asks. The first one (`first`,
+    /// before the server answers any scrape) decides for the process (a counter must not change
+    /// meaning): with a trace then, later configurations without one count their late releases
+    /// `unexplained`.
+    fn open_trace(
         &self,
         ctx: &Ctx,
         settings: &Settings,
-        placement: &Placement,
         first: bool,
-    ) -> Result<Option<Attributor>, Failure> {
+    ) -> Result<Option<Capture>, Failure> {
         if self.explain == Explain::Off || (!first && !self.board.attributing()) {
             return Ok(None);
         }
         let cpus = punctual_rt::format_cpu_list(&settings.cpus);
-        let trace = match start_trace(&settings.cpus) {
-            Ok(t) => Some(t),
+        match start_trace(&settings.cpus) {
+            Ok(t) => {
+                if first {
+                    self.board.set_attributing(true);
+                    ctx.note(format!(
+                        "explaining late releases from a kernel trace of CPU {cpus} (--explain off to stop)"
+                    ));
+                }
+                Ok(Some(t))
+            }
             Err(e) if first && self.explain == Explain::On => {
-                return Err(punctual_explain::ExplainError::Trace(e).into())
+                Err(punctual_explain::ExplainError::Trace(e).into())
             }
             Err(e) if first => {
                 ctx.note(format!(
                     "late releases are not attributed to causes (no kernel trace: {e}); \
                      each counts as unexplained (--explain off says so quietly)"
                 ));
-                return Ok(None);
+                Ok(None)
             }
             Err(e) => {
                 ctx.note(format!(
                     "no kernel trace of CPU {cpus} ({e}): its late releases count as unexplained"
                 ));
-                None
+                Ok(None)
             }
-        };
-        if first {
-            self.board.set_attributing(true);
-            ctx.note(format!(
-                "explaining late releases from a kernel trace of CPU {cpus} (--explain off to stop)"
-            ));
         }
-        Ok(Some(Attributor::start(
-            self.board.clone(),
-            &settings.cpus,
-            trace,
-            placement.cpus(),
-        )))
     }
 }
 
