@@ -12,12 +12,14 @@
 //! from synthetic events.
 
 pub mod attribute;
+pub mod feed;
 pub mod record;
 pub mod render;
 pub mod summary;
 pub mod timeline;
 
 pub use attribute::{Attribution, Cause};
+pub use feed::LateFeed;
 pub use record::{here, own_thread, Handover, LateLog, LateRelease, Waiter, LOG_CAPACITY};
 pub use summary::{explain, Explanation, Tally};
 

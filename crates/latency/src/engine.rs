@@ -48,6 +48,9 @@ pub struct Progress {
     /// When set, every sample and missed period also goes here as it happens (relaxed atomic
     /// increments), for readers while the run lasts: `punctual monitor`'s `/metrics` and windows.
     pub live: Option<Arc<LiveHistogram>>,
+    /// When set, every sample later than its bound is offered here as it happens (no lock, no
+    /// allocation), for `punctual monitor` to explain while the run lasts.
+    pub late: Option<Arc<punctual_explain::LateFeed>>,
 }
 
 impl Progress {
@@ -282,6 +285,7 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
     };
     let mut max = 0u64;
     let live = progress.live.as_deref();
+    let feed = progress.late.as_deref();
     while !stop.load(Ordering::Relaxed) && target < deadline && end.n < loops {
         let Some(obs) = w.wait(target) else { continue };
         let latency = obs.done.saturating_sub(obs.target);
@@ -297,6 +301,12 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 handover: None,
                 behind: false,
             });
+        }
+        if let Some(f) = feed {
+            if f.is_late(latency) {
+                let (tid, cpu) = punctual_explain::here();
+                f.offer(tid, cpu, obs.target, obs.done);
+            }
         }
         rec.record(latency);
         rec.add_missed(obs.overruns);

@@ -210,6 +210,8 @@ impl Server {
             std::thread::Builder::new()
                 .name("punctual-accept".into())
                 .spawn(move || {
+                    // On a measured CPU, the monitor's own threads are `dispatcher` to --explain.
+                    punctual_explain::own_thread(punctual_explain::here().0);
                     let mut seen = u64::MAX;
                     while !stop2.load(Ordering::Relaxed) {
                         placement.apply(&mut seen);
@@ -329,6 +331,7 @@ fn worker(
     stats: &ServerStats,
     limits: Limits,
 ) {
+    punctual_explain::own_thread(punctual_explain::here().0);
     let mut seen = u64::MAX;
     loop {
         placement.apply(&mut seen);

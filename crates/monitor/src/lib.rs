@@ -14,6 +14,7 @@
 //! delay it. Memory is fixed once the measured CPUs are known: per CPU one live histogram and
 //! two copies, whatever the uptime.
 
+pub mod attribution;
 pub mod config;
 pub mod expose;
 pub mod floor;

@@ -4,6 +4,7 @@
 //! `-D`, restarts it with new settings on SIGHUP, and stores a window every `--history-every`;
 //! `report` gives the whole run's document and table, like `latency`.
 
+use crate::attribution::{start_trace, Attributor, Explain};
 use crate::config::{Settings, Source};
 use crate::history::{History, StealSource, WINDOW_TAG};
 use crate::http::{Limits, Placement, Server, ServerStats};
@@ -15,6 +16,7 @@ use punctual_result::{Failure, ResultDoc};
 use punctual_rt::RtWant;
 use punctual_store::Store;
 use punctual_time::{format_ns, Clock, ClockId, MarginPolicy, SystemClock};
+use punctual_trace::capture::Capture;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +41,10 @@ pub struct Monitor {
     pub duration: Option<u64>,
     pub want: RtWant,
     pub limits: Limits,
+    /// Whether late releases are explained from a kernel trace (`--explain`).
+    pub explain: Explain,
+    /// What made releases late, by name, over the whole run.
+    offenders: crate::attribution::Offenders,
     listener: Option<TcpListener>,
     store: Option<HistoryStore>,
     board: Arc<Board>,
@@ -63,6 +69,8 @@ impl Monitor {
             duration,
             want,
             limits: Limits::default(),
+            explain: Explain::default(),
+            offenders: Vec::new(),
             listener: Some(listener),
             store,
             board: Arc::new(Board::new(late_bound)),
@@ -131,6 +139,9 @@ impl Measurement for Monitor {
             self.http.clone(),
             labels,
         );
+        // Decided before the first scrape can be answered: the late releases' series never
+        // change meaning under a scraper.
+        let mut first_trace = self.open_trace(ctx, &settings, true)?;
         let server = Server::start(
             listener,
             Arc::new(MetricsHandler { registry }),
@@ -167,7 +178,30 @@ impl Measurement for Monitor {
             let hists = self.board.measure(&settings.cpus, settings.interval);
             placement.avoid(&settings.cpus);
             keeper.follow(&settings);
-            let progress: Arc<[Progress]> = hists.into_iter().map(Progress::with_live).collect();
+            let attributor = if self.board.attributing() {
+                let trace = match first_trace.take() {
+                    Some(t) => Some(t),
+                    None => self.open_trace(ctx, &settings, false)?,
+                };
+                Some(Attributor::start(
+                    self.board.clone(),
+                    &settings.cpus,
+                    trace,
+                    placement.cpus(),
+                ))
+            } else {
+                None
+            };
+            let progress: Arc<[Progress]> = hists
+                .into_iter()
+                .zip(&settings.cpus)
+                .map(|(h, &cpu)| Progress {
+                    late: attributor
+                        .is_some()
+                        .then(|| self.board.late_counts(cpu).feed.clone()),
+                    ..Progress::with_live(h)
+                })
+                .collect();
             let cfg = engine_config(&settings, ctx);
             let gen_stop = Arc::new(AtomicBool::new(false));
             let engine = spawn_engine(cfg, gen_stop.clone(), progress, placement.cpus());
@@ -176,6 +210,14 @@ impl Measurement for Monitor {
             let outcome = engine
                 .join()
                 .map_err(|_| Failure::system("the measuring engine panicked"))??;
+            if let Some((failed, offenders)) = attributor.map(Attributor::finish) {
+                if let Some(why) = failed {
+                    ctx.note(format!(
+                        "the kernel trace stopped ({why}): late releases since count as unexplained"
+                    ));
+                }
+                crate::attribution::add_offenders(&mut self.offenders, &offenders);
+            }
             if first_release == 0 {
                 first_release = outcome.first_release;
             }
@@ -260,12 +302,140 @@ impl Measurement for Monitor {
                 "http_answers": {"2xx": o.answered[0], "4xx": o.answered[1], "5xx": o.answered[2]},
             }),
         );
+        if self.board.attributing() {
+            late_causes(doc, &self.board, &self.offenders, &o.outcome);
+        }
         let mut table = punctual_latency::report::latency_table(doc, &cfg, &o.outcome);
         table.note(format!(
             "http://{}/metrics: {} answered, {} refused (4xx), {} failed (5xx); {} windows stored",
             o.served_at, o.answered[0], o.answered[1], o.answered[2], o.windows_stored
         ));
+        if self.board.attributing() {
+            table.note(late_note(&self.board, &self.offenders, &o.outcome));
+        }
         Ok(Report::tables(vec![table]))
+    }
+}
+
+/// One line: the run's late releases by cause (all CPUs) and what made most of them late.
+fn late_note(board: &Board, offenders: &crate::attribution::Offenders, o: &Outcome) -> String {
+    let mut sum = [0u64; crate::metrics::CAUSES.len()];
+    for cpu in o.threads.iter().filter_map(|t| t.cpu) {
+        for (a, b) in sum.iter_mut().zip(board.late_counts(cpu).read().0) {
+            *a += b;
+        }
+    }
+    let causes: Vec<String> = crate::metrics::CAUSES
+        .iter()
+        .zip(sum)
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect();
+    let top: Vec<String> = offenders
+        .iter()
+        .take(3)
+        .map(|(c, name, k)| format!("{name} ({} {k})", c.name()))
+        .collect();
+    format!(
+        "late releases (> {}) by cause: {}{}",
+        format_ns(board.late_bound_ns),
+        if causes.is_empty() {
+            "none".into()
+        } else {
+            causes.join(", ")
+        },
+        if top.is_empty() {
+            String::new()
+        } else {
+            format!("; most often {}", top.join(", "))
+        }
+    )
+}
+
+impl Monitor {
+    /// Start explaining the late releases of `settings`' CPUs, as `--explain` asks. The first
+    /// configuration decides for the process (a counter must not change meaning): with a trace
+    /// then, later configurations without one count their late releases `unexplained`.
+    /// Open the kernel trace of `settings`' CPUs, as `--explain` asks. The first one (`first`,
+    /// before the server answers any scrape) decides for the process (a counter must not change
+    /// meaning): with a trace then, later configurations without one count their late releases
+    /// `unexplained`.
+    fn open_trace(
+        &self,
+        ctx: &Ctx,
+        settings: &Settings,
+        first: bool,
+    ) -> Result<Option<Capture>, Failure> {
+        if self.explain == Explain::Off || (!first && !self.board.attributing()) {
+            return Ok(None);
+        }
+        let cpus = punctual_rt::format_cpu_list(&settings.cpus);
+        match start_trace(&settings.cpus) {
+            Ok(t) => {
+                if first {
+                    self.board.set_attributing(true);
+                    ctx.note(format!(
+                        "explaining late releases from a kernel trace of CPU {cpus} (--explain off to stop)"
+                    ));
+                }
+                Ok(Some(t))
+            }
+            Err(e) if first && self.explain == Explain::On => {
+                Err(punctual_explain::ExplainError::Trace(e).into())
+            }
+            Err(e) if first => {
+                ctx.note(format!(
+                    "late releases are not attributed to causes (no kernel trace: {e}); \
+                     each counts as unexplained (--explain off says so quietly)"
+                ));
+                Ok(None)
+            }
+            Err(e) => {
+                ctx.note(format!(
+                    "no kernel trace of CPU {cpus} ({e}): its late releases count as unexplained"
+                ));
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The whole run's late releases by cause per CPU and its offenders, in the document
+/// (`settings.monitor.late_causes`, `.late_offenders`).
+fn late_causes(
+    doc: &mut ResultDoc,
+    board: &Board,
+    offenders: &crate::attribution::Offenders,
+    outcome: &Outcome,
+) {
+    let per_cpu: serde_json::Map<String, serde_json::Value> = outcome
+        .threads
+        .iter()
+        .filter_map(|t| t.cpu)
+        .map(|cpu| {
+            let (counts, pending) = board.late_counts(cpu).read();
+            let mut m: serde_json::Map<String, serde_json::Value> = crate::metrics::CAUSES
+                .iter()
+                .zip(counts)
+                .map(|(c, n)| (c.to_string(), n.into()))
+                .collect();
+            m.insert("pending".into(), pending.into());
+            (cpu.to_string(), m.into())
+        })
+        .collect();
+    let top: Vec<_> = offenders
+        .iter()
+        .take(10)
+        .map(|(c, name, k)| serde_json::json!({"cause": c.name(), "name": name, "count": k}))
+        .collect();
+    if let Some(m) = doc
+        .settings
+        .extra
+        .get_mut("monitor")
+        .and_then(|m| m.as_object_mut())
+    {
+        m.insert("late_causes".into(), per_cpu.into());
+        m.insert("late_offenders".into(), top.into());
     }
 }
 

@@ -15,7 +15,7 @@ use punctual_stats::live::{bucket_high, bucket_low};
 use punctual_stats::{LiveCounts, LiveHistogram};
 use std::collections::BTreeMap;
 use std::fmt::Error;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Upper bounds of the classic buckets, ns: 1-2-5 steps from 1 us to 100 ms (and +Inf).
@@ -46,19 +46,74 @@ const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
 pub const PEAK_SCRAPE: usize = 0;
 pub const PEAK_WINDOW: usize = 1;
 
-/// Why a release was late, SPEC section 9's causes. Until late releases are attributed (the
-/// `--explain` work), every one counts as `unexplained`.
+/// Why a release was late, SPEC section 9's causes, in `--explain`'s order
+/// ([`punctual_explain::Cause::ALL`]). Without attribution every late release is `unexplained`.
 pub const CAUSES: [&str; 9] = [
     "steal",
+    "throttle",
+    "task",
     "irq",
     "softirq",
-    "task",
-    "throttle",
     "wake_path",
     "lead",
     "dispatcher",
     "unexplained",
 ];
+
+/// One measured CPU's late releases while they are explained: the feed its measuring thread
+/// offers them to, and how many have been counted under each cause.
+#[derive(Debug)]
+pub struct LateCounts {
+    pub feed: Arc<punctual_explain::LateFeed>,
+    /// Per cause, in [`CAUSES`] order.
+    counts: [AtomicU64; CAUSES.len()],
+    /// Releases the full feed dropped that are counted already (the attribution thread's).
+    dropped_counted: AtomicU64,
+}
+
+impl LateCounts {
+    fn new(bound: u64) -> LateCounts {
+        LateCounts {
+            feed: Arc::new(punctual_explain::LateFeed::new(
+                bound,
+                crate::attribution::FEED_CAPACITY,
+            )),
+            counts: Default::default(),
+            dropped_counted: AtomicU64::new(0),
+        }
+    }
+
+    pub fn add(&self, cause: punctual_explain::Cause, n: u64) {
+        if n > 0 {
+            let i = CAUSES
+                .iter()
+                .position(|c| *c == cause.name())
+                .expect("every cause is listed");
+            self.counts[i].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Count the releases the feed dropped since the last call as `unexplained`.
+    pub fn count_dropped(&self) {
+        let d = self.feed.dropped();
+        let before = self.dropped_counted.swap(d, Ordering::Relaxed);
+        self.add(
+            punctual_explain::Cause::Unexplained,
+            d.saturating_sub(before),
+        );
+    }
+
+    /// Per cause (in [`CAUSES`] order) the releases counted, and those offered but not counted
+    /// yet (read after the counts, so never below zero).
+    pub fn read(&self) -> ([u64; CAUSES.len()], u64) {
+        let counts = self.counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+        let pending = self
+            .feed
+            .offered()
+            .saturating_sub(counts.iter().sum::<u64>());
+        (counts, pending)
+    }
+}
 
 /// The measured CPUs' live histograms: written by the measuring threads, read by scrapes and
 /// windows. A CPU keeps its histogram for the life of the process (a configuration that drops
@@ -72,6 +127,10 @@ pub struct Board {
     pub late_bound_ns: u64,
     /// Copies reused by scrapes, so a scrape allocates no 270 KB buffer.
     spare: Mutex<Vec<LiveCounts>>,
+    /// Late releases are explained (fixed once the monitor starts): their counts come from
+    /// [`LateCounts`], else every one is `unexplained`, straight from the histogram.
+    attributing: AtomicBool,
+    late: Mutex<BTreeMap<usize, Arc<LateCounts>>>,
 }
 
 impl Board {
@@ -82,7 +141,34 @@ impl Board {
             interval_ns: AtomicU64::new(0),
             late_bound_ns,
             spare: Mutex::default(),
+            attributing: AtomicBool::new(false),
+            late: Mutex::default(),
         }
+    }
+
+    /// The bound as the histogram's buckets draw it: a release is late when its bucket lies wholly
+    /// above the bound, so the late releases counted one by one and those the histogram's buckets
+    /// give are the same releases.
+    pub fn late_threshold_ns(&self) -> u64 {
+        bucket_high(punctual_stats::live::bucket_of(self.late_bound_ns))
+    }
+
+    /// Whether late releases are explained.
+    pub fn attributing(&self) -> bool {
+        self.attributing.load(Ordering::Relaxed)
+    }
+
+    /// Explain late releases from now on (before anything is measured: fixed for the process).
+    pub fn set_attributing(&self, on: bool) {
+        self.attributing.store(on, Ordering::Relaxed);
+    }
+
+    /// `cpu`'s late releases (kept for the life of the process, like its histogram).
+    pub fn late_counts(&self, cpu: usize) -> Arc<LateCounts> {
+        lock(&self.late)
+            .entry(cpu)
+            .or_insert_with(|| Arc::new(LateCounts::new(self.late_threshold_ns())))
+            .clone()
     }
 
     /// Measure `cpus` every `interval_ns` from now: their histograms, in that order.
@@ -385,19 +471,7 @@ impl Collector for LatencyCollector {
                 None,
                 &rows,
             )?;
-            let rows: Vec<_> = copies
-                .iter()
-                .map(|(s, c, _)| {
-                    let late = c.count() - c.at_or_below(board.late_bound_ns);
-                    (vec![("cpu", s.as_str()), ("cause", "unexplained")], late)
-                })
-                .collect();
-            f.counters(
-                "late_releases",
-                "Releases later than the bound (punctual_late_bound_seconds), by cause; unattributed releases are unexplained",
-                None,
-                &rows,
-            )?;
+            late_families(&mut f, board, &copies)?;
             let interval = board.interval_ns() as f64 / 1e9;
             let rows: Vec<_> = copies.iter().map(|(s, _, _)| (cpu(s), interval)).collect();
             f.gauges(
@@ -418,6 +492,65 @@ impl Collector for LatencyCollector {
         }
         result
     }
+}
+
+/// `punctual_late_releases_total{cpu, cause}`, and while late releases are explained, those not
+/// explained yet.
+fn late_families(
+    f: &mut Families,
+    board: &Board,
+    copies: &[(String, LiveCounts, u64)],
+) -> Result<(), Error> {
+    let help = "Releases later than the bound (punctual_late_bound_seconds), by cause (punctual_late_attribution says whether causes are attributed; unattributed releases are unexplained)";
+    if !board.attributing() {
+        let rows: Vec<_> = copies
+            .iter()
+            .map(|(s, c, _)| {
+                let late = c.count() - c.at_or_below(board.late_bound_ns);
+                (vec![("cpu", s.as_str()), ("cause", "unexplained")], late)
+            })
+            .collect();
+        f.counters("late_releases", help, None, &rows)?;
+        return f.gauges(
+            "late_attribution",
+            "1 when late releases are attributed to causes from a kernel trace, 0 when not",
+            None,
+            &[(vec![], 0.0)],
+        );
+    }
+    let read: Vec<_> = copies
+        .iter()
+        .filter_map(|(s, _, _)| {
+            let cpu = s.parse().ok()?;
+            Some((s.as_str(), board.late_counts(cpu).read()))
+        })
+        .collect();
+    let rows: Vec<_> = read
+        .iter()
+        .flat_map(|(s, (counts, _))| {
+            CAUSES
+                .iter()
+                .zip(counts)
+                .map(|(c, n)| (vec![("cpu", *s), ("cause", *c)], *n))
+        })
+        .collect();
+    f.counters("late_releases", help, None, &rows)?;
+    let rows: Vec<_> = read
+        .iter()
+        .map(|(s, (_, pending))| (vec![("cpu", *s)], *pending as f64))
+        .collect();
+    f.gauges(
+        "late_releases_pending",
+        "Late releases not counted in punctual_late_releases_total yet: waiting for the kernel trace to cover them (about 2 s)",
+        None,
+        &rows,
+    )?;
+    f.gauges(
+        "late_attribution",
+        "1 when late releases are attributed to causes from a kernel trace, 0 when not",
+        None,
+        &[(vec![], 1.0)],
+    )
 }
 
 /// Steal time per CPU, from /proc/stat.

@@ -230,6 +230,46 @@ fn text_formats_name_every_family_with_units_and_escape_labels() {
     assert!(!text.contains("# EOF"));
 }
 
+/// The fixture with its late releases attributed: CPU 0 offered five, three explained as `task`.
+fn attributed() -> prometheus_client::registry::Registry {
+    let (board, _, reg) = fixture();
+    board.set_attributing(true);
+    let late = board.late_counts(0);
+    for k in 0..5 {
+        late.feed.offer(1, 0, k, k + 50_000);
+    }
+    late.add(punctual_explain::Cause::Task, 3);
+    reg
+}
+
+#[test]
+fn attributed_late_releases_are_served_by_cause_with_the_pending_ones() {
+    let text = String::from_utf8(render(&attributed(), Format::Text).unwrap()).unwrap();
+    for cpu in ["0", "1"] {
+        for cause in punctual_monitor::metrics::CAUSES {
+            let want = if (cpu, cause) == ("0", "task") { 3 } else { 0 };
+            let line =
+                format!("punctual_late_releases_total{{cpu=\"{cpu}\",cause=\"{cause}\"}} {want}\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+    }
+    assert!(
+        text.contains("punctual_late_releases_pending{cpu=\"0\"} 2.0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("punctual_late_releases_pending{cpu=\"1\"} 0.0\n"),
+        "{text}"
+    );
+    assert!(text.contains("punctual_late_attribution 1.0\n"), "{text}");
+    // Without attribution: one series per CPU, every late release unexplained, from the histogram.
+    let (_, _, reg) = fixture();
+    let text = String::from_utf8(render(&reg, Format::Text).unwrap()).unwrap();
+    assert_eq!(text.matches("punctual_late_releases_total{").count(), 2);
+    assert!(text.contains("punctual_late_attribution 0.0\n"), "{text}");
+    assert!(!text.contains("pending"));
+}
+
 #[test]
 fn promtool_accepts_the_text_exposition() {
     let Some(promtool) = punctual_testkit::tool(
@@ -240,7 +280,12 @@ fn promtool_accepts_the_text_exposition() {
         return;
     };
     let (_, _, reg) = fixture();
-    let text = render(&reg, Format::Text).unwrap();
+    for reg in [reg, attributed()] {
+        check_metrics(&promtool, &render(&reg, Format::Text).unwrap());
+    }
+}
+
+fn check_metrics(promtool: &std::path::Path, text: &[u8]) {
     let mut child = std::process::Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -249,13 +294,13 @@ fn promtool_accepts_the_text_exposition() {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(&text).unwrap();
+    child.stdin.take().unwrap().write_all(text).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "promtool check metrics:\n{}{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&text)
+        String::from_utf8_lossy(text)
     );
 }

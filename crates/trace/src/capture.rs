@@ -204,6 +204,8 @@ pub struct Capture {
     inst: Option<Instance>,
     _fs: Tracefs,
     stop: Arc<AtomicBool>,
+    /// Asks the drain for what it holds so far ([`Capture::snapshot`]).
+    asks: std::sync::mpsc::Sender<Ask>,
     drain: Option<std::thread::JoinHandle<Result<Captured, TraceError>>>,
 }
 
@@ -252,6 +254,7 @@ impl Capture {
         inst.write("tracing_on", "1")?;
         let state = DrainState::new(cfg, cpus, enabled, start_ns, decoder, layout);
         let s2 = stop.clone();
+        let (asks, asked) = std::sync::mpsc::channel::<Ask>();
         let interval = cfg.drain_interval;
         let elsewhere: Vec<usize> = punctual_rt::online_cpus()
             .into_iter()
@@ -263,15 +266,32 @@ impl Capture {
                 if !elsewhere.is_empty() {
                     let _ = punctual_rt::affinity::set(0, &elsewhere);
                 }
-                state.run(pipes, &s2, interval)
+                state.run(pipes, &s2, &asked, interval)
             })
             .map_err(|e| TraceError::io("starting the trace drain thread", e))?;
         Ok(Capture {
             inst: Some(inst),
             _fs: fs,
             stop,
+            asks,
             drain: Some(drain),
         })
+    }
+
+    /// What the capture holds now, with the kernel's buffers drained up to the snapshot's
+    /// `end_ns` (a capture that runs for days: `punctual monitor`); then events and steal readings
+    /// before `keep_from` are forgotten, so memory follows what is still to be explained, not the
+    /// uptime. Waits for the drain's next pass (at most its interval).
+    pub fn snapshot(&self, keep_from: u64) -> Result<Captured, TraceError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let gone = || {
+            TraceError::io(
+                "the trace drain thread",
+                std::io::Error::other("it has stopped"),
+            )
+        };
+        self.asks.send(Ask { keep_from, tx }).map_err(|_| gone())?;
+        rx.recv().map_err(|_| gone())
     }
 
     /// Stop tracing, drain what is left, remove the instance and return the events.
@@ -374,6 +394,16 @@ fn thread_cpu_ns() -> u64 {
     punctual_time::clock::thread_cpu_time()
 }
 
+/// A request for a snapshot: forget what is before `keep_from` once it is sent.
+struct Ask {
+    keep_from: u64,
+    tx: std::sync::mpsc::SyncSender<Captured>,
+}
+
+/// Task names kept at most between snapshots (a monitor's host starts processes for days);
+/// beyond, the oldest names are forgotten and relearnt from the next switch.
+const MAX_COMMS: usize = 8192;
+
 /// The drain thread's state: decoder, per-CPU event rings, names, steal samples.
 struct DrainState {
     decoder: Decoder,
@@ -416,6 +446,7 @@ impl DrainState {
         mut self,
         pipes: Vec<(usize, File)>,
         stop: &AtomicBool,
+        asked: &std::sync::mpsc::Receiver<Ask>,
         interval: Duration,
     ) -> Result<Captured, TraceError> {
         let cpu0 = thread_cpu_ns();
@@ -423,8 +454,14 @@ impl DrainState {
         self.sample_steal();
         loop {
             let stopping = stop.load(Ordering::Acquire);
+            let passed = now_mono();
             self.pass(&pipes, &mut page)?;
             self.sample_steal();
+            while let Ok(ask) = asked.try_recv() {
+                self.out.drain_cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+                let _ = ask.tx.send(self.snapshot(passed));
+                self.forget_before(ask.keep_from);
+            }
             if stopping {
                 break;
             }
@@ -452,6 +489,41 @@ impl DrainState {
         self.out.events = self.rings.into_iter().map(Vec::from).collect();
         self.out.drain_cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
         Ok(self.out)
+    }
+
+    /// A copy of what is held, covering up to `end_ns` (the start of the last pass: every event
+    /// before it has been read).
+    fn snapshot(&self, end_ns: u64) -> Captured {
+        Captured {
+            end_ns,
+            events: self
+                .rings
+                .iter()
+                .map(|r| r.iter().copied().collect())
+                .collect(),
+            ..self.out.clone()
+        }
+    }
+
+    /// Forget events and steal readings before `at` (keeping the last reading before it), and
+    /// names beyond [`MAX_COMMS`]: a later snapshot covers `at` on.
+    fn forget_before(&mut self, at: u64) {
+        for (i, ring) in self.rings.iter_mut().enumerate() {
+            let n = ring.partition_point(|e| e.ts < at);
+            ring.drain(..n);
+            self.held -= n;
+            self.out.covered_from[i] = self.out.covered_from[i].max(at);
+            // The room a burst took is given back.
+            if ring.capacity() > 4 * ring.len().max(1024) {
+                ring.shrink_to(2 * ring.len().max(1024));
+            }
+        }
+        let s = &mut self.out.steal;
+        let keep = s.partition_point(|x| x.ts < at).saturating_sub(1);
+        s.drain(..keep);
+        if self.out.comms.len() > MAX_COMMS {
+            self.out.comms.clear();
+        }
     }
 
     fn sample_steal(&mut self) {

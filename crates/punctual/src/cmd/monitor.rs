@@ -20,6 +20,10 @@ pub struct MonitorArgs {
     /// A release later than this counts in punctual_late_releases_total.
     #[arg(long, default_value = "10us", value_parser = duration, value_name = "DURATION")]
     pub late_bound: u64,
+    /// Attribute late releases to causes from a kernel trace of the measured CPUs: auto (when
+    /// tracefs can be had, else a note), on (required: exit 3 without), off.
+    #[arg(long, default_value = "auto", value_name = "auto|on|off")]
+    pub explain: punctual_monitor::attribution::Explain,
     /// Store a window's result in the results store this often, or off.
     #[arg(long, default_value = "10m", value_parser = every, value_name = "DURATION|off")]
     pub history_every: Every,
@@ -82,5 +86,6 @@ pub fn run(a: MonitorArgs, env: &Env) -> anyhow::Result<Exit> {
         want.priority = 98;
     }
     let mut m = Monitor::new(source, a.late_bound, a.duration, want, listener, store);
+    m.explain = a.explain;
     Ok(drive(&mut m, &outputs, env)?)
 }
