@@ -138,8 +138,10 @@ pub fn run(cfg: &CtxswConfig, stop: &AtomicBool) -> Result<CtxswOutcome, BenchEr
         let child_body = || {
             let mut b = [0u8; 1];
             match cfg.channel {
-                // SAFETY (both loops): raw reads and writes on inherited fds; async-signal-safe.
                 Channel::Pipe => loop {
+                    // SAFETY: one-byte reads and writes into `b`, a live one-byte local, on the
+                    // pipe ends this forked child inherited; read, write and _exit are
+                    // async-signal-safe, as a child of a threaded parent needs.
                     unsafe {
                         if libc::read(cr, b.as_mut_ptr().cast(), 1) != 1 {
                             libc::_exit(2);

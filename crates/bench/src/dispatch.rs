@@ -103,8 +103,9 @@ pub fn run(cfg: &DispatchConfig, stop: &AtomicBool) -> Result<DispatchOutcome, B
     let signo = libc::SIGUSR1;
     // The signal is blocked in the child before it waits; block it here too, so one raised before the
     // child reaches sigwaitinfo stays pending instead of killing it. (Blocked signals survive fork.)
+    // SAFETY: sigset_t is an array of integers: all zeros is valid (and sigemptyset follows).
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: initialising a local set.
+    // SAFETY: sigemptyset and sigaddset only write the local set we lend them.
     unsafe {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, signo);

@@ -17,6 +17,8 @@ pub(crate) struct SharedBox<T> {
 
 // SAFETY: the mapping is only accessed through `&T`, and `T` (atomics) is Sync.
 unsafe impl<T: Sync> Sync for SharedBox<T> {}
+// SAFETY: the box owns its mapping (unmapped once, on drop, by whichever thread holds it) and
+// hands out only `&T`, shared safely between threads since `T` is Sync.
 unsafe impl<T: Sync> Send for SharedBox<T> {}
 
 impl<T> SharedBox<T> {

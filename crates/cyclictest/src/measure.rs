@@ -295,8 +295,10 @@ fn run_facts(doc: &ResultDoc, s: &Settings, cfg: &Config) -> RunFacts {
 
 /// sysname, nodename, release, version, machine.
 fn uname() -> [String; 5] {
-    // SAFETY: uname fills the zeroed struct; its fields are NUL-terminated.
+    // SAFETY: utsname is arrays of bytes: all zeros is valid.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes one utsname into `u`, a live local of that type; its fields come back
+    // NUL-terminated, and are read up to the NUL below.
     if unsafe { libc::uname(&mut u) } != 0 {
         return Default::default();
     }
@@ -341,8 +343,10 @@ pub fn rfc2822_local(rfc3339: &str) -> String {
         return rfc3339.to_string();
     };
     let secs = t.unix_timestamp() as libc::time_t;
-    // SAFETY: localtime_r writes into the zeroed tm we own.
+    // SAFETY: tm is integers and a pointer: all zeros is valid (a null tm_zone).
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `secs` and writes one tm into `tm`, both live locals; unlike
+    // localtime it uses no shared static buffer, so other threads cannot race it.
     if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
         return rfc3339.to_string();
     }

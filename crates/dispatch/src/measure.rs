@@ -309,17 +309,16 @@ impl Measurement for RunPlan {
         let Some(sp) = &self.shield else {
             return Ok(None);
         };
-        let s = Shield::apply(sp)?;
-        ctx.note(format!(
-            "real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
-            punctual_rt::format_cpu_list(&self.cfg.cpus),
-            s.applied,
-            s.refused.len(),
-            sp.skipped.len()
-        ));
-        if let Some(why) = crate::shield::describe_refused(&s.refused) {
-            ctx.note(why);
-        }
+        let cpus = punctual_rt::format_cpu_list(&self.cfg.cpus);
+        let s = Shield::apply_noted(sp, ctx, |s| {
+            format!(
+                "real-time mode on CPU {cpus}: {} change(s) applied, {} refused, {} task(s) \
+                 cannot move",
+                s.applied,
+                s.refused.len(),
+                sp.skipped.len()
+            )
+        })?;
         Ok(Some(Box::new(s)))
     }
     fn live(&self) -> Option<LiveSpec> {
@@ -580,20 +579,23 @@ impl HoldShield {
     }
 }
 
-impl Measurement for HoldShield {
-    type Outcome = ShieldEnd;
-
-    fn label(&self) -> String {
-        format!("shield CPU {}", punctual_rt::format_cpu_list(&self.cpus))
-    }
-    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
-        let held = Shield::apply(&self.plan)?;
+// Here rather than in shield.rs: the shield's own module has no session (Ctx) in it.
+impl Shield {
+    /// [`Shield::apply`], then what it did in notes, the same for every command that shields:
+    /// an ancestor's shield already holding the CPUs (then nothing else), shields of dead runs
+    /// restored on the way, `summary`'s words for the changes, and why any was refused.
+    pub fn apply_noted(
+        plan: &ShieldPlan,
+        ctx: &Ctx,
+        summary: impl FnOnce(&Shield) -> String,
+    ) -> Result<Shield, Failure> {
+        let held = Shield::apply(plan)?;
         if let Some(pid) = held.nested_in {
             ctx.note(format!(
                 "CPU {} is already shielded by punctual (pid {pid}), an ancestor of this process: its shield holds",
-                punctual_rt::format_cpu_list(&self.cpus)
+                punctual_rt::format_cpu_list(&plan.cpus)
             ));
-            return Ok(Some(Box::new(held)));
+            return Ok(held);
         }
         for r in &held.recovered {
             ctx.note(format!(
@@ -601,6 +603,21 @@ impl Measurement for HoldShield {
                 crate::shield::describe_restore(r)
             ));
         }
+        ctx.note(summary(&held));
+        if let Some(why) = crate::shield::describe_refused(&held.refused) {
+            ctx.note(why);
+        }
+        Ok(held)
+    }
+}
+
+impl Measurement for HoldShield {
+    type Outcome = ShieldEnd;
+
+    fn label(&self) -> String {
+        format!("shield CPU {}", punctual_rt::format_cpu_list(&self.cpus))
+    }
+    fn apply(&mut self, ctx: &Ctx) -> Result<Option<Box<dyn Applied>>, Failure> {
         let count = |task: bool| {
             self.plan
                 .moves
@@ -608,18 +625,17 @@ impl Measurement for HoldShield {
                 .filter(|m| matches!(m, crate::shield::Move::Task { .. }) == task)
                 .count()
         };
-        ctx.note(format!(
-            "shielded CPU {}: {} change(s) applied ({} task(s), {} other change(s) planned), {} refused, {} task(s) cannot move; Ctrl-C restores",
-            punctual_rt::format_cpu_list(&self.cpus),
-            held.applied,
-            count(true),
-            count(false),
-            held.refused.len(),
-            self.plan.skipped.len()
-        ));
-        if let Some(why) = crate::shield::describe_refused(&held.refused) {
-            ctx.note(why);
-        }
+        let held = Shield::apply_noted(&self.plan, ctx, |held| {
+            format!(
+                "shielded CPU {}: {} change(s) applied ({} task(s), {} other change(s) planned), {} refused, {} task(s) cannot move; Ctrl-C restores",
+                punctual_rt::format_cpu_list(&self.cpus),
+                held.applied,
+                count(true),
+                count(false),
+                held.refused.len(),
+                self.plan.skipped.len()
+            )
+        })?;
         Ok(Some(Box::new(held)))
     }
     fn live(&self) -> Option<LiveSpec> {

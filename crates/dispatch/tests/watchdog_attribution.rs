@@ -100,8 +100,8 @@ fn a_cpu_starved_by_the_dispatcher_itself_still_trips_the_watchdog() {
         punctual_rt::affinity::set(0, &[cpu]).unwrap();
         h2[0].publish_thread();
         let p = libc::sched_param { sched_priority: 98 };
-        // SAFETY: the calling thread's own policy.
         assert_eq!(
+            // SAFETY: pid 0 is the calling thread itself; the call only reads `p`, a live local.
             unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) },
             0
         );

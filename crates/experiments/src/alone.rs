@@ -167,8 +167,9 @@ fn parse_cpu_line(text: &str, cpu: usize, hz: u64) -> Option<(u64, Option<u64>)>
 /// CPU time of this process and of its reaped children, ns.
 fn own_cpu_ns() -> u64 {
     let of = |who| {
-        // SAFETY: getrusage fills the struct we pass.
+        // SAFETY: rusage is plain C data (integers and timevals): all zeros is valid.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes one rusage into `u`, a live local of that type.
         unsafe { libc::getrusage(who, &mut u) };
         let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
         tv(u.ru_utime) + tv(u.ru_stime)

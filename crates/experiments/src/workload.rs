@@ -131,8 +131,10 @@ pub fn console(g: &mut Generators) {
         return;
     }
     use std::os::fd::FromRawFd;
-    // SAFETY: both descriptors were just returned by openpty and are owned here.
+    // SAFETY: openpty succeeded, so `master` is an open descriptor that nothing else owns or
+    // closes; the File takes it over.
     let mut reader = unsafe { std::fs::File::from_raw_fd(master) };
+    // SAFETY: as for `master`: `slave` came from the same successful openpty, owned by no one else.
     let mut writer = unsafe { std::fs::File::from_raw_fd(slave) };
     g.spawn("pt-console-r", move |stop| {
         let mut buf = [0u8; 4096];

@@ -365,8 +365,10 @@ impl Waiter for SignalWaiter {
     #[inline]
     fn wait(&mut self, _target: u64) -> Option<Obs> {
         let overruns = loop {
-            // SAFETY: valid set/info/timeout pointers.
+            // SAFETY: siginfo_t is plain C data (integers and a union of them): all zeros is valid.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: sigtimedwait reads the set and the timeout, both owned by `self`, and writes
+            // one siginfo_t into `info`, a live local of that type.
             let s = unsafe { libc::sigtimedwait(&self.set, &mut info, &self.timeout) };
             if s == self.signo {
                 // SAFETY: the timer is ours.

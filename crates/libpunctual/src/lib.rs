@@ -158,26 +158,33 @@ mod tests {
         assert!(!p.is_null());
         let (mut l, mut m) = (-1i64, 99u64);
         for _ in 0..3 {
+            // SAFETY: `p` is a live handle from punctual_periodic_new; the out-pointers are
+            // locals alive across the call.
             assert_eq!(unsafe { punctual_wait_next_period(p, &mut l, &mut m) }, 0);
             assert!(l >= 0);
             assert!(m < 99, "missed was written");
         }
+        // SAFETY: a live handle; a NULL buffer of length 0 asks only for the length.
         let need = unsafe { punctual_periodic_stats_json(p, std::ptr::null_mut(), 0) };
         assert!(need > 100);
         let mut small = [0 as c_char; 8];
         assert_eq!(
+            // SAFETY: a live handle; `small` holds the 8 bytes passed as its length.
             unsafe { punctual_periodic_stats_json(p, small.as_mut_ptr(), 8) },
             need
         );
         assert_eq!(small[7], 0);
         let mut buf = vec![0 as c_char; need as usize + 1];
         assert_eq!(
+            // SAFETY: a live handle; `buf` holds the `buf.len()` bytes passed as its length.
             unsafe { punctual_periodic_stats_json(p, buf.as_mut_ptr(), buf.len()) },
             need
         );
+        // SAFETY: stats_json NUL-terminated what it wrote within `buf`, which outlives `text`.
         let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         let v: serde_json::Value = serde_json::from_str(text).unwrap();
         assert_eq!(v["count"], 3);
+        // SAFETY: `p` came from punctual_periodic_new and is not used after this.
         unsafe { punctual_periodic_free(p) };
     }
 
@@ -189,6 +196,7 @@ mod tests {
             Some(libc::EINVAL)
         );
         assert_eq!(
+            // SAFETY: NULL handle and NULL out-pointers, allowed by the contract.
             unsafe {
                 punctual_wait_next_period(
                     std::ptr::null_mut(),
@@ -199,10 +207,13 @@ mod tests {
             -libc::EINVAL
         );
         assert_eq!(
+            // SAFETY: NULL handle and a NULL buffer of length 0, allowed by the contract.
             unsafe { punctual_periodic_stats_json(std::ptr::null(), std::ptr::null_mut(), 0) },
             -libc::EINVAL
         );
+        // SAFETY: a NULL channel name is allowed by the contract (refused with EINVAL).
         assert!(unsafe { punctual_periodic_attach(std::ptr::null(), 0) }.is_null());
+        // SAFETY: freeing NULL is allowed and does nothing.
         unsafe { punctual_periodic_free(std::ptr::null_mut()) };
     }
 }

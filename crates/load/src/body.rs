@@ -113,8 +113,9 @@ fn tidy_scratch(opts: &BodyOptions) {
 fn cpu_time_with_children() -> Option<u64> {
     let mut total = 0u64;
     for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
-        // SAFETY: getrusage fills a zeroed struct.
+        // SAFETY: rusage is plain C data (integers and timevals): all zeros is valid.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes one rusage into `ru`, a live local of that type.
         if unsafe { libc::getrusage(who, &mut ru) } != 0 {
             return None;
         }

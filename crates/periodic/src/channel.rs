@@ -281,8 +281,9 @@ struct Mapping {
     ptr: *mut Shared,
 }
 
-// SAFETY: the page is only accessed through atomics.
+// SAFETY: the page is only accessed through atomics, and stays mapped until the Mapping drops.
 unsafe impl Send for Mapping {}
+// SAFETY: as for Send: `&Mapping` reaches only atomics, which any thread may use at once.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -1415,6 +1416,9 @@ mod tests {
     fn as_nobody(body: impl FnOnce() -> i32) -> i32 {
         // SAFETY: the child only makes async-signal-safe system calls, then _exit.
         match unsafe { libc::fork() } {
+            // SAFETY: in the forked child of a threaded parent only async-signal-safe calls are
+            // sound: setgroups (a NULL list of length 0), setgid, setuid, the body's raw system
+            // calls (this function's contract) and _exit, which never returns to Rust code.
             0 => unsafe {
                 let ok = libc::setgroups(0, std::ptr::null()) == 0
                     && libc::setgid(65534) == 0
@@ -1453,6 +1457,10 @@ mod tests {
         assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
         // SAFETY: the child makes raw system calls only, then waits to be killed.
         let child = match unsafe { libc::fork() } {
+            // SAFETY: the forked child of a threaded parent makes only async-signal-safe calls
+            // (setgroups with a NULL list of length 0, setgid, setuid, socket, bind and listen on
+            // `addr`, a live sockaddr_un of the length given, a one-byte write from a live array,
+            // pause) and never leaves the loop but by being killed.
             0 => unsafe {
                 let ok = libc::setgroups(0, std::ptr::null()) == 0
                     && libc::setgid(65534) == 0

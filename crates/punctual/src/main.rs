@@ -7,7 +7,7 @@ mod cmd;
 
 use clap::Parser;
 use cli::{Cli, Command};
-use punctual_result::Failure;
+use punctual_result::{table, Failure};
 use punctual_session::{Env, Exit};
 use std::process::ExitCode;
 
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
             return ExitCode::from(Exit::Usage.code());
         }
     };
-    punctual_result::table::set_width(punctual_result::table::Width::detect(cli.wide));
+    table::set_width(table::Width::detect(cli.wide));
     let env = Env::real();
     // Load bodies and periodic processes are punctual's own children: the parent has already done this.
     if !cli.command.is_child() {
@@ -53,10 +53,9 @@ fn main() -> ExitCode {
         Ok(exit) => exit,
         Err(e) => {
             let msg = format!("{e:#}");
-            eprintln!(
-                "punctual: error: {}",
-                punctual_time::text::display_message(&msg, punctual_time::text::MAX_MESSAGE_CHARS)
-            );
+            let msg =
+                punctual_time::text::display_message(&msg, punctual_time::text::MAX_MESSAGE_CHARS);
+            eprintln!("{}", table::wrap(&format!("punctual: error: {msg}")));
             exit_of(&e)
         }
     };

@@ -258,3 +258,101 @@ fn every_flag_in_help_is_described_and_documented() {
         "flags in --help but in no README or docs page: {undocumented:#?}"
     );
 }
+
+/// Lines of `text` longer than `cols` characters, with their lengths.
+fn wider_than(text: &str, cols: usize) -> Vec<(usize, &str)> {
+    text.lines()
+        .map(|l| (l.chars().count(), l))
+        .filter(|(n, _)| *n > cols)
+        .collect()
+}
+
+/// Issue 31: on an 80-column terminal (`COLUMNS=80` says so to a pipe) a new user's commands
+/// print no line wider than 80 columns, on stdout nor stderr; `--wide` gives the full lines.
+/// Widths only: no text whose width depends on a measured value is matched.
+#[test]
+fn a_new_users_commands_fit_an_80_column_terminal() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    let basic = repo().join("examples/plans/basic.toml");
+    let basic = basic.to_str().unwrap();
+    let xine = repo().join("examples/sim/xine.toml");
+    let mut runs: Vec<Vec<&str>> = vec![
+        vec!["latency", "-D", "1s"],
+        vec![
+            "monitor",
+            "-D",
+            "1500ms",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-store",
+        ],
+        vec!["run", basic, "-a", "1", "-D", "1700ms"],
+        vec!["plan", "check", basic],
+        vec!["check", "-D", "4s"],
+        vec!["experiment", "list"],
+        vec!["simulate", "scenario", xine.to_str().unwrap()],
+        vec!["results", "show", "latest"],
+        vec!["results", "list"],
+        // A refusal: the error is wrapped as notes are.
+        vec!["simulate"],
+    ];
+    if is_root() {
+        runs.push(vec!["shield", "--cpus", "1", "--dry-run"]);
+    } else {
+        punctual_testkit::skip(
+            "a_new_users_commands_fit_an_80_column_terminal (shield --dry-run)",
+            "needs root to read every task's affinity",
+        );
+    }
+    for args in &runs {
+        let out = punctual()
+            .env("PUNCTUAL_DATA_DIR", &data)
+            .env("COLUMNS", "80")
+            .args(args)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            matches!(out.status.code(), Some(0..=2)),
+            "{args:?}: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(!stdout.is_empty() || !stderr.is_empty(), "{args:?}");
+        for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+            let wide = wider_than(text, 80);
+            assert!(
+                wide.is_empty(),
+                "{args:?}: {what} lines over 80 columns: {wide:#?}\n{text}"
+            );
+        }
+    }
+    // Every command's help (clap wraps it at COLUMNS; its usage line it does not wrap).
+    for path in command_paths() {
+        let out = punctual()
+            .env("COLUMNS", "80")
+            .args(&path)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let wide = wider_than(&text, 80);
+        assert!(wide.is_empty(), "{path:?} --help: {wide:#?}");
+    }
+    // The same check fails where lines are long: --wide (and a pipe without COLUMNS) keeps
+    // them whole. plan check's notes are fixed text, wider than 80 when not wrapped.
+    for wide in [&["--wide"][..], &[]] {
+        let out = punctual()
+            .env("PUNCTUAL_DATA_DIR", &data)
+            .env_remove("COLUMNS")
+            .args(["plan", "check", basic])
+            .args(wide)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!wider_than(&stdout, 80).is_empty(), "{wide:?}: {stdout}");
+    }
+}

@@ -430,6 +430,7 @@ fn zeadally_dispatch_prints_tables_1_to_4() {
                 .is_some_and(|c| c.starts_with("Interrupt latency, timer (here)"))
         })
         .expect("the interrupt latency row");
+    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
     let traceable = unsafe { libc::geteuid() } == 0
         && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("tracefs"));
     if traceable {
@@ -492,6 +493,7 @@ fn zeadally_dispatch_quick_runs_through_the_binary() {
         .map(|s| s["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds.iter().filter(|k| **k == "dispatch").count(), 4);
+    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
     let traceable = unsafe { libc::geteuid() } == 0
         && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("tracefs"));
     if traceable {

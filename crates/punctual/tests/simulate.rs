@@ -434,6 +434,8 @@ fn interrupted_simulation_exits_130_with_partial_results() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: kill touches no memory; the pid is our child's, not yet waited for, so it cannot
+    // have been reused by another process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));

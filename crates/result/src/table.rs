@@ -105,8 +105,10 @@ fn is_terminal(fd: i32) -> bool {
 
 /// The width of the terminal on `fd`, if it is one and knows its width.
 fn terminal_columns(fd: i32) -> Option<usize> {
-    // SAFETY: TIOCGWINSZ writes a winsize into the struct we pass; a non-terminal fails with ENOTTY.
+    // SAFETY: winsize is four u16: all zeros is valid.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, a live local of that type; a descriptor
+    // that is no terminal fails with ENOTTY and writes nothing.
     let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
     (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }

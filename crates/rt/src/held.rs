@@ -292,8 +292,9 @@ mod tests {
 
     /// One shared page: word 0 releases the held child, word 1 is where it writes its pid.
     struct Page(*mut libc::c_void);
-    // SAFETY: only accessed through atomics.
+    // SAFETY: the page is only accessed through atomics and stays mapped for the test's life.
     unsafe impl Send for Page {}
+    // SAFETY: as for Send: `&Page` reaches only atomics, which any thread may use at once.
     unsafe impl Sync for Page {}
     impl Page {
         fn new() -> Page {

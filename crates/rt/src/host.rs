@@ -218,8 +218,9 @@ fn parse_busy(stat: &str, user_hz: u64) -> Option<u64> {
 /// This process's CPU time and that of its children it waited for, ns.
 fn own_cpu_ns() -> u64 {
     let of = |who| {
-        // SAFETY: getrusage fills the zeroed struct it is given.
+        // SAFETY: rusage is plain C data (integers and timevals): all zeros is valid.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes one rusage into `u`, a live local of that type.
         if unsafe { libc::getrusage(who, &mut u) } != 0 {
             return 0;
         }

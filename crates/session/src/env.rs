@@ -161,10 +161,10 @@ impl Env {
         }
     }
 
-    /// A line on stderr: `punctual: <msg>`.
+    /// A line on stderr: `punctual: <msg>`, wrapped to the width tables use.
     pub fn note(&self, msg: &str) {
         let msg = punctual_time::text::display_message(msg, punctual_time::text::MAX_MESSAGE_CHARS);
-        let line = format!("punctual: {msg}\n");
+        let line = punctual_result::table::wrap(&format!("punctual: {msg}")) + "\n";
         match &self.terminal {
             Terminal::Real { .. } => {
                 let _ = std::io::stderr().write_all(line.as_bytes());

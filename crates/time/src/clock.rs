@@ -101,8 +101,9 @@ impl Clock for SystemClock {
 
 /// Voluntary context switches of the calling thread so far.
 pub fn voluntary_switches() -> u64 {
-    // SAFETY: getrusage writes into the zeroed struct we pass.
+    // SAFETY: rusage is plain C data (integers and timevals): all zeros is valid.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `r`, a live local of that type.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
     r.ru_nvcsw as u64
 }

@@ -305,14 +305,16 @@ impl Measurement for Replay {
         let Some(sp) = &self.shield else {
             return Ok(None);
         };
-        let s = Shield::apply(sp)?;
-        ctx.note(format!(
-            "real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot move",
-            punctual_rt::format_cpu_list(&sp.cpus),
-            s.applied,
-            s.refused.len(),
-            sp.skipped.len()
-        ));
+        let s = Shield::apply_noted(sp, ctx, |s| {
+            format!(
+                "real-time mode on CPU {}: {} change(s) applied, {} refused, {} task(s) cannot \
+                 move",
+                punctual_rt::format_cpu_list(&sp.cpus),
+                s.applied,
+                s.refused.len(),
+                sp.skipped.len()
+            )
+        })?;
         Ok(Some(Box::new(s)))
     }
 

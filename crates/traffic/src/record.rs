@@ -177,6 +177,8 @@ fn setsockopt<T>(
     v: &T,
     what: &str,
 ) -> Result<(), TrafficError> {
+    // SAFETY: setsockopt reads `size_of::<T>()` bytes from `v`, a live reference to a T for the
+    // whole call; the descriptor is open (borrowed from `fd`).
     let r = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
@@ -316,7 +318,10 @@ impl Capturer {
             iov_len: buf.len(),
         };
         let mut control = [0u64; 16];
+        // SAFETY: sockaddr_ll and msghdr are plain C data (integers, byte arrays, pointers):
+        // all zeros is a valid value of each.
         let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
         msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
@@ -324,6 +329,8 @@ impl Capturer {
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
         msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: every pointer in `msg` points at a live local of the length given beside it
+        // (`from`, the iovec over `buf`, `control`); recvmsg writes at most those lengths.
         let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
@@ -342,6 +349,10 @@ impl Capturer {
         }
         let wire = n as usize;
         let mut ts = None;
+        // SAFETY: recvmsg set msg_controllen to the bytes it wrote into `control` (8-byte
+        // aligned); CMSG_FIRSTHDR and CMSG_NXTHDR return headers wholly inside that length or
+        // null, so each header read is initialised; an SCM_TIMESTAMPNS message carries a
+        // timespec, read unaligned.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
@@ -357,8 +368,11 @@ impl Capturer {
 
     /// (frames seen, frames dropped) since the last call, from PACKET_STATISTICS.
     pub fn stats(&self) -> Result<(u64, u64), TrafficError> {
+        // SAFETY: tpacket_stats is two u32 counters: all zeros is valid.
         let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes (the size of `st`) into `st`, a live
+        // local, and updates `len`; the descriptor is owned by `self` and open.
         let r = unsafe {
             libc::getsockopt(
                 self.fd.as_raw_fd(),

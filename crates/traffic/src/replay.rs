@@ -194,12 +194,14 @@ pub struct RawSender {
 pub fn interface(name: &str) -> Result<(u32, usize, bool), TrafficError> {
     let c = std::ffi::CString::new(name)
         .map_err(|_| TrafficError::Usage(format!("-i {name:?}: not an interface name")))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call, which only reads it.
     let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if index == 0 || name.len() >= libc::IFNAMSIZ {
         return Err(TrafficError::System(format!(
             "-i {name}: no such interface here (see `ip link`)"
         )));
     }
+    // SAFETY: socket takes no pointers; a failure is a negative return, checked below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(TrafficError::System(format!(
@@ -207,12 +209,17 @@ pub fn interface(name: &str) -> Result<(u32, usize, bool), TrafficError> {
             std::io::Error::last_os_error()
         )));
     }
+    // SAFETY: `fd` was just opened by socket, is valid, and nothing else owns or closes it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain C data (bytes, integers and a union of them): all zeros is valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }
     let ioctl = |req: &mut libc::ifreq, what: libc::c_ulong| {
+        // SAFETY: SIOCGIFMTU and SIOCGIFFLAGS read the NUL-terminated name (the zeroed array
+        // holds under IFNAMSIZ bytes of it, checked above) and write one field of the ifreq we
+        // lend for the call; the descriptor is open.
         if unsafe { libc::ioctl(fd.as_raw_fd(), what as _, req as *mut libc::ifreq) } < 0 {
             Err(TrafficError::System(format!(
                 "-i {name}: {}",
@@ -223,8 +230,11 @@ pub fn interface(name: &str) -> Result<(u32, usize, bool), TrafficError> {
         }
     };
     ioctl(&mut req, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the union's MTU member; every member is
+    // an integer, so any bytes are a valid value of it.
     let mtu = unsafe { req.ifr_ifru.ifru_mtu } as usize;
     ioctl(&mut req, libc::SIOCGIFFLAGS)?;
+    // SAFETY: as for the MTU: SIOCGIFFLAGS succeeded and wrote the flags member, an integer.
     let up = unsafe { req.ifr_ifru.ifru_flags } as i32 & libc::IFF_UP != 0;
     Ok((index, mtu, up))
 }
@@ -235,6 +245,7 @@ pub(crate) fn packet_socket(
     protocol: u16,
     iface: &str,
 ) -> Result<OwnedFd, TrafficError> {
+    // SAFETY: socket takes no pointers; a failure is a negative return, checked below.
     let fd = unsafe {
         libc::socket(
             libc::AF_PACKET,
@@ -255,6 +266,7 @@ pub(crate) fn packet_socket(
             },
         ));
     }
+    // SAFETY: `fd` was just opened by socket (non-negative, checked), and only this OwnedFd owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
@@ -265,10 +277,13 @@ pub(crate) fn bind_packet(
     protocol: u16,
     iface: &str,
 ) -> Result<(), TrafficError> {
+    // SAFETY: sockaddr_ll is plain C data (integers and a byte array): all zeros is valid.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
     sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = index as i32;
+    // SAFETY: bind reads `size_of::<sockaddr_ll>()` bytes from `sll`, which is that long and
+    // lives across the call; the descriptor is open (borrowed from `fd`).
     let r = unsafe {
         libc::bind(
             fd.as_raw_fd(),
@@ -308,6 +323,8 @@ impl RawSender {
         let mut bypass = false;
         if qdisc_bypass {
             let one: libc::c_int = 1;
+            // SAFETY: the option's value is the 4-byte c_int `one`, alive across the call, which
+            // only reads it; the descriptor is open.
             bypass = unsafe {
                 libc::setsockopt(
                     fd.as_raw_fd(),
@@ -335,6 +352,8 @@ impl Sender for RawSender {
         let r = match self.txtime.at(at) {
             Some(t) => crate::txtime::send_at(self.fd.as_raw_fd(), bytes, None, t),
             None => {
+                // SAFETY: send reads `bytes.len()` bytes from the borrowed slice, which outlives
+                // the call; the descriptor is owned by `self` and open.
                 let n = unsafe {
                     libc::send(
                         self.fd.as_raw_fd(),

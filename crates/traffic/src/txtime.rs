@@ -201,10 +201,13 @@ pub fn egress_ifindex(to: IpAddr) -> io::Result<u32> {
 /// The name of interface `ifindex`.
 pub fn ifname(ifindex: u32) -> String {
     let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` has the IF_NAMESIZE bytes if_indextoname may write (the name and its NUL).
     let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
     if p.is_null() {
         return format!("interface {ifindex}");
     }
+    // SAFETY: `p` is non-null, so it points into `buf`, which holds a NUL-terminated name
+    // (if_indextoname wrote one) and outlives the borrow.
     unsafe { std::ffi::CStr::from_ptr(p) }
         .to_string_lossy()
         .into_owned()
@@ -229,6 +232,8 @@ pub fn enable(fd: RawFd, clockid: i32) -> io::Result<()> {
         clockid,
         flags: libc::SOF_TXTIME_REPORT_ERRORS,
     };
+    // SAFETY: setsockopt reads `size_of::<sock_txtime>()` bytes from `v`, which is that type and
+    // lives across the call; a bad descriptor is an error return, not undefined behaviour.
     let r = unsafe {
         libc::setsockopt(
             fd,
@@ -273,8 +278,10 @@ pub fn send_at(
         iov_len: bytes.len(),
     };
     let mut cbuf = CmsgBuf([0; 32]);
+    // SAFETY: CMSG_SPACE is arithmetic on its argument; it touches no memory.
     let space = unsafe { libc::CMSG_SPACE(8) } as usize;
     debug_assert!(space <= cbuf.0.len());
+    // SAFETY: msghdr is plain C data (pointers and integers): all zeros is valid (null, 0).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     if let Some(a) = to {
         msg.msg_name = a.as_ptr() as *mut libc::c_void;
@@ -284,6 +291,9 @@ pub fn send_at(
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.0.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = space as _;
+    // SAFETY: msg_control is `cbuf`, 8-byte aligned as cmsghdr needs and `space` (24) of its 32
+    // bytes long, so CMSG_FIRSTHDR returns a non-null header inside it, and the header plus its
+    // 8 data bytes (CMSG_LEN(8) <= space) are within `cbuf`; the u64 is written unaligned.
     unsafe {
         let c = libc::CMSG_FIRSTHDR(&msg);
         (*c).cmsg_level = libc::SOL_SOCKET;
@@ -291,6 +301,9 @@ pub fn send_at(
         (*c).cmsg_len = libc::CMSG_LEN(8) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u64, txtime);
     }
+    // SAFETY: every pointer in `msg` (the address, the one iovec over `bytes`, the control
+    // buffer) points at memory of the stated length that lives until sendmsg returns; sendmsg
+    // only reads them.
     let r = unsafe { libc::sendmsg(fd, &msg, 0) };
     if r < 0 {
         return Err(io::Error::last_os_error());

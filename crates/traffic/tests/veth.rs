@@ -323,6 +323,7 @@ fn txtime_reads_the_egress_qdisc_and_falls_back_where_it_ignores_transmit_times(
     let (index, before, after, egress, refused) = std::thread::spawn(move || {
         p.enter(0).unwrap();
         let name = std::ffi::CString::new(p.dev[0].clone()).unwrap();
+        // SAFETY: `name` is a NUL-terminated string alive across the call, which only reads it.
         let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
         let before = txtime::root_qdisc(index).unwrap();
         tc(

@@ -29,8 +29,9 @@ use std::sync::{Arc, Mutex};
 
 /// A page shared with the children (MAP_SHARED | MAP_ANONYMOUS, created before any fork).
 struct Stamp(*mut AtomicU64);
-// SAFETY: the page is only accessed through atomics.
+// SAFETY: the page is only accessed through atomics, and lives until the Stamp is dropped.
 unsafe impl Send for Stamp {}
+// SAFETY: as for Send: `&Stamp` gives access to atomics only, which any thread may use.
 unsafe impl Sync for Stamp {}
 
 impl Stamp {

@@ -128,14 +128,18 @@ pub fn run(a: InstallLibArgs, env: &Env) -> anyhow::Result<Exit> {
         env!("CARGO_PKG_VERSION")
     );
     punctual_result::output::write_atomic(&at.pc, pc.as_bytes())?;
+    let installed = format!(
+        "installed {} (from {}), {} and {}; compile with:",
+        at.lib.display(),
+        lib.display(),
+        at.header.display(),
+        at.pc.display(),
+    );
+    // The commands on lines of their own, never wrapped, so they can be copied whole.
     env.show(
         &format!(
-            "installed {} (from {}), {} and {}\n\
-             compile with: cc prog.c $(PKG_CONFIG_PATH={} pkg-config --cflags --libs punctual)\n",
-            at.lib.display(),
-            lib.display(),
-            at.header.display(),
-            at.pc.display(),
+            "{}\n  export PKG_CONFIG_PATH={}\n  cc prog.c $(pkg-config --cflags --libs punctual)\n",
+            punctual_result::table::wrap(&installed),
             at.pc.parent().expect("pkgconfig dir").display()
         ),
         false,

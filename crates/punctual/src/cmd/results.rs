@@ -223,7 +223,7 @@ fn show(store: &Store, spec: &str, env: &Env) -> anyhow::Result<Exit> {
     let stored = store.resolve(spec).map_err(Failure::from)?;
     let d = &stored.doc;
     let mut text = format!(
-        "Result {} · {} · {} on {} ({}, {}) · {}\n",
+        "Result {} · {} · {} on {} ({}, {}) · {}",
         stored.id.as_deref().unwrap_or(spec),
         std::iter::once("punctual")
             .chain(d.command.iter().skip(1).map(String::as_str))
@@ -244,9 +244,9 @@ fn show(store: &Store, spec: &str, env: &Env) -> anyhow::Result<Exit> {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        text.push_str(&format!("Tags: {}\n", tags.join(", ")));
+        text.push_str(&format!("\nTags: {}", tags.join(", ")));
     }
-    text.push('\n');
+    let mut text = punctual_result::table::wrap(&text) + "\n\n";
     let tables = match &stored.id {
         Some(id) => store.tables(id).map_err(Failure::from)?,
         None => None,
@@ -269,11 +269,11 @@ fn show(store: &Store, spec: &str, env: &Env) -> anyhow::Result<Exit> {
     }
     if !stored.figures.is_empty() {
         let names: Vec<&str> = stored.figures.iter().map(|(n, _)| n.as_str()).collect();
-        text.push_str(&format!(
+        text.push_str(&punctual_result::table::wrap(&format!(
             "\nFigures: {} (punctual results export {} -o DIR)\n",
             names.join(", "),
             stored.id.as_deref().unwrap_or(spec)
-        ));
+        )));
     }
     env.show(&text, false);
     Ok(Exit::Ok)

@@ -268,14 +268,14 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
             a.output
                 .write(&bytes)
                 .map_err(|e| Failure::system(format!("writing {}: {e}", a.output)))?;
-            eprintln!(
+            env.note(&format!(
                 "compiled {} task(s), {} action(s), {} event(s) into {} ({} bytes)",
                 plan.tasks.len(),
                 plan.actions.len(),
                 plan.events.len(),
                 a.output,
                 bytes.len()
-            );
+            ));
             Ok(Exit::Ok)
         }
         PlanCmd::Decode(a) | PlanCmd::Convert(a) => {

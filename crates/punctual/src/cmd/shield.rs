@@ -55,21 +55,20 @@ pub fn run(a: ShieldArgs, env: &Env) -> anyhow::Result<Exit> {
         .filter(|m| matches!(m, Move::Irq { .. }))
         .count();
     if a.dry_run {
+        let mut text = String::new();
         for m in &plan.moves {
-            env.show(&format!("would move {m}\n"), false);
+            text.push_str(&format!("would move {m}\n"));
         }
         for (what, why) in &plan.skipped {
-            env.show(&format!("cannot move {what}: {why}\n"), false);
+            text.push_str(&format!("cannot move {what}: {why}\n"));
         }
-        env.show(
-            &format!(
-                "shielding CPU {} would move {tasks} task(s) and {irqs} IRQ(s) to CPU {}; {} task(s) cannot move\n",
-                format_cpu_list(&cpus),
-                format_cpu_list(&plan.others),
-                plan.skipped.len()
-            ),
-            false,
-        );
+        text.push_str(&format!(
+            "shielding CPU {} would move {tasks} task(s) and {irqs} IRQ(s) to CPU {}; {} task(s) cannot move\n",
+            format_cpu_list(&cpus),
+            format_cpu_list(&plan.others),
+            plan.skipped.len()
+        ));
+        env.show(&punctual_result::table::wrap(&text), false);
         return Ok(Exit::Ok);
     }
     let mut m = HoldShield {

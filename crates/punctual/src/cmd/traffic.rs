@@ -49,6 +49,8 @@ pub struct RecordArgs {
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["udp_to", "interface"])))]
 #[command(group(clap::ArgGroup::new("timing").args(["speed", "pps", "interval"])))]
+// clap's own usage line is 85 columns (issue 31: help fits 80).
+#[command(override_usage = "punctual traffic replay [OPTIONS] <--udp-to <ADDR>|-i <IFACE>> <FILE>")]
 pub struct ReplayArgs {
     /// The capture to send (pcap or pcapng, micro- or nanosecond).
     #[arg(value_name = "FILE")]
