@@ -64,7 +64,7 @@ pub struct RunConfig {
     pub timer_slack_ns: Option<u64>,
     pub margin: MarginPolicy,
     /// How long to run, resolved once by the caller (the flag, else the plan's `duration`);
-    /// `None`: until the plan's last event, or until stopped.
+    /// `None`: the plan's `duration`; without one, until the plan's last event or until stopped.
     pub duration: Option<u64>,
     /// Watchdog threshold (`None`: no watchdog, no breathers, no RLIMIT_RTTIME).
     pub watchdog: Option<u64>,
@@ -165,6 +165,8 @@ pub struct Prepared {
     clients: Vec<Child>,
     /// Raised by exec children that die of RLIMIT_RTTIME; the watchdog trips on it.
     alarm: watchdog::Alarm,
+    /// This process's turn for a watched or real-time run, held until `execute` returns.
+    turn: Option<Turn>,
 }
 
 impl Prepared {
@@ -602,6 +604,8 @@ pub fn phase_around_interference(
 /// started and attached). `stop` (SIGINT/SIGTERM) ends the wait for clients with
 /// [`DispatchError::Interrupted`].
 pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepared, DispatchError> {
+    // Before the first exec child is forked: it takes its real-time policy before its release.
+    let turn = (cfg.watchdog.is_some() || cfg.policy.is_realtime()).then(Turn::take);
     let mut cpus: Vec<usize> = cfg.cpus.clone();
     for c in plan.named_cpus() {
         if !cpus.contains(&c) {
@@ -740,6 +744,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
         slots,
         clients,
         alarm,
+        turn,
     };
     wait_for_clients(&mut prepared, cfg.attach_timeout, stop)?;
     Ok(prepared)
@@ -895,7 +900,14 @@ pub fn execute_with(
         slots,
         mut clients,
         alarm,
+        turn: _turn,
     } = p;
+    // A library caller that left the duration out still gets the plan's: a run of a plan that
+    // says 40 s ended only on a stop or a trip, and a test whose trip never came hung for ever.
+    let cfg = &RunConfig {
+        duration: cfg.duration.or(plan.duration),
+        ..cfg.clone()
+    };
     let n = cpus.len();
     let shared = Shared {
         barrier: Arc::new(Barrier::new(n + 1)),
@@ -951,7 +963,11 @@ pub fn execute_with(
     shared.start.store(s0, Ordering::SeqCst);
     shared.barrier.wait();
 
-    let (done, stuck) = join_dispatchers(handles, &cpu_list, wd.as_ref())?;
+    let end = cfg
+        .duration
+        .filter(|_| failed.is_none())
+        .map(|d| (s0.saturating_add(d), &*shared.stop));
+    let (done, stuck, overran) = join_dispatchers(handles, &cpu_list, wd.as_ref(), end)?;
     let held_by_others = wd.as_ref().map(|w| w.held_by_others()).unwrap_or_default();
     let trip = wd.and_then(|w| {
         if stuck.is_empty() {
@@ -964,6 +980,21 @@ pub fn execute_with(
         return Err(DispatchError::System(e));
     }
     end_clients(&mut clients);
+    if let Some(cpus) = overran {
+        return Err(DispatchError::System(format!(
+            "the dispatcher on CPU {} still ran {} after the plan's end: stopped{}",
+            cpus.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            punctual_time::format_ns(OVERRUN_GRACE_NS),
+            if stuck.is_empty() {
+                ""
+            } else {
+                ", and left behind"
+            }
+        )));
+    }
     let (slots, cpus) = gather_results(done, &slots, shared.plan.actions.len());
     Ok(Outcome {
         slots,
@@ -1137,14 +1168,56 @@ fn dispatcher_thread(
     })
 }
 
+/// How long after the plan's end a dispatcher may still run before the run stops it and fails.
+pub const OVERRUN_GRACE_NS: u64 = 5_000_000_000;
+
+/// The runs of one process that a watchdog may act on, one at a time, from `prepare` (which forks
+/// exec children already at their real-time policy) to the end of `execute`. The watchdog's means
+/// are the process's: RLIMIT_RTTIME, SIGXCPU, demoting every real-time thread of the process and
+/// its descendants, the CPU share of all of them. Two such runs at once (a library user, the
+/// tests' threads) limit, count and demote each other: a trip of one demoted the other's exec
+/// child, whose own trip then never came (issue 32: a test hung 1,760 s).
+static TURN_BUSY: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+static TURN_FREE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// This process's turn for a watched or real-time run (see [`TURN_BUSY`]); given back on drop.
+struct Turn(());
+
+impl Turn {
+    /// Waits until no other watched or real-time run of this process is under way.
+    fn take() -> Turn {
+        let mut busy = TURN_BUSY.lock().unwrap_or_else(|p| p.into_inner());
+        while *busy {
+            busy = TURN_FREE.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        *busy = true;
+        Turn(())
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *TURN_BUSY.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        TURN_FREE.notify_one();
+    }
+}
+
+/// What [`join_dispatchers`] found: the finished threads' results, the CPUs of threads left
+/// behind, and the CPUs whose thread was still running [`OVERRUN_GRACE_NS`] after the plan's end.
+type Joined = (Vec<CpuDone>, Vec<usize>, Option<Vec<usize>>);
+
 /// Waits for the dispatcher threads; if the watchdog trips and a thread stays stuck, leaves it
-/// behind. Returns what the finished threads did and the CPUs of the stuck ones.
+/// behind. `end`: the plan's end and the run's stop flag; a thread still running
+/// [`OVERRUN_GRACE_NS`] after it is stopped (a loop that never reached the end must not hold the
+/// run for ever), and left behind if it has not ended a second later.
 fn join_dispatchers(
     handles: Vec<std::thread::JoinHandle<Option<CpuDone>>>,
     cpu_list: &[usize],
     wd: Option<&watchdog::Watchdog>,
-) -> Result<(Vec<CpuDone>, Vec<usize>), DispatchError> {
+    end: Option<(u64, &AtomicBool)>,
+) -> Result<Joined, DispatchError> {
     let mut tripped_at: Option<std::time::Instant> = None;
+    let mut overran: Option<(std::time::Instant, Vec<usize>)> = None;
     let mut stuck = Vec::new();
     loop {
         if handles.iter().all(|h| h.is_finished()) {
@@ -1153,7 +1226,16 @@ fn join_dispatchers(
         if tripped_at.is_none() && wd.is_some_and(|w| w.tripped().is_some()) {
             tripped_at = Some(std::time::Instant::now());
         }
-        if tripped_at.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(1)) {
+        if let Some((end, stop)) = end.filter(|_| overran.is_none()) {
+            if read_clock(libc::CLOCK_MONOTONIC) > end.saturating_add(OVERRUN_GRACE_NS) {
+                let running = handles.iter().zip(cpu_list);
+                let cpus = running.filter(|(h, _)| !h.is_finished()).map(|(_, &c)| c);
+                overran = Some((std::time::Instant::now(), cpus.collect()));
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+        let since = tripped_at.or(overran.as_ref().map(|o| o.0));
+        if since.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(1)) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -1174,7 +1256,7 @@ fn join_dispatchers(
             stuck.push(cpu);
         }
     }
-    Ok((done, stuck))
+    Ok((done, stuck, overran.map(|o| o.1)))
 }
 
 /// Clients spawned by wake actions see their channels end; give them a moment, then stop them.
@@ -1365,5 +1447,53 @@ mod tests {
             u64::MAX,
             "nothing on CPU 2"
         );
+    }
+
+    /// Issue 32: a dispatcher that never reached the plan's end held `join_dispatchers` (and the
+    /// run, and the test's CPU lock) for ever. Past the end and the grace, the run is stopped; a
+    /// thread that ends then is reported as overrunning, one that does not is left behind.
+    #[test]
+    fn dispatchers_past_the_plans_end_are_stopped_and_reported() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let obeys = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                None
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let deaf = std::thread::spawn(move || {
+            let _ = rx.recv();
+            None
+        });
+        // The plan ended a grace and a second ago.
+        let end = read_clock(libc::CLOCK_MONOTONIC) - OVERRUN_GRACE_NS - 1_000_000_000;
+        let t0 = std::time::Instant::now();
+        let (done, stuck, overran) =
+            join_dispatchers(vec![obeys, deaf], &[3, 5], None, Some((end, &*stop))).unwrap();
+        assert!(stop.load(Ordering::SeqCst), "the run was not stopped");
+        assert!(done.is_empty());
+        assert_eq!(overran, Some(vec![3, 5]));
+        assert_eq!(
+            stuck,
+            vec![5],
+            "only the thread that ignored the stop is left behind"
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+        let _ = tx.send(());
+    }
+
+    #[test]
+    fn dispatchers_that_end_by_the_plans_end_are_not_reported() {
+        let stop = AtomicBool::new(false);
+        let quick = std::thread::spawn(|| None);
+        let end = read_clock(libc::CLOCK_MONOTONIC) + 60_000_000_000;
+        let (_, stuck, overran) =
+            join_dispatchers(vec![quick], &[1], None, Some((end, &stop))).unwrap();
+        assert_eq!((stuck, overran), (vec![], None));
+        assert!(!stop.load(Ordering::SeqCst));
     }
 }

@@ -39,6 +39,9 @@ fn an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog() {
         punctual_testkit::skip(name, "needs two CPUs and taskset");
         return;
     };
+    // It holds a CPU at FIFO for up to 600 ms; and RLIMIT_RTTIME, read below before and after, is
+    // the process's: a watched run of another test of this file lowers it while it runs.
+    let _cpu = punctual_testkit::exclusive_cpu();
     // The spinner runs on the first CPU, away from the dispatcher and its canary, so only the
     // child's own RLIMIT_RTTIME can catch it. It is the first release: the child forked before the
     // watchdog existed, the one that used to run without a limit.
