@@ -5,8 +5,9 @@
 //! and whichever is restored first would write back a value the other still relies on (or every
 //! IRQ ends pinned to one CPU). So they are kept in one registry shared by every punctual process
 //! on the machine (`shields.json` in [`crate::journal::machine_dir`], whatever the journals' state
-//! directory; root-owned 0600, changed only under an exclusive lock on `shields.lock`): per setting, the value before the first change (the
-//! baseline) and a stack of holders, each with the value it set, read back from the kernel.
+//! directory; root-owned 0600, changed only under an exclusive lock on `shields.lock`): per
+//! setting, the value before the first change (the baseline) and a stack of holders, each with
+//! the value it set, read back from the kernel.
 //!
 //! Releasing a holder:
 //! - on top of its stack, and the current value is still what it set: the value below it (the
