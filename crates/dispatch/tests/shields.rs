@@ -19,24 +19,7 @@ fn ready(name: &str) -> Option<Vec<usize>> {
     Some(online)
 }
 
-/// Every IRQ affinity and the default one, as the kernel spells them.
-fn irq_state() -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter_map(|e| {
-            let p = e.path().join("smp_affinity_list");
-            Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?))
-        })
-        .collect();
-    v.push((
-        "default".into(),
-        std::fs::read_to_string("/proc/irq/default_smp_affinity").unwrap(),
-    ));
-    v.sort();
-    v
-}
+use punctual_testkit::irq_affinities as irq_state;
 
 #[test]
 fn a_second_shield_over_held_cpus_is_refused_and_the_first_restores_everything() {

@@ -214,13 +214,19 @@ fn a_conflict_with_a_live_shield_exits_3() {
     let _cpu = punctual_testkit::exclusive_cpu();
     let t = tempfile::tempdir().unwrap();
     let state = private_state(t.path());
+    second_shield_is_refused(&state, &state);
+}
+
+/// A live shield of the last CPU with journals in `first`, then a second one over it with
+/// journals in `second`: refused with exit 3, and the first ends on Ctrl-C with 130.
+fn second_shield_is_refused(first: &Path, second: &Path) {
     let cpu = last_cpu().to_string();
-    let first = live_shield(&state, &["--cpus", &cpu, "-D", "60s"]);
-    let o = shield(&state, &["--cpus", &cpu, "-D", "1s"])
+    let live = live_shield(first, &["--cpus", &cpu, "-D", "60s"]);
+    let o = shield(second, &["--cpus", &cpu, "-D", "1s"])
         .output()
         .unwrap();
-    interrupt(&first);
-    let done = first.wait_with_output().unwrap();
+    interrupt(&live);
+    let done = live.wait_with_output().unwrap();
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{e}");
     assert!(e.contains("already shielded"), "{e}");
@@ -242,41 +248,18 @@ fn shields_with_private_state_dirs_share_one_registry() {
     let before = machine_state();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (state_a, state_b) = (private_state(a.path()), private_state(b.path()));
-    let cpu = last_cpu().to_string();
-    let first = live_shield(&state_a, &["--cpus", &cpu, "-D", "60s"]);
-    let o = shield(&state_b, &["--cpus", &cpu, "-D", "1s"])
-        .output()
-        .unwrap();
-    interrupt(&first);
-    let done = first.wait_with_output().unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(3), "{e}");
-    assert!(e.contains("already shielded"), "{e}");
-    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+    second_shield_is_refused(&state_a, &state_b);
     assert_eq!(machine_state(), before, "the machine is as it was");
 }
 
 /// What a shield changes: IRQ affinities, the default one, throttling, pid 1's mask.
 fn machine_state() -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter_map(|e| {
-            let p = e.path().join("smp_affinity_list");
-            Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?))
-        })
-        .collect();
-    for f in [
-        "/proc/irq/default_smp_affinity",
-        "/proc/sys/kernel/sched_rt_runtime_us",
-    ] {
-        v.push((f.into(), std::fs::read_to_string(f).unwrap()));
-    }
+    let mut v = punctual_testkit::irq_affinities();
+    let f = "/proc/sys/kernel/sched_rt_runtime_us";
+    v.push((f.into(), std::fs::read_to_string(f).unwrap()));
     let status = std::fs::read_to_string("/proc/1/status").unwrap();
     let mask = status.lines().find(|l| l.starts_with("Cpus_allowed_list"));
     v.push(("pid 1".into(), mask.unwrap_or("").into()));
-    v.sort();
     v
 }
 

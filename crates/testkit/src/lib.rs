@@ -244,6 +244,27 @@ pub fn has_text(text: &str, needle: &str) -> bool {
     words(text).contains(&words(needle))
 }
 
+/// Every IRQ's affinity and the default one, as the kernel spells them (sorted): what a shield
+/// moves, for tests that check it was put back.
+pub fn irq_affinities() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| {
+            let p = e.path().join("smp_affinity_list");
+            Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?))
+        })
+        .collect();
+    v.push((
+        "default".into(),
+        std::fs::read_to_string("/proc/irq/default_smp_affinity").unwrap_or_default(),
+    ));
+    v.sort();
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
