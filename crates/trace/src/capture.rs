@@ -132,9 +132,29 @@ pub struct Captured {
     pub virtualized: bool,
     /// Events decoded, by kind (what the capture's cost is made of).
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
+    /// Switches out of idle the kernel did not record, put back ([`crate::idle_exit`]).
+    pub idle_exits: crate::idle_exit::Repair,
 }
 
 impl Captured {
+    /// Put back the switches out of idle the kernel did not record, on every CPU, from the
+    /// wake-ups of every traced CPU ([`crate::idle_exit`]); counted in [`Captured::idle_exits`].
+    pub fn put_back_idle_exits(&mut self) {
+        let wakeups = crate::idle_exit::wakeups_by_cpu(self.events.iter().flatten());
+        let mut r = crate::idle_exit::Repair::default();
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            let cpu = cpu as u32;
+            let w = wakeups.get(&cpu).map_or(&[][..], |v| v.as_slice());
+            let (add, rr) = crate::idle_exit::lost_idle_exits(cpu, &self.events[i], w);
+            r.add(rr);
+            if !add.is_empty() {
+                let evs = std::mem::take(&mut self.events[i]);
+                self.events[i] = crate::idle_exit::merge(evs, add);
+            }
+        }
+        self.idle_exits = r;
+    }
+
     /// The events of `cpu`, if it was traced.
     pub fn cpu_events(&self, cpu: usize) -> Option<&[Event]> {
         self.cpus
@@ -488,13 +508,14 @@ impl DrainState {
         self.out.end_ns = now_mono();
         self.out.events = self.rings.into_iter().map(Vec::from).collect();
         self.out.drain_cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+        self.out.put_back_idle_exits();
         Ok(self.out)
     }
 
     /// A copy of what is held, covering up to `end_ns` (the start of the last pass: every event
     /// before it has been read).
     fn snapshot(&self, end_ns: u64) -> Captured {
-        Captured {
+        let mut c = Captured {
             end_ns,
             events: self
                 .rings
@@ -502,7 +523,9 @@ impl DrainState {
                 .map(|r| r.iter().copied().collect())
                 .collect(),
             ..self.out.clone()
-        }
+        };
+        c.put_back_idle_exits();
+        c
     }
 
     /// Forget events and steal readings before `at` (keeping the last reading before it), and

@@ -6,6 +6,7 @@
 //! - [`kernel`]: tracefs, the private instance, format files, the binary page format, decoding;
 //! - [`record`]: the drain that turns per-CPU pages into a trace file while the kernel traces;
 //! - [`capture`]: the same drain into memory, only the events `--explain` reads, with steal samples;
+//! - [`idle_exit`]: switches out of idle the kernel did not record, put back from the evidence;
 //! - [`file`]: the trace file (writer, and a reader that reports damage instead of panicking);
 //! - [`analyze`]: analyses over [`event::Event`]s, whatever their origin ([`synth`] builds them in tests);
 //! - [`render`]: tables, result documents and figures from an analysis;
@@ -16,6 +17,7 @@ pub mod capture;
 pub mod error;
 pub mod event;
 pub mod file;
+pub mod idle_exit;
 pub mod kernel;
 pub mod measure;
 pub mod record;

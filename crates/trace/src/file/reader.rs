@@ -51,6 +51,12 @@ pub struct Integrity {
     /// crafted timestamp): dropped, so they cannot stretch the trace to centuries.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub out_of_window: u64,
+    /// Switches out of a CPU's idle task the kernel did not record, put back from the wake-up
+    /// that preceded them ([`crate::idle_exit`]), and those no evidence could place.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_exits_inferred: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_exits_unplaced: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -74,6 +80,12 @@ impl Integrity {
         );
         for d in &self.damage {
             s.push_str(&format!("; at byte {}: {}", d.offset, d.reason));
+        }
+        if self.idle_exits_inferred + self.idle_exits_unplaced > 0 {
+            s.push_str(&format!(
+                "; {} switches out of idle the kernel did not record put back, {} without evidence",
+                self.idle_exits_inferred, self.idle_exits_unplaced
+            ));
         }
         if !self.has_trailer && self.damage.iter().all(|d| !d.reason.contains("ends")) {
             s.push_str("; no trailer: the recording did not finish");
@@ -467,6 +479,9 @@ pub fn read_trace(bytes: &[u8]) -> Result<TraceData, ReadError> {
     integrity.events = events.len() as u64;
     // Per-CPU streams are in order; a stable sort merges them and keeps each CPU's order on ties.
     events.sort_by_key(|e: &Event| e.ts);
+    let (events, repair) = crate::idle_exit::repair_merged(events);
+    integrity.idle_exits_inferred = repair.inferred;
+    integrity.idle_exits_unplaced = repair.unplaced;
     Ok(TraceData {
         header,
         trailer,
