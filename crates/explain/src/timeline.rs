@@ -123,6 +123,10 @@ struct State {
     /// chose it over the victim, which only RT throttling or the fair server does. A lower task
     /// that merely keeps the CPU after the victim woke (a kernel that is not preemptible) is not.
     chosen_over_victim: bool,
+    /// The current task is of a lower class and took the CPU from a real-time task that was
+    /// still runnable: only the fair deadline server (or RT throttling) does that, so a
+    /// real-time victim woken while it runs waits on the server's budget, not on the task.
+    on_server: bool,
     stack: Vec<Frame>,
     idle: Option<u32>,
     poll: Option<u32>,
@@ -155,7 +159,8 @@ impl State {
             Some((0, _)) if self.idle.is_some() && self.idle == self.poll => Occupant::IdlePoll,
             Some((0, _)) => Occupant::Idle(self.idle),
             Some((pid, prio)) => {
-                if self.chosen_over_victim && self.victim_waiting {
+                let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
+                if (self.chosen_over_victim || self.on_server && victim_rt) && self.victim_waiting {
                     Occupant::Throttled { pid, prio }
                 } else {
                     Occupant::Task { pid, prio }
@@ -188,10 +193,10 @@ impl State {
             }
             EventKind::Switch {
                 prev_pid,
+                prev_prio,
                 prev_state,
                 next_pid,
                 next_prio,
-                ..
             } => {
                 // The charge of the task leaving comes before its switch: anything since is not
                 // known to be charged.
@@ -211,6 +216,11 @@ impl State {
                 let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
                 self.chosen_over_victim =
                     self.victim_waiting && victim_rt && next_pid != 0 && next_prio >= 100;
+                self.on_server = prev_pid != 0
+                    && (0..100).contains(&prev_prio)
+                    && leave_reason(prev_state) == Leave::Preempted
+                    && next_pid != 0
+                    && next_prio >= 100;
                 self.current = Some((next_pid, next_prio));
                 self.stack.clear();
             }
@@ -354,6 +364,7 @@ pub fn account(w: &Window) -> Accounting {
     let mut st = State {
         current: None,
         chosen_over_victim: false,
+        on_server: false,
         stack: Vec::new(),
         idle: None,
         poll: w.poll_state,
@@ -654,6 +665,52 @@ mod tests {
             }),
             20 * US
         );
+    }
+
+    #[test]
+    fn a_normal_task_that_preempted_a_real_time_task_runs_on_the_fair_server() {
+        let sw = |prev_pid, prev_prio, prev_state, next_pid, next_prio| EventKind::Switch {
+            prev_pid,
+            prev_prio,
+            prev_state,
+            next_pid,
+            next_prio,
+        };
+        let mut s = Synth::new(2, T0, T0 + 10_000 * US);
+        // A FIFO 99 spinner (prio 0) is preempted by a normal task (the kernel's fair server):
+        // the victim (FIFO 80) woken at +20 us waits on the server until +60 us. The same task
+        // switched in from an idle CPU later keeps it after a wake-up: that is the task's own.
+        s.event(T0, 0, sw(0, 120, 0, 900, 0));
+        s.event(T0 + 5 * US, 0, sw(900, 0, PREEMPTED, 75, 110));
+        s.event(T0 + 60 * US, 0, sw(75, 110, 1, 7, 19));
+        s.event(T0 + 70 * US, 0, sw(7, 19, 1, 0, 120));
+        s.event(T0 + 100 * US, 0, sw(0, 120, 0, 75, 110));
+        s.event(T0 + 150 * US, 0, sw(75, 110, 1, 7, 19));
+        let t = s.build();
+        let served = account(&Window {
+            events: &t.events,
+            victim: 7,
+            from: T0 + 10 * US,
+            to: T0 + 60 * US,
+            victim_after: T0,
+            wakings: &[(T0 + 20 * US, 19)],
+            poll_state: None,
+        });
+        let throttled = Occupant::Throttled { pid: 75, prio: 110 };
+        let task = Occupant::Task { pid: 75, prio: 110 };
+        assert_eq!(served.of(throttled), 40 * US);
+        assert_eq!(served.of(task), 10 * US);
+        let own = account(&Window {
+            events: &t.events,
+            victim: 7,
+            from: T0 + 110 * US,
+            to: T0 + 150 * US,
+            victim_after: T0 + 100 * US,
+            wakings: &[(T0 + 120 * US, 19)],
+            poll_state: None,
+        });
+        assert_eq!(own.of(throttled), 0);
+        assert_eq!(own.of(task), 40 * US);
     }
 
     #[test]
