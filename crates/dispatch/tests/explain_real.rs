@@ -1,7 +1,8 @@
 //! `--explain` on real runs of this machine (root, tracefs, two CPUs): a FIFO 99 busy loop of
 //! 200 us every 50 ms on the CPU a measured thread or a wake client runs on is named as the cause
 //! of the late releases it made (at least 95 % of those whose window meets one of its bursts, and
-//! never of one far from them); a client on an idle CPU is late through the wake path. The
+//! never of one far from them); a client woken without lead on an idle CPU is late by its way back
+//! from idle, and named so (`lead` or `wake_path`). The
 //! measured CPU is shielded (real-time mode) so the builds and tests of the rest of the machine add
 //! few late releases of their own; everything is restored when the shield drops, also when a test
 //! fails. What else makes releases late on a loaded machine (the host's steal, a kernel worker) is
@@ -24,8 +25,13 @@ const HOG_BURST_NS: u64 = 200_000;
 const HOG_EVERY_NS: u64 = 50_000_000;
 const BOUND: u64 = 100_000;
 
-/// Root, tracing and two CPUs, or a visible skip. Returns the CPU to measure on.
-fn ready(test: &str) -> Option<usize> {
+/// Root, tracing and two CPUs, or a visible skip. Returns the CPU to measure on: `last` says
+/// which end. The hog tests take the first: on this project's VM the kernel does not record a
+/// switch out of idle on CPU 1 (see `punctual_trace::idle_exit`, which puts them back from the
+/// evidence), and the hog's count is judged against its own clock, so the CPU whose trace is
+/// whole keeps that judgement exact. The idle client takes the last CPU, whose idle exits are
+/// the ones put back.
+fn ready(test: &str, last: bool) -> Option<usize> {
     if !punctual_testkit::tracing(test) {
         return None;
     }
@@ -33,7 +39,11 @@ fn ready(test: &str) -> Option<usize> {
         punctual_testkit::skip(test, "needs two CPUs (one shielded, one for the rest)");
         return None;
     }
-    Some(0)
+    Some(if last {
+        punctual_rt::affinity::last_online_cpu()
+    } else {
+        punctual_rt::online_cpus()[0]
+    })
 }
 
 /// Real-time mode on `cpu`, this process (hog, measured threads) staying.
@@ -54,9 +64,23 @@ fn shield_cpu(test: &str, cpu: usize) -> Option<Shield> {
     }
 }
 
-/// A thread named `pt-hog` at FIFO 99 on `cpu`: busy 200 us every 50 ms until `stop`. Returns
-/// each burst's start and end.
-fn hog(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u64, u64)>> {
+/// One burst of the hog: when it began and ended, and whether the hog ran through it undisturbed
+/// (its thread CPU time at least 90 % of the burst, and the burst at most 25 % longer than asked).
+/// A FIFO 99 spinner is held up only by the kernel's fair server (a normal task pinned to the CPU
+/// and starved), interrupt handlers (charged to it: no IRQ time accounting here) or the host
+/// stopping the vCPU: the late releases of such a burst are not the hog's alone, and the test
+/// does not judge them.
+#[derive(Clone, Copy, Debug)]
+struct Burst {
+    began: u64,
+    ended: u64,
+    whole: bool,
+    /// The CPU it ended on.
+    cpu: i32,
+}
+
+/// A thread named `pt-hog` at FIFO 99 on `cpu`: busy 200 us every 50 ms until `stop`.
+fn hog(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Burst>> {
     std::thread::Builder::new()
         .name("pt-hog".into())
         .spawn(move || {
@@ -69,15 +93,24 @@ fn hog(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u64, u
             })
             .expect("FIFO 99 as root");
             let now = || punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC);
+            let ran = || punctual_time::clock::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
             let mut next = now();
             let mut bursts = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let began = now();
+                let (began, ran_before) = (now(), ran());
                 let until = began + HOG_BURST_NS;
                 while now() < until {
                     std::hint::spin_loop();
                 }
-                bursts.push((began, now()));
+                let (ended, on_cpu) = (now(), ran() - ran_before);
+                bursts.push(Burst {
+                    began,
+                    ended,
+                    whole: on_cpu * 10 >= (ended - began) * 9
+                        && (ended - began) * 4 <= HOG_BURST_NS * 5,
+                    // SAFETY: sched_getcpu reads the calling thread's CPU; no pointers.
+                    cpu: unsafe { libc::sched_getcpu() },
+                });
                 next += HOG_EVERY_NS;
                 punctual_time::clock::sleep_abs(libc::CLOCK_MONOTONIC, next);
             }
@@ -88,9 +121,9 @@ fn hog(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u64, u
 
 /// Checks the hog is named for the late releases its bursts made, and for no other: of the late
 /// releases whose window (from 500 us before the instant, which holds any hand-over, to when it
-/// ran) meets a burst, at least 95 % are the hog's; of the others, none. Returns how many met a
-/// burst.
-fn check_hog(x: &Explanation, bursts: &[(u64, u64)]) -> usize {
+/// ran) meets a burst the hog ran through, at least 95 % are the hog's; of those that meet no
+/// burst, none. Returns how many met a whole burst.
+fn check_hog(x: &Explanation, bursts: &[Burst]) -> usize {
     let named = |a: &punctual_explain::Attribution| {
         a.cause == Cause::Task
             && a.offender
@@ -104,8 +137,13 @@ fn check_hog(x: &Explanation, bursts: &[(u64, u64)]) -> usize {
         // A 200 us burst makes a release late by about its length; one later than 1 ms had
         // something else on top (under a loaded suite: the fair server's turn for starved normal
         // tasks, attributed `throttle`), and is not the hog's to claim.
-        let at_burst = bursts.iter().any(|&(b0, b1)| b0 < r.actual && b1 > from);
+        let meets = |b: &&Burst| b.began < r.actual && b.ended > from;
+        let at_burst = bursts.iter().any(|b| meets(&b));
         if at_burst && r.actual - r.target > 1_000_000 {
+            continue;
+        }
+        // A burst the hog did not run through (see [`Burst`]) is judged for neither side.
+        if bursts.iter().filter(meets).any(|b| !b.whole) {
             continue;
         }
         match (at_burst, named(a)) {
@@ -113,15 +151,13 @@ fn check_hog(x: &Explanation, bursts: &[(u64, u64)]) -> usize {
                 near += 1;
                 near_named += n as usize;
                 if !n && others.len() < 5 {
-                    let b = bursts
-                        .iter()
-                        .find(|&&(b0, b1)| b0 < r.actual && b1 > from)
-                        .unwrap();
+                    let b = bursts.iter().find(meets).unwrap();
                     others.push(format!(
-                        "{} late, burst {} to {} from its instant: {:?} {:?} {}",
+                        "{} late, burst {} to {} from its instant on CPU {}: {:?} {:?} {}",
                         r.actual - r.target,
-                        b.0 as i64 - r.target as i64,
-                        b.1 as i64 - r.target as i64,
+                        b.began as i64 - r.target as i64,
+                        b.ended as i64 - r.target as i64,
+                        b.cpu,
                         a.cause,
                         a.offender,
                         a.why
@@ -145,7 +181,9 @@ fn check_hog(x: &Explanation, bursts: &[(u64, u64)]) -> usize {
 #[test]
 fn a_fifo_99_hog_on_the_dispatchers_cpu_is_named_for_its_late_releases() {
     let test = "a_fifo_99_hog_on_the_dispatchers_cpu_is_named_for_its_late_releases";
-    let Some(cpu) = ready(test) else { return };
+    let Some(cpu) = ready(test, false) else {
+        return;
+    };
     let _cpu = punctual_testkit::exclusive_cpu();
     let Some(_shield) = shield_cpu(test, cpu) else {
         return;
@@ -186,19 +224,20 @@ fn a_fifo_99_hog_on_the_dispatchers_cpu_is_named_for_its_late_releases() {
     let (out, explained) = run.unwrap();
     assert!(out.trip.is_none());
     let explained = explained.expect("explained");
-    assert!(bursts.len() >= 50, "{} bursts", bursts.len());
+    let whole = whole_bursts(&bursts, 50);
     let near = check_hog(&explained, &bursts);
     assert!(
-        near >= bursts.len(),
-        "{near} late releases at {} bursts: each burst makes at least one",
-        bursts.len()
+        near >= whole,
+        "{near} late releases at {whole} whole bursts: each makes at least one"
     );
 }
 
 #[test]
 fn a_fifo_99_hog_on_a_wake_clients_cpu_is_named_for_its_late_releases() {
     let test = "a_fifo_99_hog_on_a_wake_clients_cpu_is_named_for_its_late_releases";
-    let Some(cpu) = ready(test) else { return };
+    let Some(cpu) = ready(test, false) else {
+        return;
+    };
     let _cpu = punctual_testkit::exclusive_cpu();
     let Some(_shield) = shield_cpu(test, cpu) else {
         return;
@@ -240,13 +279,30 @@ fn a_fifo_99_hog_on_a_wake_clients_cpu_is_named_for_its_late_releases() {
     let (out, explained) = run.unwrap();
     assert!(out.trip.is_none());
     let explained = explained.expect("explained");
-    assert!(bursts.len() >= 60, "{} bursts", bursts.len());
+    let whole = whole_bursts(&bursts, 60);
     let near = check_hog(&explained, &bursts);
     assert!(
-        near >= bursts.len() / 2,
-        "{near} late releases at {} bursts",
-        bursts.len()
+        near >= whole / 2,
+        "{near} late releases at {whole} whole bursts"
     );
+}
+
+/// How many bursts the hog ran through, after checking there were at least `at_least` and that
+/// at most one in ten was cut (the fair server may take 5 % of the CPU; more is a finding).
+fn whole_bursts(bursts: &[Burst], at_least: usize) -> usize {
+    let whole = bursts.iter().filter(|b| b.whole).count();
+    assert!(bursts.len() >= at_least, "{} bursts", bursts.len());
+    assert!(
+        whole * 10 >= bursts.len() * 9,
+        "the hog ran through only {whole} of its {} bursts: {:?}",
+        bursts.len(),
+        bursts
+            .iter()
+            .filter(|b| !b.whole)
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+    whole
 }
 
 /// A wake client thread on `cpu` (FIFO 80, as kurt-periodic's), until its channel ends.
@@ -259,13 +315,18 @@ fn client_on(cpu: usize, channel: String) -> std::thread::JoinHandle<()> {
 }
 
 #[test]
-fn a_client_on_an_idle_cpu_is_late_through_the_wake_path() {
-    let test = "a_client_on_an_idle_cpu_is_late_through_the_wake_path";
-    let Some(cpu) = ready(test) else { return };
+fn a_client_woken_without_lead_on_an_idle_cpu_is_late_by_its_way_back_from_idle() {
+    let test = "a_client_woken_without_lead_on_an_idle_cpu_is_late_by_its_way_back_from_idle";
+    let Some(cpu) = ready(test, true) else {
+        return;
+    };
     let _cpu = punctual_testkit::exclusive_cpu();
     // The client's CPU is shielded and nothing runs there between its releases, so it halts; the
-    // dispatcher is on the other CPU. The automatic lead covers the client's usual wake-ups from
-    // halt; the ones slower than those are late through the wake path.
+    // dispatcher is on the other CPU and wakes it at its instants, without lead: the client is late
+    // by its way back from idle, its usual one (`lead`: a lead would have covered it) or a slower
+    // one (`wake_path`). (With the automatic lead, a run may have no wake-up slower than the lead
+    // covers: whether `wake_path` shows is chance.) The dispatcher's CPU is not shielded and may
+    // make some releases late of its own (a normal task in a kernel that is not preemptible).
     let Some(_shield) = shield_cpu(test, cpu) else {
         return;
     };
@@ -286,6 +347,9 @@ fn a_client_on_an_idle_cpu_is_late_through_the_wake_path() {
     let cfg = RunConfig {
         cpus: vec![other],
         duration: Some(6_000_000_000),
+        // No lead: the client is woken at its instant, so each release waits for its CPU to
+        // leave idle (how long that takes is what this test looks at).
+        wake_lead: Some(punctual_time::margin::MarginPolicy::Fixed(0)),
         ..RunConfig::default()
     };
     let explain = ExplainConfig {
@@ -304,8 +368,10 @@ fn a_client_on_an_idle_cpu_is_late_through_the_wake_path() {
     let (_, explained) = run.unwrap();
     let explained = explained.expect("explained");
     let t = explained.total();
+    let late: u64 = Cause::ALL.iter().map(|&c| t.count(c)).sum();
+    let idle = t.count(Cause::Lead) + t.count(Cause::WakePath);
     assert!(
-        t.count(Cause::WakePath) > 0,
+        idle > 0 && idle * 2 > late,
         "{t:?}\n{}",
         serde_json::to_string_pretty(&explained.examples_json()).unwrap()
     );
