@@ -727,7 +727,6 @@ fn late_by_cause(text: &str, cpu: usize, bound: &str) -> (Vec<(String, f64)>, f6
 }
 
 #[test]
-#[ignore = "issue 27: on main since the merge the spinner's late releases come out wake_path, not task (open)"]
 fn late_releases_made_on_purpose_are_counted_by_cause_and_add_up_to_the_late_count() {
     let test = "late_releases_made_on_purpose_are_counted_by_cause_and_add_up_to_the_late_count";
     if !punctual_testkit::tracing(test) {

@@ -10,9 +10,15 @@
 //! The switch is put back where the evidence places it: the CPU leaves idle when the interrupt
 //! that woke the task returns, so at the first handler exit (outermost) after the latest wake-up
 //! of that task aimed at this CPU, or at the wake-up itself when no handler followed (a polling
-//! idle loop needs none). Without a wake-up of the task in view, the last wake-delivering vector
-//! (reschedule, function call, irq_work) since the CPU went idle places it; without either,
-//! nothing is put back (the CPU stays idle in the reading, and [`Repair::unplaced`] counts it).
+//! idle loop needs none). Without a wake-up of the task in view (it was moved here, or woken from
+//! a CPU not traced), the first vector since the CPU went idle that brings work places it: a
+//! reschedule IPI, else a function call or irq_work (the first, not the last: a signal sent to the
+//! task while it ran kicks the CPU again, measured with a spinner moved to CPU 1 and killed 60 ms
+//! later). And no later than the first wake-up of another task aimed at the CPU in between: only
+//! idle and this task ran since the last recorded switch (any other would be recorded leaving),
+//! so a woken task that did not take the CPU found it held (a FIFO 98 thread woken 60 ms before a
+//! FIFO 99 spinner left). Without any of these, nothing is put back (the CPU stays idle in the
+//! reading, and [`Repair::unplaced`] counts it).
 
 use crate::event::{Event, EventKind, Vector};
 
@@ -67,35 +73,37 @@ pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[(u64, i32)]) -> (V
     let mut current: Option<i32> = None;
     let mut idle_since = 0u64;
     let mut depth = 0u32;
-    // Outermost handler exits since the CPU went idle, and those of wake-delivering vectors.
+    // Outermost handler exits since the CPU went idle, and the first of a reschedule IPI and of
+    // another vector that brings work.
     let mut exits: Vec<u64> = Vec::new();
-    let mut ipi_exits: Vec<u64> = Vec::new();
-    let mut open: Vec<bool> = Vec::new();
+    let (mut resched, mut other_ipi): (Option<u64>, Option<u64>) = (None, None);
+    // What each open handler is: 0 a device IRQ, softirq or timer; 1 a reschedule; 2 another.
+    let mut open: Vec<u8> = Vec::new();
     for e in events {
         match e.kind {
             EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => {
                 depth += 1;
-                open.push(false);
+                open.push(0);
             }
             EventKind::VectorEntry { vector } => {
                 depth += 1;
-                open.push(matches!(
-                    vector,
-                    Vector::Reschedule
-                        | Vector::CallFunction
-                        | Vector::CallFunctionSingle
-                        | Vector::IrqWork
-                ));
+                open.push(match vector {
+                    Vector::Reschedule => 1,
+                    Vector::CallFunction | Vector::CallFunctionSingle | Vector::IrqWork => 2,
+                    _ => 0,
+                });
             }
             EventKind::IrqExit { .. }
             | EventKind::SoftirqExit { .. }
             | EventKind::VectorExit { .. } => {
-                let ipi = open.pop().unwrap_or(false);
+                let what = open.pop().unwrap_or(0);
                 depth = depth.saturating_sub(1);
                 if depth == 0 && current == Some(0) {
                     exits.push(e.ts);
-                    if ipi {
-                        ipi_exits.push(e.ts);
+                    match what {
+                        1 => resched = resched.or(Some(e.ts)),
+                        2 => other_ipi = other_ipi.or(Some(e.ts)),
+                        _ => {}
                     }
                 }
             }
@@ -118,9 +126,20 @@ pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[(u64, i32)]) -> (V
                         .rev()
                         .find(|&&(_, p)| p == prev_pid)
                         .map(|&(t, _)| t);
-                    let at = match woke {
+                    let placed = match woke {
                         Some(tw) => Some(exits.iter().copied().find(|&x| x >= tw).unwrap_or(tw)),
-                        None => ipi_exits.last().copied(),
+                        None => resched.or(other_ipi),
+                    };
+                    // Only idle and this task ran since the last recorded switch (any other task
+                    // would have been recorded leaving). So a wake-up of another task aimed here
+                    // that did not take the CPU found it held: the task ran by then.
+                    let held_by = wakeups[lo..hi]
+                        .iter()
+                        .find(|&&(_, p)| p != prev_pid)
+                        .map(|&(t, _)| t);
+                    let at = match (placed, held_by) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
                     };
                     match at {
                         Some(ts) => {
@@ -144,7 +163,7 @@ pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[(u64, i32)]) -> (V
                 depth = 0;
                 open.clear();
                 exits.clear();
-                ipi_exits.clear();
+                (resched, other_ipi) = (None, None);
                 if next_pid == 0 {
                     idle_since = e.ts;
                 }
@@ -287,6 +306,64 @@ mod tests {
             .find(|e| matches!(e.kind, EventKind::Switch { next_pid: 9, .. }))
             .unwrap();
         assert_eq!((put.ts, put.cpu), (915, 1));
+    }
+
+    #[test]
+    fn a_task_moved_to_an_idle_cpu_runs_from_the_first_reschedule_not_a_later_kick() {
+        // pid 9 is moved to idle CPU 1 (no wake-up): the reschedule at 500 brings it; a signal
+        // sent while it spins kicks the CPU again at 60,000; it leaves at 60,100.
+        let resched = |ts, entry| {
+            let vector = Vector::Reschedule;
+            let kind = if entry {
+                EventKind::VectorEntry { vector }
+            } else {
+                EventKind::VectorExit { vector }
+            };
+            ev(ts, 1, kind)
+        };
+        let events = vec![
+            ev(100, 1, sw(5, 120, 0, 120)),
+            resched(495, true),
+            resched(500, false),
+            resched(59_995, true),
+            resched(60_000, false),
+            ev(60_100, 1, sw(9, 0, 0, 120)),
+        ];
+        let (fixed, r) = repair_merged(events);
+        assert_eq!(r.inferred, 1);
+        let put = fixed
+            .iter()
+            .find(|e| matches!(e.kind, EventKind::Switch { next_pid: 9, .. }))
+            .unwrap();
+        assert_eq!(put.ts, 500);
+    }
+
+    #[test]
+    fn a_task_that_kept_a_woken_one_waiting_ran_by_that_wake_up() {
+        // pid 9 arrives on idle CPU 1 without an IPI (a polling idle loop); pid 4 (FIFO 98) is
+        // woken at 1,000 and gets the CPU only when pid 9 leaves at 60,000: pid 9 held it by 1,000.
+        let events = vec![
+            ev(100, 1, sw(4, 1, 0, 120)),
+            ev(1_000, 1, EventKind::VectorEntry { vector: TIMER }),
+            ev(
+                1_002,
+                1,
+                EventKind::Waking {
+                    pid: 4,
+                    prio: 1,
+                    target_cpu: 1,
+                },
+            ),
+            ev(1_010, 1, EventKind::VectorExit { vector: TIMER }),
+            ev(60_000, 1, sw(9, 0, 4, 1)),
+        ];
+        let (fixed, r) = repair_merged(events);
+        assert_eq!(r.inferred, 1);
+        let put = fixed
+            .iter()
+            .find(|e| matches!(e.kind, EventKind::Switch { next_pid: 9, .. }))
+            .unwrap();
+        assert_eq!(put.ts, 1_002);
     }
 
     #[test]
