@@ -19,6 +19,44 @@ pub struct Interrupts {
 
 static GLOBAL: OnceLock<Interrupts> = OnceLock::new();
 
+/// The signal thread's id once it runs (0 before), and the CPUs real-time threads of this process
+/// were pinned to: the signal thread keeps off them.
+static SIGNAL_TID: AtomicI32 = AtomicI32::new(0);
+static MEASURED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// Keep the signal thread off `cpus` (a measuring or dispatching thread is pinned there): it is
+/// started before any command knows its CPUs, so it may otherwise wake on a measured CPU. Where
+/// every online CPU is measured it stays where it is. Process-local, nothing to restore.
+pub fn keep_signal_thread_off(cpus: &[usize]) {
+    {
+        let mut m = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
+        for &c in cpus {
+            if !m.contains(&c) {
+                m.push(c);
+            }
+        }
+    }
+    place_signal_thread();
+}
+
+fn place_signal_thread() {
+    let tid = SIGNAL_TID.load(Ordering::SeqCst);
+    if tid == 0 {
+        return;
+    }
+    let measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if measured.is_empty() {
+        return;
+    }
+    let rest: Vec<usize> = crate::affinity::online_cpus()
+        .into_iter()
+        .filter(|c| !measured.contains(c))
+        .collect();
+    if !rest.is_empty() {
+        let _ = crate::affinity::set(tid, &rest);
+    }
+}
+
 impl Interrupts {
     /// Install the handlers once for the process; later calls return the same instance.
     pub fn install() -> &'static Interrupts {
@@ -33,6 +71,10 @@ impl Interrupts {
                     std::thread::Builder::new()
                         .name("punctual-signals".into())
                         .spawn(move || {
+                            // SAFETY: gettid has no arguments and cannot fail.
+                            let tid = unsafe { libc::gettid() };
+                            SIGNAL_TID.store(tid, Ordering::SeqCst);
+                            place_signal_thread();
                             for sig in signals.forever() {
                                 let me = GLOBAL.get().expect("initialised before signals arrive");
                                 let first = me.signal.swap(sig, Ordering::SeqCst) == 0;

@@ -33,7 +33,12 @@ pub fn setup_current_thread(req: &ThreadRequest) -> Result<ThreadGuards, RtError
     let mut fallback = None;
     let (mut policy, mut priority) = (req.policy, req.priority);
     let sched = match SchedGuard::set(SchedParams { policy, priority }) {
-        Ok(g) => Some(g),
+        Ok(g) => {
+            if let (Some(c), true) = (req.cpu, policy.is_realtime()) {
+                crate::signals::keep_signal_thread_off(&[c]);
+            }
+            Some(g)
+        }
         Err(e) if e.is_refusal() && req.fall_back_on_refusal && policy.is_realtime() => {
             fallback = Some(runtime_fallback(policy, priority, &e));
             policy = Policy::Other;
