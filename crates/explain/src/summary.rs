@@ -104,6 +104,9 @@ pub struct CaptureStats {
     pub drain_cpu_ns: u64,
     pub enabled: Vec<String>,
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
+    /// Switches out of idle the kernel did not record, put back / without evidence
+    /// (`punctual_trace::idle_exit`).
+    pub idle_exits: punctual_trace::idle_exit::Repair,
 }
 
 impl CaptureStats {
@@ -118,6 +121,7 @@ impl CaptureStats {
             drain_cpu_ns: c.drain_cpu_ns,
             enabled: c.enabled.clone(),
             by_kind: c.by_kind.clone(),
+            idle_exits: c.idle_exits,
         }
     }
 
@@ -133,6 +137,8 @@ impl CaptureStats {
             "drain_cpu_ns": self.drain_cpu_ns,
             "events_enabled": self.enabled,
             "events_by_kind": self.by_kind,
+            "idle_exits_put_back": self.idle_exits.inferred,
+            "idle_exits_unplaced": self.idle_exits.unplaced,
         })
     }
 }
