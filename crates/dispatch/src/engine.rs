@@ -372,6 +372,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             fired,
             slept,
             woke: w.woke,
+            last_read: (w.done > w.before_done).then_some(w.before_done),
         };
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
@@ -541,6 +542,9 @@ struct Timed {
     slept: bool,
     /// When that sleep ended.
     woke: u64,
+    /// The spin's clock read before the one that found the instant passed (`None`: it did not
+    /// spin): from it to `started` the loop only read the clock and noted the start.
+    last_read: Option<u64>,
 }
 
 impl Sources {
@@ -847,6 +851,7 @@ fn log_late(
                 actual: t.started,
                 handover: None,
                 behind: t.behind,
+                last_read: t.last_read,
             });
         }
         return;
@@ -880,6 +885,7 @@ fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64) {
             lead_needed: h.lead_needed,
         }),
         behind: false,
+        last_read: None,
     });
 }
 
@@ -912,6 +918,7 @@ fn log_missed(
             handover: None,
             // The action itself was running over the instant, and for long: the loop's work.
             behind: t.started <= m && t.done - t.started >= OWN_WORK_NS,
+            last_read: None,
         });
     }
 }

@@ -143,6 +143,7 @@ pub fn body(
                 actual: t,
                 handover: None,
                 behind: false,
+                last_read: None,
             });
         }
         prev = Some(t);
@@ -300,6 +301,7 @@ fn collect(
                 actual: f(1),
                 handover: None,
                 behind: false,
+                last_read: None,
             });
         }
         for (key, rec) in [

@@ -87,6 +87,7 @@ impl LateFeed {
                 actual: s.actual.load(Ordering::Relaxed),
                 handover: None,
                 behind: false,
+                last_read: None,
             });
         }
         self.taken.store(w, Ordering::Release);

@@ -47,6 +47,10 @@ pub struct LateRelease {
     /// The loop was still busy with earlier work (a previous action, a breather) at the instant
     /// it had to act: [`Waiter::Loop`] only.
     pub behind: bool,
+    /// A spinning loop's clock read before the one that found the instant passed: from it to
+    /// `actual` the loop did nothing but read the clock (and note the start), so a window there
+    /// with no guest event on its CPU is time the virtual CPU was not running guest code.
+    pub last_read: Option<u64>,
 }
 
 impl LateRelease {
@@ -176,6 +180,7 @@ mod tests {
             actual: target + 20_000,
             handover: None,
             behind: false,
+            last_read: None,
         }
     }
 

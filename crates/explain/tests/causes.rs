@@ -70,6 +70,7 @@ fn own(tid: i32, waiter: Waiter, target: u64, actual: u64) -> LateRelease {
         actual,
         handover: None,
         behind: false,
+        last_read: None,
     }
 }
 
@@ -84,6 +85,7 @@ fn client(target: u64, actual: u64, h: Handover) -> LateRelease {
         actual,
         handover: Some(h),
         behind: false,
+        last_read: None,
     }
 }
 
@@ -529,6 +531,111 @@ fn the_scheduler_charging_the_loop_for_the_stall_makes_it_the_dispatchers_own_wo
     );
     let b = cause_of(&s2, &own(DISPATCHER, Waiter::Loop, t, t + 60 * US));
     assert_eq!(b.cause, Cause::Steal, "{b:?}");
+}
+
+#[test]
+fn a_spinning_loop_whose_clock_jumped_over_the_instant_with_no_guest_event_was_not_running() {
+    let t = T0 + 10_000 * US;
+    // The loop spins from T-4 ms, charged for all of it (the host's interruption is charged to
+    // whatever the guest was running). Its last two clock reads are 1 us before the instant and
+    // 60 us after: nothing ran between them but one read.
+    let charged = |with_tick: bool| {
+        let mut s = synth();
+        switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+        if with_tick {
+            // 6 us of handler in the 60 us: the rest, charged to the loop, is the tick's entry
+            // and exit (the loop only spun there).
+            vector(&mut s, 0, t + 10 * US, t + 16 * US, Vector::LocalTimer);
+        }
+        s.event(
+            t + 2_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: DISPATCHER,
+                runtime: 6_000 * US,
+            },
+        );
+        s
+    };
+    let spun = |behind: bool| LateRelease {
+        last_read: Some(t - US),
+        behind,
+        ..own(DISPATCHER, Waiter::Loop, t, t + 60 * US)
+    };
+    let a = cause_of(&charged(false), &spun(false));
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(a.why.contains("no guest event"), "{}", a.why);
+    // Without the spin's reads it stays the loop's own (the charge says it ran).
+    let b = cause_of(
+        &charged(false),
+        &own(DISPATCHER, Waiter::Loop, t, t + 60 * US),
+    );
+    assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
+    // A tick inside is a guest event: the tick is named, though its handler took 6 of the 60 us.
+    let c = cause_of(&charged(true), &spun(false));
+    assert_eq!(c.cause, Cause::Irq, "{c:?}");
+    // Not spinning (arrived from other work), the loop's 54 us decide.
+    let c2 = cause_of(
+        &charged(true),
+        &own(DISPATCHER, Waiter::Loop, t, t + 60 * US),
+    );
+    assert_eq!(c2.cause, Cause::Dispatcher, "{c2:?}");
+    // A loop behind with its own work stays its own.
+    let d = cause_of(&charged(false), &spun(true));
+    assert_eq!(d.cause, Cause::Dispatcher, "{d:?}");
+}
+
+#[test]
+fn releases_due_while_the_loop_was_still_late_on_an_earlier_one_take_its_cause() {
+    let t = T0 + 10_000 * US;
+    let mut s = synth();
+    switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+    // A 35 us handler from just before a 10 us loop's instant T: T is late by 40 us (the IRQ),
+    // and T+10, T+20, T+30 us are skipped until the loop gets past T at T+42 us: their own windows
+    // hold the loop running and the end of the handler at most.
+    s.span(
+        0,
+        t - 2 * US,
+        t + 33 * US,
+        EventKind::IrqEntry { irq: 24 },
+        EventKind::IrqExit {
+            irq: 24,
+            handled: true,
+        },
+    );
+    // The scheduler charges the loop for all of its time (the handler included).
+    for (at, ran) in [(t - 1_000 * US, 3_000 * US), (t + 200 * US, 1_200 * US)] {
+        s.event(
+            at,
+            0,
+            EventKind::StatRuntime {
+                pid: DISPATCHER,
+                runtime: ran,
+            },
+        );
+    }
+    let head = LateRelease {
+        last_read: Some(t - 3 * US),
+        ..own(DISPATCHER, Waiter::Loop, t, t + 40 * US)
+    };
+    let mut records = vec![head];
+    for k in 1..=3 {
+        records.push(own(DISPATCHER, Waiter::Loop, t + k * 10 * US, t + 42 * US));
+    }
+    let x = explain(&s.captured(), 10 * US, &records, &[]);
+    for (r, a) in &x.details {
+        assert_eq!(a.cause, Cause::Irq, "{} after T: {a:?}", r.target - t);
+    }
+    // A release due after the loop got past them is judged on its own window.
+    let later = own(DISPATCHER, Waiter::Loop, t + 100 * US, t + 120 * US);
+    records.push(later);
+    let x = explain(&s.captured(), 10 * US, &records, &[]);
+    assert_eq!(
+        x.details[4].1.cause,
+        Cause::Dispatcher,
+        "{:?}",
+        x.details[4]
+    );
 }
 
 #[test]

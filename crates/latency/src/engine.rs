@@ -300,6 +300,7 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 actual: obs.done,
                 handover: None,
                 behind: false,
+                last_read: None,
             });
         }
         if let Some(f) = feed {
@@ -387,6 +388,7 @@ fn log_missed(late: &mut LateLog, series: u32, first: u64, interval: u64, count:
             actual: done.max(target + 1),
             handover: None,
             behind: false,
+            last_read: None,
         });
     }
     late.dropped += count.saturating_sub(LOG_MISSED_MAX);

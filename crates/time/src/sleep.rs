@@ -17,6 +17,9 @@ pub struct Wake {
     pub woke: u64,
     /// When the wait returned (first clock read at or after `target`).
     pub done: u64,
+    /// The clock read before `done` when the wait spun (else `done`): between the two the thread
+    /// did nothing but read the clock, so a long step there is time it was not running.
+    pub before_done: u64,
 }
 
 impl Wake {
@@ -47,9 +50,10 @@ pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> W
         clock.sleep_until(sleep_to);
     }
     let woke = clock.now();
-    let mut now = woke;
+    let (mut before, mut now) = (woke, woke);
     while now < target {
         std::hint::spin_loop();
+        before = now;
         now = clock.now();
     }
     Wake {
@@ -57,6 +61,7 @@ pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> W
         sleep_to,
         woke,
         done: now,
+        before_done: before,
     }
 }
 
@@ -73,6 +78,11 @@ mod tests {
         assert!(!w.woke_late());
         assert!(w.done >= 1_000_000 && w.lateness() <= 25, "{w:?}");
         assert!(w.spun() > 60_000);
+        // The last step was one clock read long.
+        assert!(
+            w.before_done < 1_000_000 && w.done - w.before_done <= 25,
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -564,6 +564,7 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64) {
         actual: actual.max(target + 1),
         handover: None,
         behind: false,
+        last_read: None,
     });
 }
 
