@@ -102,15 +102,36 @@ pub fn run_plan_explained(
     let Some(explain) = explain else {
         return Ok((run_plan(plan, cfg, stop, slots)?, None));
     };
+    let (out, trace, records, unlogged) = run_plan_traced(plan, cfg, stop, slots, explain)?;
+    Ok((out, Some(trace.explain(&records, &unlogged))))
+}
+
+/// The trace, the late releases and those the logs had no room for (per slot) of an explained
+/// run, before they are explained: for studies of the trace around them
+/// (`examples/late_after_tick.rs`).
+pub fn run_plan_traced(
+    plan: Plan,
+    cfg: &RunConfig,
+    stop: Arc<AtomicBool>,
+    slots: Option<&LiveSlots>,
+    explain: &ExplainConfig,
+) -> Result<TracedRun, Failure> {
     let mut cfg = cfg.clone();
     cfg.explain_bound = Some(explain.bound);
     let (prepared, progress, heartbeats) = prepared_for(plan, &cfg, &stop, slots)?;
     let explainer = Explainer::start(explain)?;
     let mut out = crate::execute_with(prepared, &cfg, stop, progress, heartbeats)?;
     let (records, unlogged) = out.late_releases();
-    let explained = explainer.stop()?.explain(&records, &unlogged);
-    Ok((out, Some(explained)))
+    Ok((out, explainer.stop()?, records, unlogged))
 }
+
+/// What [`run_plan_traced`] returns.
+pub type TracedRun = (
+    Outcome,
+    punctual_explain::Trace,
+    Vec<punctual_explain::LateRelease>,
+    Vec<(u32, u64)>,
+);
 
 impl Applied for Shield {
     fn undo(self: Box<Self>) -> Vec<String> {
