@@ -300,6 +300,8 @@ fn etsion_billing_traces_the_mix_and_prints_paper_simulator_and_trace() {
     if !tracing_available("etsion_billing_traces_the_mix_and_prints_paper_simulator_and_trace") {
         return;
     }
+    // Timing of real threads on the last CPU: no other test's shield or spinner there.
+    let _cpu = punctual_testkit::exclusive_cpu();
     let mut m = EtsionBilling::new(QUICK);
     m.secs = 1;
     let done = run(m);
@@ -382,6 +384,8 @@ fn kurt_utime_traces_the_timer_interrupt_and_its_expiries() {
     if !tracing_available("kurt_utime_traces_the_timer_interrupt_and_its_expiries") {
         return;
     }
+    // Timing of real threads on the last CPU: no other test's shield or spinner there.
+    let _cpu = punctual_testkit::exclusive_cpu();
     let mut m = punctual_experiments::kurt_utime::KurtUtime::new(QUICK);
     m.secs = 1;
     let done = run(m);
