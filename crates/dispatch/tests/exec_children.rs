@@ -228,13 +228,16 @@ fn daemonising_exec_grandchildren_do_not_outlive_the_run() {
     };
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("daemon.pid");
+    // The daemon's sleep carries a token of this run (sleep adds the fraction), so it can be
+    // found even if the run ended it before it wrote its pid (a loaded machine: forks slow).
+    let token = format!("60.{}", std::process::id());
     let text = format!(
         r#"
 [plan]
 duration = "300ms"
 [[event]]
 at = "0us"
-action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c 'echo $$ > {}; exec sleep 60' </dev/null >/dev/null 2>&1 &"] }}
+action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c 'echo $$ > {}; exec sleep {token}' </dev/null >/dev/null 2>&1 &"] }}
 "#,
         setsid.display(),
         pidfile.display()
@@ -244,6 +247,9 @@ action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c '
         policy: Policy::Other,
         priority: 0,
         watchdog: None,
+        // The caller resolves the plan's duration (without, the run ends after its last event,
+        // at once here, and the daemon rarely had time to write its pid under load).
+        duration: Some(300_000_000),
         ..RunConfig::default()
     };
     run(&text, &cfg);
@@ -255,7 +261,12 @@ action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c '
         {
             break p;
         }
-        assert!(t0.elapsed().as_secs() < 5, "the daemon never wrote its pid");
+        if t0.elapsed().as_secs() >= 5 {
+            // Ended before it wrote its pid: nothing of it may be left either.
+            let left = processes_naming(&token, &pidfile.display().to_string());
+            assert!(left.is_empty(), "the daemon outlived the run: {left:?}");
+            return;
+        }
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
     // Gone (or a zombie of init's for a moment) by the time the run has returned.
@@ -269,4 +280,20 @@ action = {{ kind = "exec", name = "daemon", argv = ["/bin/sh", "-c", "{} sh -c '
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     assert!(!alive, "the daemon {pid} outlived the run: {state}");
+}
+
+/// Processes whose command line holds `a` or `b` (as one argument or inside one).
+fn processes_naming(a: &str, b: &str) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(a) || cmd.contains(b) {
+            out.push((pid, cmd));
+        }
+    }
+    out
 }
