@@ -26,6 +26,8 @@ state() {
   ls /sys/kernel/tracing/instances 2>/dev/null | sed 's/^/instance /'
 }
 steal() { awk '/^cpu /{print $9}' /proc/stat; }
+lock=${TMPDIR:-/tmp}/punctual-tests-cpu.lock
+locked_state() { ( flock 9; state ) 9>>"$lock"; }
 
 # In a session of its own, so stopping it ends its cargo and rustc processes too (by its pid).
 setsid bash -c '
@@ -40,12 +42,14 @@ trap 'stop; exit 130' INT TERM
 cargo test --workspace --no-run -q >/dev/null 2>&1 || { stop; echo "build failed" >&2; exit 1; }
 green=0
 for i in $(seq 1 "$runs"); do
-  state >"$log/state-before-$i"
+  # Read under the tests' CPU lock: a shield another process's test holds (it holds the lock
+  # while it does) is not this suite's leftover.
+  locked_state >"$log/state-before-$i"
   s0=$(steal); t0=$(date +%s)
   cargo test --workspace >"$log/run-$i.out" 2>&1
   rc=$?
   t1=$(date +%s); s1=$(steal)
-  state >"$log/state-after-$i"
+  locked_state >"$log/state-after-$i"
   passed=$(grep -o '[0-9]* passed' "$log/run-$i.out" | awk '{s+=$1} END {print s+0}')
   failed=$(grep -o '[0-9]* failed' "$log/run-$i.out" | awk '{s+=$1} END {print s+0}')
   skipped=$(grep -c '^SKIPPED' "$log/run-$i.out")
