@@ -344,17 +344,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
         let slept = w.sleep_to > now;
         slept_once |= slept;
-        let mut late_wake = None;
-        if slept && w.woke > w.sleep_to {
-            breather.blocked(w.woke);
-            if w.woke_late() {
-                end.woke_late += 1;
-                // Judged after the action: reading the stolen time never delays a release.
-                late_wake = Some(w.sleep_latency());
-            } else {
-                margin.observe(w.sleep_latency());
-            }
-        }
+        let late_wake = slept
+            .then(|| note_wake(&w, &mut breather, &mut end, &mut margin))
+            .flatten();
         let slot = r.slot;
         let spec = &slots[slot];
         heartbeat.begin(spec.action, w.done);
@@ -411,6 +403,27 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// What a kernel sleep's wake-up says: the loop blocked until it woke; one on time teaches the
+/// margin; a late one is counted and returned, judged after the action (reading the stolen time
+/// never delays a release).
+fn note_wake(
+    w: &punctual_time::sleep::Wake,
+    breather: &mut Breather,
+    end: &mut LoopEnd,
+    margin: &mut AutoMargin,
+) -> Option<u64> {
+    if w.woke <= w.sleep_to {
+        return None;
+    }
+    breather.blocked(w.woke);
+    if w.woke_late() {
+        end.woke_late += 1;
+        return Some(w.sleep_latency());
+    }
+    margin.observe(w.sleep_latency());
+    None
 }
 
 /// When a loop that has not blocked for a long time (dense releases) takes a short breather, so

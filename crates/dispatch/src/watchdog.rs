@@ -359,6 +359,41 @@ struct Sampled {
 /// Past this without a sample from the normal-class sampler, the watchdog samples itself.
 const SAMPLER_STARVED_NS: u64 = 1_000_000_000;
 
+/// The normal-class thread that samples the run's CPU share every `step` into `state` (off the
+/// dispatcher's CPUs when there are others), skipping the watchdog's own thread.
+fn spawn_sampler(
+    stop: Arc<AtomicBool>,
+    state: Arc<Mutex<Sampled>>,
+    skip: Arc<std::sync::atomic::AtomicI32>,
+    others: &[usize],
+    step: u64,
+) -> std::thread::JoinHandle<()> {
+    let others = others.to_vec();
+    std::thread::Builder::new()
+        .name("punctual-share".into())
+        .spawn(move || {
+            if !others.is_empty() {
+                pin(&others);
+            }
+            // SAFETY: plain syscall.
+            punctual_explain::own_thread(unsafe { libc::gettid() });
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::park_timeout(std::time::Duration::from_nanos(step));
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let tasks = crate::share::run_tasks(skip.load(Ordering::Relaxed));
+                let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
+                let t = now();
+                if let Some(e) = g.watch.sample(t, &tasks) {
+                    g.excess = Some(e.to_string());
+                }
+                g.at = t;
+            }
+        })
+        .expect("spawning the share sampler")
+}
+
 /// The share's verdict for the watchdog at `t`: the sampler's excess, or (the sampler starved for
 /// [`SAMPLER_STARVED_NS`]) a sample taken here, at the watchdog's priority. Never waits for the
 /// sampler's lock (it is a normal-class thread): busy, the next step asks again.
@@ -469,33 +504,14 @@ impl Watchdog {
             .filter(|c| !cpus.contains(c))
             .collect();
         if let Some(state) = &sampled {
-            let (stop, state, skip) = (stop.clone(), state.clone(), watchdog_tid.clone());
-            let others = others.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("punctual-share".into())
-                    .spawn(move || {
-                        if !others.is_empty() {
-                            pin(&others);
-                        }
-                        // SAFETY: plain syscall.
-                        punctual_explain::own_thread(unsafe { libc::gettid() });
-                        while !stop.load(Ordering::Relaxed) {
-                            std::thread::park_timeout(std::time::Duration::from_nanos(step));
-                            if stop.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            let tasks = crate::share::run_tasks(skip.load(Ordering::Relaxed));
-                            let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
-                            let t = now();
-                            if let Some(e) = g.watch.sample(t, &tasks) {
-                                g.excess = Some(e.to_string());
-                            }
-                            g.at = t;
-                        }
-                    })
-                    .expect("spawning the share sampler"),
-            );
+            let skip = watchdog_tid.clone();
+            threads.push(spawn_sampler(
+                stop.clone(),
+                state.clone(),
+                skip,
+                &others,
+                step,
+            ));
         }
         {
             let (stop, tripped) = (stop.clone(), tripped.clone());

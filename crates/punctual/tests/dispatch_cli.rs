@@ -642,9 +642,14 @@ fn install_lib_then_the_c_example_runs_as_a_spawned_wake_client() {
         .find(|s| s["name"] == "client")
         .unwrap()
         .clone();
-    // A hypervisor stall of more than a period makes the dispatcher skip (and count) a release.
+    // A stall of more than a period (the host; on a loaded machine the client itself: 250 ms
+    // once, 82 periods) makes the dispatcher skip (and count) releases: how many were handed over
+    // depends on the machine, what was measured and missed adds up below.
     let released = s["releases"].as_u64().unwrap();
-    assert!((115..=120).contains(&released), "{s}");
+    assert!(
+        released <= 120 && released >= s["count"].as_u64().unwrap(),
+        "{s}"
+    );
     assert_eq!(s["measured_by"], "wake client");
     // Every release was either measured by the client or counted as missed.
     assert_eq!(
