@@ -136,16 +136,11 @@ pub fn percentile_name(milli_percent: u64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// "99.9" or "99.9%" -> 99_900.
+/// "99.9" or "99.9%" -> 99_900 (`punctual_time::parse_percent_in`, above 0 and at most 100).
 pub fn parse_percentile(s: &str) -> Result<u64, CompareError> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('%')
-        .parse()
+    use std::ops::Bound::{Excluded, Included};
+    let v = punctual_time::parse_percent_in(s, (Excluded(0.0), Included(100.0)))
         .map_err(|_| CompareError::Percentile(s.into()))?;
-    if !(v > 0.0 && v <= 100.0) {
-        return Err(CompareError::Percentile(s.into()));
-    }
     Ok((v * 1000.0).round() as u64)
 }
 
