@@ -104,6 +104,9 @@ pub enum CompareError {
     /// `--percentile` outside (0, 100].
     #[error("percentile {0} is outside 0-100 (e.g. 99 or 99.9)")]
     Percentile(String),
+    /// No series is in every result; each unmatched one with why.
+    #[error("no series is in every result, nothing to compare ({0})")]
+    NoCommonSeries(String),
 }
 
 impl From<CompareError> for Failure {
@@ -337,6 +340,20 @@ impl Comparison {
             }
         }
         out
+    }
+
+    /// The comparison, unless no series is in every result ([`CompareError::NoCommonSeries`],
+    /// naming each unmatched series and why).
+    pub fn with_series(self) -> Result<Comparison, CompareError> {
+        if !self.series.is_empty() {
+            return Ok(self);
+        }
+        let why: Vec<String> = self
+            .unmatched
+            .iter()
+            .map(|u| format!("{}: {}", series_title(&u.name, &u.kind, u.cpu), u.why))
+            .collect();
+        Err(CompareError::NoCommonSeries(why.join("; ")))
     }
 
     /// Whether every side has one run (verdicts from the histograms alone).

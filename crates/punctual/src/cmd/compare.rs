@@ -88,25 +88,9 @@ pub fn run(a: CompareArgs, env: &Env) -> anyhow::Result<Exit> {
             .map_err(|e| Failure::usage(format!("--json {out}: {e}")))?;
     }
     let sides = a.sides.sides(2)?;
-    let c = punctual_report::compare_sides(&inputs(&sides), &opts).map_err(Failure::from)?;
-    if c.series.is_empty() {
-        let why: Vec<String> = c
-            .unmatched
-            .iter()
-            .map(|u| {
-                format!(
-                    "{}: {}",
-                    punctual_report::compare::series_title(&u.name, &u.kind, u.cpu),
-                    u.why
-                )
-            })
-            .collect();
-        return Err(Failure::usage(format!(
-            "no series is in every result, nothing to compare ({})",
-            why.join("; ")
-        ))
-        .into());
-    }
+    let c = punctual_report::compare_sides(&inputs(&sides), &opts)
+        .and_then(|c| c.with_series())
+        .map_err(Failure::from)?;
     let json_to_stdout = a.json.as_ref().is_some_and(Output::is_stdout);
     let tables = if a.markdown {
         render::markdown(&c)
