@@ -39,7 +39,7 @@ pub enum SimulateCmd {
 #[derive(Args, Debug, Clone, Default)]
 pub struct Knobs {
     /// Clock interrupt rate(s) in Hz, 1 to 1000000; a list sweeps (default 100).
-    #[arg(long, value_name = "HZ[,HZ...]", value_parser = |s: &str| list(s, parse_hz))]
+    #[arg(long, value_name = "HZ[,HZ...]", value_parser = |s: &str| list(s, punctual_sim::config::parse_hz))]
     pub hz: Option<List<u32>>,
     /// Quantum as time (60ms) or ticks (6ticks); a list sweeps (default 50ms).
     #[arg(short = 'q', long, value_name = "Q[,Q...]", value_parser = |s: &str| list(s, str::parse::<Quantum>))]
@@ -173,19 +173,6 @@ fn list<T>(s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<List<T>
         .map(List)
 }
 
-fn parse_hz(s: &str) -> Result<u32, String> {
-    let v: u64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a whole number of Hz, e.g. 100 or 1000"))?;
-    if v == 0 || v > punctual_sim::config::MAX_HZ as u64 {
-        return Err(format!(
-            "{v} Hz is out of range; give 1 to {} (1 MHz)",
-            punctual_sim::config::MAX_HZ
-        ));
-    }
-    Ok(v as u32)
-}
-
 /// `frame`, or an alarm interval of more than zero (checked here, not only by the simulator,
 /// whose messages name the player task and, for an absurd interval, the duration it implies).
 fn poll(s: &str) -> Result<Poll, String> {
@@ -236,20 +223,6 @@ fn set(to: &mut u64, given: Option<u64>) {
     }
 }
 
-fn sweep_configs(base: &RunConfig, hz: &[u32], quanta: &[Quantum]) -> Vec<RunConfig> {
-    let mut out = Vec::new();
-    for &h in hz {
-        for &q in quanta {
-            out.push(RunConfig {
-                hz: h,
-                quantum: q,
-                ..base.clone()
-            });
-        }
-    }
-    out
-}
-
 /// `--json`, `--csv`, `--plot` and `--fail-above`, paths checked.
 fn outputs(out: &SimOutput) -> Result<Outputs, Failure> {
     out.store.apply(
@@ -275,7 +248,7 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
             apply(&s.knobs, &mut base, &mut hz, &mut quanta)?;
             // A value from the file is refused naming the file (the checks name the flags that
             // can override it).
-            for c in sweep_configs(&base, &hz, &quanta) {
+            for c in base.sweep(&hz, &quanta) {
                 c.validate().map_err(|e| {
                     Failure::usage(format!(
                         "{}: {e}",
@@ -284,13 +257,7 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
                 })?;
             }
             let label = sc.name.unwrap_or_else(|| s.file.display().to_string());
-            run_sweep(
-                sweep_configs(&base, &hz, &quanta),
-                &s.knobs,
-                &s.out,
-                Some(label),
-                env,
-            )
+            run_sweep(base.sweep(&hz, &quanta), &s.knobs, &s.out, Some(label), env)
         }
         None => {
             let Some(w) = &a.workload else {
@@ -306,7 +273,7 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
             let (mut hz, mut quanta) = (vec![base.hz], vec![base.quantum]);
             apply(&a.knobs, &mut base, &mut hz, &mut quanta)?;
             run_sweep(
-                sweep_configs(&base, &hz, &quanta),
+                base.sweep(&hz, &quanta),
                 &a.knobs,
                 &a.out,
                 Some(w.spec.clone()),
