@@ -302,6 +302,19 @@ fn fmt_cpu(c: Option<usize>) -> String {
 }
 
 impl Facts {
+    /// Take what a result measured: both configurations and the slowdowns from a
+    /// `mckenney-choose` result, one reading from any other.
+    pub fn read(&mut self, doc: &ResultDoc, source: &str) -> Result<(), String> {
+        if is_choose(doc) {
+            let (readings, slowdowns) = choose_reading(doc, source)?;
+            readings.into_iter().for_each(|r| self.add(r));
+            self.slowdowns = Some(slowdowns);
+        } else {
+            self.add(reading(doc, source)?);
+        }
+        Ok(())
+    }
+
     /// Take a reading; with several of a kind, a whole measurement beats a partial one, then the
     /// worst p99.9 decides (a deadline must hold in all of them).
     pub fn add(&mut self, r: Reading) {

@@ -14,6 +14,7 @@ pub mod measure;
 pub mod preflight;
 pub mod rephase;
 pub mod report;
+pub mod request;
 pub mod rtapp_client;
 pub mod share;
 pub mod shield;

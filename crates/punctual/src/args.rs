@@ -190,6 +190,14 @@ impl OutputArgs {
     }
 }
 
+/// A percentage in `range` (percent) as a share of one (`90%` -> 0.9): the one parser
+/// (`punctual_time::parse_percent_in`) for every flag that takes a percentage.
+pub fn share(s: &str, range: impl std::ops::RangeBounds<f64>) -> Result<f64, String> {
+    punctual_time::parse_percent_in(s, range)
+        .map(|v| v / 100.0)
+        .map_err(|e| e.to_string())
+}
+
 /// `KEY=VALUE` for `--tag`.
 pub fn tag(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -279,5 +287,46 @@ impl ExplainArgs {
     /// The figure's file, checked before anything runs.
     pub fn outputs(&self, out: Outputs) -> Result<Outputs, Failure> {
         out.figure_file("--explain-figure", self.explain_figure.as_ref())
+    }
+}
+
+/// Which results make which side, for `compare` and `report`.
+#[derive(Args, Debug)]
+pub struct SideArgs {
+    /// Results: files (`--json FILE` of any command), stored ids (a unique prefix is enough),
+    /// latest, latest~N. Each is a side of its own, the first the baseline; or, with `--`, those
+    /// before are the baseline's runs and those after the other side's.
+    #[arg(value_name = "RESULT")]
+    pub results: Vec<String>,
+    /// The other side's runs (after `--`).
+    #[arg(last = true, value_name = "OTHER")]
+    pub against: Vec<String>,
+    /// A side made of the newest --last N stored results with this tag; once per side
+    /// (--tag kernel=6.1 --tag kernel=6.12).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    pub tags: Vec<(String, String)>,
+    /// With --tag: how many of the newest tagged results make each side.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub last: u32,
+    /// With --tag: only results of this command (latency, check, ...).
+    #[arg(long, value_name = "COMMAND")]
+    pub command: Option<String>,
+    /// The results store ids and tags are read from: a SQLite file or postgres://USER@HOST/DB
+    /// (default: PUNCTUAL_STORE, or results.db in the data directory). Never created by reading.
+    #[arg(long, value_name = "PATH|URL")]
+    pub store: Option<String>,
+}
+
+impl SideArgs {
+    /// The sides, each a list of results (stored ids resolved in one store), at least `least`.
+    pub fn sides(self, least: usize) -> Result<Vec<Vec<punctual_store::Named>>, Failure> {
+        let spec = punctual_store::SideSpec {
+            results: self.results,
+            against: self.against,
+            tags: self.tags,
+            last: self.last as usize,
+            command: self.command,
+        };
+        punctual_store::Resolver::new(self.store.as_deref()).sides(&spec, least)
     }
 }

@@ -54,7 +54,7 @@ fn bare_number_duration_gets_a_unit_hint() {
     refused(&["check", "-D", "30"], &["--duration", "did you mean 30s?"]);
     refused(
         &["simulate", "-w", "cont:1", "-D", "60"],
-        &["-D/--duration", "did you mean 60s?"],
+        &["--duration", "did you mean 60s?"],
     );
 }
 

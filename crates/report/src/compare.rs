@@ -104,6 +104,9 @@ pub enum CompareError {
     /// `--percentile` outside (0, 100].
     #[error("percentile {0} is outside 0-100 (e.g. 99 or 99.9)")]
     Percentile(String),
+    /// No series is in every result; each unmatched one with why.
+    #[error("no series is in every result, nothing to compare ({0})")]
+    NoCommonSeries(String),
 }
 
 impl From<CompareError> for Failure {
@@ -136,16 +139,11 @@ pub fn percentile_name(milli_percent: u64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// "99.9" or "99.9%" -> 99_900.
+/// "99.9" or "99.9%" -> 99_900 (`punctual_time::parse_percent_in`, above 0 and at most 100).
 pub fn parse_percentile(s: &str) -> Result<u64, CompareError> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('%')
-        .parse()
+    use std::ops::Bound::{Excluded, Included};
+    let v = punctual_time::parse_percent_in(s, (Excluded(0.0), Included(100.0)))
         .map_err(|_| CompareError::Percentile(s.into()))?;
-    if !(v > 0.0 && v <= 100.0) {
-        return Err(CompareError::Percentile(s.into()));
-    }
     Ok((v * 1000.0).round() as u64)
 }
 
@@ -342,6 +340,20 @@ impl Comparison {
             }
         }
         out
+    }
+
+    /// The comparison, unless no series is in every result ([`CompareError::NoCommonSeries`],
+    /// naming each unmatched series and why).
+    pub fn with_series(self) -> Result<Comparison, CompareError> {
+        if !self.series.is_empty() {
+            return Ok(self);
+        }
+        let why: Vec<String> = self
+            .unmatched
+            .iter()
+            .map(|u| format!("{}: {}", series_title(&u.name, &u.kind, u.cpu), u.why))
+            .collect();
+        Err(CompareError::NoCommonSeries(why.join("; ")))
     }
 
     /// Whether every side has one run (verdicts from the histograms alone).

@@ -384,7 +384,36 @@ impl Default for RunConfig {
     }
 }
 
+/// A clock rate as a command line gives it: a whole number of Hz, 1 to [`MAX_HZ`].
+pub fn parse_hz(s: &str) -> Result<u32, String> {
+    let v: u64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number of Hz, e.g. 100 or 1000"))?;
+    if v == 0 || v > MAX_HZ as u64 {
+        return Err(format!(
+            "{v} Hz is out of range; give 1 to {MAX_HZ} (1 MHz)"
+        ));
+    }
+    Ok(v as u32)
+}
+
 impl RunConfig {
+    /// A sweep's runs: this configuration at each rate and quantum, rates outer, in the order
+    /// given.
+    pub fn sweep(&self, hz: &[u32], quanta: &[Quantum]) -> Vec<RunConfig> {
+        let mut out = Vec::new();
+        for &h in hz {
+            for &q in quanta {
+                out.push(RunConfig {
+                    hz: h,
+                    quantum: q,
+                    ..self.clone()
+                });
+            }
+        }
+        out
+    }
+
     /// Length of a tick in ns (rounded down; tick k is at `k * 1e9 / hz` exactly).
     pub fn tick_ns(&self) -> Ns {
         NS_PER_S / self.hz as u64
@@ -690,6 +719,28 @@ impl RunConfig {
 mod tests {
     use super::*;
     use crate::behaviour::Behaviour;
+
+    #[test]
+    fn a_sweep_runs_every_rate_with_every_quantum_rates_outer() {
+        let q = [Quantum::Ticks(1), Quantum::Ticks(6)];
+        let runs = base().sweep(&[100, 1000], &q);
+        let pairs: Vec<(u32, Quantum)> = runs.iter().map(|r| (r.hz, r.quantum)).collect();
+        assert_eq!(
+            pairs,
+            [(100, q[0]), (100, q[1]), (1000, q[0]), (1000, q[1])]
+        );
+        assert!(runs.iter().all(|r| r.tasks == base().tasks));
+    }
+
+    #[test]
+    fn rates_are_whole_hz_from_1_to_1_mhz() {
+        assert_eq!(parse_hz("250"), Ok(250));
+        assert_eq!(parse_hz("1000000"), Ok(MAX_HZ));
+        for bad in ["0", "1000001", "2.5", "100Hz", ""] {
+            assert!(parse_hz(bad).is_err(), "{bad}");
+        }
+        assert!(parse_hz("0").unwrap_err().contains("1 MHz"));
+    }
 
     fn base() -> RunConfig {
         RunConfig {

@@ -8,6 +8,9 @@
 //! punctual is refused and never written. The JSON files the store used to keep
 //! (`DATA/results/*.json`) are imported once, the first time the default store opens.
 //!
+//! Reading is [`Resolver`] (files, ids and tags named on a command line, for `compare`, `report`
+//! and `advise`) and [`view`] (what `results list|show|export|import` show and write).
+//!
 //! A library: it never prints. What happened while opening (files imported or skipped) is kept
 //! for the caller in [`Store::take_notes`].
 
@@ -15,10 +18,13 @@ mod db;
 mod error;
 mod identity;
 mod planned;
+mod resolver;
 mod url;
+pub mod view;
 
 pub use error::StoreError;
 pub use planned::Planned;
+pub use resolver::{Named, Resolver, SideSpec};
 pub use url::redact;
 
 use db::{transaction, Db, Dialect, Postgres, Sqlite, Val};

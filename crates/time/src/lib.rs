@@ -7,12 +7,14 @@
 pub mod clock;
 pub mod cpus;
 pub mod margin;
+pub mod percent;
 pub mod sleep;
 pub mod text;
 pub mod units;
 
 pub use clock::{Clock, ClockId, ManualClock, SystemClock};
 pub use margin::{AutoMargin, MarginPolicy};
+pub use percent::{parse_percent_in, PercentError};
 pub use sleep::{hybrid_until, Wake};
 pub use units::{
     format_ns, parse_duration, parse_duration_hinting, parse_duration_ns, DurationError,

@@ -1,13 +1,13 @@
 //! `punctual advise`: real time or real fast (McKenney, OLS 2008, Fig. 9), decided with this machine's
-//! facts and measured start latency. The flow is `punctual_experiments::advise`; this gathers the
+//! facts and measured start latency. The flow is `punctual_advise`; this gathers the
 //! facts and the results it reads.
 
-use crate::args::duration;
+use crate::args::{duration, share};
 use clap::Args;
 use punctual_advise::{self as advise, Facts, Needs, Verdict, WorkKind};
 use punctual_result::{Failure, Output, ResultDoc};
-use punctual_session::store::Resolver;
 use punctual_session::{Env, Exit};
+use punctual_store::Resolver;
 
 #[derive(Args, Debug)]
 pub struct AdviseArgs {
@@ -21,7 +21,7 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "KIND", default_value = "compute")]
     pub work_kind: WorkKind,
     /// Peak CPU utilization the machine must run at (e.g. 40%).
-    #[arg(long, value_name = "PERCENT", value_parser = percent)]
+    #[arg(long, value_name = "PERCENT", value_parser = |s: &str| share(s, 0.0..=100.0))]
     pub utilization: Option<f64>,
     /// Memory the workload needs resident (e.g. 4GiB): more than is available rules out mlockall.
     #[arg(long, value_name = "SIZE", value_parser = size)]
@@ -54,18 +54,6 @@ pub struct AdviseArgs {
     pub store: Option<String>,
 }
 
-fn percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim_end_matches('%')
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage like 40%"))?;
-    if !(0.0..=100.0).contains(&v) {
-        return Err(format!("'{s}' must be from 0% to 100%"));
-    }
-    Ok(v / 100.0)
-}
-
 fn size(s: &str) -> Result<u64, String> {
     punctual_bench::memcpy::parse_bytes(s).map(|b| b as u64)
 }
@@ -78,9 +66,6 @@ fn latest(
     experiment: Option<&str>,
     env: &Env,
 ) -> Result<Option<(String, ResultDoc)>, Failure> {
-    let Some(store) = results.store_if_any()? else {
-        return Ok(None);
-    };
     let filter = punctual_store::Filter {
         command: experiment.is_none().then(|| "check".into()),
         experiment: experiment.map(Into::into),
@@ -89,21 +74,17 @@ fn latest(
         ..Default::default()
     };
     let what = experiment.unwrap_or("check");
-    let entries = store.list(&filter).map_err(Failure::from)?;
-    let Some(entry) = entries
-        .iter()
-        .find(|e| e.status == "ok" || e.status == "limit_exceeded")
-    else {
+    let Some((stored, skipped)) = results.newest_whole(&filter)? else {
         return Ok(None);
     };
-    for e in entries.iter().take_while(|e| e.id != entry.id) {
+    for e in skipped {
         env.note(&format!(
             "advise: skipped the newer {what} {} ({}): it is not a whole measurement",
             e.id, e.status
         ));
     }
-    let doc = store.resolve(&entry.id).map_err(Failure::from)?.doc;
-    Ok(Some((format!("stored {what} {}", entry.id), doc)))
+    let id = stored.id.unwrap_or_default();
+    Ok(Some((format!("stored {what} {id}"), stored.doc)))
 }
 
 pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
@@ -150,14 +131,7 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
             .collect::<Result<_, Failure>>()?
     };
     for (source, doc) in &docs {
-        if advise::is_choose(doc) {
-            let (readings, slowdowns) =
-                advise::choose_reading(doc, source).map_err(Failure::usage)?;
-            readings.into_iter().for_each(|r| facts.add(r));
-            facts.slowdowns = Some(slowdowns);
-        } else {
-            facts.add(advise::reading(doc, source).map_err(Failure::usage)?);
-        }
+        facts.read(doc, source).map_err(Failure::usage)?;
     }
     let advice = advise::advise(&needs, &facts);
     env.show(

@@ -2,7 +2,7 @@
 //! self-contained HTML file (inline CSS and SVG, no script, nothing fetched) that opens with the
 //! verdicts (`punctual_report::report`).
 
-use crate::cmd::compare::SideArgs;
+use crate::args::SideArgs;
 use clap::Args;
 use punctual_report::compare::Options;
 use punctual_result::{Failure, Output};

@@ -2,11 +2,9 @@
 
 use crate::args::tag;
 use clap::{Args, Subcommand};
-use punctual_result::export::{Csv, Exporter};
-use punctual_result::{Failure, Table};
+use punctual_result::Failure;
 use punctual_session::{Env, Exit};
-use punctual_store::{Access, Filter, Store, StoreError, Stored};
-use punctual_time::format_ns;
+use punctual_store::{view, Access, Filter, Store, StoreError};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -91,10 +89,29 @@ pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
     for note in store.take_notes() {
         env.note(&note);
     }
+    let mut text = String::new();
     match a.cmd {
-        ResultsCmd::List(l) => list(&store, l, env),
-        ResultsCmd::Show { id } => show(&store, &id, env),
-        ResultsCmd::Export { id, output } => export(&store, &id, &output, env),
+        ResultsCmd::List(l) => {
+            let filter = Filter {
+                command: l.command,
+                experiment: l.experiment,
+                host: l.host,
+                tags: l.tags,
+                since: l.since,
+                last: l.last,
+            };
+            let entries = store.list(&filter).map_err(Failure::from)?;
+            text = view::list_table(&entries, &store.location()).render();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        ResultsCmd::Show { id } => text = store.show(&id).map_err(Failure::from)?,
+        ResultsCmd::Export { id, output } => {
+            for path in store.export(&id, &output)? {
+                text.push_str(&format!("Wrote {}\n", path.display()));
+            }
+        }
         ResultsCmd::Remove { ids } => {
             // Every id is resolved first: one bad id removes nothing.
             let full: Vec<String> = ids
@@ -106,225 +123,20 @@ pub fn run(a: ResultsArgs, env: &Env) -> anyhow::Result<Exit> {
                 store.remove(&id).map_err(Failure::from)?;
                 env.show(&format!("Removed {id}\n"), false);
             }
-            Ok(Exit::Ok)
         }
         ResultsCmd::Import { files } => {
             for f in files {
-                let (figures, tables) = exported_beside(&f);
-                let done = store
-                    .import_with(&f, &figures, tables.as_deref())
-                    .map_err(Failure::from)?;
-                let what = if done.new {
-                    "stored as"
-                } else {
-                    "already stored as"
+                let done = store.import_exported(&f).map_err(Failure::from)?;
+                let what = match done.new {
+                    true => "stored as",
+                    false => "already stored as",
                 };
                 env.show(&format!("{}: {what} {}\n", f.display(), done.id), false);
             }
-            Ok(Exit::Ok)
         }
     }
-}
-
-/// What `results export` wrote beside `STEM.json`: the figures `STEM-NAME` and the tables
-/// `STEM.txt`, so an import keeps them.
-fn exported_beside(doc: &std::path::Path) -> (Vec<(String, Vec<u8>)>, Option<String>) {
-    let (Some(dir), Some(stem)) = (doc.parent(), doc.file_stem().and_then(|s| s.to_str())) else {
-        return (Vec::new(), None);
-    };
-    let prefix = format!("{stem}-");
-    let mut figures: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let figure = name.strip_prefix(&prefix)?.to_string();
-            (figure.ends_with(".svg") && e.file_type().ok()?.is_file())
-                .then(|| Some((figure, std::fs::read(e.path()).ok()?)))?
-        })
-        .collect();
-    figures.sort();
-    let tables = std::fs::read_to_string(dir.join(format!("{stem}.txt"))).ok();
-    (figures, tables)
-}
-
-fn list(store: &Store, l: ListArgs, env: &Env) -> anyhow::Result<Exit> {
-    let filter = Filter {
-        command: l.command,
-        experiment: l.experiment,
-        host: l.host,
-        tags: l.tags,
-        since: l.since,
-        last: l.last,
-    };
-    let entries = store.list(&filter).map_err(Failure::from)?;
-    let mut t = Table::new(&[
-        "id",
-        "started",
-        "command",
-        "host",
-        "kernel",
-        "tags",
-        "worst p99",
-    ]);
-    for e in &entries {
-        let mut command = match &e.experiment {
-            Some(x) if e.command.starts_with("experiment") => format!("experiment {x}"),
-            Some(x) => format!("{} ({x})", e.command),
-            None => e.command.clone(),
-        };
-        if e.status != "ok" {
-            command.push_str(&format!(" [{}]", e.status));
-        }
-        let tags: Vec<String> = e.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let worst = e
-            .worst_p99
-            .as_ref()
-            .map(|(s, ns)| format!("{} ({s})", format_ns(*ns)))
-            .unwrap_or_default();
-        // A simulation's own clock starts at the epoch: when it was stored says more.
-        let when = if e.started_at.starts_with("1970-01-01") {
-            &e.stored_at
-        } else {
-            &e.started_at
-        };
-        // To the second: the store keeps the exact times.
-        let when: String = when
-            .chars()
-            .take(19)
-            .map(|c| if c == 'T' { ' ' } else { c })
-            .collect();
-        t.row([
-            e.id.clone(),
-            when,
-            command,
-            e.hostname.clone(),
-            e.kernel.clone(),
-            tags.join(","),
-            worst,
-        ]);
+    if !text.is_empty() {
+        env.show(&text, false);
     }
-    if entries.is_empty() {
-        t.note(format!(
-            "no stored results match (store: {})",
-            store.location()
-        ));
-    }
-    let mut text = t.render();
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    env.show(&text, false);
-    Ok(Exit::Ok)
-}
-
-fn show(store: &Store, spec: &str, env: &Env) -> anyhow::Result<Exit> {
-    let stored = store.resolve(spec).map_err(Failure::from)?;
-    let d = &stored.doc;
-    let mut text = format!(
-        "Result {} · {} · {} on {} ({}, {}) · {}",
-        stored.id.as_deref().unwrap_or(spec),
-        std::iter::once("punctual")
-            .chain(d.command.iter().skip(1).map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
-        d.started_at,
-        d.host.hostname,
-        d.host.kernel,
-        d.host.preempt,
-        serde_json::to_value(d.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-    );
-    if !stored.tags.is_empty() {
-        let tags: Vec<String> = stored
-            .tags
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        text.push_str(&format!("\nTags: {}", tags.join(", ")));
-    }
-    let mut text = punctual_result::table::wrap(&text) + "\n\n";
-    let tables = match &stored.id {
-        Some(id) => store.tables(id).map_err(Failure::from)?,
-        None => None,
-    };
-    match tables {
-        Some(t) => {
-            // Shown as the command showed them, but nothing from a store may steer the terminal.
-            for line in t.lines() {
-                text.push_str(&punctual_time::text::display_text(line, 4_000));
-                text.push('\n');
-            }
-        }
-        None => {
-            text.push_str(&punctual_result::table::series_table(d).render());
-            text.push_str(
-                "\n(The command's own tables were not kept with this result (it was imported from \
-                 a file): this is the summary of each series in its document.)\n",
-            );
-        }
-    }
-    if !stored.figures.is_empty() {
-        let names: Vec<&str> = stored.figures.iter().map(|(n, _)| n.as_str()).collect();
-        text.push_str(&punctual_result::table::wrap(&format!(
-            "\nFigures: {} (punctual results export {} -o DIR)\n",
-            names.join(", "),
-            stored.id.as_deref().unwrap_or(spec)
-        )));
-    }
-    env.show(&text, false);
-    Ok(Exit::Ok)
-}
-
-fn export(store: &Store, spec: &str, dir: &std::path::Path, env: &Env) -> anyhow::Result<Exit> {
-    let stored: Stored = store.resolve(spec).map_err(Failure::from)?;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Failure::usage(format!("-o {}: {e}", dir.display())))?;
-    let stem = stored.id.clone().unwrap_or_else(|| {
-        std::path::Path::new(spec)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "result".into())
-    });
-    let mut files: Vec<(String, Vec<u8>)> = vec![
-        // With its tags and run id, so importing it anywhere keeps both and stores it once.
-        (
-            format!("{stem}.json"),
-            stored.exported().to_json().into_bytes(),
-        ),
-        (format!("{stem}.csv"), Csv.export(&stored.exported())),
-    ];
-    // The tables as the command printed them, so an import shows them again.
-    let tables = match stored.id.as_deref() {
-        Some(id) => store.tables(id).map_err(Failure::from)?,
-        None => None,
-    };
-    if let Some(t) = tables {
-        files.push((format!("{stem}.txt"), t.into_bytes()));
-    }
-    for (name, bytes) in &stored.figures {
-        // A name from a shared store never leaves DIR; the id in front keeps two runs of one
-        // experiment in one directory apart (issue 31: the second overwrote the first's).
-        let safe: String = name
-            .chars()
-            .map(|c| if c == '/' || c.is_control() { '_' } else { c })
-            .collect();
-        let safe = safe.trim_start_matches('.');
-        files.push((
-            format!("{stem}-{}", if safe.is_empty() { "figure" } else { safe }),
-            bytes.clone(),
-        ));
-    }
-    let mut text = String::new();
-    for (name, bytes) in files {
-        let path = dir.join(&name);
-        punctual_result::output::write_atomic(&path, &bytes)
-            .map_err(|e| Failure::system(format!("writing {}: {e}", path.display())))?;
-        text.push_str(&format!("Wrote {}\n", path.display()));
-    }
-    env.show(&text, false);
     Ok(Exit::Ok)
 }

@@ -1,15 +1,14 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::args::{load_spec, run_duration, wait_duration, ExplainArgs, OutputArgs, RtArgs};
+use crate::args::{load_spec, run_duration, share, wait_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
-use punctual_dispatch::measure::assumed_margin;
-use punctual_dispatch::measure::RunPlan;
+use punctual_dispatch::measure::{assumed_margin, RunPlan};
 use punctual_dispatch::report::{admission_table, admit, runs_table};
-use punctual_dispatch::RunConfig;
+use punctual_dispatch::request::{dispatcher_cpus, RunRequest};
 use punctual_plan::{Plan, PlanError};
 use punctual_result::{Failure, Output};
 use punctual_session::{drive, Env, Exit};
-use punctual_time::{format_ns, MarginPolicy};
+use punctual_time::MarginPolicy;
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
@@ -109,17 +108,10 @@ pub struct PlanDecodeArgs {
     pub output: Option<Output>,
 }
 
+/// A share of a CPU: above 0 % and at most 100 %.
 fn percent(s: &str) -> Result<f64, String> {
-    // One sign, not any number of them ("50%%" was read as 50 %).
-    let v: f64 = s
-        .strip_suffix('%')
-        .unwrap_or(s)
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage like 90%"))?;
-    if !(v > 0.0 && v <= 100.0) {
-        return Err(format!("'{s}' must be above 0% and at most 100%"));
-    }
-    Ok(v / 100.0)
+    use std::ops::Bound::{Excluded, Included};
+    share(s, (Excluded(0.0), Included(100.0)))
 }
 
 /// A watchdog threshold, or off.
@@ -156,13 +148,6 @@ fn load(path: &Path, env: &Env) -> Result<Plan, Failure> {
     })
 }
 
-/// Everything `run` would refuse once it had started (programs, users, plugins, targets), before
-/// anything changes on the system.
-fn preflight(plan: &Plan) -> Result<(), Failure> {
-    punctual_dispatch::preflight::check(plan)
-        .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))
-}
-
 fn is_rtapp(path: &Path) -> bool {
     use std::io::Read;
     let mut head = Vec::new();
@@ -179,29 +164,6 @@ fn is_compiled(path: &Path) -> bool {
         && punctual_plan::compiled::is_compiled(&b)
 }
 
-/// Dispatcher CPUs: the flag, the plan's, or the last online CPU (CPU 0 takes most interrupts).
-fn run_cpus(flag: Option<&str>, plan: &Plan) -> Result<Vec<usize>, Failure> {
-    let cpus = match flag {
-        Some(a) => punctual_rt::parse_cpu_list(a)
-            .map_err(|e| Failure::usage(format!("-a/--affinity: {e}")))?,
-        None => plan
-            .cpus
-            .clone()
-            .unwrap_or_else(|| vec![punctual_rt::affinity::last_online_cpu()]),
-    };
-    let mut all = cpus.clone();
-    all.extend(plan.named_cpus());
-    // Name where the CPUs came from: the flag when given, else the plan (issue 19's bad-input run).
-    let from = if flag.is_some() {
-        "-a/--affinity"
-    } else {
-        "the plan's CPUs"
-    };
-    punctual_rt::affinity::check_online(&all)
-        .map_err(|e| Failure::usage(format!("{from}: {e}")))?;
-    Ok(cpus)
-}
-
 pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
@@ -210,7 +172,7 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
             // are read, not loaded (their constructors would run as root).
             punctual_dispatch::preflight::check_static(&plan)
                 .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))?;
-            let cpus = run_cpus(a.affinity.as_deref(), &plan)?;
+            let cpus = dispatcher_cpus(a.affinity.as_deref(), &plan)?;
             if plan.shield {
                 // What `run` would refuse when it shields (every online CPU, a CPU another
                 // shield holds), as `run` refuses it: exit 2.
@@ -294,63 +256,21 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
 pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     // Validate everything before touching the system.
     a.rt.validate()?;
-    if a.duration == Some(0) {
-        return Err(Failure::usage("-D/--duration must be more than zero, e.g. 10s").into());
-    }
-    let plan = load(&a.plan, env)?;
-    preflight(&plan)?;
-    let cpus = run_cpus(a.rt.affinity.as_deref(), &plan)?;
-    let margin = a.spin_margin.unwrap_or(plan.spin_margin);
-    if let MarginPolicy::Fixed(m) = margin {
-        if let Some(p) = plan
-            .tasks
-            .iter()
-            .map(|t| t.period)
-            .min()
-            .filter(|&p| m >= p)
-        {
-            return Err(Failure::usage(format!(
-                "--spin-margin {} must be shorter than the shortest period {}",
-                format_ns(m),
-                format_ns(p)
-            ))
-            .into());
-        }
-    }
-    let shield = plan.shield;
-    let cfg = RunConfig {
-        cpus: cpus.clone(),
-        margin,
-        duration: a.duration.or(plan.duration),
+    let (mut m, notes) = RunPlan::request(RunRequest {
+        plan: load(&a.plan, env)?,
+        affinity: a.rt.affinity.clone(),
+        duration: a.duration,
+        margin: a.spin_margin,
         watchdog: a.watchdog.0,
         attach_timeout: a.attach_timeout,
-        shielded: plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus),
         spin_budget: a.spin_budget,
-        ..RunConfig::default()
-    };
-    let load = a.load.clone().unwrap_or_default();
-    let mut want = a.rt.want();
-    // The watchdog takes the top priority; unasked, the dispatcher simply runs one below it (asked
-    // for 99, it says so as a fallback).
-    if a.rt.priority.is_none() && cfg.watchdog.is_some() && want.policy.is_realtime() {
-        want.priority = want.priority.min(98);
-    }
-    let mut m = RunPlan::new(plan, cfg, want, load, a.bound);
-    if !m.admission().feasible() {
-        let reasons = m.admission().reasons().join("; ");
-        if !a.force {
-            return Err(Failure::usage(format!("plan refused by admission control: {reasons}. See `punctual plan check`, or pass --force to run it anyway")).into());
-        }
-        env.note(&format!(
-            "running despite admission control (--force): {reasons}"
-        ));
-    }
-    if shield {
-        m.shield = Some(
-            punctual_dispatch::shield::plan(&cpus, &[std::process::id() as i32])
-                .map_err(Failure::from)?,
-        );
-    }
+        bound: a.bound,
+        force: a.force,
+        want: a.rt.want(),
+        priority_given: a.rt.priority.is_some(),
+        load: a.load.clone().unwrap_or_default(),
+    })?;
+    notes.iter().for_each(|n| env.note(n));
     let outputs = a.explain.outputs(a.out.outputs()?)?;
     m.explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     if m.cfg.duration.is_none() && m.plan().is_some_and(|p| !p.tasks.is_empty()) {
@@ -360,7 +280,7 @@ pub fn run(a: RunArgs, env: &Env) -> anyhow::Result<Exit> {
     // Bound before anything runs; served until the run's results are written.
     let _server = match &a.metrics {
         Some(addr) => Some(
-            punctual_monitor::slots::serve(addr, m.live_slots(true), &cpus, &env.host())
+            punctual_monitor::slots::serve(addr, m.live_slots(true), &m.cfg.cpus, &env.host())
                 .map_err(Failure::from)?,
         ),
         None => None,

@@ -2,12 +2,13 @@
 //! line, `frames` (Etsion Section 5), or `scenario FILE`; sweeps over `--hz` and `--quantum` lists.
 //! The measurements are `punctual_sim::measure`; this file checks the flags.
 
+use crate::args::duration;
 use clap::{Args, Subcommand};
 use punctual_result::{Failure, Output};
 use punctual_session::{drive, Env, Exit, Outputs};
 use punctual_sim::frames::FramesConfig;
 use punctual_sim::measure::{Frames, Sweep};
-use punctual_sim::{Mechanism, Policy, Poll, Quantum, RunConfig};
+use punctual_sim::{Mechanism, Policy, Poll, Quantum, RunConfig, TaskSpec};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -18,8 +19,8 @@ pub struct SimulateArgs {
     /// Tasks: blk:N, pctK:N, cont:N, cpu:N, sort:N, periodic:N:PERIOD:WCET,
     /// select:N:TIMEOUT:WCET, typist:N, game:N, player:N:FPS, xine (comma-separated, e.g.
     /// cont:8,blk:2).
-    #[arg(short = 'w', long, value_name = "SPEC")]
-    pub workload: Option<String>,
+    #[arg(short = 'w', long, value_name = "SPEC", value_parser = workload)]
+    pub workload: Option<Workload>,
     #[command(flatten)]
     pub knobs: Knobs,
     #[command(flatten)]
@@ -38,41 +39,41 @@ pub enum SimulateCmd {
 #[derive(Args, Debug, Clone, Default)]
 pub struct Knobs {
     /// Clock interrupt rate(s) in Hz, 1 to 1000000; a list sweeps (default 100).
-    #[arg(long, value_name = "HZ[,HZ...]")]
-    pub hz: Option<String>,
+    #[arg(long, value_name = "HZ[,HZ...]", value_parser = |s: &str| list(s, punctual_sim::config::parse_hz))]
+    pub hz: Option<List<u32>>,
     /// Quantum as time (60ms) or ticks (6ticks); a list sweeps (default 50ms).
-    #[arg(short = 'q', long, value_name = "Q[,Q...]")]
-    pub quantum: Option<String>,
+    #[arg(short = 'q', long, value_name = "Q[,Q...]", value_parser = |s: &str| list(s, str::parse::<Quantum>))]
+    pub quantum: Option<List<Quantum>>,
     /// Scheduling policy: rr, fifo, linux24, fair, plan (default rr).
     #[arg(long, value_name = "POLICY")]
-    pub policy: Option<String>,
+    pub policy: Option<Policy>,
     /// Timer mechanism: periodic, oneshot, soft, firm (default periodic).
     #[arg(long, value_name = "MECHANISM")]
-    pub timer: Option<String>,
+    pub timer: Option<Mechanism>,
     /// Simulated CPUs (default 1).
     #[arg(long, value_name = "N")]
     pub cpus: Option<usize>,
     /// Simulated duration of each run (default 60s).
-    #[arg(short = 'D', long, value_name = "DURATION")]
-    pub duration: Option<String>,
+    #[arg(short = 'D', long, value_name = "DURATION", value_parser = |s: &str| hinting(s, "s"))]
+    pub duration: Option<u64>,
     /// Seed of the random generator: the same seed gives byte-identical output (default 1).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Direct cost of an interrupt (default 0.5us, Etsion Table 1).
-    #[arg(long, value_name = "DURATION")]
-    pub irq_cost: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub irq_cost: Option<u64>,
     /// Indirect (cache) cost of an interrupt (default 4.5us: about 90 % of the total, Etsion Section 3).
-    #[arg(long, value_name = "DURATION")]
-    pub irq_indirect: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub irq_indirect: Option<u64>,
     /// Cost of a context switch, refill included (default 2us).
-    #[arg(long, value_name = "DURATION")]
-    pub switch_cost: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub switch_cost: Option<u64>,
     /// Soft and firm timers: mean time between kernel entries of a running task (default 100us).
-    #[arg(long, value_name = "DURATION")]
-    pub entry_interval: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub entry_interval: Option<u64>,
     /// Firm timers: the one-shot fallback fires this long after the expiry (default 20us).
-    #[arg(long, value_name = "DURATION")]
-    pub overshoot: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub overshoot: Option<u64>,
     /// Refuse runs estimated to process more events than this (default 20000000000).
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
@@ -93,8 +94,8 @@ pub struct SimOutput {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<Output>,
     /// Exit 1 if any simulated alarm latency exceeds this (e.g. 1ms).
-    #[arg(long, value_name = "DURATION")]
-    pub fail_above: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub fail_above: Option<u64>,
     #[command(flatten)]
     pub store: crate::args::StoreArgs,
 }
@@ -102,8 +103,8 @@ pub struct SimOutput {
 #[derive(Args, Debug)]
 pub struct FramesArgs {
     /// Frame rate(s) to play, frames per second; a list sweeps (default 60).
-    #[arg(long, value_name = "FPS[,FPS...]")]
-    pub fps: Option<String>,
+    #[arg(long, value_name = "FPS[,FPS...]", value_parser = |s: &str| list(s, punctual_sim::behaviour::parse_fps))]
+    pub fps: Option<List<u64>>,
     /// Frames in the clip (default 500, as in Etsion Fig. 1).
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub frames: u64,
@@ -111,11 +112,11 @@ pub struct FramesArgs {
     #[arg(long, default_value_t = 60, value_name = "N")]
     pub shifts: u32,
     /// How the player wakes: an alarm interval (default 4ms, Xine's) or "frame" (an alarm per frame).
-    #[arg(long, value_name = "DURATION|frame")]
-    pub poll: Option<String>,
+    #[arg(long, value_name = "DURATION|frame", value_parser = poll)]
+    pub poll: Option<Poll>,
     /// Background tasks competing with the player (same labels as --workload).
-    #[arg(short = 'w', long, value_name = "SPEC")]
-    pub workload: Option<String>,
+    #[arg(short = 'w', long, value_name = "SPEC", value_parser = workload)]
+    pub workload: Option<Workload>,
     #[command(flatten)]
     pub knobs: Knobs,
     #[command(flatten)]
@@ -127,54 +128,62 @@ pub struct ScenarioArgs {
     /// The scenario file (TOML).
     pub file: PathBuf,
     /// Replace the scenario's tasks with this workload.
-    #[arg(short = 'w', long, value_name = "SPEC")]
-    pub workload: Option<String>,
+    #[arg(short = 'w', long, value_name = "SPEC", value_parser = workload)]
+    pub workload: Option<Workload>,
     #[command(flatten)]
     pub knobs: Knobs,
     #[command(flatten)]
     pub out: SimOutput,
 }
 
-fn usage(flag: &str, e: impl std::fmt::Display) -> Failure {
-    Failure::usage(format!("{flag}: {e}"))
+/// A comma-separated list of values (a sweep).
+#[derive(Clone, Debug)]
+pub struct List<T>(pub Vec<T>);
+
+/// A workload as written (its label) and its tasks.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub spec: String,
+    pub tasks: Vec<TaskSpec>,
+}
+
+fn workload(s: &str) -> Result<Workload, String> {
+    Ok(Workload {
+        spec: s.to_string(),
+        tasks: punctual_sim::parse_workload(s)?,
+    })
 }
 
 /// `hint`: the unit a bare number most likely meant for this flag (`s` for `-D 60`).
-fn dur(flag: &str, s: &Option<String>, hint: &'static str) -> Result<Option<u64>, Failure> {
-    s.as_deref()
-        .map(|v| punctual_time::parse_duration_hinting(v, hint).map_err(|e| usage(flag, e)))
-        .transpose()
+fn hinting(s: &str, hint: &'static str) -> Result<u64, String> {
+    punctual_time::parse_duration_hinting(s, hint).map_err(|e| e.to_string())
 }
 
-fn list<T>(
-    flag: &str,
-    s: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, Failure> {
+fn list<T>(s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<List<T>, String> {
     let items: Vec<&str> = s.split(',').map(str::trim).collect();
     if items.iter().any(|i| i.is_empty()) {
-        return Err(usage(
-            flag,
-            format!("'{s}' has an empty entry; write a comma-separated list, e.g. 100,1000"),
+        return Err(format!(
+            "'{s}' has an empty entry; write a comma-separated list, e.g. 100,1000"
         ));
     }
     items
         .into_iter()
-        .map(|i| parse(i).map_err(|e| usage(flag, e)))
-        .collect()
+        .map(parse)
+        .collect::<Result<Vec<T>, String>>()
+        .map(List)
 }
 
-fn parse_hz(s: &str) -> Result<u32, String> {
-    let v: u64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a whole number of Hz, e.g. 100 or 1000"))?;
-    if v == 0 || v > punctual_sim::config::MAX_HZ as u64 {
-        return Err(format!(
-            "{v} Hz is out of range; give 1 to {} (1 MHz)",
-            punctual_sim::config::MAX_HZ
-        ));
+/// `frame`, or an alarm interval of more than zero (checked here, not only by the simulator,
+/// whose messages name the player task and, for an absurd interval, the duration it implies).
+fn poll(s: &str) -> Result<Poll, String> {
+    match s {
+        "frame" => Ok(Poll::PerFrame),
+        _ => match crate::args::wait_duration(s) {
+            Ok(0) => Err("must be more than zero, e.g. 4ms; or frame".into()),
+            Ok(ns) => Ok(Poll::Every(ns)),
+            Err(e) => Err(format!("{e}; or frame")),
+        },
     }
-    Ok(v as u32)
 }
 
 /// Apply the command-line knobs over a base configuration; returns the sweep lists.
@@ -184,63 +193,34 @@ fn apply(
     hz: &mut Vec<u32>,
     quanta: &mut Vec<Quantum>,
 ) -> Result<(), Failure> {
-    if let Some(h) = &k.hz {
-        *hz = list("--hz", h, parse_hz)?;
+    if let Some(List(h)) = &k.hz {
+        hz.clone_from(h);
     }
-    if let Some(q) = &k.quantum {
-        *quanta = list("-q/--quantum", q, |s| s.parse::<Quantum>())?;
+    if let Some(List(q)) = &k.quantum {
+        quanta.clone_from(q);
     }
-    if let Some(p) = &k.policy {
-        base.policy = p.parse::<Policy>().map_err(|e| usage("--policy", e))?;
-    }
-    if let Some(t) = &k.timer {
-        base.timer = t.parse::<Mechanism>().map_err(|e| usage("--timer", e))?;
-    }
-    if let Some(c) = k.cpus {
-        base.cpus = c;
-    }
-    if let Some(d) = dur("-D/--duration", &k.duration, "s")? {
-        base.duration = d;
-    }
-    if let Some(s) = k.seed {
-        base.seed = s;
-    }
-    if let Some(d) = dur("--irq-cost", &k.irq_cost, "us")? {
-        base.costs.irq_direct = d;
-    }
-    if let Some(d) = dur("--irq-indirect", &k.irq_indirect, "us")? {
-        base.costs.irq_indirect = d;
-    }
-    if let Some(d) = dur("--switch-cost", &k.switch_cost, "us")? {
-        base.costs.switch = d;
-    }
-    if let Some(d) = dur("--entry-interval", &k.entry_interval, "us")? {
-        base.entry_interval = d;
-    }
-    if let Some(d) = dur("--overshoot", &k.overshoot, "us")? {
-        base.overshoot = d;
-    }
-    if let Some(m) = k.max_events {
-        base.max_events = m;
-    }
+    base.policy = k.policy.unwrap_or(base.policy);
+    base.timer = k.timer.unwrap_or(base.timer);
+    base.cpus = k.cpus.unwrap_or(base.cpus);
+    set(&mut base.duration, k.duration);
+    set(&mut base.seed, k.seed);
+    set(&mut base.costs.irq_direct, k.irq_cost);
+    set(&mut base.costs.irq_indirect, k.irq_indirect);
+    set(&mut base.costs.switch, k.switch_cost);
+    set(&mut base.entry_interval, k.entry_interval);
+    set(&mut base.overshoot, k.overshoot);
+    set(&mut base.max_events, k.max_events);
     if k.jobs == 0 {
-        return Err(usage("-j/--jobs", "must be at least 1"));
+        return Err(Failure::usage("-j/--jobs: must be at least 1"));
     }
     Ok(())
 }
 
-fn sweep_configs(base: &RunConfig, hz: &[u32], quanta: &[Quantum]) -> Vec<RunConfig> {
-    let mut out = Vec::new();
-    for &h in hz {
-        for &q in quanta {
-            out.push(RunConfig {
-                hz: h,
-                quantum: q,
-                ..base.clone()
-            });
-        }
+/// A value given on the command line replaces the configuration's.
+fn set(to: &mut u64, given: Option<u64>) {
+    if let Some(v) = given {
+        *to = v;
     }
-    out
 }
 
 /// `--json`, `--csv`, `--plot` and `--fail-above`, paths checked.
@@ -249,7 +229,7 @@ fn outputs(out: &SimOutput) -> Result<Outputs, Failure> {
         Outputs::new()
             .json_csv(out.json.as_ref(), out.csv.as_ref())?
             .figure_file("--plot", out.plot.as_ref())?
-            .fail_above(dur("--fail-above", &out.fail_above, "us")?),
+            .fail_above(out.fail_above),
     )
 }
 
@@ -263,13 +243,12 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
             })?;
             let (mut base, mut hz, mut quanta) = (sc.base, sc.hz, sc.quanta);
             if let Some(w) = &s.workload {
-                base.tasks =
-                    punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?;
+                base.tasks.clone_from(&w.tasks);
             }
             apply(&s.knobs, &mut base, &mut hz, &mut quanta)?;
             // A value from the file is refused naming the file (the checks name the flags that
             // can override it).
-            for c in sweep_configs(&base, &hz, &quanta) {
+            for c in base.sweep(&hz, &quanta) {
                 c.validate().map_err(|e| {
                     Failure::usage(format!(
                         "{}: {e}",
@@ -278,13 +257,7 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
                 })?;
             }
             let label = sc.name.unwrap_or_else(|| s.file.display().to_string());
-            run_sweep(
-                sweep_configs(&base, &hz, &quanta),
-                &s.knobs,
-                &s.out,
-                Some(label),
-                env,
-            )
+            run_sweep(base.sweep(&hz, &quanta), &s.knobs, &s.out, Some(label), env)
         }
         None => {
             let Some(w) = &a.workload else {
@@ -294,16 +267,16 @@ pub fn run(a: SimulateArgs, env: &Env) -> anyhow::Result<Exit> {
                 .into());
             };
             let mut base = RunConfig {
-                tasks: punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?,
+                tasks: w.tasks.clone(),
                 ..RunConfig::default()
             };
             let (mut hz, mut quanta) = (vec![base.hz], vec![base.quantum]);
             apply(&a.knobs, &mut base, &mut hz, &mut quanta)?;
             run_sweep(
-                sweep_configs(&base, &hz, &quanta),
+                base.sweep(&hz, &quanta),
                 &a.knobs,
                 &a.out,
-                Some(w.clone()),
+                Some(w.spec.clone()),
                 env,
             )
         }
@@ -328,36 +301,19 @@ fn run_frames(f: FramesArgs, env: &Env) -> anyhow::Result<Exit> {
     let (mut hz, mut quanta) = (vec![100u32], vec![base.quantum]);
     apply(&f.knobs, &mut base, &mut hz, &mut quanta)?;
     if f.knobs.duration.is_some() {
-        return Err(usage(
-            "-D/--duration",
-            "frames runs as long as the clip; set --frames instead",
+        return Err(Failure::usage(
+            "-D/--duration: frames runs as long as the clip; set --frames instead",
         )
         .into());
     }
     if quanta.len() > 1 {
-        return Err(usage("-q/--quantum", "frames takes one quantum").into());
+        return Err(Failure::usage("-q/--quantum: frames takes one quantum").into());
     }
-    let fps = match &f.fps {
-        Some(s) => list("--fps", s, punctual_sim::behaviour::parse_fps)?,
-        None => vec![60_000],
-    };
-    let poll = match f.poll.as_deref() {
-        None => Poll::Every(punctual_sim::behaviour::defaults::XINE_POLL),
-        Some("frame") => Poll::PerFrame,
-        // Checked here, not only by the simulator, whose messages name the player task and, for
-        // an absurd interval, the duration it implies.
-        Some(p) => match crate::args::wait_duration(p) {
-            Ok(0) => {
-                return Err(usage("--poll", "must be more than zero, e.g. 4ms; or frame").into())
-            }
-            Ok(ns) => Poll::Every(ns),
-            Err(e) => return Err(usage("--poll", format!("{e}; or frame")).into()),
-        },
-    };
-    let background = match &f.workload {
-        Some(w) => punctual_sim::parse_workload(w).map_err(|e| usage("-w/--workload", e))?,
-        None => Vec::new(),
-    };
+    let fps = f.fps.map_or(vec![60_000], |List(l)| l);
+    let poll = f
+        .poll
+        .unwrap_or(Poll::Every(punctual_sim::behaviour::defaults::XINE_POLL));
+    let background = f.workload.map(|w| w.tasks).unwrap_or_default();
     let base = FramesConfig {
         frames: f.frames,
         shifts: f.shifts,
