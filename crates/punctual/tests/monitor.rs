@@ -147,9 +147,17 @@ fn monitor_at(dir: &Path, addr: &str, args: &[&str]) -> (Proc, String) {
         .stdout(std::fs::File::create(dir.join("monitor.out")).unwrap())
         .stderr(std::fs::File::create(dir.join("monitor.err")).unwrap());
     let p = Proc::start("punctual monitor", &mut cmd);
-    wait_until(Duration::from_secs(30), "the monitor serving", || {
-        get(&addr, "/metrics", None).is_some_and(|r| r.0 == 200)
-    });
+    // It serves once its kernel trace is set up (the series' meaning is decided first): enabling
+    // tracepoints waits for RCU grace periods, which a loaded machine stretched past 30 s once.
+    let t0 = Instant::now();
+    while get(&addr, "/metrics", None).is_none_or(|r| r.0 != 200) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the monitor not serving within 120 s: {}",
+            read(&dir.join("monitor.err"))
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     (p, addr)
 }
 
