@@ -639,6 +639,79 @@ fn releases_due_while_the_loop_was_still_late_on_an_earlier_one_take_its_cause()
 }
 
 #[test]
+fn hand_overs_due_while_the_dispatcher_caught_up_after_a_burst_take_the_bursts_cause() {
+    const CLIENT2: i32 = 8;
+    let p1 = T0 + 10_000 * US;
+    let mut s = synth().task(CLIENT2, CLIENT2, "client2");
+    // The dispatcher runs on CPU 1; a FIFO 99 hog takes CPU 1 from p1-10 us to p1+200 us. The
+    // hand-over planned at p1 goes out at p1+205 us; the one planned at p1+203 us, after the
+    // burst, only at p1+223 us: the loop was still catching up.
+    switch(&mut s, p1 - 1_000 * US, 1, 0, 0, DISPATCHER, 9);
+    switch(&mut s, p1 - 10 * US, 1, DISPATCHER, PREEMPTED, 400, 0);
+    switch(&mut s, p1 + 200 * US, 1, 400, SLEEPING, DISPATCHER, 9);
+    // The scheduler charges the loop for its catching up.
+    s.event(
+        p1 + 260 * US,
+        1,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 60 * US,
+        },
+    );
+    waking(&mut s, p1 + 205 * US, 1, CLIENT, 19);
+    switch(&mut s, p1 + 228 * US, 0, 0, 0, CLIENT, 19);
+    switch(&mut s, p1 + 240 * US, 0, CLIENT, SLEEPING, 0, 120);
+    waking(&mut s, p1 + 223 * US, 1, CLIENT2, 19);
+    switch(&mut s, p1 + 245 * US, 0, 0, 0, CLIENT2, 19);
+    let p2 = p1 + 203 * US;
+    let first = client(
+        p1 + 100 * US,
+        p1 + 230 * US,
+        handover(p1, p1 + 205 * US, 30 * US),
+    );
+    let second = LateRelease {
+        tid: CLIENT2,
+        ..client(
+            p2 + 30 * US,
+            p1 + 246 * US,
+            handover(p2, p1 + 223 * US, 30 * US),
+        )
+    };
+    // Alone, the second hand-over's window holds only the dispatcher running.
+    let alone = cause_of(&s, &second);
+    assert_eq!(alone.cause, Cause::Dispatcher, "{alone:?}");
+    let x = explain(&s.captured(), 10 * US, &[first, second], &[]);
+    for (r, a) in &x.details {
+        assert_eq!(
+            a.cause,
+            Cause::Task,
+            "planned {} after p1: {a:?}",
+            r.handover.unwrap().planned - p1
+        );
+        assert!(
+            a.offender.as_deref().unwrap().starts_with("hog (pid 400, "),
+            "{a:?}"
+        );
+    }
+    assert!(
+        x.details[1]
+            .1
+            .why
+            .starts_with("due while the loop was still late"),
+        "{:?}",
+        x.details[1]
+    );
+    // A hand-over planned after the loop got past the first is judged on its own window.
+    let third = client(
+        p1 + 300 * US,
+        p1 + 330 * US,
+        handover(p1 + 230 * US, p1 + 232 * US, 30 * US),
+    );
+    let x = explain(&s.captured(), 10 * US, &[first, second, third], &[]);
+    assert_ne!(x.details[2].1.cause, Cause::Task, "{:?}", x.details[2]);
+}
+
+#[test]
 fn a_task_that_was_not_charged_for_its_stretch_was_the_hypervisors() {
     let mut s = synth();
     let t = T0 + 10_000 * US;
