@@ -6,20 +6,8 @@ use std::path::Path;
 
 pub fn punctual() -> Command {
     let mut c = Command::cargo_bin("punctual").unwrap();
-    // Keep stored results and journals out of the user's directories, in a directory of this test
-    // process's own: by pid alone, a reused pid found an older process's store ("nothing stored
-    // yet" then failed).
-    static DATA: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    let data = DATA.get_or_init(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        std::env::temp_dir().join(format!(
-            "punctual-test-data-{}-{nanos:x}",
-            std::process::id()
-        ))
-    });
-    c.env("PUNCTUAL_DATA_DIR", data);
+    // Keep stored results and journals out of the user's directories.
+    c.env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir());
     c
 }
 

@@ -14,7 +14,7 @@ fn punctual() -> Command {
 /// This test process's own results store: a store shared by every checkout on the machine would
 /// be migrated by a newer punctual, and this one would refuse it (issue 31).
 fn data_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id()))
+    punctual_testkit::data_dir()
 }
 
 fn repo() -> PathBuf {

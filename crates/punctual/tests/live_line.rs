@@ -14,10 +14,7 @@ fn on_a_terminal(args: &[&str]) -> Option<(String, f64)> {
     let t0 = std::time::Instant::now();
     let out = std::process::Command::new("script")
         .args(["-qfec", &cmd, "/dev/null"])
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join(format!("punctual-live-test-{}", std::process::id())),
-        )
+        .env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir())
         .output()
         .ok()?;
     Some((
@@ -108,10 +105,7 @@ fn shield_and_trace_record_show_a_live_line() {
 #[test]
 fn nothing_is_drawn_when_stderr_is_not_a_terminal() {
     let out = std::process::Command::new(bin_path())
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-        )
+        .env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir())
         .args(["bench", "gaps", "-D", "1s"])
         .output()
         .unwrap();

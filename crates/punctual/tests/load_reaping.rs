@@ -71,10 +71,7 @@ const LOADS: &str = "cpu:1,sort:1,io:1,find:1,build:1,hackbench:1,mem:1";
 
 fn start(scratch: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_punctual"))
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-        )
+        .env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir())
         .args([
             "latency", "-t", "1", "-i", "10ms", "-D", "60s", "--load", LOADS,
         ])

@@ -98,10 +98,7 @@ impl NoBudgetGroup {
         }
         let mut sh = std::process::Command::new("sh");
         sh.args(["-c", &script]);
-        sh.env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-        );
+        sh.env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir());
         sh.output().unwrap()
     }
 }

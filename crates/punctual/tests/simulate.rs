@@ -9,10 +9,7 @@ fn punctual() -> Command {
     let mut c = Command::cargo_bin("punctual").unwrap();
     c.env_remove("SOURCE_DATE_EPOCH");
     // Keep stored results out of the user's data directory.
-    c.env(
-        "PUNCTUAL_DATA_DIR",
-        std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-    );
+    c.env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir());
     c
 }
 
@@ -411,10 +408,7 @@ fn interrupted_simulation_exits_130_with_partial_results() {
     let exe = assert_cmd::cargo::cargo_bin("punctual");
     // Long enough that it cannot finish before the signal (about 10^9 events).
     let mut child = std::process::Command::new(exe)
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-        )
+        .env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir())
         .args([
             "simulate",
             "-w",

@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 fn punctual() -> Command {
     let mut c = Command::cargo_bin("punctual").unwrap();
     // Keep stored results out of the user's data directory.
-    c.env(
-        "PUNCTUAL_DATA_DIR",
-        std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-    );
+    c.env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir());
     c
 }
 

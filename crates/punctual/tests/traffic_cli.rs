@@ -315,10 +315,7 @@ fn interrupted_replay_exits_130_with_the_report_of_what_was_sent() {
     let to = r.local_addr().unwrap().to_string();
     let json = dir.path().join("r.json");
     let child = std::process::Command::new(common::bin_path())
-        .env(
-            "PUNCTUAL_DATA_DIR",
-            std::env::temp_dir().join(format!("punctual-test-data-{}", std::process::id())),
-        )
+        .env("PUNCTUAL_DATA_DIR", punctual_testkit::data_dir())
         .args(["traffic", "replay"])
         .arg(&file)
         .args([

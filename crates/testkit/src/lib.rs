@@ -156,6 +156,32 @@ pub fn exclusive_cpu() -> CpuLock {
     CpuLock { _file: file }
 }
 
+/// This test process's own `PUNCTUAL_DATA_DIR` for the punctual processes it starts: results
+/// and journals stay out of the user's directories and out of other test processes' (by pid and
+/// start time: a reused pid found an older process's store once). Removed when the test process
+/// exits (an `atexit` handler; libtest exits through `exit` whether tests passed or not), so
+/// suite runs leave nothing in the temporary directory (45 directories a run before).
+pub fn data_dir() -> std::path::PathBuf {
+    static DATA: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    extern "C" fn remove() {
+        if let Some(d) = DATA.get() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+    DATA.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        // SAFETY: registers a plain function that only reads a set OnceLock and removes a path.
+        unsafe { libc::atexit(remove) };
+        std::env::temp_dir().join(format!(
+            "punctual-test-data-{}-{nanos:x}",
+            std::process::id()
+        ))
+    })
+    .clone()
+}
+
 /// A process spinning on one CPU, standing for someone else's work there (another test, another
 /// tool): a shell's busy loop, pinned, optionally at SCHED_FIFO. Killed by its pid and reaped on
 /// drop. Tests that start one hold [`exclusive_cpu`] first.
