@@ -92,9 +92,17 @@ fn bandwidth_falls_from_l1_to_memory() {
         (l1.size.label.as_str(), mem.size.label.as_str()),
         ("L1", "memory")
     );
+    // Each size's fastest copy: the mean over 150 ms follows whatever else shares the CPU (a
+    // loaded suite run once measured L1 at 1,957 MB/s and memory at 2,438), the best copy of each
+    // does not (an L1 copy takes microseconds, and some run undisturbed).
+    let best = |r: &memcpy::SizeResult| {
+        r.size.bytes as f64 * 1e3 / r.per_copy.min().expect("copies were made") as f64
+    };
     assert!(
-        l1.mb_per_s() > mem.mb_per_s(),
-        "L1 {:.0} MB/s, memory {:.0} MB/s",
+        best(l1) > best(mem),
+        "best copies: L1 {:.0} MB/s, memory {:.0} MB/s (means {:.0} and {:.0} MB/s)",
+        best(l1),
+        best(mem),
         l1.mb_per_s(),
         mem.mb_per_s()
     );
