@@ -739,6 +739,9 @@ mod tests {
             );
             return;
         }
+        // The plan reads the machine's live shields: another test's shield on the other CPU
+        // (the hog tests shield CPU 0 under this lock) made it refuse in a loaded suite run.
+        let _cpu = punctual_testkit::exclusive_cpu();
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()
