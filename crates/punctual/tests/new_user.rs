@@ -297,6 +297,9 @@ fn a_new_users_commands_fit_an_80_column_terminal() {
         // A refusal: the error is wrapped as notes are.
         vec!["simulate"],
     ];
+    // The dry run plans against the machine's live shields: another test's shield on CPU 0
+    // would make it refuse (exit 3).
+    let _cpu = is_root().then(punctual_testkit::exclusive_cpu);
     if is_root() {
         runs.push(vec!["shield", "--cpus", "1", "--dry-run"]);
     } else {

@@ -12,6 +12,8 @@ use std::time::Duration;
 /// and `plan check` says the same.
 #[test]
 fn wake_channel_squatted_refuses_a_shielded_plan_before_any_change() {
+    // Another test's live shield on the other CPU would refuse this plan for that reason first.
+    let _cpu = punctual_testkit::exclusive_cpu();
     let dir = tempfile::tempdir().unwrap();
     let name = format!("sq{}", std::process::id());
     let sock = dir.path().join(format!("punctual-wake-{name}"));
