@@ -19,6 +19,7 @@
 //! ([`crate::rephase`]): its later releases come a shift after the plan's instants.
 
 use crate::rephase::{self, LateWindow, Verdict};
+pub use crate::slot::SlotSpec;
 use punctual_explain::{Handover, LateLog, LateRelease, Waiter};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
@@ -99,21 +100,6 @@ pub struct Handed {
     /// The client's thread and the CPU it reported from (0 when the client does not say).
     pub client_tid: i32,
     pub client_cpu: u32,
-}
-
-/// One periodic task or one group of events (all events of one action), as the loop sees it.
-#[derive(Clone, Debug)]
-pub struct SlotSpec {
-    pub name: String,
-    pub action: u16,
-    /// `Some` for a periodic task.
-    pub period: Option<u64>,
-    pub offset: u64,
-    pub wcet: Option<u64>,
-    pub miss: MissPolicy,
-    /// A periodic task whose plan offset was `auto`: its phase may move during the run when its
-    /// late releases line up ([`crate::rephase`]). Never an explicit offset, never events.
-    pub movable: bool,
 }
 
 /// KURT's rtstats for one slot.

@@ -5,7 +5,7 @@
 //! recur at a fixed spacing, the task's phase moves by a step that is no simple fraction of its
 //! period. Everything here is fixed-size: it runs inside the loop and allocates nothing.
 
-use crate::engine::SlotSpec;
+use crate::slot::SlotSpec;
 
 /// A release later than this counts as late here (missed releases too).
 pub const LATE_NS: u64 = 10_000;

@@ -237,12 +237,12 @@ pub fn run_tasks(skip: i32) -> Vec<TaskSample> {
     let mut out = Vec::new();
     let mut procs = vec![(me, true)];
     procs.extend(
-        crate::watchdog::descendants_fast(me)
+        crate::procs::descendants_fast(me)
             .into_iter()
             .map(|p| (p, false)),
     );
     for (pid, own) in procs {
-        for tid in crate::watchdog::tasks_of(pid) {
+        for tid in crate::procs::tasks_of(pid) {
             if tid == skip {
                 continue;
             }

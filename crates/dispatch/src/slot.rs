@@ -1,0 +1,19 @@
+//! What one slot of a dispatcher CPU is: the loop ([`crate::engine`]) releases it and
+//! [`crate::rephase`] moves its phase.
+
+use punctual_plan::MissPolicy;
+
+/// One periodic task or one group of events (all events of one action), as the loop sees it.
+#[derive(Clone, Debug)]
+pub struct SlotSpec {
+    pub name: String,
+    pub action: u16,
+    /// `Some` for a periodic task.
+    pub period: Option<u64>,
+    pub offset: u64,
+    pub wcet: Option<u64>,
+    pub miss: MissPolicy,
+    /// A periodic task whose plan offset was `auto`: its phase may move during the run when its
+    /// late releases line up ([`crate::rephase`]). Never an explicit offset, never events.
+    pub movable: bool,
+}
