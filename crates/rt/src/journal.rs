@@ -10,6 +10,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::state::check_state_dir;
+pub use crate::state::{ensure_state_dir, machine_dir, state_dir};
+use crate::task::move_pid;
+pub use crate::task::task_start_time;
+
 /// One change and how to undo it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -166,7 +171,7 @@ impl Change {
                 if task_start_time(*pid) != Some(*start_time) {
                     return Ok(());
                 }
-                match crate::rtgroup::move_pid(group, *pid) {
+                match move_pid(group, *pid) {
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
                     r => r,
                 }
@@ -227,14 +232,6 @@ fn write_existing(path: &Path, value: &str) -> io::Result<()> {
     f.write_all(value.as_bytes())
 }
 
-/// Start time of a task in clock ticks since boot (field 22 of /proc/PID/stat).
-pub fn task_start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
 #[derive(Serialize, Deserialize, Default)]
 struct StateFile {
     pid: i32,
@@ -258,93 +255,6 @@ static GLOBAL: OnceLock<Journal> = OnceLock::new();
 /// The journal of this process (created on first use, in [`state_dir`]).
 pub fn global() -> &'static Journal {
     GLOBAL.get_or_init(|| Journal::new(state_dir()))
-}
-
-/// Where journals live: `$PUNCTUAL_STATE_DIR` (when [`crate::env::trusted_dir`] believes it), else
-/// `/run/punctual` when writable (cleared at boot, as the settings themselves are), else the user's
-/// runtime or state directory.
-pub fn state_dir() -> PathBuf {
-    if let Some(d) = crate::env::trusted_dir(crate::env::STATE_DIR).path() {
-        return d;
-    }
-    let run = Path::new("/run");
-    if nix::unistd::access(run, nix::unistd::AccessFlags::W_OK).is_ok() {
-        return run.join("punctual");
-    }
-    dirs::runtime_dir()
-        .or_else(dirs::state_dir)
-        .unwrap_or_else(std::env::temp_dir)
-        .join("punctual")
-}
-
-/// Where the registry of machine-wide settings lives (shields: IRQ and task affinities, real-time
-/// throttling): `/run/punctual` when writable, whatever `$PUNCTUAL_STATE_DIR` says, else
-/// [`state_dir`]. Journals may be private to a run; what several runs stack on may not: two
-/// registries do not see each other's shields, and restoring in the wrong order left a machine
-/// with every IRQ and task on one CPU and throttling off.
-pub fn machine_dir() -> PathBuf {
-    let run = Path::new("/run");
-    if nix::unistd::access(run, nix::unistd::AccessFlags::W_OK).is_ok() {
-        return run.join("punctual");
-    }
-    state_dir()
-}
-
-/// Create the state directory if needed (mode 0700 whatever the umask) and check it is ours:
-/// a real directory, not a symbolic link, owned by the effective user and writable by nobody else.
-/// A directory of ours that others may only read is tightened to 0700; anything else is refused
-/// (its journals could have been planted or removed by someone else).
-pub fn ensure_state_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        // Missing parents get 0755, not 0777 less the umask: under umask 000 they were writable by
-        // everyone, and `env::trusted_dir` then ignored the directory (and its journals) for good.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(parent)?;
-    }
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    check_state_dir(dir).map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))
-}
-
-/// The checks of [`ensure_state_dir`] on an existing directory; `Err` says why it is refused.
-fn check_state_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let shown = dir.display();
-    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("state directory {shown}: {e}"))?;
-    let fix = "remove it; punctual recreates it owned by root, mode 0700";
-    if m.file_type().is_symlink() {
-        return Err(format!(
-            "state directory {shown} is a symbolic link, not used ({fix})"
-        ));
-    }
-    if !m.is_dir() {
-        return Err(format!(
-            "state directory {shown} is not a directory ({fix})"
-        ));
-    }
-    let euid = nix::unistd::geteuid().as_raw();
-    if m.uid() != euid {
-        return Err(format!(
-            "state directory {shown} belongs to uid {}, not to uid {euid}, not used ({fix})",
-            m.uid()
-        ));
-    }
-    if m.mode() & 0o022 != 0 {
-        return Err(format!(
-            "state directory {shown} is writable by other users (mode {:o}), not used ({fix})",
-            m.mode() & 0o7777
-        ));
-    }
-    if m.mode() & 0o7777 != 0o700 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("state directory {shown}: setting mode 0700: {e}"))?;
-    }
-    Ok(())
 }
 
 /// Undoes one journalled change when dropped.
@@ -621,7 +531,7 @@ const MAX_JOURNAL_BYTES: u64 = 16 << 20;
 ///   else), or nothing in it is read;
 /// - a journal must be a regular file owned by the effective user, not writable by group or others,
 ///   opened without following a symbolic link;
-/// - every change must be one punctual itself makes (see [`Allowed`]); one refused change refuses
+/// - every change must be one punctual itself makes (see `Allowed`); one refused change refuses
 ///   the whole journal, and nothing of it is written.
 pub fn restore_stale_in(dir: &Path) -> RestoreReport {
     restore_checked(dir, &Allowed::system(dir))
@@ -840,8 +750,8 @@ impl Allowed {
             return refuse("the value is longer than any setting punctual changes");
         }
         let value = original.trim();
-        if path == Path::new(crate::preempt::PREEMPT_PATH) {
-            if !crate::preempt::is_mode(value) {
+        if path == Path::new(crate::knobs::PREEMPT_PATH) {
+            if !crate::knobs::is_mode(value) {
                 return refuse(&format!(
                     "'{}' is not a preemption mode",
                     crate::text::display_name(value)
@@ -849,7 +759,7 @@ impl Allowed {
             }
             return self
                 .on_fs(
-                    Path::new(crate::preempt::SCHED_DIR),
+                    Path::new(crate::knobs::SCHED_DIR),
                     nix::sys::statfs::DEBUGFS_MAGIC,
                     "debugfs",
                 )
@@ -1494,10 +1404,10 @@ mod tests {
         );
         assert!(ok("/etc/passwd", "root::0:0::/:/bin/sh").is_err());
         // The preemption mode: that one file, one of the modes.
-        ok(crate::preempt::PREEMPT_PATH, "full").unwrap();
-        ok(crate::preempt::PREEMPT_PATH, "lazy\n").unwrap();
-        assert!(ok(crate::preempt::PREEMPT_PATH, "none voluntary (full)").is_err());
-        assert!(ok(crate::preempt::PREEMPT_PATH, "fast").is_err());
+        ok(crate::knobs::PREEMPT_PATH, "full").unwrap();
+        ok(crate::knobs::PREEMPT_PATH, "lazy\n").unwrap();
+        assert!(ok(crate::knobs::PREEMPT_PATH, "none voluntary (full)").is_err());
+        assert!(ok(crate::knobs::PREEMPT_PATH, "fast").is_err());
         assert!(ok("/sys/kernel/debug/sched/../sched/preempt", "full").is_err());
         assert!(ok("/sys/kernel/debug/sched/verbose", "full").is_err());
         a.check(&Change::Unmount {

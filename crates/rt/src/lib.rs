@@ -16,7 +16,9 @@ pub mod error;
 pub mod held;
 pub mod host;
 pub mod journal;
+mod knobs;
 pub mod memlock;
+mod policy;
 pub mod preempt;
 pub mod privilege;
 pub mod rr;
@@ -25,13 +27,16 @@ pub mod sched;
 pub mod signals;
 pub mod slack;
 pub mod stacked;
+mod state;
+mod task;
 pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
 pub use error::RtError;
+pub use policy::{Policy, SchedParams};
 pub use privilege::{Privileges, RtPlan, RtWant};
 /// Names from files made safe to show (lives in punctual-time, the lowest crate, so every crate can use it).
 pub use punctual_time::text;
-pub use sched::{Policy, SchedGuard, SchedParams};
+pub use sched::SchedGuard;
 pub use signals::Interrupts;
 pub use thread::{setup_current_thread, ThreadGuards, ThreadRequest};

@@ -3,19 +3,8 @@
 //! put back by the next run or `punctual shield --restore`, as the other settings are.
 
 use crate::journal::ChangeGuard;
+pub use crate::knobs::{is_mode, MODES, PREEMPT_PATH, SCHED_DIR};
 use std::path::Path;
-
-/// The debugfs directory of the scheduler's knobs.
-pub const SCHED_DIR: &str = "/sys/kernel/debug/sched";
-/// The file a PREEMPT_DYNAMIC kernel switches its preemption mode through.
-pub const PREEMPT_PATH: &str = "/sys/kernel/debug/sched/preempt";
-/// The modes Linux 6.x knows (`lazy` since 6.13).
-pub const MODES: [&str; 4] = ["none", "voluntary", "full", "lazy"];
-
-/// Whether `s` names a preemption mode.
-pub fn is_mode(s: &str) -> bool {
-    MODES.contains(&s)
-}
 
 /// Set `mode` in the `sched/preempt` file at `path`, journalled first with `original` (the
 /// mode to put back: the file lists every mode, so its contents cannot be written back). The

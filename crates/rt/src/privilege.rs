@@ -1,7 +1,7 @@
 //! What this process may do, found out before anything starts, and the plan that follows from it:
 //! the real-time settings asked for, or the documented fallback with the reason and the fix.
 
-use crate::sched::Policy;
+use crate::policy::Policy;
 use punctual_result::Fallback;
 
 const CAP_IPC_LOCK: u32 = 14;

@@ -12,6 +12,7 @@
 //! a machine shows one case at a time); [`MoveGuard`] moves this process into the group that has a
 //! budget for the run, journalled, and back.
 
+pub use crate::task::move_pid;
 use std::path::{Path, PathBuf};
 
 /// Which cgroup hierarchy holds the cpu controller.
@@ -317,7 +318,7 @@ impl MoveGuard {
     pub fn to(facts: &GroupFacts, to: &Path) -> Result<MoveGuard, crate::RtError> {
         let from = facts.dir();
         let pid = std::process::id() as i32;
-        let start_time = crate::journal::task_start_time(pid).unwrap_or(0);
+        let start_time = crate::task::task_start_time(pid).unwrap_or(0);
         let guard = crate::journal::global()
             .record(crate::journal::Change::CgroupMove {
                 pid,
@@ -355,17 +356,6 @@ impl MoveGuard {
     pub fn back(self) -> std::io::Result<()> {
         self._journal.undo_now()
     }
-}
-
-/// Write `pid` into `group/cgroup.procs` (the whole process moves), never through a link.
-pub fn move_pid(group: &Path, pid: i32) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(group.join("cgroup.procs"))?;
-    f.write_all(pid.to_string().as_bytes())
 }
 
 #[cfg(test)]

@@ -46,12 +46,12 @@ impl Owner {
         let pid = std::process::id() as i32;
         Owner {
             pid,
-            start_time: crate::journal::task_start_time(pid).unwrap_or(0),
+            start_time: crate::task::task_start_time(pid).unwrap_or(0),
         }
     }
 
     pub fn alive(&self) -> bool {
-        crate::journal::task_start_time(self.pid) == Some(self.start_time)
+        crate::task::task_start_time(self.pid) == Some(self.start_time)
     }
 }
 
@@ -248,7 +248,7 @@ impl Registry {
     /// [`shield_file`]s.
     pub fn system() -> Registry {
         Registry {
-            dir: crate::journal::machine_dir(),
+            dir: crate::state::machine_dir(),
             allow: shield_file,
         }
     }
@@ -452,7 +452,7 @@ impl Locked<'_> {
                 Ok(s)
             }
             Target::Task { pid, start_time } => {
-                if crate::journal::task_start_time(*pid) != Some(*start_time) {
+                if crate::task::task_start_time(*pid) != Some(*start_time) {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
                 crate::affinity::get(*pid)
@@ -489,7 +489,7 @@ impl Locked<'_> {
                     .write_all(value.as_bytes())
             }
             Target::Task { pid, start_time } => {
-                if crate::journal::task_start_time(*pid) != Some(*start_time) {
+                if crate::task::task_start_time(*pid) != Some(*start_time) {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
                 let cpus = parse_cpu_list(value.trim()).map_err(io::Error::other)?;
@@ -822,7 +822,7 @@ mod tests {
             let pid = self.0.id() as i32;
             Owner {
                 pid,
-                start_time: crate::journal::task_start_time(pid).unwrap(),
+                start_time: crate::task::task_start_time(pid).unwrap(),
             }
         }
     }
@@ -1055,7 +1055,7 @@ mod tests {
             l.claim(who, &[last]).unwrap();
             let t = Target::Task {
                 pid: ppid,
-                start_time: crate::journal::task_start_time(ppid).unwrap(),
+                start_time: crate::task::task_start_time(ppid).unwrap(),
             };
             l.write(who, t, &format_cpu_list(&[first])).unwrap();
         }
