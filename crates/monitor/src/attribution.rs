@@ -1,5 +1,5 @@
 //! Late releases explained while the monitor runs: the measuring threads offer each sample later
-//! than the late bound to their CPU's [`LateFeed`] (no lock, no allocation); once a second a
+//! than the late bound to their CPU's [`LateFeed`](punctual_explain::LateFeed) (no lock, no allocation); once a second a
 //! thread of the normal class, off the measured CPUs, takes them, asks a kernel trace of the
 //! measured CPUs that never stops (a private tracefs instance, journalled, removed on exit) for
 //! what it holds, and gives each release its cause with `--explain`'s code
@@ -12,6 +12,7 @@
 //! trace cannot speak for (not covered, events lost, no trace at all, a full feed) is
 //! `unexplained`; none is left uncounted.
 
+pub use crate::metrics::FEED_CAPACITY;
 use crate::metrics::{Board, LateCounts};
 use punctual_explain::{explain, Cause, LateRelease};
 use punctual_trace::capture::{Capture, CaptureConfig};
@@ -29,9 +30,6 @@ pub const EVERY: Duration = Duration::from_secs(1);
 pub const HORIZON_NS: u64 = 2_000_000_000;
 /// Late releases waiting for the trace per CPU, at most (beyond: `unexplained` at once).
 pub const MAX_PENDING: usize = 65_536;
-/// Late releases a feed holds between two takes (24 bytes each: 384 KiB per CPU), about four
-/// seconds of a CPU late at every release of a 100 us period.
-pub const FEED_CAPACITY: usize = 16_384;
 /// Events the trace holds at most, over all measured CPUs (about 48 bytes each).
 pub const MAX_EVENTS: usize = 256 * 1024;
 

@@ -18,6 +18,10 @@ use std::fmt::Error;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Late releases a feed holds between two takes (24 bytes each: 384 KiB per CPU), about four
+/// seconds of a CPU late at every release of a 100 us period.
+pub const FEED_CAPACITY: usize = 16_384;
+
 /// Upper bounds of the classic buckets, ns: 1-2-5 steps from 1 us to 100 ms (and +Inf).
 pub const CLASSIC_BOUNDS_NS: [u64; 16] = [
     1_000,
@@ -74,10 +78,7 @@ pub struct LateCounts {
 impl LateCounts {
     fn new(bound: u64) -> LateCounts {
         LateCounts {
-            feed: Arc::new(punctual_explain::LateFeed::new(
-                bound,
-                crate::attribution::FEED_CAPACITY,
-            )),
+            feed: Arc::new(punctual_explain::LateFeed::new(bound, FEED_CAPACITY)),
             counts: Default::default(),
             dropped_counted: AtomicU64::new(0),
         }

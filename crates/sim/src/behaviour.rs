@@ -1,11 +1,12 @@
-//! What tasks do. Each behaviour is a small state machine the engine drives when the task is on a
-//! CPU: it starts, finishes a burst of computation, notices an alarm signal, or wakes for a message or
-//! a device interrupt; it answers with the next [`Step`] and asks for alarms, messages and device
-//! interrupts through [`Cx`]. The labels follow the seeds: `blk`, `pctK`, `cont`, `cpu`, `periodic`
-//! (Etsion Section 7 and SPEC section 6), plus the typist, the game, and the Xine pipeline of
-//! Etsion Sections 2, 4 and 6 (a displayer woken by a 4 ms alarm, a decoder, an X server).
+//! What tasks do. Each behaviour is a small state machine ([`crate::task`]) the engine drives when
+//! the task is on a CPU: it starts, finishes a burst of computation, notices an alarm signal, or
+//! wakes for a message or a device interrupt; it answers with the next [`Step`](crate::task::Step)
+//! and asks for alarms, messages and device interrupts through [`Cx`](crate::task::Cx). The labels
+//! follow the seeds: `blk`, `pctK`, `cont`, `cpu`, `periodic` (Etsion Section 7 and SPEC section
+//! 6), plus the typist, the game, and the Xine pipeline of Etsion Sections 2, 4 and 6 (a displayer
+//! woken by a 4 ms alarm, a decoder, an X server).
 
-use crate::units::{Ns, NS_PER_S};
+use crate::units::{Ns, MAX_DURATION, NS_PER_S};
 use crate::SimError;
 
 const MS: Ns = 1_000_000;
@@ -125,13 +126,13 @@ impl Behaviour {
             Ok(())
         };
         for (field, ns) in self.durations() {
-            if ns > crate::config::MAX_DURATION {
+            if ns > MAX_DURATION {
                 return Err(SimError::invalid(
                     field,
                     format!(
                         "task '{task}': {} is longer than the simulator's limit of {}",
                         punctual_time::format_ns(ns),
-                        punctual_time::format_ns(crate::config::MAX_DURATION)
+                        punctual_time::format_ns(MAX_DURATION)
                     ),
                 ));
             }

@@ -7,14 +7,12 @@ use crate::SimError;
 use punctual_time::format_ns;
 
 /// Nanoseconds on the simulated clock (which starts at 0).
-pub use crate::units::{Ns, NS_PER_S};
+pub use crate::units::{Ns, MAX_DURATION, NS_PER_S};
 /// The highest clock-interrupt rate accepted: one tick per microsecond.
 pub const MAX_HZ: u32 = 1_000_000;
 /// Runs whose estimated event count is above this are refused unless `max_events` is raised: at
 /// about 10 million events a second that is roughly half an hour of computing.
 pub const DEFAULT_MAX_EVENTS: u64 = 20_000_000_000;
-/// The longest simulated duration: keeps every tick index and timestamp far from u64 overflow.
-pub const MAX_DURATION: Ns = 100_000 * NS_PER_S;
 /// The longest quantum: an hour (Linux 2.4's longest was a few hundred milliseconds).
 pub const MAX_QUANTUM: Ns = 3_600 * NS_PER_S;
 /// The most one interrupt, switch or timer overshoot may cost: a second (the seeds measure

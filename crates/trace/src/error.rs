@@ -1,7 +1,6 @@
 //! Why tracing or reading a trace failed, each case with its fix, and its class for the exit code.
 
 use crate::file::ReadError;
-use crate::kernel::format::FormatError;
 use punctual_result::Failure;
 use std::io;
 use std::path::PathBuf;
@@ -78,4 +77,12 @@ impl From<TraceError> for Failure {
             _ => Failure::system(e.to_string()),
         }
     }
+}
+
+/// Why a format file could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("format of {what}: {why}")]
+pub struct FormatError {
+    pub what: String,
+    pub why: String,
 }

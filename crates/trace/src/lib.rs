@@ -7,7 +7,7 @@
 //! - [`record`]: the drain that turns per-CPU pages into a trace file while the kernel traces;
 //! - [`capture`]: the same drain into memory, only the events `--explain` reads, with steal samples;
 //! - [`idle_exit`]: switches out of idle the kernel did not record, put back from the evidence;
-//! - [`file`]: the trace file (writer, and a reader that reports damage instead of panicking);
+//! - [`file`](mod@file): the trace file (writer, and a reader that reports damage instead of panicking);
 //! - [`analyze`]: analyses over [`event::Event`]s, whatever their origin ([`synth`] builds them in tests);
 //! - [`render`]: tables, result documents and figures from an analysis;
 //! - [`measure`]: `trace record` and `trace analyze` as measurements of the lifecycle.

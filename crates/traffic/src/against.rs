@@ -13,7 +13,7 @@
 //! compared only between packets adjacent in the file and in the same pass.
 
 use crate::arrivals::GapErrors;
-use crate::measure::udp_payload;
+use crate::read::udp_payload;
 use crate::replay::Slope;
 use crate::store::PacketStore;
 use pcap_file::DataLink;

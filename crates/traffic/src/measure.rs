@@ -5,13 +5,13 @@
 
 use crate::against::{Against, Original};
 use crate::read::{read_capture, read_capture_keeping, Format, Keep, Stopped};
+pub use crate::read::{sliced, udp_payload};
 use crate::record::{Capturer, Filter, NsPcapNg, Recorded, Until};
 use crate::replay::{replay, LoopSettings, RawSender, Replayed, Sender, UdpSender};
 use crate::schedule::{Schedule, ScheduleConfig, Timing};
 use crate::store::PacketStore;
 use crate::txtime::NoTxTime;
 use crate::TrafficError;
-use etherparse::{SlicedPacket, TransportSlice};
 use pcap_file::DataLink;
 use punctual_dispatch::engine::SlotProgress;
 use punctual_dispatch::shield::{Shield, ShieldPlan};
@@ -103,25 +103,6 @@ pub struct Loaded {
     pub stopped: Option<Stopped>,
     /// Packets without a UDP payload, left out with `--udp-to`.
     pub not_udp: u64,
-}
-
-/// A frame of `link` sliced into its headers (etherparse), if it parses.
-pub fn sliced(link: DataLink, frame: &[u8]) -> Option<SlicedPacket<'_>> {
-    match link {
-        DataLink::ETHERNET => SlicedPacket::from_ethernet(frame),
-        DataLink::LINUX_SLL => SlicedPacket::from_linux_sll(frame),
-        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => SlicedPacket::from_ip(frame),
-        _ => return None,
-    }
-    .ok()
-}
-
-/// The UDP payload of a frame of `link`, if it is a UDP datagram.
-pub fn udp_payload(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
-    match sliced(link, frame)?.transport? {
-        TransportSlice::Udp(u) => Some(u.payload()),
-        _ => None,
-    }
 }
 
 /// Reads and schedules the capture; refuses a damaged file without `--partial`, link types the

@@ -3,6 +3,7 @@
 
 use crate::store::PacketStore;
 use crate::TrafficError;
+use etherparse::{SlicedPacket, TransportSlice};
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
@@ -404,4 +405,22 @@ fn read_pcapng<R: Read>(
         untimed,
         left_out: 0,
     })
+}
+/// A frame of `link` sliced into its headers (etherparse), if it parses.
+pub fn sliced(link: DataLink, frame: &[u8]) -> Option<SlicedPacket<'_>> {
+    match link {
+        DataLink::ETHERNET => SlicedPacket::from_ethernet(frame),
+        DataLink::LINUX_SLL => SlicedPacket::from_linux_sll(frame),
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => SlicedPacket::from_ip(frame),
+        _ => return None,
+    }
+    .ok()
+}
+
+/// The UDP payload of a frame of `link`, if it is a UDP datagram.
+pub fn udp_payload(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
+    match sliced(link, frame)?.transport? {
+        TransportSlice::Udp(u) => Some(u.payload()),
+        _ => None,
+    }
 }

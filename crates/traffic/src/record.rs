@@ -118,7 +118,7 @@ impl Filter {
     /// Whether a frame of `link` passes.
     pub fn keeps(&self, link: DataLink, frame: &[u8]) -> bool {
         use etherparse::TransportSlice;
-        let Some(t) = crate::measure::sliced(link, frame).and_then(|p| p.transport) else {
+        let Some(t) = crate::read::sliced(link, frame).and_then(|p| p.transport) else {
             return false;
         };
         let ports = match &t {

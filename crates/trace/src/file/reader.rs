@@ -47,7 +47,7 @@ pub struct Integrity {
     /// or a damaged delta): kept, and put in time order with the rest.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub backwards_timestamps: u64,
-    /// Events more than [`WINDOW_SLACK_NS`] outside the recording's start and end (a damaged or
+    /// Events more than `WINDOW_SLACK_NS` outside the recording's start and end (a damaged or
     /// crafted timestamp): dropped, so they cannot stretch the trace to centuries.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub out_of_window: u64,

@@ -2,6 +2,7 @@
 //! offsets, sizes) and `events/header_page` (the sub-buffer page header). Reading offsets from these
 //! files rather than hard-coding them keeps the decoder right across kernel versions.
 
+pub use crate::error::FormatError;
 use std::collections::HashMap;
 
 /// One field of an event record.
@@ -66,14 +67,6 @@ impl EventFormat {
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
-}
-
-/// Why a format file could not be understood.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("format of {what}: {why}")]
-pub struct FormatError {
-    pub what: String,
-    pub why: String,
 }
 
 fn err(what: &str, why: impl Into<String>) -> FormatError {

@@ -1,6 +1,7 @@
 //! Everything that talks to the kernel's tracing: finding or mounting tracefs ([`tracefs`]), a
-//! private instance with its own per-CPU buffers ([`instance`]), the format files ([`format`]), the
-//! binary page layout of `trace_pipe_raw` ([`page`]) and decoding records into events ([`decode`]).
+//! private instance with its own per-CPU buffers ([`instance`]), the format files
+//! ([`format`](mod@format)), the binary page layout of `trace_pipe_raw` ([`page`]) and decoding
+//! records into events ([`decode`]).
 
 pub mod decode;
 pub mod format;
