@@ -7,6 +7,10 @@
 //! statistics (KURT's rtstats). [`shield`] is real-time mode: other tasks and IRQs moved off the
 //! dispatcher CPUs, through the journal so it is always undone. [`preflight`] finds what `run`
 //! would refuse before anything on the system changes.
+//!
+//! Each phase is a module of its own, re-exported here: `config` (what a run is asked), `budget`
+//! (spin caps, client placement), `interference` (phasing around gaps), `setup` ([`prepare`]),
+//! `run` ([`execute`], one thread per CPU) and `teardown` (joining, the [`Outcome`]).
 
 pub mod actions;
 mod budget;

@@ -1,0 +1,509 @@
+//! The dispatch loop of one CPU, on an injected clock.
+//!
+//! Releases come from the CPU's periodic tasks (a binary heap keyed by the instant the dispatcher must
+//! act) and from its one-shot events (a cursor over the sorted event array). For each release at
+//! instant `T` the loop acts at `T - lead` (the lead is zero except for `wake` actions, whose clients
+//! spin to `T` themselves): it sleeps until a margin before that, spins to it, performs the action
+//! and records the lateness. Nothing in the loop allocates, locks or prints.
+//!
+//! Missed releases (whose instant had passed when the task's previous release finished):
+//!
+//! ```text
+//! period  |-------|-------|-------|-------|
+//! release k runs long:   [=========]
+//! skip:       k                        k+3        (k+1, k+2 counted missed, not run)
+//! catch_up:   k          k+1 k+2       k+3        (k+1, k+2 counted missed, run at once, late)
+//! ```
+//!
+//! A task that may move (`SlotSpec::movable`) whose late releases line up is re-phased
+//! ([`crate::rephase`]): its later releases come a shift after the plan's instants.
+//!
+//! The loop itself is here; where its releases come from (the heap, the events, the phases) is
+//! `sources`, and how a release is counted once it has fired is `record`.
+
+mod record;
+mod sources;
+
+pub use crate::slot::SlotSpec;
+use punctual_explain::LateLog;
+use punctual_periodic::channel::Ack;
+use punctual_plan::Event;
+use punctual_stats::{LiveHistogram, Recorder};
+use punctual_time::{hybrid_until, AutoMargin, Clock, MarginPolicy};
+use record::{collect_owed_reports, count_missed, log_late, log_missed, publish, record_release};
+pub use record::{LOG_MISSED_MAX, OWN_WORK_NS};
+use sources::{Sources, Timed};
+use std::cmp::Reverse;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Sleeps longer than this are cut into pieces, so a stop request is seen within it.
+pub const SLEEP_SLICE_NS: u64 = 100_000_000;
+/// How long a breather sleeps.
+pub const BREATHER_NS: u64 = 20_000;
+/// A sleep shorter than this beyond the margin the kernel needs is not worth its system call: the
+/// loop spins through instead.
+pub const MIN_SLEEP_NS: u64 = 5_000;
+/// The margin of the first sleep, before any wake-up was seen (at most the margin cap).
+pub const FIRST_MARGIN_NS: u64 = 200_000;
+/// On a shielded CPU whose only work is the loop's own actions, releases at most this far off are
+/// spun to rather than slept towards ([`LoopConfig::spin_below`]): nothing else needs the CPU, and
+/// a sleep halts the virtual CPU, whose wake-up then waits on the host (docs/benchmarks.md: 500 us
+/// spacing, five alternated rounds, a replay's receiver within 1 % 90.9 % sleeping, 94.9 % spinning).
+pub const SHIELDED_SPIN_BELOW_NS: u64 = 1_000_000;
+/// How often the loop refreshes its reading of the CPU's stolen time when no late wake-up asked.
+pub const STEAL_REFRESH_NS: u64 = 50_000_000;
+/// ... and only when the next release is at least this far: a read of `/proc/stat` takes tens of
+/// microseconds, which dense releases cannot spare.
+pub const STEAL_READ_ROOM_NS: u64 = 1_000_000;
+
+/// The running total of time the hypervisor took from the dispatcher's CPU (ns), read without
+/// allocating. Late wake-ups during which it moved are stolen time, not the kernel's latency.
+pub trait StolenTime {
+    fn total_ns(&self) -> u64;
+}
+
+impl StolenTime for punctual_rt::host::CpuSteal {
+    fn total_ns(&self) -> u64 {
+        self.total_ns().unwrap_or(0)
+    }
+}
+
+/// What an action reports about one firing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fired {
+    /// The action failed (send error, spawn error, plugin returned non-zero).
+    pub error: bool,
+    /// For delegated actions (`wake`): how the client fared with the previous release.
+    pub previous: Option<Ack>,
+}
+
+/// The actions of one CPU, indexed by the plan's action table.
+pub trait Actions {
+    /// How long before the release instant the dispatcher must act.
+    fn lead(&self, action: u16) -> u64;
+    /// Whether the release's lateness is measured by someone else (a wake client) and reported back.
+    fn delegated(&self, action: u16) -> bool;
+    /// Perform the action for the release at `target`.
+    fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired;
+    /// The last report of a delegated action, after the loop ended.
+    fn finish(&mut self, action: u16) -> Option<Ack>;
+    /// For a delegated action: how the release its last report (from `fire` or `finish`) is
+    /// about was handed over (`--explain` reads it; `None`: not known).
+    fn handed(&self, _action: u16) -> Option<Handed> {
+        None
+    }
+}
+
+/// How a delegated release was handed over, for explaining it when its client reports it late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handed {
+    /// The release instant.
+    pub target: u64,
+    /// When the dispatcher meant to hand it over (the instant less the lead) and when it did.
+    pub planned: u64,
+    pub at: u64,
+    /// The lead the client's wake-ups called for, before the cap.
+    pub lead_needed: u64,
+    /// The client's thread and the CPU it reported from (0 when the client does not say).
+    pub client_tid: i32,
+    pub client_cpu: u32,
+}
+
+/// KURT's rtstats for one slot.
+pub struct SlotStats {
+    /// Lateness of every release (for delegated actions: as the client measured it).
+    pub lateness: Recorder,
+    /// For delegated actions: how late the dispatcher itself acted (relative to `T - lead`).
+    pub dispatch: Option<Recorder>,
+    pub releases: u64,
+    pub overruns: u64,
+    pub errors: u64,
+    /// Times the task's phase moved during the run.
+    pub rephased: u32,
+    /// A move did not take the lateness away, so the task stayed where it was after it.
+    pub rephase_gave_up: bool,
+    /// For a periodic task: its offset at the end of the run (the plan's, plus any moves, within
+    /// the period).
+    pub offset_ns: Option<u64>,
+    /// `--explain`: its releases outside the bound (series = the slot's index on its CPU). Keeps
+    /// nothing unless given a bound.
+    pub late: LateLog,
+}
+
+/// Live figures of one slot, written with relaxed stores.
+#[repr(align(64))]
+#[derive(Default, Debug)]
+pub struct SlotProgress {
+    pub releases: AtomicU64,
+    pub max_ns: AtomicU64,
+    pub missed: AtomicU64,
+    /// Releases whose action ran longer than the task's wcet.
+    pub overruns: AtomicU64,
+    /// When set, every lateness and missed release also goes here as it happens (relaxed atomic
+    /// increments), for `run --metrics`.
+    pub live: Option<std::sync::Arc<LiveHistogram>>,
+}
+
+impl SlotProgress {
+    /// Progress that also feeds a live histogram of the slot's lateness.
+    pub fn with_live() -> SlotProgress {
+        SlotProgress {
+            live: Some(std::sync::Arc::new(LiveHistogram::new())),
+            ..SlotProgress::default()
+        }
+    }
+}
+
+/// Heartbeat for the watchdog: when the current action began (0 = none running), which, and the
+/// CPU-time clock of the thread running the loop (0 = not published), so the watchdog can tell
+/// whether the loop is what holds its CPU.
+#[derive(Default, Debug)]
+pub struct Heartbeat {
+    pub action_since: AtomicU64,
+    pub action: AtomicU64,
+    pub cpu_clock: std::sync::atomic::AtomicI32,
+    /// The spin margin in use (ns), for `run --metrics`.
+    pub margin_ns: AtomicU64,
+}
+
+impl Heartbeat {
+    /// Publish the calling thread's CPU-time clock: call it on the thread that runs the loop, and
+    /// [`Heartbeat::withdraw_thread`] when the loop is over.
+    pub fn publish_thread(&self) {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: pthread_self is the calling thread; `id` is a valid out-pointer.
+        if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0 {
+            self.cpu_clock.store(id, Ordering::Relaxed);
+        }
+    }
+
+    pub fn withdraw_thread(&self) {
+        self.cpu_clock.store(0, Ordering::Relaxed);
+    }
+
+    /// CPU time the published thread has used, if it published its clock.
+    pub fn thread_cpu_ns(&self) -> Option<u64> {
+        let id = self.cpu_clock.load(Ordering::Relaxed);
+        if id == 0 {
+            return None;
+        }
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a thread CPU clock of this process; a thread that ended makes it fail (EINVAL).
+        (unsafe { libc::clock_gettime(id, &mut ts) } == 0)
+            .then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
+    /// Action `action` begins at `at`.
+    #[inline(always)]
+    fn begin(&self, action: u16, at: u64) {
+        self.action.store(action as u64, Ordering::Relaxed);
+        self.action_since.store(at.max(1), Ordering::Release);
+    }
+
+    /// No action runs.
+    #[inline(always)]
+    fn end(&self) {
+        self.action_since.store(0, Ordering::Release);
+    }
+}
+
+pub struct LoopConfig<'a> {
+    /// Absolute instant of the plan's offset 0.
+    pub start: u64,
+    /// Absolute instant after which nothing is released (`u64::MAX`: no limit).
+    pub end: u64,
+    pub margin: MarginPolicy,
+    /// The shortest period on this CPU (sizes the auto margin), or 1 ms.
+    pub interval: u64,
+    /// The most the auto margin may grow to (`u64::MAX`: only the interval's own bound).
+    pub margin_cap: u64,
+    /// Force a short sleep when the loop has not blocked for this long (`None`: never).
+    pub breather_every: Option<u64>,
+    /// The CPU is shielded: the auto margin is not bounded by half the interval.
+    pub shielded: bool,
+    /// With the auto margin, releases at most this far off are spun to, never slept towards (0:
+    /// only those closer than the kernel can wake the loop). For a loop alone on a shielded CPU:
+    /// a sleep halts a virtual CPU, and its wake-up then waits on the host.
+    pub spin_below: u64,
+    /// The CPU's stolen time (`None`: not known; every late wake-up then counts as the kernel's).
+    pub steal: Option<&'a dyn StolenTime>,
+    pub events: &'a [Event],
+    /// For each plan action: the slot its events count in on this CPU (`None`: not on this CPU).
+    pub event_slot: &'a [Option<usize>],
+}
+
+pub struct LoopEnd {
+    pub margin_ns: u64,
+    pub breathers: u64,
+    /// Kernel wake-ups that came after the target itself.
+    pub woke_late: u64,
+    /// Of those, the ones during which the hypervisor took the CPU (left out of the margin).
+    pub woke_late_stolen: u64,
+    /// Releases spun through without sleeping: closer than the kernel can wake the loop.
+    pub spun_through: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    act_at: Reverse<u64>,
+    slot: usize,
+}
+
+/// Run one CPU's releases until `end`, the plan's end, or `stop`.
+#[allow(clippy::too_many_arguments)]
+pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    cfg: &LoopConfig,
+    slots: &[SlotSpec],
+    stats: &mut [SlotStats],
+    actions: &mut A,
+    stop: &AtomicBool,
+    progress: &[SlotProgress],
+    heartbeat: &Heartbeat,
+) -> LoopEnd {
+    let mut margin = match cfg.margin {
+        MarginPolicy::Auto if cfg.shielded => {
+            AutoMargin::for_shielded(cfg.interval).capped(cfg.margin_cap)
+        }
+        MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval).capped(cfg.margin_cap),
+        MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
+    };
+    // Everything the loop keeps is allocated here, before the first release.
+    let mut sources = Sources::new(cfg, slots, &*actions);
+    let mut breather = Breather::new(cfg.breather_every, clock.now());
+    let mut steal = StealWatch::new(cfg.steal, clock.now());
+    let mut slept_once = false;
+    // How long the previous action ran (for --explain: a loop that arrives late because of it was
+    // behind with its own work).
+    let mut prev_work = 0u64;
+    let mut end = LoopEnd {
+        margin_ns: margin.margin(),
+        breathers: 0,
+        woke_late: 0,
+        woke_late_stolen: 0,
+        spun_through: 0,
+    };
+
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let Some(r) = sources.next(cfg, slots, &*actions) else {
+            break;
+        };
+        if r.target >= cfg.end {
+            break;
+        }
+        let act_at = r.act_at;
+        // Long sleeps in slices, so a stop request is seen.
+        let now = clock.now();
+        let m = margin.margin();
+        if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
+            clock.sleep_until(now + SLEEP_SLICE_NS);
+            breather.blocked(clock.now());
+            continue;
+        }
+        // The first release has not learnt the kernel's wake-up latency yet: it sleeps with room.
+        let auto = matches!(cfg.margin, MarginPolicy::Auto);
+        let m = if auto && end.spun_through == 0 && !slept_once {
+            m.max(FIRST_MARGIN_NS.min(cfg.margin_cap))
+        } else {
+            m
+        };
+        let gap = act_at.saturating_sub(now);
+        // The steal reading is refreshed only where it costs no release: before a long sleep.
+        if gap > STEAL_READ_ROOM_NS {
+            steal.refresh(now);
+        }
+        // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
+        // release): a sleep would only make the release late, so the loop spins through.
+        let dense = gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap;
+        let m = if auto && (dense || gap <= cfg.spin_below) {
+            end.spun_through += 1;
+            u64::MAX
+        } else {
+            m
+        };
+        let breathed = breather.due(now, gap, m, margin.needed());
+        if breathed {
+            clock.pause(BREATHER_NS);
+            end.breathers += 1;
+            breather.blocked(clock.now());
+        }
+        let w = hybrid_until(clock, act_at, m);
+        // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
+        let slept = w.sleep_to > now;
+        slept_once |= slept;
+        let late_wake = slept
+            .then(|| note_wake(&w, &mut breather, &mut end, &mut margin))
+            .flatten();
+        let slot = r.slot;
+        let spec = &slots[slot];
+        heartbeat.begin(spec.action, w.done);
+        let started = clock.now();
+        let fired = actions.fire(spec.action, r.target, r.seq, r.data);
+        let done = clock.now();
+        heartbeat.end();
+
+        let behind = breathed || (now > act_at && prev_work >= now - act_at);
+        prev_work = done - started;
+        let timed = Timed {
+            behind,
+            started,
+            done,
+            fired,
+            slept,
+            woke: w.woke,
+            last_read: (w.done > w.before_done).then_some(w.before_done),
+        };
+        let delegated = actions.delegated(spec.action);
+        let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
+        if stats[slot].late.enabled() {
+            log_late(
+                &mut stats[slot],
+                slot,
+                &r,
+                &timed,
+                delegated,
+                actions.handed(spec.action),
+            );
+        }
+        if spec.movable {
+            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
+        }
+        if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
+            if stats[slot].late.enabled() {
+                log_missed(&mut stats[slot], slot, spec, &r, &timed, missed);
+            }
+            count_missed(&mut stats[slot], &progress[slot], missed);
+        }
+        publish(&progress[slot], &stats[slot], lateness);
+        heartbeat
+            .margin_ns
+            .store(margin.margin(), Ordering::Relaxed);
+        match late_wake {
+            // A late wake-up while the hypervisor held the CPU says nothing about the kernel: the
+            // margin does not chase it (no margin covers stolen time).
+            Some(_) if steal.moved(done) => end.woke_late_stolen += 1,
+            Some(l) => margin.observe(l),
+            None => {}
+        }
+    }
+    collect_owed_reports(slots, stats, actions);
+    sources.final_offsets(slots, stats);
+    end.margin_ns = margin.margin();
+    end
+}
+
+/// What a kernel sleep's wake-up says: the loop blocked until it woke; one on time teaches the
+/// margin; a late one is counted and returned, judged after the action (reading the stolen time
+/// never delays a release).
+fn note_wake(
+    w: &punctual_time::sleep::Wake,
+    breather: &mut Breather,
+    end: &mut LoopEnd,
+    margin: &mut AutoMargin,
+) -> Option<u64> {
+    if w.woke <= w.sleep_to {
+        return None;
+    }
+    breather.blocked(w.woke);
+    if w.woke_late() {
+        end.woke_late += 1;
+        return Some(w.sleep_latency());
+    }
+    margin.observe(w.sleep_latency());
+    None
+}
+
+/// When a loop that has not blocked for a long time (dense releases) takes a short breather, so
+/// lower-priority work on its CPU (the watchdog's canary, kernel threads) gets to run: where no
+/// release falls (the next one at least the breather and the kernel's wake-up away) when the plan
+/// has such room; in a plan without any, in the widest gap seen since the loop last blocked; and
+/// at once when twice overdue. A breather that lands on a release makes it late by the loop's own
+/// doing (`--explain`'s `dispatcher`).
+struct Breather {
+    every: Option<u64>,
+    last_block: u64,
+    /// The widest gap between releases since the loop last blocked.
+    widest: u64,
+}
+
+impl Breather {
+    fn new(every: Option<u64>, now: u64) -> Breather {
+        Breather {
+            every,
+            last_block: now,
+            widest: 0,
+        }
+    }
+
+    /// The loop blocked (slept in the kernel) until `at`.
+    #[inline(always)]
+    fn blocked(&mut self, at: u64) {
+        self.last_block = at;
+        self.widest = 0;
+    }
+
+    /// Whether to breathe now, with the next action `gap` away, a margin `m` the loop would
+    /// sleep to and `needed` the kernel's wake-up latency.
+    #[inline(always)]
+    fn due(&mut self, now: u64, gap: u64, m: u64, needed: u64) -> bool {
+        let Some(every) = self.every else {
+            return false;
+        };
+        let room = BREATHER_NS
+            .saturating_add(needed)
+            .saturating_add(MIN_SLEEP_NS);
+        let roomy_seen = self.widest >= room;
+        self.widest = self.widest.max(gap);
+        let unblocked = now.saturating_sub(self.last_block);
+        // A loop that will sleep before the release blocks anyway.
+        if unblocked <= every || gap >= m {
+            return false;
+        }
+        gap >= room || (!roomy_seen && gap >= self.widest) || unblocked > every.saturating_mul(2)
+    }
+}
+
+/// The CPU's stolen time as the loop last read it.
+struct StealWatch<'a> {
+    source: Option<&'a dyn StolenTime>,
+    seen: u64,
+    read_at: u64,
+}
+
+impl<'a> StealWatch<'a> {
+    fn new(source: Option<&'a dyn StolenTime>, now: u64) -> Self {
+        StealWatch {
+            source,
+            seen: source.map_or(0, |s| s.total_ns()),
+            read_at: now,
+        }
+    }
+
+    /// Whether stolen time grew since the last reading (at most [`STEAL_REFRESH_NS`] ago).
+    fn moved(&mut self, now: u64) -> bool {
+        let Some(s) = self.source else { return false };
+        let t = s.total_ns();
+        let moved = t > self.seen;
+        self.seen = t;
+        self.read_at = now;
+        moved
+    }
+
+    fn refresh(&mut self, now: u64) {
+        if let Some(s) = self.source {
+            if now.saturating_sub(self.read_at) > STEAL_REFRESH_NS {
+                self.seen = s.total_ns();
+                self.read_at = now;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1199 @@
+//! The dispatch loop on a manual clock with fake actions.
+
+use super::*;
+use crate::rephase;
+use punctual_explain::Waiter;
+use punctual_plan::MissPolicy;
+use punctual_time::ManualClock;
+use std::sync::Arc;
+
+/// Fake actions: each firing is logged with the clock time and may take `work` ns.
+struct Fake {
+    clock: ManualClock,
+    log: Vec<(u16, u64, u64, u64)>,     // (action, target, seq, at)
+    work: Vec<u64>,                     // per action
+    long_once: Option<(u16, u64, u64)>, // (action, nth firing, extra work)
+    lead: u64,
+    delegated: bool,
+    counts: Vec<u64>,
+    /// For delegated actions: the client's report on the release before, from its target.
+    client: Option<fn(u64) -> Ack>,
+    /// The loop asked for the final report.
+    finished: bool,
+    /// Per action, its lead (else `lead`).
+    leads: Vec<u64>,
+}
+
+impl Fake {
+    fn new(clock: &ManualClock, actions: usize) -> Self {
+        Fake {
+            clock: clock.clone(),
+            log: vec![],
+            work: vec![0; actions],
+            long_once: None,
+            lead: 0,
+            delegated: false,
+            counts: vec![0; actions],
+            client: None,
+            finished: false,
+            leads: Vec::new(),
+        }
+    }
+}
+
+impl Actions for Fake {
+    fn lead(&self, action: u16) -> u64 {
+        self.leads
+            .get(action as usize)
+            .copied()
+            .unwrap_or(self.lead)
+    }
+    fn delegated(&self, _: u16) -> bool {
+        self.delegated
+    }
+    fn fire(&mut self, action: u16, target: u64, seq: u64, _data: &[u8]) -> Fired {
+        let at = self.clock.now();
+        self.log.push((action, target, seq, at));
+        let n = self.counts[action as usize];
+        self.counts[action as usize] += 1;
+        let mut work = self.work[action as usize];
+        if let Some((a, nth, extra)) = self.long_once {
+            if a == action && nth == n {
+                work += extra;
+            }
+        }
+        self.clock.advance(work);
+        let before = self.log.iter().rev().filter(|l| l.0 == action).nth(1);
+        let previous = match (self.delegated && n > 0, self.client, before) {
+            (false, _, _) => None,
+            (true, Some(client), Some(l)) => Some(client(l.1)),
+            _ => Some(Ack::Done {
+                lateness: 7,
+                wake_latency: Some(1),
+                woke_late: false,
+            }),
+        };
+        Fired {
+            error: false,
+            previous,
+        }
+    }
+    fn finish(&mut self, _: u16) -> Option<Ack> {
+        self.finished = true;
+        Some(Ack::Done {
+            lateness: 9,
+            wake_latency: None,
+            woke_late: false,
+        })
+    }
+    fn handed(&self, action: u16) -> Option<Handed> {
+        // The release the last report was about: the one before the last firing, or the last
+        // one once the loop asked for its final report.
+        let back = if self.finished { 0 } else { 1 };
+        let l = self.log.iter().rev().filter(|l| l.0 == action).nth(back)?;
+        Some(Handed {
+            target: l.1,
+            planned: l.1 - self.lead,
+            at: l.3,
+            lead_needed: 0,
+            client_tid: 77,
+            client_cpu: 1,
+        })
+    }
+}
+
+fn task(
+    name: &str,
+    action: u16,
+    period: u64,
+    offset: u64,
+    wcet: Option<u64>,
+    miss: MissPolicy,
+) -> SlotSpec {
+    SlotSpec {
+        name: name.into(),
+        action,
+        period: Some(period),
+        offset,
+        wcet,
+        miss,
+        movable: false,
+    }
+}
+
+struct Run {
+    stats: Vec<SlotStats>,
+    end: LoopEnd,
+}
+
+/// The loop from `start` to `end` with every other setting at its plainest: auto margin sized
+/// for a 1 ms interval, no cap, no breathers, not shielded, no steal meter, no events.
+fn loop_cfg<'a>(start: u64, end: u64) -> LoopConfig<'a> {
+    LoopConfig {
+        start,
+        end,
+        margin: MarginPolicy::Auto,
+        interval: 1_000_000,
+        margin_cap: u64::MAX,
+        breather_every: None,
+        shielded: false,
+        spin_below: 0,
+        steal: None,
+        events: &[],
+        event_slot: &[None],
+    }
+}
+
+fn run(
+    clock: &ManualClock,
+    slots: &[SlotSpec],
+    fake: &mut Fake,
+    events: &[Event],
+    event_slot: &[Option<usize>],
+    end: u64,
+    margin: MarginPolicy,
+) -> Run {
+    run_capped(
+        clock,
+        slots,
+        fake,
+        events,
+        event_slot,
+        end,
+        margin,
+        u64::MAX,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_capped(
+    clock: &ManualClock,
+    slots: &[SlotSpec],
+    fake: &mut Fake,
+    events: &[Event],
+    event_slot: &[Option<usize>],
+    end: u64,
+    margin: MarginPolicy,
+    margin_cap: u64,
+) -> Run {
+    let mut stats: Vec<SlotStats> = slots
+        .iter()
+        .map(|_| SlotStats::new(fake.delegated))
+        .collect();
+    let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
+    let cfg = LoopConfig {
+        margin,
+        margin_cap,
+        events,
+        event_slot,
+        ..loop_cfg(1_000_000, end)
+    };
+    let e = dispatch(
+        clock,
+        &cfg,
+        slots,
+        &mut stats,
+        fake,
+        &AtomicBool::new(false),
+        &progress,
+        &Heartbeat::default(),
+    );
+    for (s, p) in stats.iter().zip(&progress) {
+        assert_eq!(p.releases.load(Ordering::Relaxed), s.releases);
+    }
+    Run { stats, end: e }
+}
+
+#[test]
+fn releases_come_in_time_order_across_tasks_and_events_and_none_is_lost() {
+    let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
+    let slots = vec![
+        task("a", 0, 1_000_000, 0, None, MissPolicy::Skip),
+        task("b", 1, 3_000_000, 500_000, None, MissPolicy::Skip),
+        SlotSpec {
+            name: "ev".into(),
+            action: 2,
+            period: None,
+            offset: 0,
+            wcet: None,
+            miss: MissPolicy::Skip,
+            movable: false,
+        },
+    ];
+    let events = [
+        Event::new(250_000, 2, &[1]),
+        Event::new(250_000, 2, &[2]),
+        Event::new(7_700_000, 2, &[3]),
+    ];
+    let mut fake = Fake::new(&clock, 3);
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &events,
+        &[None, None, Some(2)],
+        1_000_000 + 10_000_000,
+        MarginPolicy::Auto,
+    );
+    let targets: Vec<u64> = fake.log.iter().map(|l| l.1).collect();
+    let mut sorted = targets.clone();
+    sorted.sort_unstable();
+    assert_eq!(targets, sorted, "released out of order");
+    // a: 10 releases in 10 ms; b: at 0.5, 3.5, 6.5, 9.5 ms; 3 events.
+    assert_eq!(r.stats[0].releases, 10);
+    assert_eq!(r.stats[1].releases, 4);
+    assert_eq!(r.stats[2].releases, 3);
+    assert_eq!(fake.log.len(), 17);
+    // Every release ran at or after its instant, within the spin's clock reads.
+    for (_, target, _, at) in &fake.log {
+        assert!(
+            at >= target && at - target < 2_000,
+            "target {target} at {at}"
+        );
+    }
+    // Event sequence numbers count per slot.
+    let seqs: Vec<u64> = fake.log.iter().filter(|l| l.0 == 2).map(|l| l.2).collect();
+    assert_eq!(seqs, vec![0, 1, 2]);
+    assert_eq!(
+        r.stats
+            .iter()
+            .map(|s| s.lateness.missed_periods())
+            .sum::<u64>(),
+        0
+    );
+}
+
+/// [`run`] with `--explain`'s logs on (bound 10 us).
+fn run_explained(
+    clock: &ManualClock,
+    slots: &[SlotSpec],
+    fake: &mut Fake,
+    end: u64,
+    margin: MarginPolicy,
+) -> Vec<SlotStats> {
+    let mut stats: Vec<SlotStats> = slots
+        .iter()
+        .map(|_| {
+            let mut s = SlotStats::new(fake.delegated);
+            s.late = LateLog::new(10_000, 1024);
+            s
+        })
+        .collect();
+    let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
+    let cfg = LoopConfig {
+        margin,
+        ..loop_cfg(1_000_000, end)
+    };
+    dispatch(
+        clock,
+        &cfg,
+        slots,
+        &mut stats,
+        fake,
+        &AtomicBool::new(false),
+        &progress,
+        &Heartbeat::default(),
+    );
+    stats
+}
+
+#[test]
+fn explain_keeps_the_releases_a_long_action_made_the_loop_miss_as_its_own() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.long_once = Some((0, 2, 2_600_000)); // release 2 runs 2.6 ms: releases 3 and 4 pass
+    let stats = run_explained(
+        &clock,
+        &slots,
+        &mut fake,
+        1_000_000 + 10_000_000,
+        MarginPolicy::Fixed(50_000),
+    );
+    let late = stats[0].late.records();
+    let offsets: Vec<u64> = late
+        .iter()
+        .map(|r| (r.target - 1_000_000) / 1_000_000)
+        .collect();
+    assert_eq!(offsets, vec![3, 4], "{late:?}");
+    let (tid, _) = punctual_explain::here();
+    for r in late {
+        assert_eq!(r.waiter, Waiter::Loop);
+        assert_eq!(r.tid, tid, "the loop's own thread");
+        assert!(
+            r.behind,
+            "the action ran over the instant: the loop's own work"
+        );
+        assert!(r.actual > r.target + 10_000);
+        assert_eq!(r.series, 0);
+    }
+    // Without a bound nothing is kept.
+    let clock = ManualClock::new(0, 10);
+    let mut fake = Fake::new(&clock, 1);
+    fake.long_once = Some((0, 2, 2_600_000));
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        11_000_000,
+        MarginPolicy::Fixed(50_000),
+    );
+    assert!(r.stats[0].late.records().is_empty());
+}
+
+#[test]
+fn explain_keeps_a_clients_late_report_with_how_its_release_was_handed_over() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("c", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.delegated = true;
+    fake.lead = 100_000;
+    // The client reports the release at offset 3 ms 50 us late, the others on time.
+    fake.client = Some(|target| Ack::Done {
+        lateness: if target == 4_000_000 { 50_000 } else { 2_000 },
+        wake_latency: Some(1_000),
+        woke_late: false,
+    });
+    let stats = run_explained(
+        &clock,
+        &slots,
+        &mut fake,
+        1_000_000 + 6_000_000,
+        MarginPolicy::Fixed(20_000),
+    );
+    let late = stats[0].late.records();
+    assert_eq!(late.len(), 1, "{late:?}");
+    let r = late[0];
+    assert_eq!((r.target, r.actual), (4_000_000, 4_050_000));
+    assert_eq!((r.tid, r.cpu, r.waiter), (77, 1, Waiter::Client));
+    let h = r.handover.expect("handed over");
+    assert_eq!(h.planned, 4_000_000 - 100_000);
+    assert!(h.at >= h.planned && h.at < r.target, "{h:?}");
+    assert_eq!(h.tid, punctual_explain::here().0, "the dispatcher's thread");
+}
+
+#[test]
+fn thirty_clients_on_fifteen_cpus_get_the_per_cpu_lead_cap_without_overlapping() {
+    // kurt-periodic's 30 wake tasks at 10 ms, evenly phased, placed two per CPU on CPUs 1-15:
+    // each action's lead is its CPU's cap, and the dispatcher acts that far ahead of each
+    // instant, on the injected clock.
+    let text: String = (0..30)
+        .map(|i| {
+            format!(
+                "[[task]]\nname = \"t{i}\"\nperiod = \"10ms\"\noffset = \"{}us\"\naction = {{ kind = \"wake\", channel = \"c{i}\" }}\n",
+                i * 10_000 / 30
+            )
+        })
+        .collect();
+    let plan = punctual_plan::parse_str(&text, "t.toml", None).unwrap();
+    let placement = crate::place_clients(30, &[0], &(0..16).collect::<Vec<_>>(), None);
+    let placed: Vec<(u16, usize)> = placement
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (i as u16, c))
+        .collect();
+    let caps = crate::wake_lead_caps(&plan, &placed);
+    // The plan's wake cap would be 166 us; per CPU it is 2.5 ms, held to the period's own
+    // 2 ms bound by the lead's estimator.
+    let leads: Vec<u64> = caps.iter().map(|&c| c.min(AutoMargin::CEILING)).collect();
+    assert!(leads.iter().all(|&l| l == 2_000_000), "{leads:?}");
+    let clock = ManualClock::new(0, 10);
+    let slots: Vec<SlotSpec> = plan
+        .tasks
+        .iter()
+        .map(|t| {
+            task(
+                &t.name,
+                t.action,
+                t.period,
+                t.offset.ns(),
+                None,
+                MissPolicy::Skip,
+            )
+        })
+        .collect();
+    let mut fake = Fake::new(&clock, 30);
+    fake.delegated = true;
+    fake.leads = leads.clone();
+    run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 30_000_000,
+        MarginPolicy::Fixed(10_000),
+    );
+    // Each release handed over its lead before its instant (within the clock's read cost),
+    // once the run had begun that long before.
+    for &(a, target, _, at) in fake.log.iter().filter(|l| l.1 >= 4_000_000) {
+        let planned = target - leads[a as usize];
+        assert!(
+            at >= planned && at - planned < 5_000,
+            "action {a}: {at} vs {planned}"
+        );
+    }
+    // On each CPU, one client's spin [T - lead, T] never overlaps the next one's.
+    for cpu in 1..16 {
+        let mut spins: Vec<(u64, u64)> = fake
+            .log
+            .iter()
+            .filter(|l| placement[l.0 as usize] == cpu && l.1 >= 4_000_000)
+            .map(|l| (l.1 - leads[l.0 as usize], l.1))
+            .collect();
+        spins.sort_unstable();
+        assert!(spins.len() >= 3, "CPU {cpu}: {spins:?}");
+        for w in spins.windows(2) {
+            assert!(w[0].1 <= w[1].0, "CPU {cpu}: {w:?}");
+        }
+    }
+}
+
+#[test]
+fn skip_counts_missed_releases_and_resumes_at_the_first_future_one() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, Some(500_000), MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.long_once = Some((0, 2, 2_600_000)); // release 2 runs 2.6 ms: releases 3 and 4 pass
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 10_000_000,
+        MarginPolicy::Fixed(50_000),
+    );
+    let ks: Vec<u64> = fake
+        .log
+        .iter()
+        .map(|l| (l.1 - 1_000_000) / 1_000_000)
+        .collect();
+    assert_eq!(ks, vec![0, 1, 2, 5, 6, 7, 8, 9]);
+    assert_eq!(r.stats[0].lateness.missed_periods(), 2);
+    assert_eq!(r.stats[0].overruns, 1);
+    assert_eq!(
+        r.stats[0].releases + r.stats[0].lateness.missed_periods(),
+        10,
+        "every release is run or counted"
+    );
+}
+
+#[test]
+fn catch_up_runs_every_release_late_and_counts_each_missed_once() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::CatchUp)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.work = vec![100_000];
+    fake.long_once = Some((0, 2, 2_600_000));
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 10_000_000,
+        MarginPolicy::Fixed(50_000),
+    );
+    let ks: Vec<u64> = fake
+        .log
+        .iter()
+        .map(|l| (l.1 - 1_000_000) / 1_000_000)
+        .collect();
+    assert_eq!(ks, (0..10).collect::<Vec<_>>(), "nothing skipped");
+    assert_eq!(
+        r.stats[0].lateness.missed_periods(),
+        2,
+        "releases 3 and 4 passed while 2 ran"
+    );
+    // The caught-up releases ran late, back to back.
+    let late: Vec<u64> = fake.log.iter().map(|l| l.3 - l.1).collect();
+    assert!(
+        late[3] > 1_000_000 && late[4] > 0 && late[6] < 1_000,
+        "{late:?}"
+    );
+}
+
+#[test]
+fn overruns_are_counted_against_wcet() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, Some(200_000), MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.work = vec![150_000];
+    fake.long_once = Some((0, 4, 100_000));
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 8_000_000,
+        MarginPolicy::Auto,
+    );
+    assert_eq!(r.stats[0].releases, 8);
+    assert_eq!(r.stats[0].overruns, 1);
+    assert_eq!(r.stats[0].lateness.missed_periods(), 0);
+}
+
+#[test]
+fn delegated_actions_act_a_lead_early_and_record_the_clients_lateness() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("w", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.lead = 80_000;
+    fake.delegated = true;
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 5_000_000,
+        MarginPolicy::Fixed(20_000),
+    );
+    for (_, target, _, at) in &fake.log {
+        assert!(
+            *at >= target - 80_000 && *at < target - 78_000,
+            "acted at {at} for {target}"
+        );
+    }
+    // 5 releases: 4 reports during the run (of the previous one) and 1 at the end.
+    assert_eq!(r.stats[0].lateness.count(), 5);
+    assert_eq!(r.stats[0].lateness.max(), Some(9));
+    assert_eq!(r.stats[0].dispatch.as_ref().unwrap().count(), 5);
+}
+
+#[test]
+fn the_auto_margin_learns_the_wake_latency() {
+    let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 500_000_000,
+        MarginPolicy::Auto,
+    );
+    assert_eq!(r.stats[0].releases, 500);
+    assert!(
+        (31_000..=40_000).contains(&r.end.margin_ns),
+        "margin {}",
+        r.end.margin_ns
+    );
+    assert_eq!(r.stats[0].lateness.woke_late(), 0);
+    assert!(r.stats[0].lateness.max().unwrap() < 1_000);
+}
+
+#[test]
+fn a_margin_cap_holds_even_when_the_kernel_wakes_later() {
+    // Wake-ups 30 us late against a cap of 20 us: the loop keeps its 20 us (and its CPU budget)
+    // and every release is counted as woken late, about 10 us after the instant.
+    let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    let r = run_capped(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 100_000_000,
+        MarginPolicy::Auto,
+        20_000,
+    );
+    assert_eq!(r.stats[0].releases, 100);
+    assert_eq!(r.end.margin_ns, 20_000);
+    assert_eq!(r.end.woke_late, 100);
+    let late = &r.stats[0].lateness;
+    assert!(
+        (10_000..11_000).contains(&late.min().unwrap()),
+        "{:?}",
+        late.min()
+    );
+}
+
+/// One task of `period` on a CPU, shielded or capped, with the stolen time `steal` reports.
+fn run_one(
+    clock: &ManualClock,
+    period: u64,
+    runs_for: u64,
+    margin_cap: u64,
+    shielded: bool,
+    steal: Option<&dyn StolenTime>,
+) -> (Run, Fake) {
+    let slots = vec![task("a", 0, period, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(clock, 1);
+    let mut stats = vec![SlotStats::new(false)];
+    let progress = vec![SlotProgress::default()];
+    let cfg = LoopConfig {
+        interval: period,
+        margin_cap,
+        shielded,
+        steal,
+        ..loop_cfg(1_000_000, 1_000_000 + runs_for)
+    };
+    let end = dispatch(
+        clock,
+        &cfg,
+        &slots,
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(false),
+        &progress,
+        &Heartbeat::default(),
+    );
+    (Run { stats, end }, fake)
+}
+
+/// A clock whose sleeps wake `latency` late, counting them.
+fn counting_clock(latency: u64) -> (ManualClock, Arc<AtomicU64>) {
+    let sleeps = Arc::new(AtomicU64::new(0));
+    let n = sleeps.clone();
+    let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+        n.fetch_add(1, Ordering::SeqCst);
+        latency
+    });
+    (clock, sleeps)
+}
+
+#[test]
+fn dense_releases_on_a_shielded_cpu_are_spun_through_without_sleeping() {
+    // A release every 10 us, a kernel that wakes 15 us late: the first wake-up (with the
+    // first release's generous margin) teaches the loop, which never sleeps again; no release
+    // is missed or late.
+    let (clock, sleeps) = counting_clock(15_000);
+    let (r, fake) = run_one(&clock, 10_000, 100_000_000, u64::MAX, true, None);
+    let st = &r.stats[0];
+    assert_eq!(st.releases, 10_000);
+    assert_eq!(st.lateness.missed_periods(), 0);
+    assert!(sleeps.load(Ordering::SeqCst) <= 2, "{sleeps:?} sleeps");
+    assert!(r.end.spun_through >= 9_990, "{}", r.end.spun_through);
+    let late = fake.log.iter().filter(|l| l.3 - l.1 > 1_000).count();
+    assert_eq!(late, 0, "releases more than 1 us late");
+    // The same plan held to a 5 us margin (an unshielded CPU's budget) sleeps each time and
+    // comes late: what the spin-through avoids.
+    let (clock, sleeps) = counting_clock(15_000);
+    let (r, _) = run_one(&clock, 10_000, 100_000_000, 5_000, false, None);
+    assert!(sleeps.load(Ordering::SeqCst) > 1_000, "{sleeps:?}");
+    assert!(r.end.woke_late > 1_000, "{}", r.end.woke_late);
+}
+
+#[test]
+fn releases_within_spin_below_are_spun_to_and_farther_ones_slept_towards() {
+    // A release every 500 us, a kernel that wakes on time: by default the loop sleeps before
+    // each one; with spin_below 1 ms it never sleeps after the first; with 400 us it sleeps
+    // again. Every release on time in all three.
+    let runs = |spin_below: u64| {
+        let (clock, sleeps) = counting_clock(0);
+        let slots = vec![task("a", 0, 500_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        let mut stats = vec![SlotStats::new(false)];
+        let cfg = LoopConfig {
+            interval: 500_000,
+            shielded: true,
+            spin_below,
+            ..loop_cfg(1_000_000, 1_000_000 + 500_000_000)
+        };
+        let progress = vec![SlotProgress::default()];
+        let stop = AtomicBool::new(false);
+        let hb = Heartbeat::default();
+        let end = dispatch(
+            &clock, &cfg, &slots, &mut stats, &mut fake, &stop, &progress, &hb,
+        );
+        assert_eq!(stats[0].releases, 1_000);
+        assert_eq!(stats[0].lateness.missed_periods(), 0);
+        let late = fake.log.iter().filter(|l| l.3 - l.1 > 1_000).count();
+        assert_eq!(
+            late, 0,
+            "releases more than 1 us late (spin_below {spin_below})"
+        );
+        (sleeps.load(Ordering::SeqCst), end.spun_through)
+    };
+    let (slept, spun) = runs(0);
+    assert!(slept >= 999 && spun == 0, "{slept} sleeps, {spun} spun");
+    let (slept, spun) = runs(1_000_000);
+    assert!(slept <= 1 && spun >= 999, "{slept} sleeps, {spun} spun");
+    let (slept, _) = runs(400_000);
+    assert!(slept >= 999, "{slept} sleeps");
+}
+
+#[test]
+fn a_shielded_cpus_margin_exceeds_half_the_interval_when_wake_ups_need_it() {
+    // 40 us period, wake-ups 25 us late: half the interval (20 us) is not enough.
+    let (clock, _) = counting_clock(25_000);
+    let (shielded, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, true, None);
+    assert!(
+        shielded.end.margin_ns > 25_000,
+        "{}",
+        shielded.end.margin_ns
+    );
+    assert!(shielded.end.woke_late <= 1, "{}", shielded.end.woke_late);
+    let (clock, _) = counting_clock(25_000);
+    let (plain, _) = run_one(&clock, 40_000, 40_000_000, u64::MAX, false, None);
+    assert_eq!(plain.end.margin_ns, 20_000);
+    assert!(plain.end.woke_late > 900, "{}", plain.end.woke_late);
+}
+
+struct InjectedSteal(Arc<AtomicU64>);
+impl StolenTime for InjectedSteal {
+    fn total_ns(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn the_margin_does_not_chase_late_wake_ups_that_coincide_with_stolen_time() {
+    // 1 ms task; the kernel wakes in 15 us, but every 20th sleep the host holds the CPU for
+    // 800 us, and the steal counter says so.
+    let run = |meter: bool| {
+        let stolen = Arc::new(AtomicU64::new(0));
+        let n = Arc::new(AtomicU64::new(0));
+        let (s2, n2) = (stolen.clone(), n.clone());
+        let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+            if n2.fetch_add(1, Ordering::SeqCst) % 20 == 19 {
+                s2.fetch_add(800_000, Ordering::SeqCst);
+                800_000
+            } else {
+                15_000
+            }
+        });
+        let steal = InjectedSteal(stolen);
+        let source: Option<&dyn StolenTime> = if meter { Some(&steal) } else { None };
+        run_one(&clock, 1_000_000, 400_000_000, u64::MAX, false, source).0
+    };
+    let with = run(true);
+    assert!(with.end.margin_ns < 40_000, "margin {}", with.end.margin_ns);
+    assert!(
+        with.end.woke_late_stolen >= 15,
+        "{}",
+        with.end.woke_late_stolen
+    );
+    assert_eq!(with.end.woke_late_stolen, with.end.woke_late);
+    // Without the meter the same holds drive the margin to its bound (half the period).
+    let without = run(false);
+    assert_eq!(without.end.margin_ns, 500_000);
+    assert_eq!(without.end.woke_late_stolen, 0);
+}
+
+#[test]
+fn a_late_last_release_does_not_count_releases_after_the_end_as_missed() {
+    // 2 ms task for 20 ms; the last release (at 18 ms) runs 7 ms: the 20, 22 and 24 ms
+    // instants pass while it runs, but the run ends at 20 ms, so none of them counts.
+    for miss in [MissPolicy::Skip, MissPolicy::CatchUp] {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 2_000_000, 0, None, miss)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.long_once = Some((0, 9, 7_000_000));
+        let r = run(
+            &clock,
+            &slots,
+            &mut fake,
+            &[],
+            &[None],
+            1_000_000 + 20_000_000,
+            MarginPolicy::Auto,
+        );
+        let st = &r.stats[0];
+        assert_eq!(st.releases, 10, "{miss:?}");
+        assert_eq!(st.lateness.missed_periods(), 0, "{miss:?}");
+    }
+}
+
+#[test]
+fn a_plan_with_only_events_ends_after_the_last_one() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![SlotSpec {
+        name: "e".into(),
+        action: 0,
+        period: None,
+        offset: 0,
+        wcet: None,
+        miss: MissPolicy::Skip,
+        movable: false,
+    }];
+    let events: Vec<Event> = (0..1000u64)
+        .map(|i| Event::new(i * 10_000, 0, &[]))
+        .collect();
+    let mut fake = Fake::new(&clock, 1);
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &events,
+        &[Some(0)],
+        u64::MAX,
+        MarginPolicy::Auto,
+    );
+    assert_eq!(r.stats[0].releases, 1000);
+    assert!(r.stats[0].lateness.max().unwrap() < 1_000);
+}
+
+/// A CPU taken away at a fixed period: from `after` on, during `[from + k * every, + len)` the
+/// thread does not run, so a clock read or a wake-up that falls there happens at the window's
+/// end (a host timer, or an IRQ, that began after the watch before the run). Wake-ups otherwise
+/// come `base` late.
+#[derive(Clone)]
+struct Taken {
+    clock: ManualClock,
+    after: u64,
+    from: u64,
+    every: u64,
+    len: u64,
+}
+
+impl Taken {
+    fn new(base: u64, after: u64, from: u64, every: u64, len: u64) -> Taken {
+        Taken {
+            clock: ManualClock::with_wake_latency(0, 1_000, move |_| base),
+            after,
+            from,
+            every,
+            len,
+        }
+    }
+
+    /// Moves the clock out of a window it is in.
+    fn run_out(&self) -> u64 {
+        let t = self.clock.peek();
+        if t >= self.after && t >= self.from && (t - self.from) % self.every < self.len {
+            let end = t + self.len - (t - self.from) % self.every;
+            self.clock.advance(end - t);
+            return end;
+        }
+        t
+    }
+}
+
+impl Clock for Taken {
+    fn now(&self) -> u64 {
+        self.clock.now();
+        self.run_out()
+    }
+    fn sleep_until(&self, t: u64) {
+        self.clock.sleep_until(t);
+        self.run_out();
+    }
+}
+
+/// A 4 ms task at `offset` for 1 s on the auto margin, with the CPU taken for 200 us around
+/// each of its plan instants from 100 ms on. Returns the statistics and the fake's log.
+fn under_periodic_interference(offset: u64, movable: bool) -> (SlotStats, Fake) {
+    let start = 1_000_000;
+    let clock = Taken::new(
+        15_000,
+        start + 100_000_000,
+        start + offset - 100_000,
+        4_000_000,
+        200_000,
+    );
+    let mut spec = task("a", 0, 4_000_000, offset, None, MissPolicy::Skip);
+    spec.movable = movable;
+    let mut fake = Fake::new(&clock.clock, 1);
+    let mut stats = vec![SlotStats::new(false)];
+    let cfg = LoopConfig {
+        interval: 4_000_000,
+        ..loop_cfg(start, start + 1_000_000_000)
+    };
+    dispatch(
+        &clock,
+        &cfg,
+        &[spec],
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(false),
+        &[SlotProgress::default()],
+        &Heartbeat::default(),
+    );
+    (stats.pop().unwrap(), fake)
+}
+
+fn late(l: &(u16, u64, u64, u64)) -> bool {
+    l.3 - l.1 > rephase::LATE_NS
+}
+
+#[test]
+fn a_task_whose_late_releases_line_up_with_unseen_interference_is_rephased() {
+    let (st, fake) = under_periodic_interference(0, true);
+    assert_eq!(st.rephased, 1);
+    assert!(!st.rephase_gave_up);
+    // Moved by 1 - 1/phi of its period.
+    assert_eq!(st.offset_ns, Some(1_527_864));
+    let on_plan = |l: &(u16, u64, u64, u64)| (l.1 - 1_000_000).is_multiple_of(4_000_000);
+    let moved_at = fake
+        .log
+        .iter()
+        .position(|l| !on_plan(l))
+        .expect("a moved release");
+    let (before, after) = fake.log.split_at(moved_at);
+    // Late from 100 ms on (release 25) until a window of 50 held 40 late ones in a row.
+    let late_before = before.iter().filter(|l| late(l)).count();
+    assert!(
+        (38..=45).contains(&late_before),
+        "{late_before} late before the move"
+    );
+    assert!(before.iter().take(25).all(|l| !late(l)));
+    // Every release after the move follows the new phase and is on time.
+    assert!(after.len() > 150, "{} releases after the move", after.len());
+    assert!(
+        after.iter().all(|l| !on_plan(l) && !late(l)),
+        "late after the move"
+    );
+    assert_eq!(st.lateness.missed_periods(), 0, "the move skips nothing");
+    assert_eq!(st.releases as usize, fake.log.len());
+}
+
+#[test]
+fn a_task_with_an_explicit_offset_is_never_moved_and_stays_late() {
+    // The same interference on a task that may not move (the run without re-phasing): every
+    // release from 100 ms on is late, to the end.
+    let (st, fake) = under_periodic_interference(0, false);
+    assert_eq!(st.rephased, 0);
+    assert_eq!(st.offset_ns, Some(0));
+    assert!(fake
+        .log
+        .iter()
+        .all(|l| (l.1 - 1_000_000).is_multiple_of(4_000_000)));
+    let late_ones = fake.log.iter().filter(|l| late(l)).count();
+    assert!(late_ones >= 220, "{late_ones} of {} late", fake.log.len());
+    assert!(fake.log.iter().rev().take(50).all(late));
+}
+
+#[test]
+fn scattered_late_releases_do_not_move_a_task() {
+    // 30 % of the wake-ups (a fixed xorshift sequence) come 100 us late on a fixed 50 us
+    // margin: as many late releases as the interference above would make, in no pattern.
+    let state = Arc::new(AtomicU64::new(0x2545_F491_4F6C_DD1D));
+    let clock = ManualClock::with_wake_latency(0, 20, move |_| {
+        let mut x = state.load(Ordering::SeqCst);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.store(x, Ordering::SeqCst);
+        if x % 10 < 3 {
+            150_000
+        } else {
+            15_000
+        }
+    });
+    let mut slots = vec![task("a", 0, 4_000_000, 0, None, MissPolicy::Skip)];
+    slots[0].movable = true;
+    let mut fake = Fake::new(&clock, 1);
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 8_000_000_000,
+        MarginPolicy::Fixed(50_000),
+    );
+    let late_ones = fake.log.iter().filter(|l| late(l)).count();
+    assert_eq!(fake.log.len(), 2_000);
+    assert!((500..=700).contains(&late_ones), "{late_ones} late");
+    assert_eq!(r.stats[0].rephased, 0);
+    assert_eq!(r.stats[0].offset_ns, Some(0));
+}
+
+#[test]
+fn a_task_late_at_every_phase_moves_once_and_then_stays() {
+    // Every wake-up 30 us late on a fixed 5 us margin: late wherever the task is, so the one
+    // move changes nothing and the loop leaves the task where that move put it.
+    let clock = ManualClock::with_wake_latency(0, 20, |_| 30_000);
+    let mut slots = vec![task("a", 0, 4_000_000, 0, None, MissPolicy::Skip)];
+    slots[0].movable = true;
+    let mut fake = Fake::new(&clock, 1);
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 2_000_000_000,
+        MarginPolicy::Fixed(5_000),
+    );
+    assert!(fake.log.iter().all(late));
+    assert_eq!(r.stats[0].rephased, 1);
+    assert!(r.stats[0].rephase_gave_up);
+    assert_eq!(r.stats[0].offset_ns, Some(1_527_864));
+}
+
+#[test]
+fn a_wake_task_is_rephased_on_its_clients_reports() {
+    // The client is taken 120 us at the plan's phase of a 2 ms task (and misses every 10th of
+    // those releases outright); it reports one release later. Releases at any other phase are
+    // on time.
+    fn client(target: u64) -> Ack {
+        let k = (target - 1_000_000) / 2_000_000;
+        match (target - 1_000_000) % 2_000_000 {
+            0 if k % 10 == 9 => Ack::Missed,
+            0 => Ack::Done {
+                lateness: 120_000,
+                wake_latency: Some(1),
+                woke_late: true,
+            },
+            _ => Ack::Done {
+                lateness: 3_000,
+                wake_latency: Some(1),
+                woke_late: false,
+            },
+        }
+    }
+    let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
+    let mut slots = vec![task("w", 0, 2_000_000, 0, None, MissPolicy::Skip)];
+    slots[0].movable = true;
+    let mut fake = Fake::new(&clock, 1);
+    fake.delegated = true;
+    fake.lead = 50_000;
+    fake.client = Some(client);
+    let r = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[None],
+        1_000_000 + 400_000_000,
+        MarginPolicy::Auto,
+    );
+    let st = &r.stats[0];
+    assert_eq!(st.rephased, 1);
+    assert!(!st.rephase_gave_up);
+    assert_eq!(st.offset_ns, Some(763_932));
+    // The client's 50 reports on the old phase, then the new phase only: on time.
+    let moved = fake
+        .log
+        .iter()
+        .position(|l| (l.1 - 1_000_000) % 2_000_000 != 0);
+    assert_eq!(
+        moved,
+        Some(51),
+        "moved after the report on release 49 came with release 50"
+    );
+    assert!(st.lateness.max().unwrap() == 120_000 && st.lateness.missed_periods() == 5);
+    assert_eq!(
+        st.lateness.count() + st.lateness.missed_periods(),
+        st.releases,
+        "every release is reported once"
+    );
+    assert_eq!(
+        st.releases, 200,
+        "the last one, 0.76 ms later, still falls before the end"
+    );
+}
+
+#[test]
+fn breathers_are_taken_when_the_loop_never_blocks() {
+    let clock = ManualClock::new(0, 1_000);
+    let slots = vec![SlotSpec {
+        name: "e".into(),
+        action: 0,
+        period: None,
+        offset: 0,
+        wcet: None,
+        miss: MissPolicy::Skip,
+        movable: false,
+    }];
+    let events: Vec<Event> = (0..100_000u64)
+        .map(|i| Event::new(i * 10_000, 0, &[]))
+        .collect();
+    let mut fake = Fake::new(&clock, 1);
+    let mut stats = vec![SlotStats::new(false)];
+    let progress = vec![SlotProgress::default()];
+    let cfg = LoopConfig {
+        margin: MarginPolicy::Fixed(50_000),
+        breather_every: Some(100_000_000),
+        events: &events,
+        event_slot: &[Some(0)],
+        ..loop_cfg(1_000_000, u64::MAX)
+    };
+    let e = dispatch(
+        &clock,
+        &cfg,
+        &slots,
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(false),
+        &progress,
+        &Heartbeat::default(),
+    );
+    // One second of back-to-back events: about one breather per 100 ms.
+    assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+    assert_eq!(stats[0].releases, 100_000);
+}
+
+#[test]
+fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
+    let clock = ManualClock::new(0, 100);
+    let slots = vec![SlotSpec {
+        name: "e".into(),
+        action: 0,
+        period: None,
+        offset: 0,
+        wcet: None,
+        miss: MissPolicy::Skip,
+        movable: false,
+    }];
+    // Bursts of events 10 us apart, then 150 us of room, over and over for 1 s.
+    let mut events = Vec::new();
+    let mut t = 0;
+    while t < 1_000_000_000 {
+        for k in 0..20 {
+            events.push(Event::new(t + k * 10_000, 0, &[]));
+        }
+        t += 20 * 10_000 + 150_000;
+    }
+    let n = events.len() as u64;
+    let mut fake = Fake::new(&clock, 1);
+    let mut stats = vec![SlotStats::new(false)];
+    let progress = vec![SlotProgress::default()];
+    // A loop alone on a shielded CPU spins through it all (it never blocks by itself).
+    let cfg = LoopConfig {
+        interval: 100_000,
+        breather_every: Some(100_000_000),
+        shielded: true,
+        spin_below: SHIELDED_SPIN_BELOW_NS,
+        events: &events,
+        event_slot: &[Some(0)],
+        ..loop_cfg(1_000_000, u64::MAX)
+    };
+    let e = dispatch(
+        &clock,
+        &cfg,
+        &slots,
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(false),
+        &progress,
+        &Heartbeat::default(),
+    );
+    assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+    assert_eq!(stats[0].releases, n);
+    // Every breather fell in the room: not one release came late.
+    let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
+    assert!(worst < 5_000, "a release {worst} ns late");
+}
+
+#[test]
+fn stop_ends_the_loop_and_end_bounds_it() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    let mut stats = vec![SlotStats::new(false)];
+    let progress = vec![SlotProgress::default()];
+    let cfg = loop_cfg(0, u64::MAX);
+    dispatch(
+        &clock,
+        &cfg,
+        &slots,
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(true),
+        &progress,
+        &Heartbeat::default(),
+    );
+    assert_eq!(stats[0].releases, 0);
+}
