@@ -5,72 +5,21 @@
 # piece belongs in one of them or in a module below both.
 # Edges are taken from code only: comments, strings and `#[cfg(test)]` modules are skipped (a test
 # may reach anywhere). A path into the crate root's `pub use` re-exports counts as a path into the
-# module the item comes from. A module reaching its ancestor or descendant is no circle (a parent
-# declares its children and children use their parent's items); siblings are compared at every level.
-# Usage: scripts/module-circles.sh [crate-src-dir...]   (default: crates/*/src)
-# Output: one line per circle, "<src dir>: a -> b -> a" followed by one indented line per edge
-# naming a file and line where it is taken.
+# module the item comes from (a glob re-export is not followed). A module reaching its ancestor or
+# descendant is no circle (a parent declares its children and children use their parent's items);
+# siblings are compared at every level.
+# Usage: scripts/module-circles.sh [crate-src-dir...]   (default: crates/*/src; relative paths are
+# taken from the repository's root)
+# Output: one line per circle, "<src dir>: a <-> b [<-> c...]" (the modules that reach each other),
+# then one indented line per edge between them, "a -> b  <file>:<line>", naming one place it is taken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$#" -eq 0 ]; then set -- crates/*/src; fi
 exec python3 - "$@" <<'PY'
 import os, re, sys
 
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def tokens(src):
-    """Yields (text, line) for identifiers, `::` and the punctuation a path or a block needs."""
-    i, n, line = 0, len(src), 1
-    while i < n:
-        c = src[i]
-        if c == "\n":
-            line += 1
-            i += 1
-        elif src.startswith("//", i):
-            j = src.find("\n", i)
-            i = n if j < 0 else j
-        elif src.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if src.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif src.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    line += src[i] == "\n"
-                    i += 1
-        elif c in "rb" and (m := re.match(r'(?:br|r)(#*)"', src[i:i + 260])):
-            end = '"' + m.group(1)
-            j = src.find(end, i + m.end())
-            j = n if j < 0 else j + len(end)
-            line += src.count("\n", i, j)
-            i = j
-        elif c == '"' or (c == "b" and src.startswith('b"', i)):
-            i += 1 if c == '"' else 2
-            while i < n and src[i] != '"':
-                if src[i] == "\\":
-                    i += 1
-                line += src[i] == "\n"
-                i += 1
-            i += 1
-        elif c == "'" or (c == "b" and src.startswith("b'", i)):
-            k = i + (1 if c == "'" else 2)
-            # A char literal closes within a few characters; otherwise this is a lifetime.
-            m = re.match(r"(\\(x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.)|[^\\\n])'", src[k:k + 12])
-            i = k + m.end() if m else k
-        elif c.isalpha() or c == "_":
-            m = IDENT.match(src, i)
-            yield (m.group(), line)
-            i = m.end()
-        elif c.isspace():
-            i += 1
-        elif src.startswith("::", i):
-            yield ("::", line)
-            i += 2
-        else:
-            yield (c, line)
-            i += 1
+sys.path.insert(0, "scripts")
+from rust_tokens import IDENT, tokens  # noqa: E402
 
 
 def without_tests(toks):
@@ -166,7 +115,7 @@ def crate_edges(src_dir):
     parsed = {}
     for mod, path in mods.items():
         with open(path, encoding="utf-8") as f:
-            parsed[mod] = without_tests(list(tokens(f.read())))
+            parsed[mod] = without_tests([(t, line) for _, t, line in tokens(f.read())])
 
     def absolute(mod, segs):
         """A `crate::`/`super::`/`self::` path (or, in the root, a child's name) from the root."""

@@ -61,3 +61,31 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The output of `scripts/<script>` (a bash script running python3) with `args`, or `None`
+/// (after saying why) when bash or python3 is missing.
+pub fn repo_script<S: AsRef<std::ffi::OsStr>>(
+    test: &str,
+    script: &str,
+    args: &[S],
+) -> Option<std::process::Output> {
+    for tool in ["bash", "python3"] {
+        let found = std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            punctual_testkit::missing(test, &format!("{tool} is not installed"));
+            return None;
+        }
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(script);
+    let out = std::process::Command::new("bash")
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", path.display()));
+    Some(out)
+}

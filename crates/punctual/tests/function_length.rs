@@ -1,31 +1,13 @@
 //! No function over 150 lines in the workspace's sources (issue 12): `scripts/long-functions.sh`
 //! lists the long ones and exits 1 if there is any.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::process::Output;
 
 /// The script's output, or `None` (after saying why) when bash or python3 is missing.
 fn long_functions(test: &str, args: &[&str]) -> Option<Output> {
-    for tool in ["bash", "python3"] {
-        let found = Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            punctual_testkit::missing(test, &format!("{tool} is not installed"));
-            return None;
-        }
-    }
-    let out = Command::new("bash")
-        .arg(workspace().join("scripts/long-functions.sh"))
-        .args(args)
-        .output()
-        .expect("running scripts/long-functions.sh");
-    Some(out)
+    common::repo_script(test, "long-functions.sh", args)
 }
 
 #[test]

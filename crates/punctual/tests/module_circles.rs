@@ -1,39 +1,22 @@
 //! No module circles inside the workspace's crates (issue 30): `scripts/module-circles.sh` lists
 //! sibling modules of one crate that reach each other and exits 1 if there is any.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::path::Path;
+use std::process::Output;
 
 /// Circles known and not yet broken, as the script prints them. A circle that is broken must
 /// leave this list (the test fails until it does), and no other may join it.
 const KNOWN: &[&str] = &[
     // The binary's `cmd::docs` builds the man pages from `cli`'s clap tree, and `cli` names the
-    // commands' argument types from `cmd`; the binary is being reshaped elsewhere (issue 30 item 3).
+    // commands' flags from their `cmd` modules; the binary is being reshaped elsewhere (issue 30).
     "crates/punctual/src: cli <-> cmd",
 ];
 
 /// The script's output, or `None` (after saying why) when bash or python3 is missing.
 fn circles(test: &str, args: &[&Path]) -> Option<Output> {
-    for tool in ["bash", "python3"] {
-        let found = Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            punctual_testkit::missing(test, &format!("{tool} is not installed"));
-            return None;
-        }
-    }
-    let out = Command::new("bash")
-        .arg(workspace().join("scripts/module-circles.sh"))
-        .args(args)
-        .output()
-        .expect("running scripts/module-circles.sh");
-    Some(out)
+    common::repo_script(test, "module-circles.sh", args)
 }
 
 /// The circles named in the output (their header lines; edges are indented below them).
