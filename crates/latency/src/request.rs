@@ -146,7 +146,7 @@ mod tests {
     }
 
     fn refusal(r: Request) -> String {
-        let e = r.config().err().expect("refused");
+        let e = r.config().expect_err("refused");
         assert_eq!(e.class, punctual_result::Class::Usage);
         e.message
     }
