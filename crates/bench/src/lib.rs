@@ -10,7 +10,8 @@
 //! - [`gaps`]: a tight loop per CPU that records every interruption above a threshold, attributed
 //!   to interrupt sources, with the cost of the timer tick (Etsion Table 1, oslat's method).
 //!
-//! Each returns recorders and figures. Nothing here prints.
+//! Each returns recorders and figures; [`request`] checks what the command line asks for into
+//! their configurations. Nothing here prints.
 
 pub mod ctxsw;
 pub mod dispatch;
@@ -18,6 +19,7 @@ pub mod gaps;
 pub mod measure;
 pub mod memcpy;
 pub mod report;
+pub mod request;
 mod shared;
 pub mod trap;
 pub mod tsc;

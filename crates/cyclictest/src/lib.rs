@@ -38,6 +38,23 @@ impl From<DropinError> for punctual_result::Failure {
     }
 }
 
+/// [`HELP`] as the OPTIONS section of a man page: laid out as written (roff would fill the columns
+/// into a paragraph), with what roff would read escaped (backslashes, a dot or quote opening a
+/// line).
+pub fn help_roff() -> String {
+    let mut out = String::from(".SH OPTIONS\n.nf\n");
+    for line in HELP.lines() {
+        let line = line.replace('\\', "\\e");
+        if line.starts_with(['.', '\'']) {
+            out.push_str("\\&");
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(".fi\n");
+    out
+}
+
 /// `punctual cyclictest --help`.
 pub const HELP: &str = "\
 punctual cyclictest: rt-tests' cyclictest (2.4) on punctual's latency engine.
@@ -95,3 +112,23 @@ stops all threads when the first has); status lines are redrawn 4 times a
 second (cyclictest: 100); an interrupted run exits 130 after writing its
 output. See docs/dropin.md.
 ";
+
+#[cfg(test)]
+mod roff_tests {
+    #[test]
+    fn the_help_as_roff_is_one_unfilled_block_with_nothing_roff_would_read() {
+        let roff = super::help_roff();
+        let body = roff
+            .strip_prefix(".SH OPTIONS\n.nf\n")
+            .and_then(|b| b.strip_suffix(".fi\n"))
+            .expect("one .nf/.fi block");
+        assert_eq!(body.lines().count(), super::HELP.lines().count());
+        for line in body.lines() {
+            assert!(!line.starts_with(['.', '\'']), "{line}");
+            assert!(
+                !line.replace("\\e", "").replace("\\&", "").contains('\\'),
+                "{line}"
+            );
+        }
+    }
+}

@@ -57,6 +57,34 @@ pub fn dispatcher_cpus(affinity: Option<&str>, plan: &Plan) -> Result<Vec<usize>
     Ok(cpus)
 }
 
+/// `punctual plan check`: what `run` would refuse for `plan` (exit 2), then admission control on
+/// the dispatcher CPUs (`affinity`) with `bound` per CPU, assuming `margin` (default: the plan's
+/// fixed margin, or 50us for auto) and, on CPUs not shielded, `spin_budget`. Running none of it:
+/// plugins are read, not loaded (their constructors would run as root). Returns the admission
+/// and runs tables as text, and whether the plan is feasible.
+pub fn plan_check(
+    mut plan: Plan,
+    affinity: Option<&str>,
+    bound: f64,
+    margin: Option<u64>,
+    spin_budget: f64,
+) -> Result<(String, bool), Failure> {
+    preflight::check_static(&plan).map_err(|p| Failure::usage(preflight::describe(&p)))?;
+    let cpus = dispatcher_cpus(affinity, &plan)?;
+    if plan.shield {
+        // What `run` would refuse when it shields (every online CPU, a CPU another shield holds),
+        // as `run` refuses it: exit 2.
+        shield::check(&cpus).map_err(Failure::from)?;
+    }
+    let margin = margin.unwrap_or_else(|| crate::measure::assumed_margin(plan.spin_margin));
+    let shielded = plan.shield || shield::shielded_by_parent(&cpus);
+    let budget = (!shielded).then_some(spin_budget);
+    let r = crate::report::admit(&mut plan, &cpus, bound, margin, budget);
+    let mut text = crate::report::admission_table(&plan, &r).render();
+    text.push_str(&crate::report::runs_table(&preflight::runs(&plan)).render());
+    Ok((text, r.feasible()))
+}
+
 /// A fixed margin must be shorter than every period (it is spun before each release).
 fn check_margin(margin: MarginPolicy, plan: &Plan) -> Result<(), Failure> {
     let MarginPolicy::Fixed(m) = margin else {

@@ -176,6 +176,30 @@ pub struct ShieldPlan {
     pub nested_in: Option<i32>,
 }
 
+impl ShieldPlan {
+    /// `shield --dry-run`: every move, what cannot move and why, and a summary line.
+    pub fn dry_run(&self) -> String {
+        let tasks = self.moves.iter().filter(|m| matches!(m, Move::Task { .. }));
+        let irqs = self.moves.iter().filter(|m| matches!(m, Move::Irq { .. }));
+        let mut text = String::new();
+        for m in &self.moves {
+            text.push_str(&format!("would move {m}\n"));
+        }
+        for (what, why) in &self.skipped {
+            text.push_str(&format!("cannot move {what}: {why}\n"));
+        }
+        text.push_str(&format!(
+            "shielding CPU {} would move {} task(s) and {} IRQ(s) to CPU {}; {} task(s) cannot move\n",
+            format_cpu_list(&self.cpus),
+            tasks.count(),
+            irqs.count(),
+            format_cpu_list(&self.others),
+            self.skipped.len()
+        ));
+        text
+    }
+}
+
 /// The pid of a live shield held by an ancestor of this process over all of `cpus`.
 fn enclosing(cpus: &[usize], live: &[Claim]) -> Option<i32> {
     let mut ancestors = Vec::new();
@@ -648,6 +672,43 @@ impl Drop for Shield {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dry_run_lists_every_move_and_counts_tasks_and_irqs() {
+        let p = ShieldPlan {
+            cpus: vec![1],
+            others: vec![0],
+            moves: vec![
+                Move::Task {
+                    pid: 42,
+                    comm: "hog".into(),
+                    from: vec![0, 1],
+                    to: vec![0],
+                },
+                Move::Irq {
+                    irq: "9".into(),
+                    from: "0-1\n".into(),
+                    to: vec![0],
+                },
+                Move::RtThrottle {
+                    from: "950000".into(),
+                },
+            ],
+            skipped: vec![(
+                "task 7 (kworker/1:0)".into(),
+                "per-CPU kernel thread".into(),
+            )],
+            nested_in: None,
+        };
+        assert_eq!(
+            p.dry_run(),
+            "would move task 42 (hog): CPUs 0-1 -> 0\n\
+             would move IRQ 9: CPUs 0-1 -> 0\n\
+             would move /proc/sys/kernel/sched_rt_runtime_us: 950000 -> -1 (no real-time throttling)\n\
+             cannot move task 7 (kworker/1:0): per-CPU kernel thread\n\
+             shielding CPU 1 would move 1 task(s) and 1 IRQ(s) to CPU 0; 1 task(s) cannot move\n"
+        );
+    }
 
     #[test]
     fn shielding_every_cpu_is_refused() {

@@ -72,6 +72,19 @@ pub struct ExplainConfig {
     pub quiet: Vec<usize>,
 }
 
+impl ExplainConfig {
+    /// Explain every release later than `bound`, which must be more than zero.
+    pub fn bounded(bound: u64) -> Result<ExplainConfig, String> {
+        if bound == 0 {
+            return Err("--explain-bound must be more than zero, e.g. 10us".into());
+        }
+        Ok(ExplainConfig {
+            bound,
+            ..Default::default()
+        })
+    }
+}
+
 impl Default for ExplainConfig {
     fn default() -> Self {
         ExplainConfig {
@@ -128,5 +141,15 @@ impl Trace {
     /// Explain the records; `unlogged`: per series, late releases the logs had no room for.
     pub fn explain(&self, records: &[LateRelease], unlogged: &[(u32, u64)]) -> Explanation {
         explain(&self.captured, self.bound, records, unlogged)
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    #[test]
+    fn a_bound_must_be_more_than_zero() {
+        assert_eq!(super::ExplainConfig::bounded(10_000).unwrap().bound, 10_000);
+        let e = super::ExplainConfig::bounded(0).unwrap_err();
+        assert_eq!(e, "--explain-bound must be more than zero, e.g. 10us");
     }
 }

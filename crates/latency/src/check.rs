@@ -29,6 +29,28 @@ pub struct CheckConfig {
     pub hybrid_first: bool,
 }
 
+/// The shortest check that still gives each phase a few hundred releases.
+pub const MIN_DURATION: u64 = 1_000_000_000;
+
+impl CheckConfig {
+    /// Refuse a check too short for its phases, or an interval that leaves too few releases.
+    pub fn validate(&self) -> Result<(), punctual_result::Failure> {
+        use punctual_result::Failure;
+        if self.duration < MIN_DURATION {
+            return Err(Failure::usage(format!(
+                "-D/--duration {} is too short; use 1s or more",
+                format_ns(self.duration)
+            )));
+        }
+        if self.interval < 10_000 || self.interval > self.duration / 40 {
+            return Err(Failure::usage(
+                "-i/--interval must be at least 10us and leave ten releases per phase",
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Phase {
     pub mode: Mode,
@@ -377,6 +399,35 @@ impl CheckOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_needs_a_second_and_ten_releases_per_phase() {
+        let cfg = |duration: u64, interval: u64| CheckConfig {
+            cpu: 0,
+            duration,
+            interval,
+            load: LoadSpec::default(),
+            exe: PathBuf::from("punctual"),
+            policy: Policy::Fifo,
+            priority: 99,
+            timer_slack_ns: None,
+            hybrid_first: false,
+        };
+        assert!(cfg(30_000_000_000, 1_000_000).validate().is_ok());
+        let e = cfg(500_000_000, 1_000_000).validate().unwrap_err();
+        assert_eq!(
+            e.message,
+            "-D/--duration 500 ms is too short; use 1s or more"
+        );
+        for interval in [5_000, 30_000_000] {
+            let e = cfg(1_000_000_000, interval).validate().unwrap_err();
+            assert!(
+                e.message.starts_with("-i/--interval must be at least 10us"),
+                "{}",
+                e.message
+            );
+        }
+    }
 
     fn thread(
         values: impl Iterator<Item = u64>,

@@ -9,6 +9,7 @@ mod engine;
 pub mod measure;
 mod modes;
 pub mod report;
+pub mod request;
 mod samples;
 
 pub use engine::{

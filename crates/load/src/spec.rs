@@ -110,6 +110,23 @@ pub struct LoadSpec {
 pub const MAX_INSTANCES: u32 = 256;
 
 impl LoadSpec {
+    /// A spec as a `--load` flag gives it: not empty (`--load=`, a variable left empty in a
+    /// script, is a mistake, not a request for no load; plans and defaults read "" as none), and
+    /// its CPUs online.
+    pub fn parse_flag(s: &str) -> Result<LoadSpec, String> {
+        if s.trim().is_empty() {
+            return Err("empty; give e.g. cpu:1,io:1, or none".into());
+        }
+        let spec: LoadSpec = s.parse()?;
+        let cpus: Vec<usize> = spec
+            .items
+            .iter()
+            .flat_map(|i| i.cpus.clone().unwrap_or_default())
+            .collect();
+        punctual_rt::affinity::check_online(&cpus).map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

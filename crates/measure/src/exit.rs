@@ -25,7 +25,8 @@ impl Exit {
             Exit::LimitExceeded => 1,
             Exit::Usage => 2,
             Exit::System => 3,
-            Exit::Interrupted => 130,
+            // The same number the second Ctrl-C's hard exit uses (`punctual_rt::signals`).
+            Exit::Interrupted => punctual_rt::signals::EXIT_INTERRUPTED as u8,
             Exit::Child(c) => c,
         }
     }
@@ -37,6 +38,25 @@ impl Exit {
             Class::System => Exit::System,
             Class::Interrupted => Exit::Interrupted,
         }
+    }
+
+    /// The exit for an error and its sources: the first [`Failure`]'s class, or a refusal of the
+    /// real-time request (usage when the request itself is invalid); anything else the system's.
+    pub fn of_error(e: &(dyn std::error::Error + 'static)) -> Exit {
+        let mut cause = Some(e);
+        while let Some(c) = cause {
+            if let Some(f) = c.downcast_ref::<Failure>() {
+                return Exit::of(f);
+            }
+            if let Some(r) = c.downcast_ref::<punctual_rt::RtError>() {
+                return match r {
+                    punctual_rt::RtError::Invalid(_) => Exit::Usage,
+                    _ => Exit::System,
+                };
+            }
+            cause = c.source();
+        }
+        Exit::System
     }
 
     /// `LimitExceeded` when `over`, else `Ok`: for commands whose verdict is their answer.
@@ -68,5 +88,30 @@ mod tests {
         assert_eq!(Exit::of(&Failure::usage("x")), Exit::Usage);
         assert_eq!(Exit::of(&Failure::system("x")), Exit::System);
         assert_eq!(Exit::of(&Failure::interrupted()), Exit::Interrupted);
+    }
+
+    /// An error wrapping another (as context does) takes the first classified cause's exit.
+    #[derive(Debug)]
+    struct Context(Box<dyn std::error::Error + 'static>);
+    impl std::fmt::Display for Context {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "while doing it")
+        }
+    }
+    impl std::error::Error for Context {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(self.0.as_ref())
+        }
+    }
+
+    #[test]
+    fn errors_map_through_their_sources() {
+        let usage = Context(Box::new(Failure::usage("bad")));
+        assert_eq!(Exit::of_error(&usage), Exit::Usage);
+        let invalid = Context(Box::new(punctual_rt::RtError::Invalid("prio".into())));
+        assert_eq!(Exit::of_error(&invalid), Exit::Usage);
+        let io = std::io::Error::other("disk");
+        assert_eq!(Exit::of_error(&io), Exit::System);
+        assert_eq!(Exit::of_error(&Context(Box::new(io))), Exit::System);
     }
 }

@@ -7,6 +7,7 @@ pub mod admission;
 pub mod compiled;
 pub mod emit;
 pub mod model;
+pub mod open;
 pub mod parse;
 pub mod rtapp;
 

@@ -2,9 +2,13 @@
 //! ([`RtArgs`]), the exports ([`OutputArgs`]) and durations that must carry a unit.
 
 use clap::Args;
+use punctual_explain::ExplainConfig;
 use punctual_result::{Failure, Output};
+pub use punctual_rt::dma::DmaLatency;
+use punctual_rt::sched::parse_priority;
 use punctual_rt::Policy;
 use punctual_session::Outputs;
+pub use punctual_store::parse_tag;
 
 /// Parse a duration that must carry a unit (a bare number suggests microseconds).
 pub fn duration(s: &str) -> Result<u64, String> {
@@ -12,7 +16,7 @@ pub fn duration(s: &str) -> Result<u64, String> {
 }
 
 /// How long something runs (`-D`, timeouts): a bare number suggests seconds.
-fn run_length(s: &str) -> Result<u64, String> {
+pub fn run_length(s: &str) -> Result<u64, String> {
     punctual_time::parse_duration_hinting(s, "s").map_err(|e| e.to_string())
 }
 
@@ -41,64 +45,6 @@ fn at_most(s: &str, ns: u64, max: u64, said: &str) -> Result<u64, String> {
     Ok(ns)
 }
 
-/// A load spec whose CPUs are online (`--load cpu:2@0-1,io:1`).
-pub fn load_spec(s: &str) -> Result<punctual_load::LoadSpec, String> {
-    // `--load=` (a variable left empty in a script) is a mistake, not a request for no load; the
-    // library reads "" as none for plans and defaults, the flag asks for it by name.
-    if s.trim().is_empty() {
-        return Err("empty; give e.g. cpu:1,io:1, or none".into());
-    }
-    let spec: punctual_load::LoadSpec = s.parse()?;
-    let cpus: Vec<usize> = spec
-        .items
-        .iter()
-        .flat_map(|i| i.cpus.clone().unwrap_or_default())
-        .collect();
-    punctual_rt::affinity::check_online(&cpus).map_err(|e| e.to_string())?;
-    Ok(spec)
-}
-
-/// A real-time priority: 1 to 99 (0 only means "none", for `--policy other`). Said in words
-/// (issue 31: clap's range said "120 is not in 0..=99").
-pub fn priority(s: &str) -> Result<u32, String> {
-    match s.parse::<u32>() {
-        Ok(p) if p <= 99 => Ok(p),
-        Ok(_) | Err(_) => Err(format!(
-            "'{s}' is not a priority: give 1 (lowest) to 99 (highest)"
-        )),
-    }
-}
-
-/// A count from `MIN` to `MAX`, said in words when out of range.
-pub fn count<const MIN: u64, const MAX: u64>(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(n) if (MIN..=MAX).contains(&n) => Ok(n),
-        _ if MAX == u64::MAX => Err(format!("'{s}' is not a count of at least {MIN}")),
-        _ => Err(format!("'{s}' is not a count from {MIN} to {MAX}")),
-    }
-}
-
-/// `off`, `0`, or a duration (rounded down to whole microseconds).
-pub fn dma_latency(s: &str) -> Result<DmaLatency, String> {
-    match s {
-        "off" => Ok(DmaLatency::Off),
-        "0" => Ok(DmaLatency::Us(0)),
-        other => {
-            let ns =
-                punctual_time::parse_duration_ns(other).map_err(|e| format!("{e}; or use off"))?;
-            u32::try_from(ns / 1000)
-                .map(DmaLatency::Us)
-                .map_err(|_| format!("'{other}' is too large for a latency request"))
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DmaLatency {
-    Off,
-    Us(u32),
-}
-
 /// Real-time settings shared by measuring and running commands.
 #[derive(Args, Debug, Clone)]
 pub struct RtArgs {
@@ -106,13 +52,13 @@ pub struct RtArgs {
     #[arg(long, default_value = "fifo", value_name = "POLICY")]
     pub policy: Policy,
     /// Real-time priority 1-99 (default 99 for fifo/rr; other takes none).
-    #[arg(short = 'p', long, value_name = "N", value_parser = priority)]
+    #[arg(short = 'p', long, value_name = "N", value_parser = parse_priority)]
     pub priority: Option<u32>,
     /// CPUs to run on, as a list (0-3,5).
     #[arg(short = 'a', long, value_name = "CPUS")]
     pub affinity: Option<String>,
     /// Hold /dev/cpu_dma_latency at this value while running (keeps CPUs out of deep idle), or off.
-    #[arg(long, default_value = "0", value_name = "off|0|DURATION", value_parser = dma_latency)]
+    #[arg(long, default_value = "0", value_name = "off|0|DURATION", value_parser = str::parse::<DmaLatency>)]
     pub dma_latency: DmaLatency,
     /// Do not lock memory (mlockall) while measuring.
     #[arg(long)]
@@ -120,16 +66,24 @@ pub struct RtArgs {
 }
 
 impl RtArgs {
+    /// The settings of a command with its own class flags (`bench gaps`, `bench alarm`).
+    pub fn of(policy: Policy, priority: Option<u32>, affinity: Option<String>) -> RtArgs {
+        RtArgs {
+            policy,
+            priority,
+            affinity,
+            dma_latency: DmaLatency::Us(0),
+            no_mlock: false,
+        }
+    }
+
     /// What the session should hold, as plain data.
     pub fn want(&self) -> punctual_rt::RtWant {
         punctual_rt::RtWant {
             policy: self.policy,
             priority: self.priority(),
             mlock: !self.no_mlock,
-            dma_latency_us: match self.dma_latency {
-                DmaLatency::Off => None,
-                DmaLatency::Us(us) => Some(us),
-            },
+            dma_latency_us: self.dma_latency.microseconds(),
         }
     }
 
@@ -198,14 +152,6 @@ pub fn share(s: &str, range: impl std::ops::RangeBounds<f64>) -> Result<f64, Str
         .map_err(|e| e.to_string())
 }
 
-/// `KEY=VALUE` for `--tag`.
-pub fn tag(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("'{s}': a tag is KEY=VALUE (kernel=6.12-rt)")),
-    }
-}
-
 /// The results store, for every command that writes a result document.
 #[derive(Args, Debug, Clone, Default)]
 pub struct StoreArgs {
@@ -213,7 +159,7 @@ pub struct StoreArgs {
     #[arg(long, conflicts_with_all = ["tags", "store"])]
     pub no_store: bool,
     /// Tag the stored result, e.g. --tag kernel=6.12-rt (repeatable).
-    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
     /// The results store: a SQLite file or postgres://USER@HOST/DB (default: PUNCTUAL_STORE, or
     /// results.db in the data directory).
@@ -265,23 +211,10 @@ pub struct ExplainArgs {
 
 impl ExplainArgs {
     /// What to explain, with `default_bound` when no --explain-bound is given (`None`: off).
-    pub fn config(
-        &self,
-        default_bound: u64,
-    ) -> Result<Option<punctual_explain::ExplainConfig>, Failure> {
-        if !self.explain {
-            return Ok(None);
-        }
+    pub fn config(&self, default_bound: u64) -> Result<Option<ExplainConfig>, Failure> {
         let bound = self.explain_bound.unwrap_or(default_bound);
-        if bound == 0 {
-            return Err(Failure::usage(
-                "--explain-bound must be more than zero, e.g. 10us",
-            ));
-        }
-        Ok(Some(punctual_explain::ExplainConfig {
-            bound,
-            ..Default::default()
-        }))
+        let config = self.explain.then(|| ExplainConfig::bounded(bound));
+        config.transpose().map_err(Failure::usage)
     }
 
     /// The figure's file, checked before anything runs.
@@ -303,7 +236,7 @@ pub struct SideArgs {
     pub against: Vec<String>,
     /// A side made of the newest --last N stored results with this tag; once per side
     /// (--tag kernel=6.1 --tag kernel=6.12).
-    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
     /// With --tag: how many of the newest tagged results make each side.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -329,4 +262,15 @@ impl SideArgs {
         };
         punctual_store::Resolver::new(self.store.as_deref()).sides(&spec, least)
     }
+}
+
+/// Each side's results as `f` takes them (compare's and report's inputs).
+pub fn each_result<'a, T>(
+    sides: &'a [Vec<punctual_store::Named>],
+    f: impl Fn(&'a punctual_store::Named) -> T,
+) -> Vec<Vec<T>> {
+    sides
+        .iter()
+        .map(|side| side.iter().map(&f).collect())
+        .collect()
 }

@@ -7,7 +7,7 @@ mod cmd;
 
 use clap::Parser;
 use cli::{Cli, Command};
-use punctual_result::{table, Failure};
+use punctual_result::table;
 use punctual_session::{Env, Exit};
 use std::process::ExitCode;
 
@@ -40,8 +40,11 @@ fn main() -> ExitCode {
         punctual_session::restore_leftovers(&env);
     }
     let moved = match cli.move_to_rt_cgroup && !cli.command.is_child() {
-        true => match cmd::rt_cgroup::enter(&env) {
-            Ok(m) => m,
+        true => match punctual_rt::rtgroup::enter_for_run() {
+            Ok((m, said)) => {
+                env.note(&said);
+                m
+            }
             Err(e) => {
                 eprintln!("punctual: error: {e}");
                 return ExitCode::from(Exit::of(&e).code());
@@ -56,30 +59,14 @@ fn main() -> ExitCode {
             let msg =
                 punctual_time::text::display_message(&msg, punctual_time::text::MAX_MESSAGE_CHARS);
             eprintln!("{}", table::wrap(&format!("punctual: error: {msg}")));
-            exit_of(&e)
+            Exit::of_error(e.as_ref())
         }
     };
     // Every thread is back in the normal class by now: the group without a budget takes us back.
-    if let Some(g) = moved {
-        cmd::rt_cgroup::leave(g, &env);
+    if let Some(refused) = moved.and_then(punctual_rt::rtgroup::MoveGuard::leave) {
+        env.note(&refused);
     }
     ExitCode::from(exit.code())
-}
-
-/// SPEC section 2: 2 bad input, 3 the system refused, 130 interrupted.
-fn exit_of(e: &anyhow::Error) -> Exit {
-    for cause in e.chain() {
-        if let Some(f) = cause.downcast_ref::<Failure>() {
-            return Exit::of(f);
-        }
-        if let Some(r) = cause.downcast_ref::<punctual_rt::RtError>() {
-            return match r {
-                punctual_rt::RtError::Invalid(_) => Exit::Usage,
-                _ => Exit::System,
-            };
-        }
-    }
-    Exit::System
 }
 
 /// Run the command.

@@ -147,6 +147,28 @@ pub fn parse_percentile(s: &str) -> Result<u64, CompareError> {
     Ok((v * 1000.0).round() as u64)
 }
 
+/// A change in percent, 0 or more (`--min-change`).
+pub fn parse_change(s: &str) -> Result<f64, String> {
+    punctual_time::parse_percent_in(s, 0.0..).map_err(|e| e.to_string())
+}
+
+/// `--fail-on-regression`'s limit: the flag takes an optional value, so a result given after it is
+/// read as one; the refusal says so.
+pub fn parse_regression_limit(s: &str) -> Result<f64, String> {
+    parse_change(s)
+        .map_err(|e| format!("{e} (give the results first, or write --fail-on-regression=10)"))
+}
+
+/// 100 to 1,000,000 bootstrap resamples, said in words (not Rust's range syntax).
+pub fn parse_resamples(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (100..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{s}' resamples: give a number from 100 to 1000000"
+        )),
+    }
+}
+
 /// One run, as the comparison names it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ResultInfo {
@@ -340,6 +362,19 @@ impl Comparison {
             }
         }
         out
+    }
+
+    /// What `--fail-on-regression` says on stderr: a line per series that rose more than `limit`
+    /// percent (none: within the limit).
+    pub fn regression_notes(&self, limit: f64) -> Vec<String> {
+        let breaches = self.regressions_over(limit);
+        let line = |b: &Breach| {
+            format!(
+                "regression: {} in {} rose {:+.1} % at p{} (limit {limit} %)",
+                b.series, b.against, b.change_percent, self.percentile
+            )
+        };
+        breaches.iter().map(line).collect()
     }
 
     /// The comparison, unless no series is in every result ([`CompareError::NoCommonSeries`],
@@ -950,4 +985,25 @@ fn differences(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_values_are_read_and_refused_in_words() {
+        assert_eq!(parse_change("5"), Ok(5.0));
+        assert!(parse_change("-1").is_err());
+        let e = parse_regression_limit("latest").unwrap_err();
+        assert!(e.ends_with("or write --fail-on-regression=10)"), "{e}");
+        assert_eq!(parse_resamples("2000"), Ok(2000));
+        for bad in ["99", "1000001", "x"] {
+            let e = parse_resamples(bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!("'{bad}' resamples: give a number from 100 to 1000000")
+            );
+        }
+    }
 }

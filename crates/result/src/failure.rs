@@ -1,5 +1,5 @@
-//! Error classes shared by every library, so the binary can map them to SPEC's exit codes:
-//! usage → 2, system → 3, interrupted → 130.
+//! Error classes shared by every library; `punctual_measure::Exit::of` maps them to SPEC's exit
+//! codes (usage 2, system 3, interrupted 130), the one place that chooses a number.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
@@ -9,16 +9,6 @@ pub enum Class {
     System,
     /// Stopped by a signal before finishing.
     Interrupted,
-}
-
-impl Class {
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Class::Usage => 2,
-            Class::System => 3,
-            Class::Interrupted => 130,
-        }
-    }
 }
 
 /// A classified error with a message that names the cause and the fix.

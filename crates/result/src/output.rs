@@ -40,7 +40,29 @@ impl std::fmt::Display for Output {
     }
 }
 
+/// `out.json` as the K-th of several runs writes it: `out-K.json` (`out-K` without an extension).
+pub fn numbered(path: &Path, k: u32) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{k}"),
+    };
+    path.with_file_name(name)
+}
+
 impl Output {
+    /// This output as run `k` (0-based) of `n` writes it: a file numbered when there are several
+    /// ([`numbered`]), stdout as it is.
+    pub fn of_run(&self, k: u32, n: u32) -> Output {
+        match self {
+            Output::File(p) if n > 1 => Output::File(numbered(p, k + 1)),
+            o => o.clone(),
+        }
+    }
+
     pub fn is_stdout(&self) -> bool {
         matches!(self, Output::Stdout)
     }

@@ -358,6 +358,45 @@ impl MoveGuard {
     }
 }
 
+/// `--move-to-rt-cgroup`: move this process where real-time scheduling is allowed, if its own group
+/// refuses it. Returns the guard (`None`: nothing needed moving) and what was done, to be said.
+pub fn enter_for_run() -> Result<(Option<MoveGuard>, String), punctual_result::Failure> {
+    use crate::text::display_path;
+    let Some(facts) = GroupFacts::read() else {
+        let none = format!("{MOVE_FLAG}: no cpu cgroup hierarchy found; nothing moved");
+        return Ok((None, none));
+    };
+    let Some(blocked) = diagnose(&facts) else {
+        let dir = display_path(&facts.dir());
+        let allowed =
+            format!("{MOVE_FLAG}: cgroup {dir} allows real-time scheduling; nothing moved");
+        return Ok((None, allowed));
+    };
+    let Some(target) = blocked.target else {
+        return Err(punctual_result::Failure::system(format!(
+            "{MOVE_FLAG}: {}; no group to move to. Fix: {}",
+            blocked.why, blocked.fix
+        )));
+    };
+    let g = MoveGuard::to(&facts, &target)?;
+    let moved = format!(
+        "moved to cgroup {} for this run (from {}, which has no real-time budget); moved back at the end",
+        display_path(g.to_dir()),
+        display_path(g.from())
+    );
+    Ok((Some(g), moved))
+}
+
+impl MoveGuard {
+    /// Back to the group the process came from ([`MoveGuard::back`]); what to say when the
+    /// kernel refuses.
+    pub fn leave(self) -> Option<String> {
+        let from = crate::text::display_path(&self.from);
+        let refused = self.back().err();
+        refused.map(|e| format!("could not move back to cgroup {from}: {e}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

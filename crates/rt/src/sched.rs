@@ -4,6 +4,17 @@ pub use crate::policy::{Policy, SchedParams};
 use crate::RtError;
 use std::io;
 
+/// A real-time priority as a command line gives it: 1 to 99 (0 only means "none", for `--policy
+/// other`). Said in words (issue 31: clap's range said "120 is not in 0..=99").
+pub fn parse_priority(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(p) if p <= 99 => Ok(p),
+        Ok(_) | Err(_) => Err(format!(
+            "'{s}' is not a priority: give 1 (lowest) to 99 (highest)"
+        )),
+    }
+}
+
 /// Read the calling thread's policy and priority.
 pub fn current() -> Result<SchedParams, RtError> {
     // SAFETY: pid 0 means the calling thread.

@@ -34,7 +34,7 @@ pub use punctual_measure::{
     fake_host, record_load_reports, take_guards, Applied, Canned, Ctx, Exit, FakeLoads, FakeSystem,
     Figure, Guards, LiveSpec, Measurement, RealSystem, Report, RunningLoads, Surroundings, System,
 };
-pub use restore::{describe_restore, restore_leftovers};
+pub use restore::{describe_restore, restore_by_hand, restore_leftovers};
 pub use steal::record_steal;
 
 use punctual_result::{Failure, HostFacts, ResultDoc, Status};

@@ -52,18 +52,7 @@ pub struct Outputs {
     stored: std::cell::RefCell<Vec<String>>,
 }
 
-/// `out.json` as the K-th of several runs writes it: `out-K.json` (`out-K` without an extension).
-pub fn numbered(path: &Path, k: u32) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}-{k}.{}", ext.to_string_lossy()),
-        None => format!("{stem}-{k}"),
-    };
-    path.with_file_name(name)
-}
+pub use punctual_result::output::numbered;
 
 impl Outputs {
     pub fn new() -> Outputs {

@@ -1,7 +1,7 @@
 //! Leftovers of killed runs: every start undoes the journals of dead punctual processes, and says
 //! which `PUNCTUAL_*` directories a privileged process did not believe.
 
-use crate::Env;
+use crate::{Env, Exit};
 use punctual_rt::journal::RestoreReport;
 
 /// What a restore did, one line each: journals replayed, changes that failed, what was refused.
@@ -33,6 +33,50 @@ pub fn describe_restore(r: &RestoreReport) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// `punctual shield --restore`: what this start restored already (every command restores leftovers
+/// first, and said so on stderr) and anything left since; exit 3 when a change could not be
+/// restored or a journal was refused. Each restore is described once (issue 31: twice, and a
+/// shield's 70 settings counted as 1).
+pub fn restore_by_hand(env: &Env) -> Exit {
+    let earlier = punctual_rt::journal::earlier_restores();
+    let now = punctual_rt::journal::restore_stale();
+    for line in describe_restore(&now) {
+        env.show(&format!("{line}\n"), false);
+    }
+    let all: Vec<&RestoreReport> = earlier.iter().chain([&now]).collect();
+    let troubled = all
+        .iter()
+        .any(|r| !r.refused.is_empty() || r.journals.iter().any(|j| !j.failed.is_empty()));
+    let journals = all.iter().flat_map(|r| &r.journals);
+    let settings: usize = journals.clone().map(|j| j.settings).sum();
+    let left: usize = journals.clone().map(|j| j.left_changed).sum();
+    if all.iter().all(|r| r.is_empty()) {
+        env.show(
+            &format!(
+                "nothing to restore: no journal of a dead punctual run in {}\n",
+                punctual_rt::journal::state_dir().display()
+            ),
+            false,
+        );
+    } else {
+        let since = match left {
+            0 => String::new(),
+            n => format!("; {n} changed since by someone else, left as they are"),
+        };
+        env.show(
+            &format!(
+                "restored {settings} setting(s) from {} journal(s) of earlier runs{since}\n",
+                journals.count()
+            ),
+            false,
+        );
+    }
+    match troubled {
+        true => Exit::System,
+        false => Exit::Ok,
+    }
 }
 
 /// Undo what earlier punctual runs left changed when they were killed or crashed (their journals

@@ -9,7 +9,8 @@
 //! - [`stats`]: streaming per-task and per-CPU accounting (memory independent of duration).
 //! - [`scenario`]: TOML scenario files, with line and column in every error.
 //! - [`frames`]: Etsion Section 5's frame-skipping study over start shifts.
-//! - [`report`]: result-document series and tables; [`measure`]: `punctual simulate` in the lifecycle.
+//! - [`report`]: result-document series and tables; [`measure`]: `punctual simulate` in the lifecycle;
+//!   [`request`]: what the command line asks for, checked and assembled into those measurements.
 //!
 //! The library never prints; the `punctual simulate` command renders what it returns.
 
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod frames;
 pub mod measure;
 pub mod report;
+pub mod request;
 pub mod rng;
 pub mod scenario;
 pub mod stats;

@@ -24,8 +24,16 @@ pub mod view;
 
 pub use error::StoreError;
 pub use planned::Planned;
-pub use resolver::{Named, Resolver, SideSpec};
+pub use resolver::{Latest, Named, Resolver, SideSpec};
 pub use url::redact;
+
+/// A tag as `--tag` gives it: `KEY=VALUE` with a key.
+pub fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("'{s}': a tag is KEY=VALUE (kernel=6.12-rt)")),
+    }
+}
 
 use db::{transaction, Db, Dialect, Postgres, Sqlite, Val};
 use punctual_result::ResultDoc;

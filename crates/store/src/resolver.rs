@@ -35,6 +35,16 @@ pub struct SideSpec {
 }
 
 /// Opens the store on first need and resolves names in it (see the module's comment).
+/// The newest whole stored result of a kind ([`Resolver::latest_of`]).
+#[derive(Debug)]
+pub struct Latest {
+    /// How the result is named to the user.
+    pub source: String,
+    pub doc: ResultDoc,
+    /// Newer results of the kind passed over, one line each.
+    pub skipped: Vec<String>,
+}
+
 pub struct Resolver {
     location: Option<String>,
     store: Option<Store>,
@@ -225,5 +235,37 @@ impl Resolver {
         let stored = store.resolve(&entries[at].id).map_err(Failure::from)?;
         entries.truncate(at);
         Ok(Some((stored, entries)))
+    }
+
+    /// The newest whole stored `check` of `host` (or, with `experiment`, that experiment's run):
+    /// named as `advise` names its sources ("stored check ID"), with a line for each newer result
+    /// skipped because it is not a whole measurement.
+    pub fn latest_of(
+        &mut self,
+        host: &str,
+        experiment: Option<&str>,
+    ) -> Result<Option<Latest>, Failure> {
+        let filter = Filter {
+            command: experiment.is_none().then(|| "check".into()),
+            experiment: experiment.map(Into::into),
+            host: Some(host.into()),
+            last: Some(20),
+            ..Default::default()
+        };
+        let what = experiment.unwrap_or("check");
+        let Some((stored, skipped)) = self.newest_whole(&filter)? else {
+            return Ok(None);
+        };
+        let skipped = skipped.iter().map(|e| {
+            format!(
+                "skipped the newer {what} {} ({}): it is not a whole measurement",
+                e.id, e.status
+            )
+        });
+        Ok(Some(Latest {
+            source: format!("stored {what} {}", stored.id.unwrap_or_default()),
+            doc: stored.doc,
+            skipped: skipped.collect(),
+        }))
     }
 }

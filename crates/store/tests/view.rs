@@ -215,6 +215,15 @@ fn sides_are_files_ids_or_tags_and_readers_create_no_store() {
     assert_eq!(stored.id.as_deref(), Some(ids[0].as_str()));
     assert_eq!(skipped.len(), 1);
     assert_eq!(skipped[0].id, ids[1]);
+    // The newest whole check and experiment run of a host, named for advise.
+    let l = r.latest_of("rack7", None).unwrap().unwrap();
+    assert_eq!(l.source, format!("stored check {}", ids[2]));
+    assert!(l.skipped.is_empty());
+    assert!(r.latest_of("box", None).unwrap().is_none());
+    assert!(r
+        .latest_of("box", Some("etsion-latency"))
+        .unwrap()
+        .is_none());
     // No store there: nothing to read, and nothing created by looking.
     let absent = dir.path().join("none.db");
     let mut r = Resolver::new(absent.to_str());

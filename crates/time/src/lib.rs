@@ -17,7 +17,8 @@ pub use margin::{AutoMargin, MarginPolicy};
 pub use percent::{parse_percent_in, PercentError};
 pub use sleep::{hybrid_until, Wake};
 pub use units::{
-    format_ns, parse_duration, parse_duration_hinting, parse_duration_ns, DurationError,
+    format_ns, parse_count, parse_duration, parse_duration_hinting, parse_duration_ns,
+    DurationError,
 };
 
 /// Nanoseconds per unit, for readable arithmetic.

@@ -265,3 +265,30 @@ mod tests {
         }
     }
 }
+
+/// A count from `MIN` to `MAX` as a command line gives it, said in words when out of range.
+pub fn parse_count<const MIN: u64, const MAX: u64>(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (MIN..=MAX).contains(&n) => Ok(n),
+        _ if MAX == u64::MAX => Err(format!("'{s}' is not a count of at least {MIN}")),
+        _ => Err(format!("'{s}' is not a count from {MIN} to {MAX}")),
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::parse_count;
+
+    #[test]
+    fn counts_are_refused_in_words() {
+        assert_eq!(parse_count::<1, 10>("10"), Ok(10));
+        assert_eq!(
+            parse_count::<1, 10>("11"),
+            Err("'11' is not a count from 1 to 10".into())
+        );
+        assert_eq!(
+            parse_count::<1, { u64::MAX }>("0"),
+            Err("'0' is not a count of at least 1".into())
+        );
+    }
+}

@@ -58,6 +58,37 @@ impl RecordConfig {
     }
 }
 
+impl RecordConfig {
+    /// A recording as `trace record` asks for it, checked: the event groups and buffer size as
+    /// written, `duration` (default 10 s) or, with a command, that command's lifetime.
+    pub fn request(
+        output: PathBuf,
+        events: &str,
+        buffer_size: &str,
+        duration: Option<u64>,
+        command: Vec<String>,
+        drain_interval: Duration,
+    ) -> Result<RecordConfig, TraceError> {
+        let groups: EventGroups = events.parse()?;
+        let buffer_kb = crate::kernel::parse_size_kb(buffer_size)?;
+        let command = (!command.is_empty()).then_some(command);
+        if let Some(c) = &command {
+            check_command(c)?;
+        }
+        Ok(RecordConfig {
+            groups,
+            buffer_kb,
+            duration: match command {
+                Some(_) => None,
+                None => Some(duration.unwrap_or(10_000_000_000)),
+            },
+            command,
+            drain_interval: drain_interval.max(Duration::from_millis(1)),
+            ..RecordConfig::new(output)
+        })
+    }
+}
+
 /// Live figures for a progress line.
 #[derive(Debug, Default)]
 pub struct RecordProgress {
@@ -646,4 +677,34 @@ fn resolve_symbols(addrs: &HashSet<u64>, kallsyms: Option<&str>) -> BTreeMap<Str
         }
     }
     out
+}
+
+#[cfg(test)]
+mod request_tests {
+    use super::*;
+
+    fn request(events: &str, size: &str, command: &[&str]) -> Result<RecordConfig, TraceError> {
+        let command = command.iter().map(|s| s.to_string()).collect();
+        let drain = Duration::from_micros(10);
+        RecordConfig::request("t.trace".into(), events, size, None, command, drain)
+    }
+
+    #[test]
+    fn a_request_is_checked_and_takes_the_defaults() {
+        let c = request("sched", "1M", &[]).unwrap();
+        assert_eq!((c.buffer_kb, c.duration), (1024, Some(10_000_000_000)));
+        assert_eq!(c.drain_interval, Duration::from_millis(1));
+        let c = request("all", "4M", &["true"]).unwrap();
+        assert_eq!(
+            (c.duration, c.command.as_ref().map(Vec::len)),
+            (None, Some(1))
+        );
+        assert!(matches!(
+            request("nosuch", "4M", &[]),
+            Err(TraceError::Usage(_))
+        ));
+        assert!(request("sched", "4Q", &[]).is_err());
+        let e = request("sched", "4M", &["/nonexistent/prog"]).unwrap_err();
+        assert!(matches!(e, TraceError::Usage(_)), "{e}");
+    }
 }

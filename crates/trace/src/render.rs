@@ -24,6 +24,18 @@ pub struct ReportOptions {
     pub timeline_rows: usize,
 }
 
+impl ReportOptions {
+    /// The tick rates to bill at, each 1 Hz to 1 MHz, for `trace analyze --hz`.
+    pub fn check_hz(hz: &[u32]) -> Result<(), crate::TraceError> {
+        if hz.is_empty() || hz.iter().any(|&h| h == 0 || h > 1_000_000) {
+            return Err(crate::TraceError::Usage(
+                "--hz: give tick rates between 1 and 1000000 Hz, e.g. 100,250,1000".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for ReportOptions {
     fn default() -> Self {
         ReportOptions {

@@ -58,35 +58,6 @@ fn size(s: &str) -> Result<u64, String> {
     punctual_bench::memcpy::parse_bytes(s).map(|b| b as u64)
 }
 
-/// The newest complete stored `check` (or, with `experiment`, that experiment) of this host, if
-/// any; newer interrupted ones are skipped and named.
-fn latest(
-    results: &mut Resolver,
-    host: &str,
-    experiment: Option<&str>,
-    env: &Env,
-) -> Result<Option<(String, ResultDoc)>, Failure> {
-    let filter = punctual_store::Filter {
-        command: experiment.is_none().then(|| "check".into()),
-        experiment: experiment.map(Into::into),
-        host: Some(host.into()),
-        last: Some(20),
-        ..Default::default()
-    };
-    let what = experiment.unwrap_or("check");
-    let Some((stored, skipped)) = results.newest_whole(&filter)? else {
-        return Ok(None);
-    };
-    for e in skipped {
-        env.note(&format!(
-            "advise: skipped the newer {what} {} ({}): it is not a whole measurement",
-            e.id, e.status
-        ));
-    }
-    let id = stored.id.unwrap_or_default();
-    Ok(Some((format!("stored {what} {id}"), stored.doc)))
-}
-
 pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
     let needs = Needs {
         deadline_ns: a.deadline,
@@ -119,9 +90,16 @@ pub fn run(a: AdviseArgs, env: &Env) -> anyhow::Result<Exit> {
     let docs: Vec<(String, ResultDoc)> = if a.from.is_empty() {
         let choose = Some(punctual_experiments::mckenney_choose::NAME);
         let host = &facts.host.hostname;
-        latest(&mut results, host, None, env)?
-            .into_iter()
-            .chain(latest(&mut results, host, choose, env)?)
+        let check = results.latest_of(host, None)?;
+        let chosen = results.latest_of(host, choose)?;
+        let found = check.into_iter().chain(chosen);
+        found
+            .map(|l| {
+                l.skipped
+                    .iter()
+                    .for_each(|n| env.note(&format!("advise: {n}")));
+                (l.source, l.doc)
+            })
             .collect()
     } else {
         // Files, stored ids, `latest`: named as compare and report name them.

@@ -1,19 +1,20 @@
 //! `punctual bench <ctxsw|trap|memcpy|dispatch|gaps|alarm>`: micro-measurements. The measurements
-//! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`; this module
-//! checks the flags.
+//! and their rendering are in `punctual_bench::measure` and `punctual_bench::report`, the checks of
+//! what is asked in `punctual_bench::request`; this module reads the flags.
 
-use crate::args::{
-    duration, load_spec, run_duration, wait_duration, DmaLatency, OutputArgs, RtArgs,
-};
+use crate::args::{duration, run_duration, wait_duration, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
-use punctual_bench::measure::{AlarmBench, Bench, Micro};
-use punctual_bench::{ctxsw, dispatch, gaps, memcpy, trap};
-use punctual_latency::alarms::{AlarmConfig, AlarmWorkload, Mechanism};
+use punctual_bench::dispatch::DispatchConfig;
+use punctual_bench::gaps::GapsConfig;
+use punctual_bench::measure::{Bench, Micro};
+use punctual_bench::memcpy::MemcpyConfig;
+use punctual_bench::request::{alarm_priority, AlarmRequest};
+use punctual_bench::{ctxsw, dispatch, memcpy, trap};
+use punctual_latency::alarms::{AlarmWorkload, Mechanism};
 use punctual_load::LoadSpec;
 use punctual_result::Failure;
 use punctual_rt::Policy;
 use punctual_session::{drive, Env, Exit};
-use punctual_time::format_ns;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -43,7 +44,7 @@ pub enum BenchCmd {
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// Background load while measuring: KIND[:N][@CPUS],... (cpu, sort, io, find, build, hackbench, mem).
-    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
+    #[arg(long, value_name = "SPEC", value_parser = LoadSpec::parse_flag)]
     pub load: Option<LoadSpec>,
     #[command(flatten)]
     pub out: OutputArgs,
@@ -131,7 +132,7 @@ pub struct GapsArgs {
     #[arg(long, default_value = "other", value_name = "POLICY")]
     pub policy: Policy,
     /// Priority of the loops under fifo/rr (default 99).
-    #[arg(short = 'p', long, value_name = "N", value_parser = crate::args::priority)]
+    #[arg(short = 'p', long, value_name = "N", value_parser = punctual_rt::sched::parse_priority)]
     pub priority: Option<u32>,
     #[command(flatten)]
     pub common: Common,
@@ -164,26 +165,21 @@ pub struct AlarmArgs {
     #[arg(long, default_value = "rr", value_name = "POLICY")]
     pub policy: Policy,
     /// Priority of every process (default 10 for rr/fifo).
-    #[arg(short = 'p', long, value_name = "N", value_parser = crate::args::priority)]
+    #[arg(short = 'p', long, value_name = "N", value_parser = punctual_rt::sched::parse_priority)]
     pub priority: Option<u32>,
     #[command(flatten)]
     pub common: Common,
 }
 
-/// The most alarms per process a run may ask for (a typo should not mean a week of waiting).
-const MAX_ALARMS: u64 = 1_000_000;
-
 pub fn run(a: BenchArgs, env: &Env) -> anyhow::Result<Exit> {
     match a.which {
         BenchCmd::Ctxsw(a) => {
             a.rt.validate()?;
-            nonzero("-D/--duration", a.duration)?;
             let cfg = ctxsw::CtxswConfig::new(a.channel, a.rt.one_cpu()?, a.duration);
             go(cfg, &a.rt, &a.common, env)
         }
         BenchCmd::Trap(a) => {
             a.rt.validate()?;
-            nonzero("-D/--duration", a.duration)?;
             let cfg = trap::TrapConfig {
                 cpu: Some(a.rt.one_cpu()?),
                 ..trap::TrapConfig::new(a.duration)
@@ -192,84 +188,51 @@ pub fn run(a: BenchArgs, env: &Env) -> anyhow::Result<Exit> {
         }
         BenchCmd::Memcpy(a) => {
             a.rt.validate()?;
-            nonzero("-D/--duration", a.duration)?;
-            let cpu = a.rt.one_cpu()?;
-            let sizes = match &a.sizes {
-                Some(v) => v
-                    .iter()
-                    .map(|&b| memcpy::CopySize {
-                        label: memcpy::level_of(b, cpu),
-                        bytes: b,
-                    })
-                    .collect(),
-                None => memcpy::default_sizes(cpu),
-            };
-            memcpy::check_sizes(&sizes).map_err(|e| Failure::usage(format!("--sizes: {e}")))?;
-            let cfg = memcpy::MemcpyConfig {
-                sizes,
-                methods: a.method.clone(),
-                per_size_ns: a.duration,
-                cpu: Some(cpu),
-                sched: a.rt.sched(),
-            };
-            go(cfg, &a.rt, &a.common, env)
+            let (cpu, sizes) = (a.rt.one_cpu()?, a.sizes.as_deref());
+            let cfg = MemcpyConfig::request(sizes, a.method.clone(), a.duration, cpu, a.rt.sched());
+            go(cfg.map_err(Failure::from)?, &a.rt, &a.common, env)
         }
         BenchCmd::Dispatch(a) => {
             a.rt.validate()?;
-            nonzero("-i/--interval", a.interval)?;
-            if a.duration < a.interval {
-                return Err(
-                    Failure::usage("-D/--duration must be at least one -i/--interval").into(),
-                );
-            }
-            let waiter_cpu = a.rt.one_cpu()?;
-            let raiser_cpu = a.raiser_cpu.unwrap_or(punctual_rt::online_cpus()[0]);
-            punctual_rt::affinity::check_online(&[raiser_cpu])
-                .map_err(|e| Failure::usage(format!("--raiser-cpu: {e}")))?;
-            let cfg = dispatch::DispatchConfig {
-                event: a.event,
-                raiser_cpu,
-                waiter_cpu,
-                waiter: a.rt.sched(),
-                raiser: a.rt.sched(),
-                interval_ns: a.interval,
-                duration_ns: a.duration,
-            };
-            go(cfg, &a.rt, &a.common, env)
+            let (waiter, sched) = (a.rt.one_cpu()?, a.rt.sched());
+            let cfg = DispatchConfig::request(
+                a.event,
+                a.interval,
+                a.duration,
+                a.raiser_cpu,
+                waiter,
+                sched,
+            );
+            go(cfg.map_err(Failure::from)?, &a.rt, &a.common, env)
         }
         BenchCmd::Gaps(a) => {
-            let rt = RtArgs {
-                policy: a.policy,
-                priority: a.priority,
-                affinity: a.affinity.clone(),
-                dma_latency: DmaLatency::Us(0),
-                no_mlock: false,
-            };
+            let rt = RtArgs::of(a.policy, a.priority, a.affinity.clone());
             rt.validate()?;
-            nonzero("-D/--duration", a.duration)?;
-            nonzero("--threshold", a.threshold)?;
-            let cpus = rt
-                .cpus()
-                .map_err(Failure::usage)?
-                .unwrap_or_else(|| vec![punctual_rt::affinity::last_online_cpu()]);
-            let cfg = gaps::GapsConfig {
-                cpus,
-                duration_ns: a.duration,
-                threshold_ns: a.threshold,
-                sched: rt.sched(),
-                hz: None,
-            };
-            go(cfg, &rt, &a.common, env)
+            let cpus = rt.cpus().map_err(Failure::usage)?;
+            let cfg = GapsConfig::request(cpus, a.duration, a.threshold, rt.sched());
+            go(cfg.map_err(Failure::from)?, &rt, &a.common, env)
         }
-        BenchCmd::Alarm(a) => alarm(a, env),
+        BenchCmd::Alarm(a) => {
+            let priority = a.priority.unwrap_or(alarm_priority(a.policy));
+            let rt = RtArgs::of(a.policy, Some(priority), a.affinity.map(|c| c.to_string()));
+            rt.validate()?;
+            let load = a.common.load.clone().unwrap_or_default();
+            let request = AlarmRequest {
+                workload: a.workload,
+                mechanism: a.mechanism,
+                alarms: a.alarms,
+                min_delay: a.min_delay,
+                max_delay: a.max_delay,
+                rr_timeslice: a.rr_timeslice,
+                cpu: a.affinity,
+                policy: a.policy,
+                priority,
+            };
+            let mut m = request.bench(rt.want(), load).map_err(Failure::from)?;
+            let outputs = a.common.out.outputs()?;
+            Ok(drive(&mut m, &outputs, env)?)
+        }
     }
-}
-
-fn nonzero(flag: &str, v: u64) -> Result<(), Failure> {
-    if v == 0 {
-        return Err(Failure::usage(format!("{flag} must be more than zero")));
-    }
-    Ok(())
 }
 
 /// Drive one micro-measurement with the session `rt` asks for.
@@ -280,59 +243,5 @@ fn go<C: Micro>(cfg: C, rt: &RtArgs, c: &Common, env: &Env) -> anyhow::Result<Ex
         want: rt.want(),
         load: c.load.clone().unwrap_or_default(),
     };
-    Ok(drive(&mut m, &outputs, env)?)
-}
-
-fn alarm(a: AlarmArgs, env: &Env) -> anyhow::Result<Exit> {
-    let priority = a.priority.unwrap_or(if a.policy.is_realtime() {
-        punctual_latency::alarms::DEFAULT_PRIORITY
-    } else {
-        0
-    });
-    let rt = RtArgs {
-        policy: a.policy,
-        priority: Some(priority),
-        affinity: a.affinity.map(|c| c.to_string()),
-        dma_latency: DmaLatency::Us(0),
-        no_mlock: false,
-    };
-    rt.validate()?;
-    if a.alarms == 0 || a.alarms > MAX_ALARMS {
-        return Err(
-            Failure::usage(format!("--alarms {}: give 1 to {MAX_ALARMS}", a.alarms)).into(),
-        );
-    }
-    nonzero("--min-delay", a.min_delay)?;
-    if a.min_delay > a.max_delay {
-        return Err(Failure::usage("--min-delay must not be longer than --max-delay").into());
-    }
-    let timeslice_ms = match a.rr_timeslice {
-        // The sysctl takes 1 to i32::MAX ms; above that the kernel's refusal came after the
-        // measurement had started, as exit 3.
-        Some(ns) if ns == 0 || ns % 1_000_000 != 0 || ns / 1_000_000 > i32::MAX as u64 => {
-            return Err(Failure::usage(format!(
-                "--rr-timeslice {}: the kernel takes whole milliseconds, 1ms to 2147483647ms (it then rounds up to whole ticks)",
-                format_ns(ns)
-            ))
-            .into())
-        }
-        Some(ns) => Some(ns / 1_000_000),
-        None => None,
-    };
-    let cfg = AlarmConfig {
-        cpu: Some(
-            a.affinity
-                .unwrap_or_else(punctual_rt::affinity::last_online_cpu),
-        ),
-        policy: rt.policy,
-        priority,
-        alarms: a.alarms,
-        delay_min: a.min_delay,
-        delay_max: a.max_delay,
-        ..AlarmConfig::paper(a.workload.clone(), a.mechanism)
-    };
-    let outputs = a.common.out.outputs()?;
-    let load = a.common.load.clone().unwrap_or_default();
-    let mut m = AlarmBench::new(cfg, rt.want(), load, timeslice_ms);
     Ok(drive(&mut m, &outputs, env)?)
 }

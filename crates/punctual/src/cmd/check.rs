@@ -1,12 +1,10 @@
 //! `punctual check`: the main job. The measurement is `punctual_latency::measure::Check`.
 
-use crate::args::{duration, load_spec, run_duration, ExplainArgs, OutputArgs, RtArgs};
+use crate::args::{duration, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::check::{default_load, CheckConfig};
 use punctual_latency::measure::Check;
-use punctual_result::Failure;
 use punctual_session::{drive_repeated, Env, Exit};
-use punctual_time::format_ns;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -17,7 +15,7 @@ pub struct CheckArgs {
     #[arg(short = 'i', long, default_value = "1ms", allow_hyphen_values = true, value_parser = duration, value_name = "DURATION")]
     pub interval: u64,
     /// Load for the loaded phases (default: one cpu load per online CPU, and io:1).
-    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
+    #[arg(long, value_name = "SPEC", value_parser = punctual_load::LoadSpec::parse_flag)]
     pub load: Option<punctual_load::LoadSpec>,
     /// Make N checks one after the other, each a result of its own (for `compare A1 A2 A3 --
     /// B1 B2 B3`); every other one runs punctual's method before plain sleep.
@@ -31,29 +29,10 @@ pub struct CheckArgs {
     pub explain: ExplainArgs,
 }
 
-/// The shortest check that still gives each phase a few hundred releases.
-const MIN_DURATION: u64 = 1_000_000_000;
-
 pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
     a.rt.validate()?;
-    let cpu = a.rt.one_cpu()?;
-    if a.duration < MIN_DURATION {
-        return Err(Failure::usage(format!(
-            "-D/--duration {} is too short; use 1s or more",
-            format_ns(a.duration)
-        ))
-        .into());
-    }
-    if a.interval < 10_000 || a.interval > a.duration / 40 {
-        return Err(Failure::usage(
-            "-i/--interval must be at least 10us and leave ten releases per phase",
-        )
-        .into());
-    }
-    let outputs = a.explain.outputs(a.out.outputs()?)?.repeated(a.repeat)?;
-    let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     let cfg = CheckConfig {
-        cpu,
+        cpu: a.rt.one_cpu()?,
         duration: a.duration,
         interval: a.interval,
         load: a.load.clone().unwrap_or_else(default_load),
@@ -63,6 +42,9 @@ pub fn run(a: CheckArgs, env: &Env) -> anyhow::Result<Exit> {
         timer_slack_ns: None,
         hybrid_first: false,
     };
+    cfg.validate()?;
+    let outputs = a.explain.outputs(a.out.outputs()?)?.repeated(a.repeat)?;
+    let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     let want = a.rt.want();
     Ok(drive_repeated(a.repeat, &outputs, env, |k| {
         let cfg = CheckConfig {

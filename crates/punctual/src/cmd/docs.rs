@@ -44,8 +44,7 @@ fn page(cmd: clap::Command) -> clap_mangen::Man {
         .manual("punctual")
 }
 
-/// `punctual cyclictest` reads its flags itself: its page lists them as its `--help` does, laid
-/// out as written (roff would fill the columns into a paragraph).
+/// `punctual cyclictest` reads its flags itself: its page lists them as its `--help` does.
 fn cyclictest_page(dir: &std::path::Path) -> std::io::Result<()> {
     let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
     cmd.build();
@@ -57,17 +56,7 @@ fn cyclictest_page(dir: &std::path::Path) -> std::io::Result<()> {
     page.render_title(&mut out)?;
     page.render_name_section(&mut out)?;
     page.render_synopsis_section(&mut out)?;
-    out.extend_from_slice(b".SH OPTIONS\n.nf\n");
-    for line in punctual_cyclictest::HELP.lines() {
-        // Escapes roff would read: backslashes, and a dot or quote opening a line.
-        let line = line.replace('\\', "\\e");
-        if line.starts_with(['.', '\'']) {
-            out.extend_from_slice(b"\\&");
-        }
-        out.extend_from_slice(line.as_bytes());
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b".fi\n");
+    out.extend_from_slice(punctual_cyclictest::help_roff().as_bytes());
     std::fs::write(dir.join(page.get_filename()), out)
 }
 

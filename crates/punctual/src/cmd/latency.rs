@@ -1,14 +1,14 @@
 //! `punctual latency`: cyclictest-class timer wake-up latency. The measurement is
-//! `punctual_latency::measure::Latency`; this file checks the flags.
+//! `punctual_latency::measure::Latency`, its checks `punctual_latency::request`; this file reads
+//! the flags.
 
-use crate::args::{duration, load_spec, run_duration, ExplainArgs, OutputArgs, RtArgs};
+use crate::args::{duration, run_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::Args;
 use punctual_latency::measure::Latency;
-use punctual_latency::{Config, Mode, Stop, MAX_THREADS};
-use punctual_result::Failure;
-use punctual_result::Output;
+use punctual_latency::request::{check_samples, Request};
+use punctual_latency::Config;
+use punctual_result::{Failure, Output};
 use punctual_session::{drive_repeated, Env, Exit, Outputs};
-use punctual_time::{format_ns, MarginPolicy};
 
 #[derive(Args, Debug)]
 pub struct LatencyArgs {
@@ -35,13 +35,13 @@ pub struct LatencyArgs {
     #[arg(long, value_name = "DURATION|auto")]
     pub spin_margin: Option<punctual_time::MarginPolicy>,
     /// Background load while measuring: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
-    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
+    #[arg(long, value_name = "SPEC", value_parser = punctual_load::LoadSpec::parse_flag)]
     pub load: Option<punctual_load::LoadSpec>,
     /// Also write cyclictest's -h histogram (1 us buckets) to FILE.
     #[arg(long, value_name = "FILE")]
     pub hist: Option<Output>,
     /// Number of 1 us buckets in --hist (cyclictest's -h N).
-    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = crate::args::count::<1, 1_000_000>)]
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = punctual_time::parse_count::<1, 1_000_000>)]
     pub hist_buckets: u64,
     /// Write every sample (thread, release time, latency; ns) as CSV to FILE.
     #[arg(long, value_name = "FILE")]
@@ -61,61 +61,27 @@ pub struct LatencyArgs {
     pub explain: ExplainArgs,
 }
 
-const DEFAULT_DURATION: u64 = 10_000_000_000;
-const MIN_INTERVAL: u64 = 10_000;
-
 /// Everything checked before the system is touched.
 fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
     a.rt.validate()?;
-    let cpus =
-        a.rt.cpus()
+    let cfg = Request {
+        cpus: a
+            .rt
+            .cpus()
             .map_err(Failure::usage)?
-            .unwrap_or_else(punctual_rt::online_cpus);
-    let threads = a.threads.unwrap_or(cpus.len());
-    if threads == 0 || threads > MAX_THREADS {
-        return Err(Failure::usage(format!(
-            "-t/--threads {threads}: give 1 to {MAX_THREADS} threads"
-        )));
+            .unwrap_or_else(punctual_rt::online_cpus),
+        threads: a.threads,
+        interval: a.interval,
+        duration: a.duration,
+        loops: a.loops,
+        clock: a.clock,
+        mode: a.mode,
+        spin_margin: a.spin_margin,
+        force: a.force,
+        policy: a.rt.policy,
+        priority: a.rt.priority(),
     }
-    if a.interval == 0 {
-        return Err(Failure::usage(
-            "-i/--interval must be more than zero, e.g. 1ms",
-        ));
-    }
-    if a.interval < MIN_INTERVAL && !a.force {
-        return Err(Failure::usage(format!(
-            "-i/--interval {} is under 10us, where the wake-up itself takes most of the period; \
-             use 10us or more, or pass --force",
-            format_ns(a.interval)
-        )));
-    }
-    let stop = match (a.duration, a.loops) {
-        (_, Some(0)) => return Err(Failure::usage("-l/--loops must be at least 1")),
-        (_, Some(l)) => Stop::Loops(l),
-        (Some(0), _) => {
-            return Err(Failure::usage(
-                "-D/--duration must be more than zero, e.g. 10s",
-            ))
-        }
-        (Some(d), None) => Stop::Duration(d),
-        (None, None) => Stop::Duration(DEFAULT_DURATION),
-    };
-    let margin = match (a.mode, a.spin_margin) {
-        (Mode::Hybrid, Some(MarginPolicy::Fixed(m))) if m >= a.interval => {
-            return Err(Failure::usage(format!(
-                "--spin-margin {} must be shorter than the interval {}",
-                format_ns(m),
-                format_ns(a.interval)
-            )))
-        }
-        (Mode::Hybrid, m) => m.unwrap_or(MarginPolicy::Auto),
-        (_, Some(_)) => {
-            return Err(Failure::usage(
-                "--spin-margin applies only to --mode hybrid; add --mode hybrid or drop it",
-            ))
-        }
-        (_, None) => MarginPolicy::Auto,
-    };
+    .config()?;
     let outputs = a
         .explain
         .outputs(a.out.outputs()?)?
@@ -126,45 +92,9 @@ fn validate(a: &LatencyArgs) -> Result<(Config, Outputs), Failure> {
         )?
         .repeated(a.repeat)?;
     if let Some(s) = &a.samples {
-        for k in 0..a.repeat {
-            samples_of(s, k, a.repeat)
-                .check_writable()
-                .map_err(|e| Failure::usage(format!("--samples: {e}")))?;
-        }
-        if s.is_stdout() && a.repeat > 1 {
-            return Err(Failure::usage(
-                "--samples -: with --repeat each run writes its own file; give a file name",
-            ));
-        }
-        if s.is_stdout() && !outputs.stdout_free() {
-            return Err(Failure::usage(
-                "--samples -: only one output can go to stdout",
-            ));
-        }
+        check_samples(s, a.repeat, outputs.stdout_free())?;
     }
-    let cfg = Config {
-        threads: (0..threads).map(|i| Some(cpus[i % cpus.len()])).collect(),
-        interval: a.interval,
-        stop,
-        clock: a.clock,
-        mode: a.mode,
-        margin,
-        policy: a.rt.policy,
-        priority: a.rt.priority(),
-        timer_slack_ns: None,
-    };
-    // The engine's own checks, here, before the lifecycle locks memory and holds cpu_dma_latency
-    // (`-i 18446744073709551615ns` was refused only after both; issue 32).
-    cfg.validate().map_err(Failure::from)?;
     Ok((cfg, outputs))
-}
-
-/// The samples file of run `k` (0-based) of `n`.
-fn samples_of(out: &Output, k: u32, n: u32) -> Output {
-    match out {
-        Output::File(p) if n > 1 => Output::File(punctual_session::numbered(p, k + 1)),
-        o => o.clone(),
-    }
 }
 
 pub fn run(a: LatencyArgs, env: &Env) -> anyhow::Result<Exit> {
@@ -172,7 +102,7 @@ pub fn run(a: LatencyArgs, env: &Env) -> anyhow::Result<Exit> {
     let load = a.load.clone().unwrap_or_default();
     let explain = a.explain.config(punctual_explain::DEFAULT_BOUND_NS)?;
     Ok(drive_repeated(a.repeat, &outputs, env, |k| {
-        let samples = a.samples.as_ref().map(|s| samples_of(s, k, a.repeat));
+        let samples = a.samples.as_ref().map(|s| s.of_run(k, a.repeat));
         let m =
             Latency::new(cfg.clone(), a.rt.want(), load.clone(), samples).explain(explain.clone());
         match &a.hist {

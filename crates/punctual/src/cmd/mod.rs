@@ -14,7 +14,6 @@ pub mod load_body;
 pub mod monitor;
 pub mod report;
 pub mod results;
-pub mod rt_cgroup;
 pub mod rtapp;
 pub mod run;
 pub mod shield;

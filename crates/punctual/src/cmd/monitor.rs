@@ -58,10 +58,8 @@ fn every(s: &str) -> Result<Every, String> {
 
 pub fn run(a: MonitorArgs, env: &Env) -> anyhow::Result<Exit> {
     a.rt.validate()?;
-    let cpus = match a.rt.cpus().map_err(Failure::usage)? {
-        Some(c) => c,
-        None => vec![a.rt.one_cpu()?],
-    };
+    let cpus = a.rt.cpus().map_err(Failure::usage)?;
+    let cpus = cpus.map_or_else(|| a.rt.one_cpu().map(|c| vec![c]), Ok)?;
     let mut base = Settings::new(cpus);
     base.interval = a.interval;
     base.history_every = a.history_every.0;

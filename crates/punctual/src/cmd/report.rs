@@ -2,7 +2,7 @@
 //! self-contained HTML file (inline CSS and SVG, no script, nothing fetched) that opens with the
 //! verdicts (`punctual_report::report`).
 
-use crate::args::SideArgs;
+use crate::args::{each_result, SideArgs};
 use clap::Args;
 use punctual_report::compare::Options;
 use punctual_result::{Failure, Output};
@@ -36,19 +36,12 @@ pub fn run(a: ReportArgs, env: &Env) -> anyhow::Result<Exit> {
             .map_err(|e| Failure::usage(format!("--samples: {e}")))?;
         timelines.push(t);
     }
-    let inputs: Vec<Vec<punctual_report::ReportInput>> = sides
-        .iter()
-        .map(|side| {
-            side.iter()
-                .map(|n| punctual_report::ReportInput {
-                    source: n.source.clone(),
-                    doc: &n.stored.doc,
-                    figures: &n.stored.figures,
-                    tables: n.tables.as_deref(),
-                })
-                .collect()
-        })
-        .collect();
+    let inputs = each_result(&sides, |n| punctual_report::ReportInput {
+        source: n.source.clone(),
+        doc: &n.stored.doc,
+        figures: &n.stored.figures,
+        tables: n.tables.as_deref(),
+    });
     let r =
         punctual_report::report(&inputs, &timelines, &Options::default()).map_err(Failure::from)?;
     match &a.output {

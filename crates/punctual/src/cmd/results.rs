@@ -1,6 +1,6 @@
 //! `punctual results list|show|export|rm|import`: the results store (`punctual-store`).
 
-use crate::args::tag;
+use crate::args::parse_tag;
 use clap::{Args, Subcommand};
 use punctual_result::Failure;
 use punctual_session::{Env, Exit};
@@ -57,7 +57,7 @@ pub struct ListArgs {
     #[arg(long, value_name = "HOSTNAME")]
     pub host: Option<String>,
     /// Only results with this tag (repeatable: all must match).
-    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
     /// Only results started since: 2026-11-01, 2026-11-01T08:00:00Z, or a duration ago (24h, 7d).
     #[arg(long, value_name = "WHEN")]

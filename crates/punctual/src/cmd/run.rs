@@ -1,11 +1,11 @@
 //! `punctual run PLAN` (the dispatcher) and `punctual plan check|compile|decode`.
 
-use crate::args::{load_spec, run_duration, share, wait_duration, ExplainArgs, OutputArgs, RtArgs};
+use crate::args::{run_duration, share, wait_duration, ExplainArgs, OutputArgs, RtArgs};
 use clap::{Args, Subcommand};
-use punctual_dispatch::measure::{assumed_margin, RunPlan};
-use punctual_dispatch::report::{admission_table, admit, runs_table};
-use punctual_dispatch::request::{dispatcher_cpus, RunRequest};
-use punctual_plan::{Plan, PlanError};
+use punctual_dispatch::measure::RunPlan;
+use punctual_dispatch::request::{plan_check, RunRequest};
+use punctual_plan::open::{compile, open};
+use punctual_plan::Plan;
 use punctual_result::{Failure, Output};
 use punctual_session::{drive, Env, Exit};
 use punctual_time::MarginPolicy;
@@ -42,7 +42,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = wait_duration, value_name = "DURATION")]
     pub attach_timeout: u64,
     /// Background load while running: KIND[:N][@CPUS],... (kinds: cpu, sort, io, find, build, hackbench, mem).
-    #[arg(long, value_name = "SPEC", value_parser = load_spec)]
+    #[arg(long, value_name = "SPEC", value_parser = punctual_load::LoadSpec::parse_flag)]
     pub load: Option<punctual_load::LoadSpec>,
     /// Watch the CPUs for 0.5 s first and give automatic offsets that keep releases out of the
     /// interruptions seen (the timer tick and other periodic ones); the plan starts on their grid.
@@ -134,65 +134,19 @@ fn watchdog(s: &str) -> Result<WatchdogArg, String> {
 /// A plan file: TOML, compiled, or an rt-app task file (converted; what it reads without needing
 /// it is said on stderr).
 fn load(path: &Path, env: &Env) -> Result<Plan, Failure> {
-    if is_rtapp(path) {
-        let c = punctual_plan::rtapp::load(path, &crate::cmd::rtapp::client())
-            .map_err(|e| Failure::usage(e.to_string()))?;
-        for n in &c.notes {
-            env.note(n);
-        }
-        return Ok(c.plan);
-    }
-    punctual_plan::load(path).map_err(|e| match e {
-        PlanError::Io { .. } => Failure::usage(format!("plan {e}")),
-        other => Failure::usage(other.to_string()),
-    })
-}
-
-fn is_rtapp(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = Vec::new();
-    let _ = std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head));
-    punctual_plan::rtapp::is_rtapp(path, &head)
-}
-
-fn is_compiled(path: &Path) -> bool {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-        && punctual_plan::compiled::is_compiled(&b)
+    let opened = open(path, &crate::cmd::rtapp::client()).map_err(Failure::usage)?;
+    opened.notes.iter().for_each(|n| env.note(n));
+    Ok(opened.plan)
 }
 
 pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
     match cmd {
         PlanCmd::Check(a) => {
-            let mut plan = load(&a.plan, env)?;
-            // What `run` would refuse, `plan check` reports (exit 2), running none of it: plugins
-            // are read, not loaded (their constructors would run as root).
-            punctual_dispatch::preflight::check_static(&plan)
-                .map_err(|p| Failure::usage(punctual_dispatch::preflight::describe(&p)))?;
-            let cpus = dispatcher_cpus(a.affinity.as_deref(), &plan)?;
-            if plan.shield {
-                // What `run` would refuse when it shields (every online CPU, a CPU another
-                // shield holds), as `run` refuses it: exit 2.
-                punctual_dispatch::shield::check(&cpus).map_err(Failure::from)?;
-            }
-            let margin = a
-                .spin_margin
-                .unwrap_or_else(|| assumed_margin(plan.spin_margin));
-            let shielded = plan.shield || punctual_dispatch::shield::shielded_by_parent(&cpus);
-            let r = admit(
-                &mut plan,
-                &cpus,
-                a.bound,
-                margin,
-                (!shielded).then_some(a.spin_budget),
-            );
-            env.show(&admission_table(&plan, &r).render(), false);
-            let runs = punctual_dispatch::preflight::runs(&plan);
-            env.show(&runs_table(&runs).render(), false);
-            Ok(Exit::limit_if(!r.feasible()))
+            let plan = load(&a.plan, env)?;
+            let (affinity, margin) = (a.affinity.as_deref(), a.spin_margin);
+            let (text, feasible) = plan_check(plan, affinity, a.bound, margin, a.spin_budget)?;
+            env.show(&text, false);
+            Ok(Exit::limit_if(!feasible))
         }
         PlanCmd::Compile(a) => {
             a.output
@@ -204,29 +158,11 @@ pub fn plan_cmd(cmd: PlanCmd, env: &Env) -> anyhow::Result<Exit> {
                 )
                 .into());
             }
-            let mut plan = match &a.events {
-                // The events come from the CSV: the TOML may hold only the header and actions.
-                Some(_) if !is_compiled(&a.plan) => {
-                    punctual_plan::parse::parse_file_without_events(&a.plan)
-                        .map_err(|e| Failure::usage(e.to_string()))?
-                }
-                _ => load(&a.plan, env)?,
-            };
-            if let Some(csv) = &a.events {
-                let f = std::fs::File::open(csv)
-                    .map_err(|e| Failure::usage(format!("--events {}: {e}", csv.display())))?;
-                let extra = punctual_plan::compiled::events_from_csv(
-                    &plan,
-                    std::io::BufReader::new(f),
-                    &csv.display().to_string(),
-                )
-                .map_err(|e| Failure::usage(e.to_string()))?;
-                plan.events.extend(extra);
-                plan.events.sort_by_key(|e| e.at);
-            }
-            punctual_plan::parse::validate_plan(&plan)
-                .map_err(|m| Failure::usage(format!("{}: {m}", a.plan.display())))?;
-            let bytes = punctual_plan::compiled::to_bytes(&plan);
+            let client = crate::cmd::rtapp::client();
+            let (opened, bytes) =
+                compile(&a.plan, a.events.as_deref(), &client).map_err(Failure::usage)?;
+            opened.notes.iter().for_each(|n| env.note(n));
+            let plan = opened.plan;
             a.output
                 .write(&bytes)
                 .map_err(|e| Failure::system(format!("writing {}: {e}", a.output)))?;

@@ -6,7 +6,6 @@ use clap::{Args, Subcommand};
 use punctual_result::{Failure, Output};
 use punctual_session::{drive, Env, Exit, Outputs};
 use punctual_trace::analyze::GroupBy;
-use punctual_trace::kernel::{parse_size_kb, EventGroups};
 use punctual_trace::measure::{Analyze, Record};
 use punctual_trace::record::RecordConfig;
 use punctual_trace::render::ReportOptions;
@@ -100,35 +99,20 @@ fn record_cmd(a: RecordArgs, env: &Env) -> anyhow::Result<Exit> {
     a.output
         .check_writable()
         .map_err(|e| Failure::usage(format!("-o/--output: {e}")))?;
-    let groups: EventGroups = a.events.parse().map_err(Failure::from)?;
-    let buffer_kb = parse_size_kb(&a.buffer_size).map_err(Failure::from)?;
-    if a.duration == Some(0) {
-        return Err(Failure::usage("-D/--duration must be more than zero, e.g. 10s").into());
-    }
-    let command = (!a.command.is_empty()).then(|| a.command.clone());
-    if let Some(c) = &command {
-        punctual_trace::record::check_command(c).map_err(Failure::from)?;
-    }
-    let mut cfg = RecordConfig::new(path.clone());
-    cfg.groups = groups;
-    cfg.buffer_kb = buffer_kb;
-    cfg.duration = if command.is_some() {
-        None
-    } else {
-        Some(a.duration.unwrap_or(10_000_000_000))
-    };
-    cfg.command = command;
-    cfg.drain_interval = std::time::Duration::from_nanos(a.drain_interval.max(1_000_000));
+    let cfg = RecordConfig::request(
+        path.clone(),
+        &a.events,
+        &a.buffer_size,
+        a.duration,
+        a.command,
+        std::time::Duration::from_nanos(a.drain_interval),
+    );
+    let cfg = cfg.map_err(Failure::from)?;
     Ok(drive(&mut Record::new(cfg), &Outputs::new(), env)?)
 }
 
 fn analyze_cmd(a: AnalyzeArgs, env: &Env) -> anyhow::Result<Exit> {
-    if a.hz.is_empty() || a.hz.iter().any(|&h| h == 0 || h > 1_000_000) {
-        return Err(Failure::usage(
-            "--hz: give tick rates between 1 and 1000000 Hz, e.g. 100,250,1000",
-        )
-        .into());
-    }
+    ReportOptions::check_hz(&a.hz).map_err(Failure::from)?;
     let mut outputs = Outputs::new().json_csv(a.json.as_ref(), a.csv.as_ref())?;
     if let Some(dir) = &a.figures {
         if !dir.is_dir() {

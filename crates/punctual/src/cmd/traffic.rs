@@ -33,7 +33,7 @@ pub struct RecordArgs {
     #[arg(short = 'D', long, allow_hyphen_values = true, value_parser = run_duration, value_name = "DURATION")]
     pub duration: Option<u64>,
     /// Stop after N packets.
-    #[arg(long, value_name = "N", value_parser = crate::args::count::<1, { u64::MAX }>)]
+    #[arg(long, value_name = "N", value_parser = punctual_time::parse_count::<1, { u64::MAX }>)]
     pub count: Option<u64>,
     /// Keep only these frames: udp, port N (UDP or TCP, either end), or udp port N.
     #[arg(long, value_name = "EXPR")]
