@@ -100,6 +100,7 @@ fn every_process_count_gets_its_figure_and_every_row_its_histogram() {
             causes: None,
             floor: Default::default(),
             examples: None,
+            fallbacks: Vec::new(),
         }
     };
     let cells = vec![
