@@ -140,11 +140,14 @@ impl ChildSpec {
     }
 }
 
+/// A setting held until it drops (the guards of `punctual-rt`).
+type Held = Box<dyn std::any::Any>;
+
 /// The self-timed modes' class: FIFO 80 and locked memory, readied through `punctual-rt` (which
 /// restores them when the guards drop). What the kernel refused is returned to report, the
 /// process running on in the normal class or with unlocked memory.
-fn self_timed_setup() -> Result<(Vec<Box<dyn std::any::Any>>, Vec<Fallback>), String> {
-    let mut held: Vec<Box<dyn std::any::Any>> = Vec::new();
+fn self_timed_setup() -> Result<(Vec<Held>, Vec<Fallback>), String> {
+    let mut held: Vec<Held> = Vec::new();
     let guards = punctual_rt::setup_current_thread(&punctual_rt::ThreadRequest {
         cpu: None,
         policy: Policy::Fifo,
@@ -296,6 +299,26 @@ pub struct Cell {
     pub fallbacks: Vec<Fallback>,
 }
 
+impl Cell {
+    /// A configuration with nothing measured yet.
+    pub fn new(mode: Mode, loaded: bool, n: usize) -> Cell {
+        Cell {
+            mode,
+            loaded,
+            n,
+            interval: Recorder::new(),
+            lateness: Recorder::new(),
+            failures: 0,
+            interference: None,
+            steal: None,
+            causes: None,
+            floor: Default::default(),
+            examples: None,
+            fallbacks: Vec::new(),
+        }
+    }
+}
+
 fn spawn_children(
     exe: &std::path::Path,
     mode: Mode,
@@ -406,20 +429,7 @@ pub fn measure(
     loaded: bool,
     row: &RowSettings,
 ) -> Result<Cell, Failure> {
-    let mut cell = Cell {
-        mode,
-        loaded,
-        n,
-        interval: Recorder::new(),
-        lateness: Recorder::new(),
-        failures: 0,
-        interference: None,
-        steal: None,
-        causes: None,
-        floor: Default::default(),
-        examples: None,
-        fallbacks: Vec::new(),
-    };
+    let mut cell = Cell::new(mode, loaded, n);
     let steal = punctual_rt::host::StealMeter::start();
     let loads = if loaded {
         let spec: punctual_load::LoadSpec =
@@ -1172,23 +1182,6 @@ pub fn figures(cells: &[Cell]) -> Result<Vec<Figure>, Failure> {
 mod tests {
     use super::*;
 
-    fn empty_cell() -> Cell {
-        Cell {
-            mode: Mode::Abs,
-            loaded: false,
-            n: 1,
-            interval: Recorder::new(),
-            lateness: Recorder::new(),
-            failures: 0,
-            interference: None,
-            steal: None,
-            causes: None,
-            floor: Default::default(),
-            examples: None,
-            fallbacks: Vec::new(),
-        }
-    }
-
     /// The process is started from its spec serialised whole, and reads back the same spec.
     #[test]
     fn a_child_gets_its_spec_as_json_and_reads_it_back() {
@@ -1240,7 +1233,7 @@ mod tests {
             .as_array()
             .expect("fallbacks are reported")
             .len();
-        let mut cell = empty_cell();
+        let mut cell = Cell::new(Mode::Abs, false, 1);
         let mut late = (Vec::new(), 0);
         add_report(&line, &mut cell, &mut late);
         assert_eq!(cell.failures, 0);
@@ -1266,7 +1259,7 @@ mod tests {
         };
         let mut v = v;
         v["fallbacks"] = serde_json::json!([refused]);
-        let mut cell = empty_cell();
+        let mut cell = Cell::new(Mode::Abs, false, 1);
         for _ in 0..2 {
             add_report(&v.to_string(), &mut cell, &mut late);
         }
