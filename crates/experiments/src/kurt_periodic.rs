@@ -126,7 +126,7 @@ pub const CHILD_SUBCOMMAND: &str = "__periodic";
 impl ChildSpec {
     /// The spec a `--spec` argument carries.
     pub fn from_json(json: &str) -> Result<ChildSpec, String> {
-        serde_json::from_str(json).map_err(|e| format!("--spec: {e}"))
+        serde_json::from_str(json).map_err(|e| e.to_string())
     }
 
     /// `exe __periodic --spec JSON`, its report read from its stdout.
@@ -1205,7 +1205,7 @@ mod tests {
         let short = ChildSpec::from_json(r#"{"mode":"rel","period_ns":1000}"#).unwrap();
         assert_eq!((short.first_ns, short.channel), (0, None));
         let bad = ChildSpec::from_json(r#"{"mode":"sleepy","period_ns":1}"#).unwrap_err();
-        assert!(bad.starts_with("--spec: unknown variant"), "{bad}");
+        assert!(bad.starts_with("unknown variant `sleepy`"), "{bad}");
     }
 
     /// A self-timed process readied through punctual-rt runs its releases and reports them with

@@ -1,15 +1,14 @@
-//! `punctual __periodic`: one periodic process of the kurt-periodic experiment (hidden).
+//! `punctual __periodic`: one periodic process of the kurt-periodic experiment (hidden). The
+//! experiment hands it over whole (`--spec JSON`); the flags stay for plans that spawn wake clients.
 
 use clap::Args;
 use punctual_experiments::kurt_periodic::{body as run_body, ChildSpec, Mode};
 
-/// The experiment hands the whole process over as `--spec JSON`; the flags remain for plans and
-/// tests that start wake clients by hand.
 #[derive(Args, Debug)]
 pub struct PeriodicBodyArgs {
     /// The process as JSON (kurt-periodic's `ChildSpec`), instead of the flags below.
-    #[arg(long, conflicts_with_all = ["mode", "period_ns", "first_ns", "until_ns", "channel", "explain_bound_ns"])]
-    pub spec: Option<String>,
+    #[arg(long, value_parser = ChildSpec::from_json, conflicts_with_all = ["mode", "period_ns", "first_ns", "until_ns", "channel", "explain_bound_ns"])]
+    pub spec: Option<ChildSpec>,
     #[arg(long, required_unless_present = "spec")]
     pub mode: Option<Mode>,
     #[arg(long, required_unless_present = "spec")]
@@ -26,19 +25,17 @@ pub struct PeriodicBodyArgs {
 }
 
 pub fn body(a: PeriodicBodyArgs) -> anyhow::Result<punctual_session::Exit> {
-    let spec = match (a.spec, a.mode, a.period_ns) {
-        (Some(json), _, _) => ChildSpec::from_json(&json),
-        (None, Some(mode), Some(period_ns)) => Ok(ChildSpec {
-            mode,
-            period_ns,
-            first_ns: a.first_ns,
-            until_ns: a.until_ns,
-            channel: a.channel,
-            late_bound_ns: a.explain_bound_ns,
-        }),
-        _ => Err("--spec, or --mode and --period-ns".into()),
-    };
-    match spec.and_then(|s| run_body(&s)) {
+    let spec = a.spec.unwrap_or_else(|| ChildSpec {
+        mode: a.mode.expect("clap requires --mode without --spec"),
+        period_ns: a
+            .period_ns
+            .expect("clap requires --period-ns without --spec"),
+        first_ns: a.first_ns,
+        until_ns: a.until_ns,
+        channel: a.channel,
+        late_bound_ns: a.explain_bound_ns,
+    });
+    match run_body(&spec) {
         Ok(line) => {
             println!("{line}");
             Ok(punctual_session::Exit::Ok)
