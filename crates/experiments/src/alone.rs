@@ -9,8 +9,10 @@
 //!
 //! Two ways to know: a kernel trace of the run names every task that ran on the CPU
 //! ([`Sharing::from_trace`]); without one, `/proc/stat` gives the CPU's busy and stolen time,
-//! from which the work's own CPU time is taken away ([`CpuWatch`], to its 10 ms tick).
+//! from which the work's own CPU time is taken away ([`CpuWatch`], to its 10 ms tick; both read
+//! by `punctual-rt`'s host facts).
 
+use punctual_rt::host::{cpu_busy_and_steal_ns as cpu_times, own_cpu_ns};
 use punctual_time::format_ns;
 use punctual_trace::analyze::Analysis;
 
@@ -139,60 +141,9 @@ impl CpuWatch {
     }
 }
 
-/// `cpu`'s busy time (user, nice, system, irq, softirq) and steal since boot, ns, from
-/// `/proc/stat` (USER_HZ ticks).
-fn cpu_times(cpu: usize) -> Option<(u64, Option<u64>)> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    // SAFETY: plain sysconf query.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    parse_cpu_line(&text, cpu, hz)
-}
-
-fn parse_cpu_line(text: &str, cpu: usize, hz: u64) -> Option<(u64, Option<u64>)> {
-    let name = format!("cpu{cpu}");
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let ns = |ticks: u64| ticks.saturating_mul(1_000_000_000) / hz;
-    // user nice system idle iowait irq softirq steal ...
-    let busy = [0, 1, 2, 5, 6].iter().filter_map(|&i| f.get(i)).sum();
-    Some((ns(busy), f.get(7).map(|&s| ns(s))))
-}
-
-/// CPU time of this process and of its reaped children, ns.
-fn own_cpu_ns() -> u64 {
-    let of = |who| {
-        // SAFETY: rusage is plain C data (integers and timevals): all zeros is valid.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: getrusage writes one rusage into `u`, a live local of that type.
-        unsafe { libc::getrusage(who, &mut u) };
-        let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-        tv(u.ru_utime) + tv(u.ru_stime)
-    };
-    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_cpu_line_gives_busy_and_steal_time() {
-        let text =
-            "cpu  10 0 0 0 0 0 0 0 0 0\ncpu0 1 2 3 400 5 6 7 8 0 0\ncpu1 100 0 50 1 0 0 0 25 0 0\n";
-        // cpu1: user 100 + system 50 = 150 ticks of 10 ms; steal 25 ticks.
-        assert_eq!(
-            parse_cpu_line(text, 1, 100),
-            Some((1_500_000_000, Some(250_000_000)))
-        );
-        assert_eq!(parse_cpu_line(text, 0, 100).unwrap().0, 190_000_000);
-        assert_eq!(parse_cpu_line(text, 2, 100), None);
-    }
 
     #[test]
     fn sharing_beyond_five_percent_is_named_with_the_busiest() {
@@ -229,15 +180,7 @@ mod tests {
         let cpu = punctual_rt::affinity::last_online_cpu();
         let (s, own) = std::thread::spawn(move || {
             punctual_rt::affinity::set(0, &[cpu]).unwrap();
-            let thread_ns = || {
-                let mut ts = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                };
-                // SAFETY: the calling thread's CPU clock.
-                unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-                ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-            };
+            let thread_ns = || punctual_time::clock::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
             let w = CpuWatch::start(cpu).unwrap();
             let (t0, c0) = (std::time::Instant::now(), thread_ns());
             let mut x = 0u64;

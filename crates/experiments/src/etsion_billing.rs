@@ -14,8 +14,8 @@
 //! [`sim_tables`]; figures [`sim_figures`].
 
 use crate::alone::Sharing;
+use crate::common::simulated_clock;
 use crate::published::etsion_billing::{row as published, Table3Row, TABLE3, TABLE5};
-use crate::simulated_clock;
 use crate::workload::{self, Generators};
 use punctual_plot::Line;
 use punctual_result::{Failure, ResultDoc, Series, Table};
@@ -236,7 +236,7 @@ impl Measurement for EtsionBillingSim {
         let events: u64 = runs.clone().map(|r| r.events).sum();
         let simulated: u64 = runs.map(|r| r.simulated_ns).sum();
         simulated_clock(doc);
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         doc.extra.insert("events".into(), events.into());
         doc.extra.insert("simulated_ns".into(), simulated.into());
         doc.settings
@@ -430,8 +430,8 @@ pub fn sim_figures(apps: &[SimApp]) -> Result<Vec<Figure>, Failure> {
         false,
     );
     Ok(vec![
-        crate::figure("etsion-billing-fig4", f4)?,
-        crate::figure("etsion-billing-fig6", f6)?,
+        crate::common::figure("etsion-billing-fig4", f4)?,
+        crate::common::figure("etsion-billing-fig6", f6)?,
     ])
 }
 
@@ -691,7 +691,7 @@ impl Measurement for EtsionBilling {
         Ok(t)
     }
     fn report(&self, t: Traced, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         crate::traced::unclaim_timer_slack(doc);
         let rows = traced_rows(&t);
         series(doc, &rows, &t.sim);
@@ -1058,7 +1058,7 @@ pub fn figures(rows: &[TracedRow]) -> Vec<Figure> {
             true,
             false,
         );
-        figures.extend(crate::figure("etsion-billing-fig6", svg).ok());
+        figures.extend(crate::common::figure("etsion-billing-fig6", svg).ok());
     }
     let mut curves = Vec::new();
     for r in rows.iter().filter(|r| !r.group.tids.is_empty()).take(3) {
@@ -1083,7 +1083,7 @@ pub fn figures(rows: &[TracedRow]) -> Vec<Figure> {
             true,
             true,
         );
-        figures.extend(crate::figure("etsion-billing-fig4", svg).ok());
+        figures.extend(crate::common::figure("etsion-billing-fig4", svg).ok());
     }
     figures
 }

@@ -6,8 +6,8 @@
 //! measure: [`EtsionFrames::run`] (one frames study per rate and HZ); model: [`Model`]; tables:
 //! [`tables`]; figures: [`figures`].
 
+use crate::common::simulated_clock;
 use crate::published::etsion_frames::{FIFTY_AT_50HZ, FIG1_60FPS, FIG1_OTHER, FIG5_WINDOWS};
-use crate::simulated_clock;
 use punctual_result::{Failure, ResultDoc, Table};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_sim::frames::{study, FramesConfig, FramesResult};
@@ -114,7 +114,7 @@ impl Measurement for EtsionFrames {
         let events: u64 = all.iter().map(|f| f.events()).sum();
         let simulated: u64 = all.iter().map(|f| f.simulated_ns()).sum();
         simulated_clock(doc);
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         doc.settings
             .extra
             .insert("frames".into(), self.frames.into());
@@ -315,7 +315,7 @@ pub fn figures(m: &Model, fig5: &[FramesResult]) -> Result<Vec<Figure>, Failure>
         false,
     );
     Ok(vec![
-        crate::figure("etsion-frames-fig1", f1)?,
-        crate::figure("etsion-frames-fig5", report::frames_plot(fig5))?,
+        crate::common::figure("etsion-frames-fig1", f1)?,
+        crate::common::figure("etsion-frames-fig5", report::frames_plot(fig5))?,
     ])
 }

@@ -17,8 +17,8 @@
 //! [`sim_tables`]), figures ([`figures`], [`sim_figures`]). Both print the one published Table 6
 //! ([`crate::published::TABLE6`]).
 
+use crate::common::us;
 use crate::published::{Table6Row, TABLE6};
-use crate::us;
 use punctual_bench::kind;
 use punctual_latency::alarms::{
     run_alarms, AlarmConfig, AlarmWorkload, Mechanism, DEFAULT_PRIORITY,
@@ -272,7 +272,7 @@ impl Measurement for EtsionLatency {
         Ok(out)
     }
     fn report(&self, out: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         ctx.runtime_fallbacks(doc, out.fallbacks.iter());
         let s = &self.settings;
         let st = &mut doc.settings.extra;
@@ -526,7 +526,7 @@ pub fn figures(out: &Outcome) -> Result<Vec<Figure>, Failure> {
         "Etsion Fig. 7: alarm latency of CONT processes (signals)",
         &lines,
     );
-    Ok(vec![crate::figure("etsion-latency-fig7", svg)?])
+    Ok(vec![crate::common::figure("etsion-latency-fig7", svg)?])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -698,7 +698,7 @@ impl Measurement for EtsionLatencySim {
         Ok(out)
     }
     fn report(&self, out: SimOutcome, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         // Real timestamps, unlike `punctual simulate`'s: the results store sorts experiments by them.
         doc.settings
             .extra
@@ -872,7 +872,7 @@ pub fn sim_figures(out: &SimOutcome) -> Result<Vec<Figure>, Failure> {
         true,
         false,
     );
-    Ok(vec![crate::figure("etsion-latency-fig7", svg)?])
+    Ok(vec![crate::common::figure("etsion-latency-fig7", svg)?])
 }
 
 #[cfg(test)]
@@ -942,10 +942,10 @@ mod tests {
 
     #[test]
     fn table6_numbers_print_like_the_paper() {
-        assert_eq!(crate::group(50_003), "50,003");
-        assert_eq!(crate::group(740_025), "740,025");
-        assert_eq!(crate::group(5), "5");
-        assert_eq!(crate::group(1_000_000), "1,000,000");
+        assert_eq!(crate::common::group(50_003), "50,003");
+        assert_eq!(crate::common::group(740_025), "740,025");
+        assert_eq!(crate::common::group(5), "5");
+        assert_eq!(crate::common::group(1_000_000), "1,000,000");
         assert_eq!(published_us("50,003"), 50_003);
         assert_eq!(published_us("5"), 5);
     }

@@ -9,10 +9,10 @@
 //! measure: [`EtsionOverhead::run`] (the costs, then the sort at each timeslice); model: [`Model`];
 //! tables: [`tables`]; figures: [`figures`].
 
+use crate::common::{group, us2};
 use crate::published::{
     FIG8_PIII1133_EXTREME, FIG8_PIII664_BASE, SORT_MS_10000HZ, SORT_MS_100HZ, TABLE1, TABLE2,
 };
-use crate::{group, us2};
 use punctual_bench::{ctxsw, gaps, kind, memcpy, trap, tsc};
 use punctual_load::{LoadKind, LoadSpec, StartOptions};
 use punctual_result::{Failure, HostFacts, ResultDoc, Series, Table};
@@ -355,7 +355,7 @@ impl Measurement for EtsionOverhead {
         Ok(out)
     }
     fn report(&self, out: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         ctx.runtime_fallbacks(
             doc,
             out.gaps
@@ -822,5 +822,5 @@ pub fn figures(m: &Model) -> Result<Vec<Figure>, Failure> {
         false,
         false,
     );
-    Ok(vec![crate::figure("etsion-overhead-sort", svg)?])
+    Ok(vec![crate::common::figure("etsion-overhead-sort", svg)?])
 }

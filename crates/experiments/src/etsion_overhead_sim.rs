@@ -13,10 +13,10 @@
 //! measure: [`EtsionOverheadSim::run`]; model: [`SimModel`]; tables: [`sim_tables`]; figures:
 //! [`sim_figures`].
 
+use crate::common::{group, simulated_clock};
 use crate::etsion_overhead::NAME;
 use crate::published::etsion_overhead as paper;
 use crate::published::{TABLE1, TABLE2};
-use crate::{group, simulated_clock};
 use punctual_plot::Line;
 use punctual_result::{Failure, ResultDoc, Table};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
@@ -219,7 +219,7 @@ impl Measurement for EtsionOverheadSim {
     }
     fn report(&self, out: SimOutcome, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         simulated_clock(doc);
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         doc.extra.insert("events".into(), out.events.into());
         doc.extra
             .insert("simulated_ns".into(), out.simulated_ns.into());
@@ -440,9 +440,9 @@ fn figs_table(m: &SimModel) -> Table {
          paper's P-III 664: interrupt handler {} (Table 1, no 8253) plus {} cache cost, switch {} (Table 2), then the incoming \
          sort refills what the others evicted of its array from a {} KiB cache at {} MB/s (Table 2's cache bandwidth).",
         m.secs,
-        crate::us2(c.irq_direct as f64) + " us",
-        crate::us2(c.irq_indirect as f64) + " us",
-        crate::us2(c.switch as f64) + " us",
+        crate::common::us2(c.irq_direct as f64) + " us",
+        crate::common::us2(c.irq_indirect as f64) + " us",
+        crate::common::us2(c.switch as f64) + " us",
         k.size_kib,
         k.refill_mb_s
     ));
@@ -515,7 +515,7 @@ fn split_table(m: &SimModel) -> Table {
          overhead) over the share of CPU time the sorts got, so its 100 Hz cell for one process is the paper's by construction \
          and the 10,000 Hz cell comes from the simulation; direct = extra interrupts x {} us, as the paper does with Table 1.",
         m.sort_work_ms,
-        crate::us2(costs().irq_direct as f64)
+        crate::common::us2(costs().irq_direct as f64)
     ));
     t.note("One process never switches, so its indirect share is the interrupts' cache cost (4.5 us each: the simulator's default, \
             about what the paper's example implies, 657 us / 133 = 4.94 us); the switches' refills raise it with shorter quanta.");
@@ -592,7 +592,7 @@ pub fn sim_figures(m: &SimModel) -> Result<Vec<Figure>, Failure> {
             false,
             false,
         );
-        out.push(crate::figure(name, svg)?);
+        out.push(crate::common::figure(name, svg)?);
     }
     Ok(out)
 }

@@ -354,7 +354,7 @@ impl Measurement for KurtArts {
         Ok(out)
     }
     fn report(&self, out: Outcome, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         let st = &mut doc.settings.extra;
         st.insert("packets_per_stream".into(), self.packets.into());
         st.insert("sender_cpu".into(), self.cpu.into());
@@ -552,7 +552,7 @@ pub fn figures(out: &Outcome) -> Result<Vec<Figure>, Failure> {
     if lines.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(vec![crate::figure(
+    Ok(vec![crate::common::figure(
         "kurt-arts-fig4-7",
         punctual_plot::percentile_plot(
             "KURT Fig. 4.7: |inter-arrival - spacing| at the receiver",

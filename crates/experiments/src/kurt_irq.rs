@@ -157,7 +157,7 @@ impl Measurement for KurtIrq {
         Ok(Phases { phases, other })
     }
     fn report(&self, p: Phases, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         crate::traced::unclaim_timer_slack(doc);
         for (c, hard, soft) in p.rows() {
             let (kmin, kmean, kmax) = c.kurt_table_4_3();
@@ -313,7 +313,7 @@ pub fn figures(p: &Phases) -> Vec<Figure> {
                 "duration (us)",
                 &punctual_plot::histogram_buckets(h, width),
             );
-            crate::figure(&format!("kurt-irq-fig4-8-{}", c.name().to_lowercase()), svg).ok()
+            crate::common::figure(&format!("kurt-irq-fig4-8-{}", c.name().to_lowercase()), svg).ok()
         })
         .collect()
 }

@@ -20,7 +20,7 @@ use punctual_explain::{ExplainConfig, Explainer, LateLog, LateRelease, Tally, Wa
 use punctual_periodic::{Periodic, FLAG_REALTIME};
 use punctual_plan::{Action, MissPolicy, NamedAction, Offset, Plan, Task};
 use punctual_result::doc::kind;
-use punctual_result::{Failure, ResultDoc, Series, Table};
+use punctual_result::{Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{Policy, RtWant};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_stats::Recorder;
@@ -38,7 +38,8 @@ const CHILD_PRIORITY: i32 = 80;
 const MODES: [Mode; 4] = [Mode::Rel, Mode::Abs, Mode::Wake, Mode::WakeShielded];
 
 /// How a process waits for its next period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Relative sleep for the rest of the period (the thesis' FIFO baseline).
     Rel,
@@ -98,34 +99,95 @@ fn now() -> u64 {
 /// Late releases a self-timed process keeps for `--explain` (a 10 s row has 1,000 releases).
 const CHILD_LATE_CAPACITY: usize = 4096;
 
-/// One periodic process's body. `first`: absolute instant of its first release (rel/abs); `until`:
-/// absolute end (rel/abs; wake runs until its channel ends); `late_bound`: keep the releases later
-/// than this (rel/abs: a wake client's are kept by the dispatcher). Returns the JSON line it
-/// reports.
-pub fn body(
-    mode: Mode,
-    period: u64,
-    first: u64,
-    until: u64,
-    channel: Option<&str>,
-    late_bound: Option<u64>,
-) -> Result<String, String> {
+/// One periodic process, as the parent hands it over: serialised whole (`__periodic --spec
+/// JSON`), not formatted into flags for a parser to read back.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChildSpec {
+    pub mode: Mode,
+    pub period_ns: u64,
+    /// Absolute instant (CLOCK_MONOTONIC) of its first release (rel/abs).
+    #[serde(default)]
+    pub first_ns: u64,
+    /// Absolute end (rel/abs; wake runs until its channel ends).
+    #[serde(default)]
+    pub until_ns: u64,
+    /// The dispatcher's channel it attaches to (wake modes).
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// Keep the releases later than this for `--explain` (rel/abs: a wake client's are kept by
+    /// the dispatcher).
+    #[serde(default)]
+    pub late_bound_ns: Option<u64>,
+}
+
+/// The hidden subcommand a periodic process runs.
+pub const CHILD_SUBCOMMAND: &str = "__periodic";
+
+impl ChildSpec {
+    /// The spec a `--spec` argument carries.
+    pub fn from_json(json: &str) -> Result<ChildSpec, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    /// `exe __periodic --spec JSON`, its report read from its stdout.
+    pub fn command(&self, exe: &std::path::Path) -> Command {
+        let mut c = Command::new(exe);
+        c.arg(CHILD_SUBCOMMAND)
+            .arg("--spec")
+            .arg(serde_json::to_string(self).expect("a spec serialises"));
+        c.stdout(Stdio::piped()).stdin(Stdio::null());
+        c
+    }
+}
+
+/// A setting held until it drops (the guards of `punctual-rt`).
+type Held = Box<dyn std::any::Any>;
+
+/// The self-timed modes' class: FIFO 80 and locked memory, readied through `punctual-rt` (which
+/// restores them when the guards drop). What the kernel refused is returned to report, the
+/// process running on in the normal class or with unlocked memory.
+fn self_timed_setup() -> Result<(Vec<Held>, Vec<Fallback>), String> {
+    let mut held: Vec<Held> = Vec::new();
+    let guards = punctual_rt::setup_current_thread(&punctual_rt::ThreadRequest {
+        cpu: None,
+        policy: Policy::Fifo,
+        priority: CHILD_PRIORITY as u32,
+        timer_slack_ns: None,
+        fall_back_on_refusal: true,
+    })
+    .map_err(|e| e.to_string())?;
+    let mut fallbacks: Vec<Fallback> = guards.fallback.iter().cloned().collect();
+    held.push(Box::new(guards));
+    match punctual_rt::memlock::lock_all_or_fallback() {
+        Ok(g) => held.push(Box::new(g)),
+        Err(f) => fallbacks.push(f),
+    }
+    Ok((held, fallbacks))
+}
+
+/// One periodic process's body. Returns the JSON line it reports.
+pub fn body(spec: &ChildSpec) -> Result<String, String> {
+    let ChildSpec {
+        mode,
+        period_ns: period,
+        first_ns: first,
+        until_ns: until,
+        ref channel,
+        late_bound_ns: late_bound,
+    } = *spec;
+    let channel = channel.as_deref();
     let mut interval = Recorder::new();
     let mut lateness = Recorder::new();
     let mut late = match late_bound {
         Some(b) if !mode.released() => LateLog::new(b, CHILD_LATE_CAPACITY),
         _ => LateLog::off(),
     };
-    if !mode.released() {
-        let p = libc::sched_param {
-            sched_priority: CHILD_PRIORITY,
-        };
-        // SAFETY: plain syscalls on this process.
-        unsafe {
-            libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
-            libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE);
-        }
-    }
+    // A wake client's class comes with its attach (FLAG_REALTIME).
+    let (_held, fallbacks) = if mode.released() {
+        (Vec::new(), Vec::new())
+    } else {
+        self_timed_setup()?
+    };
     let mut prev: Option<u64> = None;
     let mut note = |t: u64, l: u64, interval: &mut Recorder, lateness: &mut Recorder| {
         if let Some(p) = prev {
@@ -207,6 +269,7 @@ pub fn body(
         // [target, actual, tid, cpu] of each release later than the bound.
         "late": records.iter().map(|r| [r.target, r.actual, r.tid as u64, r.cpu as u64]).collect::<Vec<_>>(),
         "late_dropped": dropped,
+        "fallbacks": fallbacks,
     });
     Ok(v.to_string())
 }
@@ -232,6 +295,28 @@ pub struct Cell {
     pub floor: punctual_bench::gaps::Floor,
     /// A few late releases of each cause with how each was decided.
     pub examples: Option<serde_json::Value>,
+    /// What the processes could not have (FIFO or mlockall refused), each once.
+    pub fallbacks: Vec<Fallback>,
+}
+
+impl Cell {
+    /// A configuration with nothing measured yet.
+    pub fn new(mode: Mode, loaded: bool, n: usize) -> Cell {
+        Cell {
+            mode,
+            loaded,
+            n,
+            interval: Recorder::new(),
+            lateness: Recorder::new(),
+            failures: 0,
+            interference: None,
+            steal: None,
+            causes: None,
+            floor: Default::default(),
+            examples: None,
+            fallbacks: Vec::new(),
+        }
+    }
 }
 
 fn spawn_children(
@@ -244,24 +329,16 @@ fn spawn_children(
 ) -> Result<Vec<std::process::Child>, Failure> {
     (0..n)
         .map(|i| {
-            let mut c = Command::new(exe);
-            c.arg("__periodic")
-                .arg("--mode")
-                .arg(mode.name())
-                .arg("--period-ns")
-                .arg(PERIOD.to_string());
-            c.arg("--first-ns")
-                .arg((first + PERIOD * i as u64 / n as u64).to_string())
-                .arg("--until-ns")
-                .arg(until.to_string());
-            if mode.released() {
-                c.arg("--channel").arg(&channels[i]);
-            }
-            if let Some(b) = late_bound {
-                c.arg("--explain-bound-ns").arg(b.to_string());
-            }
-            c.stdout(Stdio::piped()).stdin(Stdio::null());
-            c.spawn()
+            let spec = ChildSpec {
+                mode,
+                period_ns: PERIOD,
+                first_ns: first + PERIOD * i as u64 / n as u64,
+                until_ns: until,
+                channel: mode.released().then(|| channels[i].clone()),
+                late_bound_ns: late_bound,
+            };
+            spec.command(exe)
+                .spawn()
                 .map_err(|e| Failure::system(format!("starting a periodic process: {e}")))
         })
         .collect()
@@ -285,35 +362,48 @@ fn collect(
             .map_while(Result::ok)
             .last()
             .unwrap_or_default();
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-            cell.failures += 1;
-            continue;
-        };
-        late.1 += v["late_dropped"].as_u64().unwrap_or(0);
-        for r in v["late"].as_array().into_iter().flatten() {
-            let f = |i: usize| r.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
-            late.0.push(LateRelease {
-                series: 0,
-                tid: f(2) as i32,
-                cpu: f(3) as u32,
-                waiter: Waiter::Sleeper,
-                target: f(0),
-                actual: f(1),
-                handover: None,
-                behind: false,
-                last_read: None,
-            });
+        add_report(&line, cell, late);
+    }
+}
+
+/// One process's report line (see [`body`]) merged into `cell` and `late`; a line that does not
+/// parse is a failed process.
+fn add_report(line: &str, cell: &mut Cell, late: &mut (Vec<LateRelease>, u64)) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        cell.failures += 1;
+        return;
+    };
+    late.1 += v["late_dropped"].as_u64().unwrap_or(0);
+    for r in v["late"].as_array().into_iter().flatten() {
+        let f = |i: usize| r.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        late.0.push(LateRelease {
+            series: 0,
+            tid: f(2) as i32,
+            cpu: f(3) as u32,
+            waiter: Waiter::Sleeper,
+            target: f(0),
+            actual: f(1),
+            handover: None,
+            behind: false,
+            last_read: None,
+        });
+    }
+    for (key, rec) in [
+        ("interval", &mut cell.interval),
+        ("lateness", &mut cell.lateness),
+    ] {
+        if let Some(r) = serde_json::from_value::<Series>(v[key].clone())
+            .ok()
+            .and_then(|s| s.recorder().ok())
+        {
+            let _ = rec.merge(&r);
         }
-        for (key, rec) in [
-            ("interval", &mut cell.interval),
-            ("lateness", &mut cell.lateness),
-        ] {
-            if let Some(r) = serde_json::from_value::<Series>(v[key].clone())
-                .ok()
-                .and_then(|s| s.recorder().ok())
-            {
-                let _ = rec.merge(&r);
-            }
+    }
+    let fallbacks: Vec<Fallback> =
+        serde_json::from_value(v["fallbacks"].clone()).unwrap_or_default();
+    for f in fallbacks {
+        if !cell.fallbacks.contains(&f) {
+            cell.fallbacks.push(f);
         }
     }
 }
@@ -339,19 +429,7 @@ pub fn measure(
     loaded: bool,
     row: &RowSettings,
 ) -> Result<Cell, Failure> {
-    let mut cell = Cell {
-        mode,
-        loaded,
-        n,
-        interval: Recorder::new(),
-        lateness: Recorder::new(),
-        failures: 0,
-        interference: None,
-        steal: None,
-        causes: None,
-        floor: Default::default(),
-        examples: None,
-    };
+    let mut cell = Cell::new(mode, loaded, n);
     let steal = punctual_rt::host::StealMeter::start();
     let loads = if loaded {
         let spec: punctual_load::LoadSpec =
@@ -646,7 +724,7 @@ impl Measurement for KurtPeriodic {
         Some(LiveSpec::timed(self.per.saturating_mul(n), String::new))
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Vec<Cell>, Failure> {
-        crate::needs_realtime(ctx, NAME, "periodic processes")?;
+        crate::common::needs_realtime(ctx, NAME, "periodic processes")?;
         let mut cells = Vec::new();
         for (loaded, mode, n) in Self::configurations() {
             if ctx.stop().load(Ordering::Relaxed) {
@@ -673,8 +751,9 @@ impl Measurement for KurtPeriodic {
         }
         Ok(cells)
     }
-    fn report(&self, cells: Vec<Cell>, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+    fn report(&self, cells: Vec<Cell>, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
+        crate::common::mark(doc, NAME, self.quick);
+        record_fallbacks(ctx, doc, &cells);
         let s = &mut doc.settings.extra;
         s.insert("period_ns".into(), PERIOD.into());
         s.insert("per_configuration_ns".into(), self.per.into());
@@ -690,7 +769,7 @@ impl Measurement for KurtPeriodic {
         let mut figures = figures(&cells)?;
         if cells.iter().any(|c| c.causes.is_some()) {
             tables.push(explain_table(&cells));
-            figures.push(crate::figure(
+            figures.push(crate::common::figure(
                 "kurt-periodic-late-by-cause",
                 causes_figure(&cells),
             )?);
@@ -700,6 +779,17 @@ impl Measurement for KurtPeriodic {
             figures,
             ..Report::default()
         })
+    }
+}
+
+/// What the periodic processes could not have, in the document's fallbacks and said once each:
+/// their rows ran without it (the session's own class and memory lock are what it recorded).
+fn record_fallbacks(ctx: &Ctx, doc: &mut ResultDoc, cells: &[Cell]) {
+    for f in cells.iter().flat_map(|c| &c.fallbacks) {
+        if !doc.settings.fallbacks.contains(f) {
+            ctx.note(format!("fallback of the periodic processes: {f}"));
+            doc.settings.fallbacks.push(f.clone());
+        }
     }
 }
 
@@ -1065,7 +1155,7 @@ pub fn figures(cells: &[Cell]) -> Result<Vec<Figure>, Failure> {
             true,
             false,
         );
-        out.push(crate::figure(&format!("kurt-periodic-{n}"), svg)?);
+        out.push(crate::common::figure(&format!("kurt-periodic-{n}"), svg)?);
     }
     for c in cells.iter().filter(|c| c.interval.count() > 0) {
         // 10 us buckets up to the largest deviation (log count axis: the rare long ones show).
@@ -1080,10 +1170,106 @@ pub fn figures(cells: &[Cell]) -> Result<Vec<Figure>, Failure> {
             "deviation from 10 ms (us)",
             &buckets,
         );
-        out.push(crate::figure(
+        out.push(crate::common::figure(
             &format!("kurt-periodic-hist-{}-{load}-{}", c.mode.name(), c.n),
             svg,
         )?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The process is started from its spec serialised whole, and reads back the same spec.
+    #[test]
+    fn a_child_gets_its_spec_as_json_and_reads_it_back() {
+        let spec = ChildSpec {
+            mode: Mode::WakeShielded,
+            period_ns: PERIOD,
+            first_ns: 0,
+            until_ns: 0,
+            channel: Some("kurt-1-0".into()),
+            late_bound_ns: Some(10_000),
+        };
+        let cmd = spec.command(std::path::Path::new("/bin/punctual"));
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args[..2], [CHILD_SUBCOMMAND, "--spec"]);
+        assert!(args[2].contains("\"wake-shielded\""), "{}", args[2]);
+        assert_eq!(ChildSpec::from_json(&args[2]), Ok(spec));
+        // What a hand-written spec leaves out takes the flags' defaults.
+        let short = ChildSpec::from_json(r#"{"mode":"rel","period_ns":1000}"#).unwrap();
+        assert_eq!((short.first_ns, short.channel), (0, None));
+        let bad = ChildSpec::from_json(r#"{"mode":"sleepy","period_ns":1}"#).unwrap_err();
+        assert!(bad.starts_with("unknown variant `sleepy`"), "{bad}");
+    }
+
+    /// A self-timed process readied through punctual-rt runs its releases and reports them with
+    /// what it could not have; the parent merges its figures and records each fallback once.
+    #[test]
+    fn a_self_timed_child_reports_its_releases_and_fallbacks_to_the_parent() {
+        // Far enough ahead for the thread to start and lock the memory of this whole process.
+        let first = now() + 200_000_000;
+        let spec = ChildSpec {
+            mode: Mode::Abs,
+            period_ns: 2_000_000,
+            first_ns: first,
+            until_ns: first + 20_000_000,
+            channel: None,
+            late_bound_ns: Some(0),
+        };
+        let line = std::thread::spawn(move || body(&spec))
+            .join()
+            .unwrap()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        // Root here gets FIFO and locked memory (no fallback); without the privilege each
+        // refusal is listed instead of ignored.
+        let listed = v["fallbacks"]
+            .as_array()
+            .expect("fallbacks are reported")
+            .len();
+        let mut cell = Cell::new(Mode::Abs, false, 1);
+        let mut late = (Vec::new(), 0);
+        add_report(&line, &mut cell, &mut late);
+        assert_eq!(cell.failures, 0);
+        // One release every 2 ms for 20 ms; one a loaded machine made it miss is counted so.
+        let ran = cell.lateness.count();
+        assert_eq!(ran + cell.lateness.missed_periods(), 10);
+        assert_eq!(cell.interval.count(), ran - 1);
+        assert_eq!(
+            late.0.len() as u64 + late.1,
+            ran,
+            "a bound of 0 keeps every release"
+        );
+        assert_eq!(cell.fallbacks.len(), listed);
+
+        // Two processes refused the same class: recorded once. A line that is not a report is
+        // a failed process.
+        let refused = Fallback {
+            setting: "scheduling policy".into(),
+            wanted: "SCHED_FIFO 80".into(),
+            got: "SCHED_OTHER".into(),
+            why: "EPERM".into(),
+            fix: "run as root".into(),
+        };
+        let mut v = v;
+        v["fallbacks"] = serde_json::json!([refused]);
+        let mut cell = Cell::new(Mode::Abs, false, 1);
+        for _ in 0..2 {
+            add_report(&v.to_string(), &mut cell, &mut late);
+        }
+        add_report(
+            "punctual __periodic: the channel ended",
+            &mut cell,
+            &mut late,
+        );
+        assert_eq!(cell.fallbacks, vec![refused]);
+        assert_eq!(cell.failures, 1);
+        assert_eq!(cell.lateness.count(), 2 * ran);
+    }
 }

@@ -221,7 +221,7 @@ impl Measurement for KurtUtime {
     }
     fn report(&self, o: Outcome, _ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
         let Outcome { cases, loops } = o;
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         crate::traced::unclaim_timer_slack(doc);
         for c in &cases {
             doc.series.push(
@@ -344,8 +344,8 @@ impl Model {
 
 fn cells(r: Option<Row>) -> Vec<String> {
     match r {
-        Some([n, p50, p90, p99, max]) => std::iter::once(crate::group(n))
-            .chain([p50, p90, p99, max].map(|ns| crate::us2(ns as f64)))
+        Some([n, p50, p90, p99, max]) => std::iter::once(crate::common::group(n))
+            .chain([p50, p90, p99, max].map(|ns| crate::common::us2(ns as f64)))
             .collect(),
         None => vec!["-".into(); 5],
     }
@@ -421,7 +421,7 @@ pub fn tables(m: &Model) -> Vec<Table> {
         Some([n, p50, p90, p99, max]) => t2.row(
             [
                 format!("here: {}", "this kernel (hrtimers)"),
-                crate::group(n),
+                crate::common::group(n),
             ]
             .into_iter()
             .chain([p50, p90, p99, max].map(ms)),
@@ -513,7 +513,7 @@ pub fn figures(cases: &[Case]) -> Result<Vec<Figure>, Failure> {
         if l.is_empty() {
             continue;
         }
-        figs.push(crate::figure(
+        figs.push(crate::common::figure(
             name,
             punctual_plot::line_plot(title, x, "fraction", &l, true, false),
         )?);

@@ -10,7 +10,7 @@
 //!
 //! measure: [`McKenneyChoose::run`]; model: [`Model`]; tables: [`tables`]; figures: [`figures`].
 
-use crate::group;
+use crate::common::group;
 use crate::published::mckenney as paper;
 use punctual_advise::mckenney::{crossover, kind_key, WorkKind};
 use punctual_latency::{Config, Mode, Stop};
@@ -189,127 +189,20 @@ impl KernelWork {
     }
 }
 
-/// Whether this kernel's preemption mode can be switched at run time.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Preempt {
-    Switchable {
-        original: String,
-        modes: Vec<String>,
-    },
-    NotSwitchable(String),
-}
+/// Whether this kernel's preemption mode can be switched at run time (probed by
+/// `punctual-rt`, which owns the preemption knobs).
+pub use punctual_rt::preempt::{
+    parse as parse_preempt, probe as probe_preempt, Switching as Preempt,
+};
 
-impl Preempt {
-    pub fn describe(&self) -> String {
-        match self {
-            Preempt::Switchable { original, modes } => {
-                format!("switched: {} (back to {original})", modes.join(", "))
-            }
-            Preempt::NotSwitchable(why) => format!("not switchable here: {why}"),
+/// The preemption modes in a sentence: which were switched, or why they could not be.
+fn describe_preempt(p: &Preempt) -> String {
+    match p {
+        Preempt::Switchable { original, modes } => {
+            format!("switched: {} (back to {original})", modes.join(", "))
         }
+        Preempt::NotSwitchable(why) => format!("not switchable here: {why}"),
     }
-}
-
-/// The modes a `sched/preempt` file lists and the current one (in parentheses):
-/// `none voluntary (full) lazy` -> (`full`, [none, voluntary, full, lazy]).
-pub fn parse_preempt(text: &str) -> Option<(String, Vec<String>)> {
-    let mut current = None;
-    let modes: Vec<String> = text
-        .split_whitespace()
-        .map(
-            |w| match w.strip_prefix('(').and_then(|w| w.strip_suffix(')')) {
-                Some(m) => {
-                    current = Some(m.to_string());
-                    m.to_string()
-                }
-                None => w.to_string(),
-            },
-        )
-        .collect();
-    Some((current?, modes))
-}
-
-fn write_mode(path: &Path, mode: &str) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)?
-        .write_all(mode.as_bytes())
-}
-
-/// Whether the modes can be switched: the file read, and the current mode written back (which
-/// changes nothing) to see whether the kernel takes a write at all.
-pub fn probe_preempt(path: &Path) -> Preempt {
-    match std::fs::read_to_string(path) {
-        Ok(text) => match parse_preempt(&text) {
-            Some((original, modes)) => match write_mode(path, &original) {
-                Ok(()) => Preempt::Switchable { original, modes },
-                Err(e) => Preempt::NotSwitchable(format!("writing {}: {e}", path.display())),
-            },
-            None => Preempt::NotSwitchable(format!(
-                "{} lists no current mode: {:?}",
-                path.display(),
-                text.trim()
-            )),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == Path::new(PREEMPT_PATH) => {
-            Preempt::NotSwitchable(match debugfs_privately(path) {
-                Ok(()) => format!(
-                    "{PREEMPT_PATH} is absent (debugfs is not mounted; in a private mount it is \
-                     writable: mount -t debugfs none /sys/kernel/debug, then run again)"
-                ),
-                Err(e) => format!(
-                    "{PREEMPT_PATH} is absent (debugfs is not mounted), and in a private mount of \
-                     debugfs: {e}"
-                ),
-            })
-        }
-        Err(e) => Preempt::NotSwitchable(format!("reading {}: {e}", path.display())),
-    }
-}
-
-/// Mount debugfs in a mount namespace of a thread of its own and try to open the file for
-/// writing, so the table can say whether mounting debugfs would help, without mounting anything
-/// the machine sees: the namespace (and the mount) goes when the thread ends.
-fn debugfs_privately(path: &Path) -> Result<(), String> {
-    let path = path.to_owned();
-    std::thread::spawn(move || -> Result<(), String> {
-        let os = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-        // SAFETY: unshare and mount with valid C strings; they change this thread's namespace only.
-        unsafe {
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(os("a private mount namespace"));
-            }
-            // Nothing mounted here may propagate back to the machine's namespace.
-            if libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
-                return Err(os("making the namespace private"));
-            }
-            if libc::mount(
-                c"debugfs".as_ptr(),
-                c"/sys/kernel/debug".as_ptr(),
-                c"debugfs".as_ptr(),
-                0,
-                std::ptr::null(),
-            ) != 0
-            {
-                return Err(os("mounting debugfs"));
-            }
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    })
-    .join()
-    .unwrap_or_else(|_| Err("the probe thread panicked".into()))
 }
 
 /// One start-latency distribution.
@@ -548,8 +441,7 @@ pub fn syscalls(calls: u64) -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
         f.write_all(&buf)?;
         drop(f);
-        // SAFETY: getppid has no preconditions.
-        std::hint::black_box(unsafe { libc::getppid() });
+        std::hint::black_box(nix::unistd::getppid());
     }
     Ok(())
 }
@@ -826,7 +718,7 @@ impl Measurement for McKenneyChoose {
         Ok(out)
     }
     fn report(&self, out: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         ctx.runtime_fallbacks(doc, out.fallbacks.iter());
         let s = &self.settings;
         let st = &mut doc.settings.extra;
@@ -1198,11 +1090,14 @@ fn start_table(m: &Model) -> Table {
         "-".into(),
         "-".into(),
         match &m.preempt {
-            Preempt::Switchable { .. } => m.preempt.describe(),
+            Preempt::Switchable { .. } => describe_preempt(&m.preempt),
             Preempt::NotSwitchable(_) => "not switchable here".into(),
         },
     ]);
-    t.note(format!("Preemption modes: {}.", m.preempt.describe()));
+    t.note(format!(
+        "Preemption modes: {}.",
+        describe_preempt(&m.preempt)
+    ));
     for n in &m.notes {
         t.note(n.clone());
     }
@@ -1331,7 +1226,7 @@ pub fn figures(m: &Model, out: &Outcome) -> Result<Vec<Figure>, Failure> {
         .map(|c| (c.name(), &c.rec))
         .collect();
     if !lines.is_empty() {
-        figs.push(crate::figure(
+        figs.push(crate::common::figure(
             "mckenney-choose-start",
             punctual_plot::percentile_plot(
                 "McKenney: start latency, real time vs real fast",
@@ -1356,7 +1251,7 @@ pub fn figures(m: &Model, out: &Outcome) -> Result<Vec<Figure>, Failure> {
             continue;
         }
         let fig = figure_of(w.kind);
-        figs.push(crate::figure(
+        figs.push(crate::common::figure(
             &format!(
                 "mckenney-choose-{}-{}",
                 fig.to_lowercase().replace(". ", ""),
@@ -1382,80 +1277,6 @@ pub fn figures(m: &Model, out: &Outcome) -> Result<Vec<Figure>, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn preempt_file_contents_are_parsed() {
-        assert_eq!(
-            parse_preempt("none voluntary (full) lazy\n"),
-            Some((
-                "full".into(),
-                vec![
-                    "none".into(),
-                    "voluntary".into(),
-                    "full".into(),
-                    "lazy".into()
-                ]
-            ))
-        );
-        assert_eq!(parse_preempt("none voluntary full"), None);
-    }
-
-    /// The guard puts the original mode back when it drops, on an early return as on success;
-    /// while it is held the change is in the journal (so a killed run is undone by the next).
-    #[test]
-    fn preemption_mode_is_journalled_and_restored_on_every_path() {
-        use punctual_rt::journal::{global, Change};
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("preempt");
-        std::fs::write(&f, "none voluntary (full) lazy\n").unwrap();
-        let journalled = || {
-            global()
-                .pending()
-                .iter()
-                .any(|c| matches!(c, Change::File { path, original } if *path == f && original == "full"))
-        };
-        let failing = || -> Result<(), String> {
-            let _g = punctual_rt::preempt::set(&f, "full", "none").map_err(|e| e.to_string())?;
-            assert_eq!(std::fs::read_to_string(&f).unwrap(), "none");
-            assert!(journalled(), "the switch is journalled while it holds");
-            Err("a measurement failed".into())
-        };
-        assert!(failing().is_err());
-        assert_eq!(std::fs::read_to_string(&f).unwrap(), "full");
-        assert!(!journalled(), "restored, so no longer in the journal");
-        let missing = dir.path().join("absent");
-        assert!(punctual_rt::preempt::set(&missing, "full", "none").is_err());
-        assert!(!missing.exists(), "a refused set leaves nothing to restore");
-        assert!(
-            punctual_rt::preempt::set(&f, "full", "fast").is_err(),
-            "only modes are written"
-        );
-        assert_eq!(std::fs::read_to_string(&f).unwrap(), "full");
-    }
-
-    #[test]
-    fn a_file_that_refuses_writes_is_reported() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("preempt");
-        std::fs::write(&file, "none (voluntary) full\n").unwrap();
-        // A directory cannot be opened for writing, whoever we are.
-        match probe_preempt(dir.path()) {
-            Preempt::NotSwitchable(why) => assert!(why.contains("reading"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(
-            probe_preempt(&file),
-            Preempt::Switchable {
-                original: "voluntary".into(),
-                modes: vec!["none".into(), "voluntary".into(), "full".into()]
-            }
-        );
-        assert_eq!(
-            std::fs::read_to_string(&file).unwrap(),
-            "voluntary",
-            "the probe writes back only the current mode"
-        );
-    }
 
     #[test]
     fn crossings_on_curves_with_a_known_answer() {

@@ -8,7 +8,7 @@
 //! measure: [`McKenneyNanosleep::run`] (rows by [`McKenneyNanosleep::row`]); model: [`Model`];
 //! tables: [`tables`]; figures: [`figures`].
 
-use crate::group;
+use crate::common::group;
 use crate::published::mckenney as paper;
 use punctual_bench::kind;
 use punctual_latency::{Config, Mode, Stop};
@@ -193,16 +193,10 @@ impl McKenneyNanosleep {
         fallbacks: &mut Vec<Fallback>,
     ) -> Result<Recorder, Failure> {
         let _lock = if mlock {
-            match punctual_rt::memlock::MlockGuard::lock_all() {
+            match punctual_rt::memlock::lock_all_or_fallback() {
                 Ok(g) => Some(g),
-                Err(e) => {
-                    fallbacks.push(Fallback {
-                        setting: "memory locking".into(),
-                        wanted: "mlockall".into(),
-                        got: "unlocked memory".into(),
-                        why: e.to_string(),
-                        fix: punctual_rt::privilege::MLOCK_FIX.into(),
-                    });
+                Err(f) => {
+                    fallbacks.push(f);
                     None
                 }
             }
@@ -313,7 +307,7 @@ impl Measurement for McKenneyNanosleep {
         Ok(out)
     }
     fn report(&self, out: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         ctx.runtime_fallbacks(doc, out.fallbacks.iter());
         let st = &mut doc.settings.extra;
         st.insert("sleep_ns".into(), self.settings.sleep_ns.into());
@@ -605,7 +599,7 @@ pub fn figures(out: &Outcome) -> Result<Vec<Figure>, Failure> {
     if let Some(b) = &out.build {
         lines.push(("beside a build".into(), &b.rec));
     }
-    let f1 = crate::figure(
+    let f1 = crate::common::figure(
         "mckenney-nanosleep-ladder",
         punctual_plot::percentile_plot("McKenney: nanosleep jitter, pitfall by pitfall", &lines),
     )?;
@@ -615,7 +609,7 @@ pub fn figures(out: &Outcome) -> Result<Vec<Figure>, Failure> {
             .map(|(n, r)| (*n as f64, f(&Jitter::of(r)) as f64 / 1000.0))
             .collect::<Vec<_>>()
     };
-    let f8 = crate::figure(
+    let f8 = crate::common::figure(
         "mckenney-nanosleep-fig8",
         punctual_plot::line_plot(
             "McKenney Fig. 8: nanosleep jitter with parallel tasks",

@@ -115,37 +115,17 @@ fn sleep_until(stop: &AtomicBool, t: Instant) {
 
 /// Console: a program writing lines to its terminal (a pseudo-terminal) and a terminal reading them.
 pub fn console(g: &mut Generators) {
-    let mut master = 0;
-    let mut slave = 0;
-    // SAFETY: openpty writes two descriptors we then own; the name/termios/winsize arguments may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
+    let Ok(punctual_rt::pty::Pty {
+        master: mut reader,
+        slave: mut writer,
+    }) = punctual_rt::pty::Pty::open()
+    else {
         return;
-    }
-    use std::os::fd::FromRawFd;
-    // SAFETY: openpty succeeded, so `master` is an open descriptor that nothing else owns or
-    // closes; the File takes it over.
-    let mut reader = unsafe { std::fs::File::from_raw_fd(master) };
-    // SAFETY: as for `master`: `slave` came from the same successful openpty, owned by no one else.
-    let mut writer = unsafe { std::fs::File::from_raw_fd(slave) };
+    };
     g.spawn("pt-console-r", move |stop| {
         let mut buf = [0u8; 4096];
         while !stop.load(Ordering::Relaxed) {
-            let mut p = libc::pollfd {
-                fd: master,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            if unsafe { libc::poll(&mut p, 1, 50) } > 0 && reader.read(&mut buf).is_err() {
+            if punctual_rt::pty::readable(&reader, 50) && reader.read(&mut buf).is_err() {
                 return;
             }
         }

@@ -305,7 +305,7 @@ impl Measurement for ZeadallyDispatch {
     }
     fn run(&mut self, ctx: &Ctx) -> Result<Outcome, Failure> {
         self.settings.check()?;
-        crate::needs_realtime(ctx, NAME, "real-time dispatch beside time sharing")?;
+        crate::common::needs_realtime(ctx, NAME, "real-time dispatch beside time sharing")?;
         let mut out = Outcome {
             measured: Vec::new(),
             interrupt: Err("not measured".into()),
@@ -328,7 +328,7 @@ impl Measurement for ZeadallyDispatch {
         Ok(out)
     }
     fn report(&self, out: Outcome, ctx: &Ctx, doc: &mut ResultDoc) -> Result<Report, Failure> {
-        crate::mark(doc, NAME, self.quick);
+        crate::common::mark(doc, NAME, self.quick);
         ctx.runtime_fallbacks(doc, out.fallbacks.iter());
         let s = &self.settings;
         let st = &mut doc.settings.extra;
@@ -615,5 +615,5 @@ pub fn figures(out: &Outcome, main: Event) -> Result<Vec<Figure>, Failure> {
         "Zeadally Figs. 2-3: process dispatch latency (exponential percentile axis)",
         &lines,
     );
-    Ok(vec![crate::figure("zeadally-dispatch", svg)?])
+    Ok(vec![crate::common::figure("zeadally-dispatch", svg)?])
 }

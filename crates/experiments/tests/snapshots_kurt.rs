@@ -89,17 +89,8 @@ fn every_process_count_gets_its_figure_and_every_row_its_histogram() {
             interval.record(1_000 + (i * 37) % 20_000);
         }
         Cell {
-            mode,
-            loaded,
-            n,
             interval,
-            lateness: Recorder::new(),
-            failures: 0,
-            interference: None,
-            steal: None,
-            causes: None,
-            floor: Default::default(),
-            examples: None,
+            ..Cell::new(mode, loaded, n)
         }
     };
     let cells = vec![

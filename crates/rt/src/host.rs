@@ -215,8 +215,8 @@ fn parse_busy(stat: &str, user_hz: u64) -> Option<u64> {
     total
 }
 
-/// This process's CPU time and that of its children it waited for, ns.
-fn own_cpu_ns() -> u64 {
+/// This process's CPU time and that of its children it waited for, ns (`getrusage`).
+pub fn own_cpu_ns() -> u64 {
     let of = |who| {
         // SAFETY: rusage is plain C data (integers and timevals): all zeros is valid.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
@@ -228,6 +228,31 @@ fn own_cpu_ns() -> u64 {
         t(u.ru_utime) + t(u.ru_stime)
     };
     of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+}
+
+/// `cpu`'s busy time (user, nice, system, irq, softirq) and steal since boot, ns, from
+/// `/proc/stat` (USER_HZ ticks); `None` when it has no line for `cpu`.
+pub fn cpu_busy_and_steal_ns(cpu: usize) -> Option<(u64, Option<u64>)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    // SAFETY: plain sysconf query.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    parse_cpu_line(&text, cpu, hz)
+}
+
+fn parse_cpu_line(text: &str, cpu: usize, hz: u64) -> Option<(u64, Option<u64>)> {
+    let name = format!("cpu{cpu}");
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let ns = |ticks: u64| ticks.saturating_mul(1_000_000_000) / hz;
+    // user nice system idle iowait irq softirq steal ...
+    let busy = [0, 1, 2, 5, 6].iter().filter_map(|&i| f.get(i)).sum();
+    Some((ns(busy), f.get(7).map(|&s| ns(s))))
 }
 
 /// One CPU's steal time for a timing loop: `/proc/stat` kept open and read into a buffer allocated
@@ -345,6 +370,43 @@ mod tests {
             assert!(m.others_cpu_ns().is_some());
         }
         assert!(own_cpu_ns() >= 20_000_000, "{}", own_cpu_ns());
+    }
+
+    #[test]
+    fn a_cpu_line_gives_busy_and_steal_time() {
+        let text =
+            "cpu  10 0 0 0 0 0 0 0 0 0\ncpu0 1 2 3 400 5 6 7 8 0 0\ncpu1 100 0 50 1 0 0 0 25 0 0\n";
+        // cpu1: user 100 + system 50 = 150 ticks of 10 ms; steal 25 ticks.
+        assert_eq!(
+            parse_cpu_line(text, 1, 100),
+            Some((1_500_000_000, Some(250_000_000)))
+        );
+        assert_eq!(parse_cpu_line(text, 0, 100).unwrap().0, 190_000_000);
+        assert_eq!(
+            parse_cpu_line("cpu2 1 2 3\n", 2, 100),
+            Some((60_000_000, None))
+        );
+        assert_eq!(parse_cpu_line(text, 2, 100), None);
+    }
+
+    /// The running process's own CPU time grows by at least what it burned.
+    #[test]
+    fn own_cpu_time_counts_this_process() {
+        let before = own_cpu_ns();
+        let t0 = std::time::Instant::now();
+        let (mut x, mut spent) = (0u64, 0);
+        // 50 ms of CPU time for this thread (5 s at most, however busy the machine is).
+        let thread_ns = || punctual_time::clock::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
+        let c0 = thread_ns();
+        while spent < 50_000_000 && t0.elapsed().as_secs() < 5 {
+            x = std::hint::black_box(x.wrapping_add(1));
+            spent = thread_ns() - c0;
+        }
+        // getrusage's split into user and system time is sampled, their sum is not: half is a wide
+        // margin that still tells this process's time from none.
+        assert!(own_cpu_ns() - before >= spent / 2, "{spent} ns burned");
+        let here = cpu_busy_and_steal_ns(crate::online_cpus()[0]);
+        assert!(here.is_some_and(|(busy, _)| busy > 0), "{here:?}");
     }
 
     #[test]

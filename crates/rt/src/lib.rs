@@ -21,6 +21,7 @@ pub mod memlock;
 mod policy;
 pub mod preempt;
 pub mod privilege;
+pub mod pty;
 pub mod rr;
 pub mod rtgroup;
 pub mod sched;
