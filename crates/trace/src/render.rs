@@ -311,7 +311,7 @@ pub fn kurt_table(a: &Analysis) -> Table {
     let mut t = Table::new(&[
         "Category", "KURT min", "mean", "max", "hardirq n", "min", "mean", "max", "softirq n", "min", "mean", "max",
     ])
-    .titled("Table 4.3: time spent with interrupts disabled per subsystem (us); KURT 1998 beside this machine");
+    .titled("Table 4.3: interrupts disabled per subsystem in KURT 1998 (us) beside handler durations here");
     for c in Category::ALL {
         let (kmin, kmean, kmax) = c.kurt_table_4_3();
         let mut row = vec![
