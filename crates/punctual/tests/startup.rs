@@ -172,9 +172,17 @@ fn signal_at_random_points_of_start_up_ends_every_run_within_bound_and_restored(
                 break s;
             }
             if t0.elapsed() > Duration::from_secs(30) {
+                // What the run's threads and every real-time task on the machine were doing (twice
+                // in helpers' loaded runs, cause not measured): read before the kill.
+                let seen = threads_of(child.id() as i32);
+                let rt = realtime_runnable();
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("signal {signal} {delay:?} into start-up: still running 30 s later");
+                panic!(
+                    "signal {signal} {delay:?} into start-up: still running 30 s later\n\
+                     its threads (tid name state cpu policy prio wchan):\n{seen}\n\
+                     runnable real-time tasks on the machine:\n{rt}"
+                );
             }
             std::thread::sleep(Duration::from_millis(5));
         };
@@ -215,6 +223,66 @@ fn signal_at_random_points_of_start_up_ends_every_run_within_bound_and_restored(
 }
 
 /// Whether any live process carries `tag` in its environment (a run and every child it started).
+/// A thread as `/proc/PID/task/TID/stat` gives it when a run hangs: a line (tid, name, state,
+/// last CPU, policy, real-time priority, the kernel function it waits in), whether it is
+/// runnable, and whether it is real-time (SCHED_FIFO or SCHED_RR).
+fn thread_line(dir: &std::path::Path) -> Option<(String, bool, bool)> {
+    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    let name = stat[stat.find('(')? + 1..stat.rfind(')')?].to_string();
+    let f: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+    // After the name: state is field 3, processor 39, rt_priority 40, policy 41 (1-based).
+    let (state, cpu, prio, policy) = (*f.first()?, f.get(36)?, f.get(37)?, *f.get(38)?);
+    let wchan = std::fs::read_to_string(dir.join("wchan")).unwrap_or_default();
+    let tid = dir.file_name()?.to_string_lossy().into_owned();
+    let line = format!("{tid} {name} {state} cpu {cpu} policy {policy} prio {prio} {wchan}");
+    Some((line, state == "R", policy == "1" || policy == "2"))
+}
+
+fn threads_of(pid: i32) -> String {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        out.extend(thread_line(&t.path()).map(|t| t.0));
+    }
+    out.join("\n")
+}
+
+/// Every runnable real-time task on the machine.
+fn realtime_runnable() -> String {
+    let mut out = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let pid = p.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        for t in std::fs::read_dir(p.path().join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Some((line, true, true)) = thread_line(&t.path()) {
+                out.push(format!("pid {pid} {line}"));
+            }
+        }
+    }
+    out.join("\n")
+}
+
+/// The hang diagnostics read what they say: this test's own thread is running, at the normal class.
+#[test]
+fn the_hang_diagnostics_read_a_thread_of_ours() {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    let dir = std::path::PathBuf::from(format!("/proc/self/task/{me}"));
+    let (line, runnable, realtime) = thread_line(&dir).expect("our own stat");
+    assert!(line.starts_with(&format!("{me} ")), "{line}");
+    assert!(runnable && !realtime, "{line}");
+    assert!(threads_of(std::process::id() as i32).contains(&line[..me.to_string().len() + 1]));
+}
+
 fn env_tagged_alive(tag: &str) -> Vec<String> {
     let needle = format!("PUNCTUAL_TEST_TAG={tag}");
     let mut found = vec![];
