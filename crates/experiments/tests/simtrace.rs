@@ -358,7 +358,17 @@ fn etsion_billing_traces_the_mix_and_prints_paper_simulator_and_trace() {
         let s = done.doc.series.iter().find(|s| s.name == label).unwrap();
         s.extra["cpu_ns"].as_u64().unwrap()
     };
-    assert!(cpu_of("CPU-bound (w/ game loop)") < cpu_of("CPU-bound"));
+    // Only when neither run shared its CPU with other work (the experiment says so in
+    // `cpu_sharing`): a build on the same CPU decides both figures (a loaded suite run once gave
+    // the task beside the game loop more CPU than the one alone).
+    let shared = |run: &str| {
+        let all = done.doc.extra["cpu_sharing"].as_array().unwrap();
+        let s = all.iter().find(|s| s["run"] == run).unwrap();
+        s["shared"].as_bool().unwrap()
+    };
+    if !shared("a CPU-bound task") && !shared("a CPU-bound task beside a game loop") {
+        assert!(cpu_of("CPU-bound (w/ game loop)") < cpu_of("CPU-bound"));
+    }
     assert!(done.doc.extra["events"].as_u64().unwrap() > 0);
     // A measurement of this machine records the hypervisor's share of every CPU, holding
     // nothing real-time.
