@@ -228,9 +228,8 @@ fn signal_at_random_points_of_start_up_ends_every_run_within_bound_and_restored(
 /// runnable, and whether it is real-time (SCHED_FIFO or SCHED_RR).
 fn thread_line(dir: &std::path::Path) -> Option<(String, bool, bool)> {
     let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-    let name = stat[stat.find('(')? + 1..stat.rfind(')')?].to_string();
-    let f: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
-    // After the name: state is field 3, processor 39, rt_priority 40, policy 41 (1-based).
+    let (name, f) = punctual_rt::stat_fields(&stat)?;
+    // State is field 3, processor 39, rt_priority 40, policy 41 (1-based).
     let (state, cpu, prio, policy) = (*f.first()?, f.get(36)?, f.get(37)?, *f.get(38)?);
     let wchan = std::fs::read_to_string(dir.join("wchan")).unwrap_or_default();
     let tid = dir.file_name()?.to_string_lossy().into_owned();

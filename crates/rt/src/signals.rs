@@ -217,12 +217,10 @@ pub fn unstick(moved: &mut Vec<i32>) -> usize {
 /// A thread's state letter and the CPU it last ran on (`/proc/self/task/TID/stat`).
 fn task_state(tid: i32) -> Option<(char, usize)> {
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    // After the command name, which may hold blanks and parentheses: state is field 3, the CPU
-    // field 39.
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let cpu = fields.nth(35)?.parse().ok()?;
+    // The state is field 3, the CPU field 39.
+    let (_, f) = crate::task::stat_fields(&text)?;
+    let state = f.first()?.chars().next()?;
+    let cpu = f.get(39 - 3)?.parse().ok()?;
     Some((state, cpu))
 }
 
