@@ -153,10 +153,7 @@ pub(crate) fn end_clients(clients: &mut [Child]) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     for c in clients {
-        if !matches!(c.try_wait(), Ok(Some(_))) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        punctual_rt::signals::end_child(c);
     }
 }
 

@@ -579,8 +579,7 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
     let children = spawn_children(ctx.exe(), cell.mode, n, (0, 0), &channels, None)?;
     let kill = |children: Vec<std::process::Child>| {
         for mut c in children {
-            let _ = c.kill();
-            let _ = c.wait();
+            punctual_rt::signals::end_child(&mut c);
         }
     };
     if !shielded {

@@ -44,8 +44,12 @@ impl Held {
         }
     }
 
-    /// SIGKILL, unless it has already been reaped (the pid may belong to someone else by then).
+    /// SIGKILL, unless it has already been reaped (the pid may belong to someone else by then);
+    /// moved and demoted first if real-time work holds its CPUs ([`crate::signals::unstick_process`]).
     pub fn kill(&mut self) -> io::Result<()> {
+        if self.status.is_none() {
+            crate::signals::unstick_process(self.id());
+        }
         self.signal(libc::SIGKILL)
     }
 

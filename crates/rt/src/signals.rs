@@ -167,7 +167,10 @@ const UNSTICK_GRACE: std::time::Duration = std::time::Duration::from_millis(200)
 /// see the stop flag because they cannot run: pinned to one CPU that another process's real-time
 /// work holds (another punctual's shield and dispatcher, a FIFO spinner; measured in issue 32:
 /// `latency` threads and `bench alarm` processes on a CPU held so took 1.4 s and 7.4 s to stop).
-/// Each such thread is moved off that CPU once; the measurement is ending anyway.
+/// Each such thread is moved off that CPU once, and leaves the real-time class: with every CPU
+/// held by higher-priority FIFO work, a FIFO thread gets no CPU at all, a normal one gets a share
+/// of what RT throttling (or the fair server) leaves (measured: a run's SIGTERM with FIFO 99
+/// spinners on both CPUs took 4.9 s, until the spinners ended). The measurement is ending anyway.
 fn unstick_later() {
     let _ = std::thread::Builder::new()
         .name("punctual-unstick".into())
@@ -181,8 +184,9 @@ fn unstick_later() {
         });
 }
 
-/// Move every thread of this process that is runnable, pinned to a single CPU and not yet in
-/// `moved`, to the other online CPUs (the caller excepted). Returns how many were moved.
+/// Every thread of this process that is runnable and not yet in `moved` (the caller excepted):
+/// moved to the other online CPUs if pinned to a single one, and set to SCHED_OTHER if it is
+/// real-time. Returns how many were handled.
 pub fn unstick(moved: &mut Vec<i32>) -> usize {
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::gettid() };
@@ -201,17 +205,62 @@ pub fn unstick(moved: &mut Vec<i32>) -> usize {
         if task_state(tid).is_none_or(|(state, _)| state != 'R') {
             continue;
         }
-        let cpu = match crate::affinity::get(tid).ok().as_deref() {
-            Some(&[cpu]) => cpu,
-            _ => continue,
-        };
-        let elsewhere: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
-        if !elsewhere.is_empty() && crate::affinity::set(tid, &elsewhere).is_ok() {
+        if unstick_thread(tid, &online) {
             moved.push(tid);
             n += 1;
         }
     }
     n
+}
+
+/// Every thread of our unreaped child `pid`, as [`unstick`] does for our own: a real-time child
+/// held off every CPU by higher-priority work cannot act on SIGKILL (a signal is taken when the
+/// task next runs), so one about to be killed is first moved and demoted. Returns how many
+/// threads were handled.
+pub fn unstick_process(pid: u32) -> usize {
+    let online = crate::affinity::online_cpus();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&tid| unstick_thread(tid, &online))
+        .count()
+}
+
+/// End our child `c` now, whatever holds its CPUs: [`unstick_process`], SIGKILL, reap.
+pub fn end_child(c: &mut std::process::Child) {
+    if matches!(c.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    unstick_process(c.id());
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Move thread `tid` off its CPU if it is pinned to one, and demote it if it is real-time;
+/// whether either was done.
+fn unstick_thread(tid: i32, online: &[usize]) -> bool {
+    let mut handled = false;
+    if let Some(&[cpu]) = crate::affinity::get(tid).ok().as_deref() {
+        let elsewhere: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
+        handled |= !elsewhere.is_empty() && crate::affinity::set(tid, &elsewhere).is_ok();
+    }
+    handled | demote(tid)
+}
+
+/// Set thread `tid` to SCHED_OTHER (nice 0) if it is real-time; whether it was changed.
+fn demote(tid: i32) -> bool {
+    // SAFETY: sched_getscheduler only reads the thread's policy. It carries the reset-on-fork
+    // flag that punctual's real-time threads are set with.
+    let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
+    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+        return false;
+    }
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `p` is a valid sched_param; tid is a thread of this process.
+    unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &p) == 0 }
 }
 
 /// A thread's state letter and the CPU it last ran on (`/proc/self/task/TID/stat`).
@@ -227,6 +276,52 @@ fn task_state(tid: i32) -> Option<(char, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 32: with every CPU held by higher-priority FIFO work, a FIFO thread of a stopping
+    /// run gets no CPU at all; `unstick` moves it off its one CPU and makes it a normal thread.
+    #[test]
+    fn a_stuck_real_time_thread_is_moved_and_leaves_the_real_time_class() {
+        const TEST: &str = "a_stuck_real_time_thread_is_moved_and_leaves_the_real_time_class";
+        if !punctual_testkit::need_root(TEST, "SCHED_FIFO needs root") {
+            return;
+        }
+        let _cpu = punctual_testkit::exclusive_cpu();
+        let online = crate::affinity::online_cpus();
+        let last = *online.last().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flag = stop.clone();
+        let spinner = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            crate::affinity::set(tid, &[last]).unwrap();
+            let p = libc::sched_param { sched_priority: 1 };
+            // As punctual's threads are set: with the reset-on-fork flag.
+            let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
+            // SAFETY: a valid sched_param for this thread.
+            assert_eq!(unsafe { libc::sched_setscheduler(0, policy, &p) }, 0);
+            tx.send(tid).unwrap();
+            // Runnable until told (bounded: a failing test must not hold a CPU).
+            let t0 = std::time::Instant::now();
+            while !flag.load(Ordering::Relaxed) && t0.elapsed().as_secs() < 5 {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        // `unstick` itself would handle every runnable thread of the process, other tests' too.
+        assert_eq!(task_state(tid).map(|s| s.0), Some('R'), "the spinner runs");
+        let handled = unstick_thread(tid, &online);
+        // SAFETY: reads the policy of a thread of this process.
+        let policy = unsafe { libc::sched_getscheduler(tid) };
+        let mask = crate::affinity::get(tid).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert!(handled, "the thread was neither moved nor demoted");
+        assert_eq!(policy, libc::SCHED_OTHER, "policy after unstick");
+        if online.len() > 1 {
+            assert!(!mask.contains(&last), "still on CPU {last}: {mask:?}");
+        }
+    }
 
     #[test]
     fn task_state_reads_this_threads_state_and_cpu() {
