@@ -17,10 +17,11 @@
 # lands in $OUT (default target/bench/explain). Needs root (tracefs, shields) and a release build.
 # Another punctual's shield on the CPU (a test elsewhere) makes a shielded run wait for it (up to 2 min).
 # Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=618] [ONLY=abcd] scripts/bench-explain.sh [full]
+# PUNCTUAL=/path/to/punctual measures that binary instead of building the release one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p punctual
-P=$PWD/target/release/punctual
+[ -n "${PUNCTUAL:-}" ] || cargo build --release -q -p punctual
+P=${PUNCTUAL:-$PWD/target/release/punctual}
 dur=${DURATION:-10s}
 rounds=${ROUNDS:-3}
 replay_n=${REPLAY_N:-120000}

@@ -427,10 +427,18 @@ pub struct Timing {
     pub gaps: u64,
     /// Online regression of the error (actual - intended) on the intended instant.
     slope: Slope,
-    prev: Option<(u64, u64)>,
+    prev: Option<(u64, u64, BeforeSend)>,
     /// `--explain`: every gap off by more than the log's bound, as the later of its two sends
     /// (series 0, the gap error). Keeps nothing unless given a bound.
     pub late: LateLog,
+}
+
+/// What the loop saw of one send before its call, for `--explain`: the clock read just before the
+/// call, and the spin's read before the one that found the instant passed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BeforeSend {
+    pub at: u64,
+    pub last_read: Option<u64>,
 }
 
 /// An online least-squares slope of y on x (Welford's updates): no per-point storage.
@@ -482,12 +490,12 @@ impl Timing {
 
     /// One send meant for `target` (relative to the start: `intended`) that began at `actual`.
     #[inline(always)]
-    fn add(&mut self, intended: u64, target: u64, actual: u64, spacing: f64) {
+    fn add(&mut self, intended: u64, target: u64, actual: u64, spacing: f64, before: BeforeSend) {
         self.sent += 1;
         self.lateness.record(actual.saturating_sub(target));
         self.slope
             .add(intended as f64, actual as f64 - target as f64);
-        if let Some((pt, pa)) = self.prev {
+        if let Some((pt, pa, pb)) = self.prev {
             let want = target - pt;
             let got = actual.saturating_sub(pa);
             let e = got.abs_diff(want);
@@ -502,15 +510,15 @@ impl Timing {
             }
             if self.late.is_late(e as u64) {
                 // The gap is off because one of its sends was later than the other: that one.
-                let (t, a) = if actual.saturating_sub(target) >= pa.saturating_sub(pt) {
-                    (target, actual)
+                let (t, a, b) = if actual.saturating_sub(target) >= pa.saturating_sub(pt) {
+                    (target, actual, before)
                 } else {
-                    (pt, pa)
+                    (pt, pa, pb)
                 };
-                log_gap(&mut self.late, t, a);
+                log_gap(&mut self.late, t, a, b);
             }
         }
-        self.prev = Some((target, actual));
+        self.prev = Some((target, actual, before));
     }
 
     /// A send settled with its kernel stamp or without (then its instant before the send call).
@@ -523,7 +531,11 @@ impl Timing {
             }
             None => s.w.before,
         };
-        self.add(s.w.target - start, s.w.target, actual, spacing);
+        let before = BeforeSend {
+            at: s.w.before,
+            last_read: s.w.last_read,
+        };
+        self.add(s.w.target - start, s.w.target, actual, spacing, before);
     }
 
     /// One message of the error queue.
@@ -552,9 +564,18 @@ impl Timing {
 }
 
 /// `--explain`: a send that made a gap late, kept with the sending thread (the dispatch loop).
+/// When most of its lateness came before the send call, the window ends at the call and keeps
+/// the spin's last read: a stop of the virtual CPU during the spin is then seen as one (a gap
+/// with no guest event), which the send path's own events after the call would hide.
 #[cold]
-fn log_gap(log: &mut LateLog, target: u64, actual: u64) {
+fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
     let (tid, cpu) = punctual_explain::here();
+    let (actual, last_read) =
+        if before.at.saturating_sub(target).saturating_mul(2) >= actual.saturating_sub(target) {
+            (before.at, before.last_read.filter(|&r| r <= target))
+        } else {
+            (actual, None)
+        };
     log.push(LateRelease {
         series: 0,
         tid,
@@ -564,7 +585,7 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64) {
         actual: actual.max(target + 1),
         handover: None,
         behind: false,
-        last_read: None,
+        last_read,
     });
 }
 
@@ -581,6 +602,8 @@ pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
     pending: Option<Pending>,
     /// How long before its instant each packet is handed over (`--txtime`; else 0).
     lead: u64,
+    /// The loop's spin read before the next send ([`Actions::spin_read`]).
+    last_read: Option<u64>,
 }
 
 impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
@@ -625,6 +648,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
                     key,
                     target,
                     before,
+                    last_read: self.last_read,
                 };
                 p.push(w, &mut |s| t.settle(s, start, spacing));
                 let room = next.map_or(0, |n| n.saturating_sub(self.clock.now()));
@@ -640,6 +664,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
                     key: 0,
                     target,
                     before,
+                    last_read: self.last_read,
                 };
                 self.timing
                     .settle(Settled { w, stamp: None }, start, spacing);
@@ -683,6 +708,10 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
     }
     fn finish(&mut self, _: u16) -> Option<Ack> {
         None
+    }
+    #[inline(always)]
+    fn spin_read(&mut self, last_read: Option<u64>) {
+        self.last_read = last_read;
     }
 }
 
@@ -760,6 +789,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         sender,
         timing: Timing::new(),
         lead: settings.txtime_lead,
+        last_read: None,
     };
     if let Some(b) = settings.explain_bound {
         actions.timing.late = LateLog::new(b, punctual_explain::LOG_CAPACITY);
@@ -974,7 +1004,13 @@ mod tests {
         // The error grows by 1 ns per 1,000 ns of run: drift 0.001.
         for k in 0..1_000u64 {
             let intended = k * 1_000;
-            t.add(intended, 5_000 + intended, 5_000 + intended + k, 1_000.0);
+            t.add(
+                intended,
+                5_000 + intended,
+                5_000 + intended + k,
+                1_000.0,
+                BeforeSend::default(),
+            );
         }
         assert!((t.drift().unwrap() - 0.001).abs() < 1e-9, "{:?}", t.drift());
         // Each gap is 1 ns long of 1,000: 0.1 %, within 1 %.
@@ -988,12 +1024,44 @@ mod tests {
         let actual = [0u64, 1_000, 2_020, 3_000, 4_005];
         for (k, a) in actual.iter().enumerate() {
             let k = k as u64;
-            t.add(k * 1_000, k * 1_000, *a, 1_000.0);
+            t.add(k * 1_000, k * 1_000, *a, 1_000.0, BeforeSend::default());
         }
         // Gap errors: 0, 20, 20, 5 -> two of four within 1 % (10 ns), all within 7 %.
         assert_eq!(t.gaps, 4);
         assert_eq!(t.share_within_1pct(), Some(0.5));
         assert_eq!(t.share_within_7pct(), Some(1.0));
+    }
+
+    /// Issue 26: a gap made late before the send call (the spin, the loop's wake-up) is explained
+    /// over the loop's window up to the call, with the spin's last read as the evidence of a
+    /// stopped virtual CPU; one made late in the send path, over the whole send to its stamp.
+    #[test]
+    fn a_late_gap_keeps_the_spins_evidence_when_the_lateness_came_before_the_send() {
+        let mut t = Timing::new();
+        t.late = LateLog::new(10, 16);
+        let on_time = |at: u64| BeforeSend {
+            at,
+            last_read: Some(at - 1),
+        };
+        t.add(0, 1_000, 1_002, 1_000.0, on_time(1_001));
+        // 40 ns late, 38 of them before the call: the spin read at 990 then 1,038.
+        let spun = BeforeSend {
+            at: 2_038,
+            last_read: Some(1_990),
+        };
+        t.add(1_000, 2_000, 2_040, 1_000.0, spun);
+        // 80 ns late (a gap 40 ns long), all in the send path: the call on time.
+        t.add(2_000, 3_000, 3_080, 1_000.0, on_time(3_001));
+        let r = t.late.records();
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(
+            (r[0].target, r[0].actual, r[0].last_read),
+            (2_000, 2_038, Some(1_990))
+        );
+        assert_eq!(
+            (r[1].target, r[1].actual, r[1].last_read),
+            (3_000, 3_080, None)
+        );
     }
 
     #[test]

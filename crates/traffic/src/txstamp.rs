@@ -162,6 +162,9 @@ pub struct Waiting {
     pub target: u64,
     /// The clock read just before its send call.
     pub before: u64,
+    /// The dispatch loop's clock read before the one that found the instant passed, when it spun
+    /// to it (`--explain`: a stop of the virtual CPU during the spin shows between the two).
+    pub last_read: Option<u64>,
 }
 
 /// Sends awaiting their stamps, oldest first. A stamp for key k settles every older send: those
@@ -252,6 +255,7 @@ mod tests {
             key,
             target: key as u64 * 1_000,
             before: key as u64 * 1_000 + 5,
+            last_read: None,
         }
     }
 

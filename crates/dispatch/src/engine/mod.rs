@@ -85,6 +85,11 @@ pub trait Actions {
     fn delegated(&self, action: u16) -> bool;
     /// Perform the action for the release at `target`.
     fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired;
+    /// Just before [`Actions::fire`]: the loop's clock read before the one that found the instant
+    /// passed, when it spun to the instant (`--explain`'s evidence that the virtual CPU stopped,
+    /// for actions that judge their own lateness, as a replay's sends do).
+    #[inline(always)]
+    fn spin_read(&mut self, _last_read: Option<u64>) {}
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
     /// For a delegated action: how the release its last report (from `fire` or `finish`) is
@@ -343,6 +348,8 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let slot = r.slot;
         let spec = &slots[slot];
         heartbeat.begin(spec.action, w.done);
+        let last_read = (w.done > w.before_done).then_some(w.before_done);
+        actions.spin_read(last_read);
         let started = clock.now();
         let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();
@@ -357,7 +364,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             fired,
             slept,
             woke: w.woke,
-            last_read: (w.done > w.before_done).then_some(w.before_done),
+            last_read,
         };
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
