@@ -13,7 +13,7 @@ use crate::{share, watchdog};
 use punctual_plan::Plan;
 use punctual_rt::{setup_current_thread, ThreadRequest};
 use punctual_time::clock::{read_clock, thread_cpu_time};
-use punctual_time::{BreathingClock, MarginPolicy, SystemClock};
+use punctual_time::{MarginPolicy, SystemClock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -253,14 +253,6 @@ fn dispatcher_thread(
             st.late = punctual_explain::LateLog::new(bound, each);
         }
     }
-    // Breathers hand the CPU to a partner rather than idle it (punctual_time::breath); started
-    // here, pinned with this thread, before the start instant is set.
-    let plain = SystemClock::monotonic();
-    let clock = settings
-        .breather_every
-        .filter(|_| guards.is_some())
-        .map(|_| BreathingClock::here(plain))
-        .unwrap_or_else(|| BreathingClock::without_partner(plain));
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;
@@ -291,7 +283,7 @@ fn dispatcher_thread(
     let cpu0 = thread_cpu_time();
     let wall0 = read_clock(libc::CLOCK_MONOTONIC);
     let le: LoopEnd = engine::dispatch(
-        &clock,
+        &SystemClock::monotonic(),
         &lc,
         &prep.specs,
         &mut stats,

@@ -14,7 +14,7 @@ use punctual_result::{Failure, ResultDoc, Series, Table};
 use punctual_rt::{setup_current_thread, Policy, RtWant, ThreadRequest};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
 use punctual_time::clock::read_clock;
-use punctual_time::{format_ns, BreathingClock, MarginPolicy, SystemClock};
+use punctual_time::{format_ns, MarginPolicy, SystemClock};
 use punctual_traffic::arrivals::Arrivals;
 use punctual_traffic::netns::Pair;
 use punctual_traffic::read::read_capture;
@@ -289,7 +289,7 @@ impl KurtArts {
                 };
                 let progress = [SlotProgress::default()];
                 let r = replay(
-                    &BreathingClock::here(SystemClock::monotonic()),
+                    &SystemClock::monotonic(),
                     store,
                     &sched,
                     &mut sender,

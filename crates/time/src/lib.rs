@@ -4,7 +4,6 @@
 //! Every time value is an integer number of nanoseconds (`u64`), read from a [`Clock`]. Release times
 //! are absolute points on that clock, never sums of measured deltas.
 
-pub mod breath;
 pub mod clock;
 pub mod cpus;
 pub mod margin;
@@ -13,7 +12,6 @@ pub mod sleep;
 pub mod text;
 pub mod units;
 
-pub use breath::BreathingClock;
 pub use clock::{Clock, ClockId, ManualClock, SystemClock};
 pub use margin::{AutoMargin, MarginPolicy};
 pub use percent::{parse_percent_in, PercentError};

@@ -19,7 +19,7 @@ use punctual_measure::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_result::{doc::kind, Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{setup_current_thread, RtWant, ThreadRequest};
 use punctual_time::clock::read_clock;
-use punctual_time::{format_ns, BreathingClock, MarginPolicy, SystemClock};
+use punctual_time::{format_ns, MarginPolicy, SystemClock};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -371,7 +371,7 @@ impl Measurement for Replay {
                     explain_bound,
                 };
                 let replayed = replay(
-                    &BreathingClock::here(SystemClock::monotonic()),
+                    &SystemClock::monotonic(),
                     store,
                     schedule,
                     &mut *sender,
