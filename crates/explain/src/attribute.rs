@@ -452,14 +452,25 @@ fn not_running(ev: &Evidence, r: &LateRelease, a: Attribution) -> Attribution {
     if a.cause != Cause::Dispatcher || r.waiter != Waiter::Loop || r.behind || read > r.target {
         return a;
     }
-    let Some(events) = ev.trace.cpu_events(r.cpu as usize) else {
+    stopped_between(ev, r.cpu, (read, r.target, r.actual), a)
+}
+
+/// The loop on `cpu` read its clock at `read`, before an instant `due`, and next at `seen`, after
+/// it, with nothing between but that read: no guest event on `cpu` in between (and the trace
+/// covering it) means the virtual CPU was not running, and `a` becomes `steal`.
+fn stopped_between(
+    ev: &Evidence,
+    cpu: u32,
+    (read, due, seen): (u64, u64, u64),
+    a: Attribution,
+) -> Attribution {
+    let Some(events) = ev.trace.cpu_events(cpu as usize) else {
         return a;
     };
-    let inside =
-        events.partition_point(|e| e.ts <= read)..events.partition_point(|e| e.ts < r.actual);
+    let inside = events.partition_point(|e| e.ts <= read)..events.partition_point(|e| e.ts < seen);
     let covered = ev
         .trace
-        .covered(r.cpu as usize)
+        .covered(cpu as usize)
         .is_some_and(|from| from <= read);
     if !inside.is_empty() || !covered {
         return a;
@@ -467,15 +478,15 @@ fn not_running(ev: &Evidence, r: &LateRelease, a: Attribution) -> Attribution {
     Attribution {
         cause: Cause::Steal,
         offender: None,
-        cpu: Some(r.cpu),
-        held_ns: r.actual - read,
+        cpu: Some(cpu),
+        held_ns: seen - read,
         why: format!(
             "the loop read its clock {} before its instant and next {} after it, nothing between \
              but that read, and CPU {} logged no guest event in between: the virtual CPU was not \
              running ({})",
-            punctual_time::format_ns(r.target - read),
-            punctual_time::format_ns(r.actual - r.target),
-            r.cpu,
+            punctual_time::format_ns(due - read),
+            punctual_time::format_ns(seen - due),
+            cpu,
             a.why
         ),
     }
@@ -522,6 +533,12 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             delay,
             false,
         );
+        // The dispatcher spun to the hand-over: its two reads around it can show the vCPU stopped.
+        if let Some(read) = h.last_read.filter(|&t| t <= h.planned) {
+            if a.cause == Cause::Dispatcher {
+                a = stopped_between(ev, h.cpu, (read, h.planned, h.at), a);
+            }
+        }
         a.why = format!(
             "handed over {} after plan (late by {}): {}",
             punctual_time::format_ns(delay),

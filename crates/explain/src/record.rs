@@ -28,6 +28,9 @@ pub struct Handover {
     pub at: u64,
     /// The lead the client's recent wake-ups call for, before any cap (`AutoMargin::needed`).
     pub lead_needed: u64,
+    /// The dispatcher's clock read before the one that found the hand-over due, when it spun to
+    /// it: as [`LateRelease::last_read`], for the dispatcher's side of a late hand-over.
+    pub last_read: Option<u64>,
 }
 
 /// One release outside its bound. Times are CLOCK_MONOTONIC ns, the trace's clock.

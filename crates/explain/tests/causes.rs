@@ -96,6 +96,7 @@ fn handover(planned: u64, at: u64, lead_needed: u64) -> Handover {
         planned,
         at,
         lead_needed,
+        last_read: None,
     }
 }
 
@@ -266,6 +267,52 @@ fn a_hand_over_late_by_the_dispatchers_own_loop_is_the_dispatcher() {
     );
     assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
     assert_eq!(a.cpu, Some(1));
+}
+
+/// Issue 26: seen in kurt-periodic's real-time mode, a dispatcher running the whole window and
+/// handing over 1.13 ms late with no guest event: with its spin's two reads around the hand-over
+/// (nothing between them but one read) that is the virtual CPU stopped, as for its own releases.
+#[test]
+fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_not_running() {
+    let t = T0 + 10_000 * US;
+    let planned = t - 100 * US;
+    let mut s = synth();
+    // The dispatcher on CPU 1 since long before, charged for all of it; the client on CPU 0
+    // woken at the hand-over, 1 ms after its plan.
+    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
+    s.event(
+        t + 2_000 * US,
+        1,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 6_000 * US,
+        },
+    );
+    let at = planned + 1_000 * US;
+    waking(&mut s, at + US, 1, CLIENT, 19);
+    switch(&mut s, at + 20 * US, 0, 0, 0, CLIENT, 19);
+    let r = |last_read| {
+        let mut h = handover(planned, at, 30 * US);
+        h.last_read = last_read;
+        client(t, at + 25 * US, h)
+    };
+    let a = cause_of(&s, &r(Some(planned - US)));
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert_eq!(a.cpu, Some(1));
+    assert!(a.why.contains("no guest event"), "{}", a.why);
+    // Without the reads it stays the dispatcher's own.
+    let b = cause_of(&s, &r(None));
+    assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
+    // A tick between the reads is a guest event: not a stop of the virtual CPU.
+    vector(
+        &mut s,
+        1,
+        planned + 500 * US,
+        planned + 505 * US,
+        Vector::LocalTimer,
+    );
+    let c = cause_of(&s, &r(Some(planned - US)));
+    assert_ne!(c.cause, Cause::Steal, "{c:?}");
 }
 
 #[test]

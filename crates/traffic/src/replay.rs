@@ -710,7 +710,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
         None
     }
     #[inline(always)]
-    fn spin_read(&mut self, last_read: Option<u64>) {
+    fn spin_read(&mut self, _: u16, last_read: Option<u64>) {
         self.last_read = last_read;
     }
 }

@@ -24,6 +24,9 @@ pub trait ActionImpl: Send {
         true
     }
     fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired;
+    /// The loop's spin read before its next [`ActionImpl::fire`] ([`Actions::spin_read`]).
+    #[inline(always)]
+    fn spin_read(&mut self, _last_read: Option<u64>) {}
     fn finish(&mut self) -> Option<Ack> {
         None
     }
@@ -92,6 +95,12 @@ impl Actions for RealActions {
         self.items[action as usize]
             .as_mut()
             .and_then(|a| a.finish())
+    }
+    #[inline]
+    fn spin_read(&mut self, action: u16, last_read: Option<u64>) {
+        if let Some(a) = self.items[action as usize].as_mut() {
+            a.spin_read(last_read);
+        }
     }
     fn handed(&self, action: u16) -> Option<Handed> {
         self.get(action).handed()

@@ -17,6 +17,8 @@ pub struct Wake {
     /// How the release handed over last went out, and the one the last report was about.
     current: Option<Handed>,
     reported: Option<Handed>,
+    /// The loop's spin read before the next hand-over.
+    last_read: Option<u64>,
 }
 
 impl Wake {
@@ -38,6 +40,7 @@ impl Wake {
             clock: libc::CLOCK_MONOTONIC,
             current: None,
             reported: None,
+            last_read: None,
         }
     }
 
@@ -93,6 +96,7 @@ impl ActionImpl for Wake {
             lead_needed,
             client_tid: 0,
             client_cpu: 0,
+            last_read: self.last_read,
         });
         Fired {
             error: false,
@@ -102,6 +106,11 @@ impl ActionImpl for Wake {
 
     fn handed(&self) -> Option<Handed> {
         self.reported
+    }
+
+    #[inline]
+    fn spin_read(&mut self, last_read: Option<u64>) {
+        self.last_read = last_read;
     }
 
     fn finish(&mut self) -> Option<Ack> {

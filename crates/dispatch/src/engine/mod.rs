@@ -89,7 +89,7 @@ pub trait Actions {
     /// passed, when it spun to the instant (`--explain`'s evidence that the virtual CPU stopped,
     /// for actions that judge their own lateness, as a replay's sends do).
     #[inline(always)]
-    fn spin_read(&mut self, _last_read: Option<u64>) {}
+    fn spin_read(&mut self, _action: u16, _last_read: Option<u64>) {}
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
     /// For a delegated action: how the release its last report (from `fire` or `finish`) is
@@ -112,6 +112,8 @@ pub struct Handed {
     /// The client's thread and the CPU it reported from (0 when the client does not say).
     pub client_tid: i32,
     pub client_cpu: u32,
+    /// The loop's spin read before the one that found the hand-over due ([`Actions::spin_read`]).
+    pub last_read: Option<u64>,
 }
 
 /// KURT's rtstats for one slot.
@@ -349,7 +351,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let spec = &slots[slot];
         heartbeat.begin(spec.action, w.done);
         let last_read = (w.done > w.before_done).then_some(w.before_done);
-        actions.spin_read(last_read);
+        actions.spin_read(spec.action, last_read);
         let started = clock.now();
         let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();

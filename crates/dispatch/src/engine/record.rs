@@ -144,6 +144,7 @@ pub(super) fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64
             planned: h.planned,
             at: h.at,
             lead_needed: h.lead_needed,
+            last_read: h.last_read,
         }),
         behind: false,
         last_read: None,

@@ -98,6 +98,7 @@ impl Actions for Fake {
             lead_needed: 0,
             client_tid: 77,
             client_cpu: 1,
+            last_read: None,
         })
     }
 }
