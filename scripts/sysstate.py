@@ -242,6 +242,10 @@ def foreign_punctuals(own_tag_prefix):
     for pid in pids():
         if read(f"/proc/{pid}/comm") != "punctual":
             continue
+        # A zombie's environment reads empty: one of ours, killed a moment ago, is not foreign.
+        stat = read(f"/proc/{pid}/stat") or ""
+        if stat[stat.rfind(")") + 2:][:1] == "Z":
+            continue
         t = env_tag(pid)
         if t is None or not t.startswith(own_tag_prefix + "-"):
             out.append(pid)
