@@ -385,11 +385,19 @@ fn a_signal_ends_latency_and_bench_alarm_whose_cpu_another_process_holds() {
                     break s;
                 }
                 if t0.elapsed() > Duration::from_secs(30) {
+                    // Seen twice in loaded whole-suite runs (11-27 and 11-28), never alone: what
+                    // its threads and every real-time task were doing, read before the kill.
+                    let seen = threads_of(child.id() as i32);
+                    let rt = realtime_runnable();
                     // A thread held by the spinner can only die once the spinner is gone.
                     let _ = child.kill();
                     drop(spinner.take());
                     let _ = child.wait();
-                    panic!("{args:?}: still running 30 s after signal {signal} at {delay_ms} ms");
+                    panic!(
+                        "{args:?}: still running 30 s after signal {signal} at {delay_ms} ms\n\
+                         its threads (tid name state cpu policy prio wchan):\n{seen}\n\
+                         runnable real-time tasks on the machine:\n{rt}"
+                    );
                 }
                 std::thread::sleep(Duration::from_millis(5));
             };
