@@ -259,7 +259,7 @@ fn demote(tid: i32) -> bool {
         return false;
     }
     let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `p` is a valid sched_param; tid is a thread of this process.
+    // SAFETY: `p` is a valid sched_param; tid is a thread of this process or of an unreaped child.
     unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &p) == 0 }
 }
 
