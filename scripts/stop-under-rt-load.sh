@@ -32,13 +32,15 @@ period = "10ms"
 offset = "auto"
 action = { kind = "wake", channel = "surl-$$", spawn = ["$exe", "__periodic", "--mode", "wake", "--period-ns", "10000000", "--first-ns", "0", "--until-ns", "0", "--channel", "surl-$$"] }
 PLAN
+exec 9>>/tmp/punctual-tests-cpu.lock
 one() {
-  "$P" run --no-store "$dir/plan.toml" >"$dir/out.log" 2>&1 &
+  flock 9
+  "$P" run --no-store "$dir/plan.toml" >"$dir/out.log" 2>&1 9>&- &
   local pid=$! spins=() rc
   sleep 1
   for c in $cpus; do
     # Bounded by itself: a FIFO 99 loop would hold off a timeout(1) at the same priority.
-    chrt -f 99 taskset -c "$c" python3 -c 'import time
+    chrt -f 99 taskset -c "$c" python3 9>&- -c 'import time
 e = time.time() + 6
 while time.time() < e: pass' &
     spins+=($!)
@@ -49,8 +51,7 @@ while time.time() < e: pass' &
   wait "$pid" && rc=0 || rc=$?
   local te; te=$(date +%s%N)
   wait "${spins[@]}" 2>/dev/null || true
+  flock -u 9
   printf 'FIFO 99 on CPUs [%s]: exit %s, ended %d ms after SIGTERM\n' "$cpus" "$rc" $(((te - ts) / 1000000))
 }
-for _ in $(seq "$runs"); do
-  flock /tmp/punctual-tests-cpu.lock bash -c "$(declare -f one); P='$P' dir='$dir' cpus='$cpus' one"
-done
+for _ in $(seq "$runs"); do one; done

@@ -78,6 +78,13 @@ fn prepare_action(
 ) -> Result<Box<dyn ActionImpl>, DispatchError> {
     let named = plan.action(index);
     let at = |m: String| DispatchError::Usage(format!("action '{}': {m}", named.name));
+    // An exec child runs as the action's user; a wake channel admits its client user.
+    let credentials = |user: &Option<String>| {
+        user.as_deref()
+            .map(punctual_rt::child::Credentials::lookup)
+            .transpose()
+            .map_err(at)
+    };
     Ok(match &named.action {
         Action::Mark => Box::new(actions::Mark),
         Action::Udp { to, bytes } => Box::new(actions::udp::Udp::prepare(to, *bytes).map_err(at)?),
@@ -90,15 +97,10 @@ fn prepare_action(
             user,
             drop_caps,
         } => {
-            let credentials = user
-                .as_deref()
-                .map(punctual_rt::child::Credentials::lookup)
-                .transpose()
-                .map_err(at)?;
             let opts = actions::exec::ExecOptions {
                 name: named.name.clone(),
                 priority: *priority,
-                credentials,
+                credentials: credentials(user)?,
                 drop_caps: *drop_caps,
                 rttime: cfg.watchdog.map(watchdog::child_rttime),
                 alarm: alarm.clone(),
@@ -111,11 +113,7 @@ fn prepare_action(
             user,
         } => {
             // The plan's client user is admitted to the channel, and a spawned client runs as it.
-            let credentials = user
-                .as_deref()
-                .map(punctual_rt::child::Credentials::lookup)
-                .transpose()
-                .map_err(at)?;
+            let credentials = credentials(user)?;
             let access = punctual_periodic::channel::Access {
                 client_uid: credentials.as_ref().map(|c| c.uid),
             };
