@@ -19,14 +19,17 @@ pub struct Interrupts {
 
 static GLOBAL: OnceLock<Interrupts> = OnceLock::new();
 
-/// The signal thread's id once it runs (0 before), and the CPUs real-time threads of this process
-/// were pinned to: the signal thread keeps off them.
-static SIGNAL_TID: AtomicI32 = AtomicI32::new(0);
+/// The ids of the signal thread and the unstick thread once they run (0 before), and the CPUs
+/// real-time threads of this process were pinned to: both keep off them.
+static HELPER_TIDS: [AtomicI32; 2] = [AtomicI32::new(0), AtomicI32::new(0)];
 static MEASURED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// The unstick thread, started with the signal thread and parked until the first signal.
+static UNSTICKER: OnceLock<std::thread::Thread> = OnceLock::new();
 
-/// Keep the signal thread off `cpus` (a measuring or dispatching thread is pinned there): it is
-/// started before any command knows its CPUs, so it may otherwise wake on a measured CPU. Where
-/// every online CPU is measured it stays where it is. Process-local, nothing to restore.
+/// Keep the signal and unstick threads off `cpus` (a measuring or dispatching thread is pinned
+/// there): they are started before any command knows its CPUs, so they may otherwise wake on a
+/// measured CPU. Where every online CPU is measured they stay where they are. Process-local,
+/// nothing to restore.
 pub fn keep_signal_thread_off(cpus: &[usize]) {
     {
         let mut m = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
@@ -36,14 +39,10 @@ pub fn keep_signal_thread_off(cpus: &[usize]) {
             }
         }
     }
-    place_signal_thread();
+    place_helper_threads();
 }
 
-fn place_signal_thread() {
-    let tid = SIGNAL_TID.load(Ordering::SeqCst);
-    if tid == 0 {
-        return;
-    }
+fn place_helper_threads() {
     let measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if measured.is_empty() {
         return;
@@ -52,55 +51,101 @@ fn place_signal_thread() {
         .into_iter()
         .filter(|c| !measured.contains(c))
         .collect();
-    if !rest.is_empty() {
-        let _ = crate::affinity::set(tid, &rest);
+    if rest.is_empty() {
+        return;
     }
+    for tid in HELPER_TIDS.iter().map(|t| t.load(Ordering::SeqCst)) {
+        if tid != 0 {
+            let _ = crate::affinity::set(tid, &rest);
+        }
+    }
+}
+
+/// Record the calling helper thread's id (slot 0 the signal thread, 1 the unstick thread) and
+/// place it.
+fn register_helper(slot: usize) {
+    // SAFETY: gettid has no arguments and cannot fail.
+    HELPER_TIDS[slot].store(unsafe { libc::gettid() }, Ordering::SeqCst);
+    place_helper_threads();
 }
 
 impl Interrupts {
     /// Install the handlers once for the process; later calls return the same instance.
+    ///
+    /// The state is in place, and the unstick thread parked, before the handlers exist: a signal
+    /// that came between the two was once lost (issue 32: the signal thread looked the state up,
+    /// found it not yet set and panicked; the run went on to its end and exited 0; 8 of 400
+    /// SIGTERMs 0.5-6 ms after the start of a loaded machine's run). Nothing the first signal
+    /// does needs a new thread: starting one maps its stack, and a stopping run's signal thread
+    /// was seen blocked there (`vm_mmap_pgoff`, 15 s) while its threads were held off their CPU.
     pub fn install() -> &'static Interrupts {
-        GLOBAL.get_or_init(|| {
-            let interrupts = Interrupts {
-                stop: Arc::new(AtomicBool::new(false)),
-                signal: AtomicI32::new(0),
-                armed: AtomicBool::new(false),
-            };
-            match signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]) {
-                Ok(mut signals) => {
-                    std::thread::Builder::new()
-                        .name("punctual-signals".into())
-                        .spawn(move || {
-                            // SAFETY: gettid has no arguments and cannot fail.
-                            let tid = unsafe { libc::gettid() };
-                            SIGNAL_TID.store(tid, Ordering::SeqCst);
-                            place_signal_thread();
-                            for sig in signals.forever() {
-                                let me = GLOBAL.get().expect("initialised before signals arrive");
-                                let first = me.signal.swap(sig, Ordering::SeqCst) == 0;
-                                if !me.armed.load(Ordering::SeqCst) {
-                                    abort_now("interrupted");
-                                }
-                                if first {
-                                    me.stop.store(true, Ordering::SeqCst);
-                                    unstick_later();
-                                } else {
-                                    abort_now("second interrupt");
-                                }
-                            }
-                        })
-                        .expect("spawning the signal thread");
+        static STARTED: std::sync::Once = std::sync::Once::new();
+        let me = GLOBAL.get_or_init(|| Interrupts {
+            stop: Arc::new(AtomicBool::new(false)),
+            signal: AtomicI32::new(0),
+            armed: AtomicBool::new(false),
+        });
+        STARTED.call_once(|| me.start_threads());
+        me
+    }
+
+    fn start_threads(&'static self) {
+        // A small stack: it is locked with the rest of the process under mlockall.
+        let unsticker = std::thread::Builder::new()
+            .name("punctual-unstick".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                register_helper(1);
+                while !self.requested() {
+                    std::thread::park();
                 }
-                Err(e) => {
-                    use std::io::Write;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "punctual: cannot install signal handlers: {e}"
-                    );
+                unstick_until_exit();
+            });
+        if let Ok(h) = unsticker {
+            let _ = UNSTICKER.set(h.thread().clone());
+        }
+        match signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]) {
+            Ok(mut signals) => {
+                std::thread::Builder::new()
+                    .name("punctual-signals".into())
+                    .spawn(move || {
+                        register_helper(0);
+                        for sig in signals.forever() {
+                            self.take(sig);
+                        }
+                    })
+                    .expect("spawning the signal thread");
+            }
+            Err(e) => {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "punctual: cannot install signal handlers: {e}"
+                );
+            }
+        }
+    }
+
+    /// What a received signal does: before arming, restore and exit; the first one after, set
+    /// the flag and wake the unstick thread; a second one, restore and exit.
+    fn take(&self, sig: i32) {
+        let first = self.signal.swap(sig, Ordering::SeqCst) == 0;
+        if !self.armed.load(Ordering::SeqCst) {
+            abort_now("interrupted");
+        }
+        if first {
+            self.stop.store(true, Ordering::SeqCst);
+            match UNSTICKER.get() {
+                Some(t) => t.unpark(),
+                None => {
+                    let _ = std::thread::Builder::new()
+                        .name("punctual-unstick".into())
+                        .spawn(unstick_until_exit);
                 }
             }
-            interrupts
-        })
+        } else {
+            abort_now("second interrupt");
+        }
     }
 
     /// The flag loops poll. Shared, so a command can also set it (its duration ended).
@@ -138,7 +183,7 @@ fn abort_now(why: &str) -> ! {
     // The process ends only when every thread has: one held off its CPU must be able to run. A
     // thread may be pinning itself right now (a measuring thread's set-up), so look until a few
     // passes in a row find none (at most 0.5 s).
-    let (mut moved, mut quiet) = (Vec::new(), 0);
+    let (mut moved, mut quiet) = (Moved::new(), 0);
     for _ in 0..50 {
         quiet = if unstick(&mut moved) == 0 {
             quiet + 1
@@ -167,46 +212,62 @@ const UNSTICK_GRACE: std::time::Duration = std::time::Duration::from_millis(200)
 /// see the stop flag because they cannot run: pinned to one CPU that another process's real-time
 /// work holds (another punctual's shield and dispatcher, a FIFO spinner; measured in issue 32:
 /// `latency` threads and `bench alarm` processes on a CPU held so took 1.4 s and 7.4 s to stop).
-/// Each such thread is moved off that CPU once, and leaves the real-time class: with every CPU
-/// held by higher-priority FIFO work, a FIFO thread gets no CPU at all, a normal one gets a share
-/// of what RT throttling (or the fair server) leaves (measured: a run's SIGTERM with FIFO 99
-/// spinners on both CPUs took 4.9 s, until the spinners ended). The measurement is ending anyway.
-fn unstick_later() {
-    let _ = std::thread::Builder::new()
-        .name("punctual-unstick".into())
-        .spawn(|| {
-            std::thread::sleep(UNSTICK_GRACE);
-            let mut moved = Vec::new();
-            loop {
-                unstick(&mut moved);
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        });
+/// Each such thread is moved off that CPU, and leaves the real-time class: with every CPU held by
+/// higher-priority FIFO work, a FIFO thread gets no CPU at all, a normal one gets a share of what
+/// RT throttling (or the fair server) leaves (measured: a run's SIGTERM with FIFO 99 spinners on
+/// both CPUs took 4.9 s, until the spinners ended). The measurement is ending anyway.
+fn unstick_until_exit() {
+    std::thread::sleep(UNSTICK_GRACE);
+    let mut moved = Moved::new();
+    loop {
+        unstick(&mut moved);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
-/// Every thread of this process that is runnable and not yet in `moved` (the caller excepted):
-/// moved to the other online CPUs if pinned to a single one, and set to SCHED_OTHER if it is
-/// real-time. Returns how many were handled.
-pub fn unstick(moved: &mut Vec<i32>) -> usize {
+/// The threads [`unstick`] handled, each with the CPUs it left the thread on.
+pub type Moved = Vec<(i32, Vec<usize>)>;
+
+/// Every runnable thread of this process (the caller excepted), as [`unstick_runnable`] does.
+/// Returns how many were handled.
+pub fn unstick(moved: &mut Moved) -> usize {
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::gettid() };
-    let online = crate::affinity::online_cpus();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
     };
+    let tids = tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&tid| tid != me);
+    unstick_runnable(tids, moved)
+}
+
+/// Each of `tids` that is runnable: moved to the other online CPUs if pinned to a single one, and
+/// set to SCHED_OTHER if it is real-time. A thread handled before is left alone while it stays
+/// where it was left and in the normal class; one that has pinned or promoted itself again since
+/// (its own set-up ran after the first pass: the signal came while it was starting) is handled
+/// again. Returns how many were handled.
+fn unstick_runnable(tids: impl IntoIterator<Item = i32>, moved: &mut Moved) -> usize {
+    let online = crate::affinity::online_cpus();
     let mut n = 0;
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if tid == me || moved.contains(&tid) {
-            continue;
-        }
+    for tid in tids {
         if task_state(tid).is_none_or(|(state, _)| state != 'R') {
             continue;
         }
+        let now = crate::affinity::get(tid).ok();
+        let before = moved.iter().position(|m| m.0 == tid);
+        if let Some(i) = before {
+            if now.as_ref() == Some(&moved[i].1) && !is_realtime(tid) {
+                continue;
+            }
+        }
         if unstick_thread(tid, &online) {
-            moved.push(tid);
+            let left = crate::affinity::get(tid).unwrap_or_default();
+            match before {
+                Some(i) => moved[i].1 = left,
+                None => moved.push((tid, left)),
+            }
             n += 1;
         }
     }
@@ -252,15 +313,20 @@ fn unstick_thread(tid: i32, online: &[usize]) -> bool {
 
 /// Set thread `tid` to SCHED_OTHER (nice 0) if it is real-time; whether it was changed.
 fn demote(tid: i32) -> bool {
-    // SAFETY: sched_getscheduler only reads the thread's policy. It carries the reset-on-fork
-    // flag that punctual's real-time threads are set with.
-    let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
-    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+    if !is_realtime(tid) {
         return false;
     }
     let p = libc::sched_param { sched_priority: 0 };
     // SAFETY: `p` is a valid sched_param; tid is a thread of this process or of an unreaped child.
     unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &p) == 0 }
+}
+
+/// Whether thread `tid` is in SCHED_FIFO or SCHED_RR.
+fn is_realtime(tid: i32) -> bool {
+    // SAFETY: sched_getscheduler only reads the thread's policy. It carries the reset-on-fork
+    // flag that punctual's real-time threads are set with.
+    let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
+    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
 }
 
 /// A thread's state letter and the CPU it last ran on (`/proc/self/task/TID/stat`).
@@ -321,6 +387,79 @@ mod tests {
         if online.len() > 1 {
             assert!(!mask.contains(&last), "still on CPU {last}: {mask:?}");
         }
+    }
+
+    /// Pin the calling thread to `cpu` at SCHED_FIFO 1, as punctual's real-time threads are set
+    /// (with the reset-on-fork flag).
+    fn pin_fifo(cpu: usize) {
+        // SAFETY: gettid has no preconditions.
+        crate::affinity::set(unsafe { libc::gettid() }, &[cpu]).unwrap();
+        let p = libc::sched_param { sched_priority: 1 };
+        let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
+        // SAFETY: a valid sched_param for this thread.
+        assert_eq!(unsafe { libc::sched_setscheduler(0, policy, &p) }, 0);
+    }
+
+    /// Issue 32: a thread the first pass moved before its own set-up ran pinned itself to the
+    /// held CPU again and went back to FIFO; the pass skipped every thread it had handled once, so
+    /// the run waited for it until the other process let the CPU go (a `bench alarm` hang).
+    #[test]
+    fn a_thread_that_pins_itself_again_after_being_moved_is_moved_again() {
+        const TEST: &str = "a_thread_that_pins_itself_again_after_being_moved_is_moved_again";
+        if !punctual_testkit::need_root(TEST, "SCHED_FIFO needs root") {
+            return;
+        }
+        let online = crate::affinity::online_cpus();
+        if online.len() < 2 {
+            punctual_testkit::skip(TEST, "needs a second CPU to move the thread to");
+            return;
+        }
+        let _cpu = punctual_testkit::exclusive_cpu();
+        let last = *online.last().unwrap();
+        let phase = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = phase.clone();
+        let subject = std::thread::spawn(move || {
+            pin_fifo(last);
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            // Runnable throughout, bounded: a failing test must not hold a CPU.
+            let t0 = std::time::Instant::now();
+            while p.load(Ordering::Relaxed) != 3 && t0.elapsed().as_secs() < 5 {
+                if p.load(Ordering::Relaxed) == 1 {
+                    pin_fifo(last);
+                    p.store(2, Ordering::Relaxed);
+                }
+                std::hint::spin_loop();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        let mut moved = Moved::new();
+        let first = unstick_runnable([tid], &mut moved);
+        let again_at_once = unstick_runnable([tid], &mut moved);
+        phase.store(1, Ordering::Relaxed);
+        let t0 = std::time::Instant::now();
+        while phase.load(Ordering::Relaxed) != 2 && t0.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let repinned = crate::affinity::get(tid).unwrap();
+        let second = unstick_runnable([tid], &mut moved);
+        let mask = crate::affinity::get(tid).unwrap();
+        let realtime = is_realtime(tid);
+        phase.store(3, Ordering::Relaxed);
+        subject.join().unwrap();
+        assert_eq!(
+            (first, again_at_once),
+            (1, 0),
+            "first pass, and one at once after"
+        );
+        assert_eq!(repinned, vec![last], "the subject pinned itself again");
+        assert_eq!(
+            second, 1,
+            "the thread that pinned itself again was not handled"
+        );
+        assert!(!mask.contains(&last), "still on CPU {last}: {mask:?}");
+        assert!(!realtime, "still real-time after the second pass");
     }
 
     #[test]
