@@ -28,7 +28,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 command -v python3 >/dev/null || { echo "bad-input: needs python3" >&2; exit 3; }
 if [ -z "${PUNCTUAL:-}" ]; then
-  CARGO_INCREMENTAL=0 cargo build --release -q -p punctual
+  CARGO_INCREMENTAL=0 cargo build --release -q -p punctual -p punctual-libpunctual
   PUNCTUAL=target/release/punctual
 fi
 BI_SCRIPTS=$(pwd)/scripts BI_REPO=$(pwd) exec python3 - "$(realpath "$PUNCTUAL")" <<'PY'
