@@ -5,7 +5,8 @@
 #     alternating without and with --explain (both sides see the same machine): the clients'
 #     lateness percentiles and share within 10 us, the dispatcher's CPU, the trace drain thread's
 #     CPU (settings.explain.drain_cpu_ns) in % of one CPU, and the kernel's tracing share estimated
-#     as events/s x COST_NS (618 ns per traced event: scripts/bench-trace-overhead.sh);
+#     as events/s x COST_NS (120 ns per traced event: scripts/bench-explain-events.sh), with the
+#     busy share measured on the CPUs without the dispatcher beside it (cpuidle residencies);
 #  b. kurt-periodic (--quick unless FULL=1 or the argument `full`), explained by default: its tables,
 #     its late releases by cause with the floor per row, and its targets;
 #  c. the 10 us mark plan (docs/benchmarks.md, "A release every 10 us") shielded for DURATION,
@@ -16,12 +17,13 @@
 # It ends with the issue's targets, each PASS or FAIL with the measured figure. Every document
 # lands in $OUT (default target/bench/explain). Needs root (tracefs, shields) and a release build.
 # Another punctual's shield on the CPU (a test elsewhere) makes a shielded run wait for it (up to 2 min).
-# Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=618] [ONLY=abcd] scripts/bench-explain.sh [full]
+# Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=120] [ONLY=abcd] scripts/bench-explain.sh [full]
 # PUNCTUAL=/path/to/punctual measures that binary instead of building the release one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${PUNCTUAL:-}" ] || cargo build --release -q -p punctual
-P=${PUNCTUAL:-$PWD/target/release/punctual}
+# Absolute: the plans written below name it, and a plan's relative paths are its directory's.
+P=$(realpath "${PUNCTUAL:-$PWD/target/release/punctual}")
 dur=${DURATION:-10s}
 rounds=${ROUNDS:-3}
 replay_n=${REPLAY_N:-120000}
@@ -90,7 +92,18 @@ def examples(d, causes, k=2):
 def ns(v):
     return "-" if v is None else f"{v/1000:.2f} us"
 
-def cost(out, rounds, cost_ns):
+def busy(out, m, r):
+    """Per CPU, the share of the run's wall time it was out of its idle states."""
+    try:
+        a = open(f"{out}/cost-{m}-{r}.idle0").read().split()
+        b = open(f"{out}/cost-{m}-{r}.idle1").read().split()
+    except OSError:
+        return {}
+    wall = int(b[0]) - int(a[0])
+    i0 = dict(x.split(":") for x in a[1:]); i1 = dict(x.split(":") for x in b[1:])
+    return {int(c): 1 - (int(i1[c]) - int(i0[c])) / wall for c in i0 if c in i1 and wall > 0}
+
+def cost(out, rounds, cost_ns, disp_cpu):
     rows = {"plain": [], "explain": []}
     print(f"   {'round':>5} {'side':<8} {'<=10us':>8} {'late':>5} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10} {'disp CPU':>8} {'drain':>6} {'kernel':>6} {'steal':>7}")
     for r in range(1, rounds + 1):
@@ -116,7 +129,7 @@ def cost(out, rounds, cost_ns):
                 secs = x["window_ns"] / 1e9
                 drain = 100 * x["drain_cpu_ns"] / x["window_ns"]
                 kern = 100 * (x["events"] / secs) * cost_ns / 1e9
-            rows[m].append((100 * w / max(n, 1), drain, kern, x))
+            rows[m].append((100 * w / max(n, 1), drain, kern, x, busy(out, m, r)))
             f = lambda v: "-" if v is None else f"{v:5.2f}%"
             print(f"   {r:>5} {m:<8} {100*w/max(n,1):7.2f}% {n-round(w):>5} {ns(p50):>9} {ns(p99):>9} {ns(p999):>9} {ns(mx):>10} {use:7.1f}% {f(drain):>6} {f(kern):>6} {sl:5.0f}ms")
     x = next((r[3] for r in rows["explain"] if r[3]), None)
@@ -124,7 +137,25 @@ def cost(out, rounds, cost_ns):
         k = x.get("events_by_kind", {})
         tot = max(sum(k.values()), 1)
         print(f"   trace: {x['events']/(x['window_ns']/1e9):.0f} events/s; by kind: " + ", ".join(f"{n} {100*v/tot:.0f} %" for n, v in sorted(k.items(), key=lambda x: -x[1])[:6]))
-    print(f"   drain: the trace thread's CPU; kernel: events/s x {cost_ns:.0f} ns per traced event; both in % of one CPU.")
+    print(f"   drain: the trace thread's CPU; kernel: events/s x {cost_ns:.0f} ns per traced event (scripts/bench-explain-events.sh); both in % of one CPU.")
+    # Measured: the busy share of the CPUs without the dispatcher (its CPU spins, so what the
+    # trace costs there only shortens the spin), with against without, beside what the estimate
+    # gives for the same CPUs (their events x the per-event cost, and the drain thread, which
+    # runs there).
+    others = lambda b: sum(v for c, v in b.items() if c != disp_cpu)
+    bp = [others(r[4]) for r in rows["plain"] if r[4]]
+    be = [others(r[4]) for r in rows["explain"] if r[4]]
+    if bp and be:
+        est = []
+        for r in rows["explain"]:
+            x = r[3]
+            if x and r[1] is not None:
+                secs = x["window_ns"] / 1e9
+                ev = sum(int(v) for c, v in (x.get("events_by_cpu") or {}).items() if int(c) != disp_cpu)
+                est.append(100 * ev / secs * cost_ns / 1e9 + r[1])
+        print(f"   measured on the CPUs without the dispatcher: busy {100*st.mean(bp):.2f} % without, {100*st.mean(be):.2f} % with "
+              f"(rounds {100*min(bp):.2f}-{100*max(bp):.2f} and {100*min(be):.2f}-{100*max(be):.2f}): "
+              f"{100*(st.mean(be)-st.mean(bp)):+.2f} % of a CPU; estimated for them {st.mean(est) if est else float('nan'):.2f} %")
     print("   p50: the median client's; p99, p99.9, max: the worst client's (lateness of the wake-up after the instant).")
     if rows["plain"] and rows["explain"]:
         a = [r[0] for r in rows["plain"]]; b = [r[0] for r in rows["explain"]]
@@ -285,7 +316,7 @@ def targets(out):
 
 cmd = sys.argv[1]
 if cmd == "cost":
-    cost(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    cost(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
 elif cmd == "kurt":
     kurt(sys.argv[2])
 elif cmd == "dense":
@@ -325,6 +356,16 @@ echo "# $(date -Is) $(uname -r), $(getconf _NPROCESSORS_ONLN) CPUs, $(git rev-pa
 echo "# other processes using the most CPU now:"
 ps -eo pcpu,comm --sort=-pcpu --no-headers | head -5 | sed 's/^/#   /'
 
+# CLOCK_MONOTONIC (us) and each CPU's time in its idle states since boot (us, the cpuidle
+# residencies): a run's busy share per CPU, every cost in it (/proc/stat charges by ticks).
+idle_now() {
+  python3 -c 'import os, time
+d = "/sys/devices/system/cpu"
+cpus = sorted(int(c[3:]) for c in os.listdir(d) if c[3:].isdigit() and os.path.isdir(f"{d}/{c}/cpuidle"))
+print(int(time.monotonic() * 1e6), *(f"{c}:" + str(sum(int(open(f"{d}/cpu{c}/cpuidle/{s}/time").read())
+      for s in os.listdir(f"{d}/cpu{c}/cpuidle") if s.startswith("state"))) for c in cpus))'
+}
+
 if [[ $only == *a* ]]; then
 echo
 echo "== a. cost of --explain at 3,000 releases/s: 30 wake clients at 10 ms, $rounds pairs of $dur"
@@ -342,11 +383,13 @@ for r in $(seq 1 "$rounds"); do
   for mode in plain explain; do
     extra=()
     [ "$mode" = explain ] && extra=(--explain)
+    idle_now > "$out/cost-$mode-$r.idle0"
     taskset -c "$all" "$P" run "$plan" -D "$dur" --no-store "${extra[@]}" \
       --json "$out/cost-$mode-$r.json" > "$out/cost-$mode-$r.txt" 2> "$out/cost-$mode-$r.err" || true
+    idle_now > "$out/cost-$mode-$r.idle1"
   done
 done
-python3 "$H" cost "$out" "$rounds" "${COST_NS:-618}"
+python3 "$H" cost "$out" "$rounds" "${COST_NS:-120}" "$cpu"
 machine
 fi
 

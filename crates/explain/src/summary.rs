@@ -104,6 +104,7 @@ pub struct CaptureStats {
     pub drain_cpu_ns: u64,
     pub enabled: Vec<String>,
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
+    pub by_cpu: std::collections::BTreeMap<u32, u64>,
     /// Switches out of idle the kernel did not record, put back / without evidence
     /// (`punctual_trace::idle_exit`).
     pub idle_exits: punctual_trace::idle_exit::Repair,
@@ -121,6 +122,7 @@ impl CaptureStats {
             drain_cpu_ns: c.drain_cpu_ns,
             enabled: c.enabled.clone(),
             by_kind: c.by_kind.clone(),
+            by_cpu: c.by_cpu.clone(),
             idle_exits: c.idle_exits,
         }
     }
@@ -137,6 +139,7 @@ impl CaptureStats {
             "drain_cpu_ns": self.drain_cpu_ns,
             "events_enabled": self.enabled,
             "events_by_kind": self.by_kind,
+            "events_by_cpu": self.by_cpu,
             "idle_exits_put_back": self.idle_exits.inferred,
             "idle_exits_unplaced": self.idle_exits.unplaced,
         })

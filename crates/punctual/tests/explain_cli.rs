@@ -139,6 +139,17 @@ fn latency_explained_counts_every_late_sample_by_cause_in_the_document() {
     let x = &doc["settings"]["explain"];
     assert_eq!(x["bound_ns"], 10_000);
     assert!(x["events"].as_u64().unwrap() > 0);
+    // Each traced CPU's share of the events (what each pays for), adding up to all of them.
+    let by_cpu = x["events_by_cpu"].as_object().expect("events_by_cpu");
+    let traced: Vec<String> = x["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert!(by_cpu.keys().all(|c| traced.contains(c)), "{by_cpu:?}");
+    let sum: u64 = by_cpu.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(sum, x["events"].as_u64().unwrap());
     let s = doc["series"]
         .as_array()
         .unwrap()

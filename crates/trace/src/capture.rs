@@ -132,6 +132,8 @@ pub struct Captured {
     pub virtualized: bool,
     /// Events decoded, by kind (what the capture's cost is made of).
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
+    /// Events decoded, by the CPU that took them (each CPU pays for its own).
+    pub by_cpu: std::collections::BTreeMap<u32, u64>,
     /// Switches out of idle the kernel did not record, put back ([`crate::idle_exit`]).
     pub idle_exits: crate::idle_exit::Repair,
 }
@@ -632,6 +634,7 @@ impl DrainState {
     fn push(&mut self, i: usize, e: Event) {
         self.out.seen += 1;
         *self.out.by_kind.entry(kind_name(&e.kind)).or_default() += 1;
+        *self.out.by_cpu.entry(e.cpu).or_default() += 1;
         let ring = &mut self.rings[i];
         if ring.len() >= self.per_cpu_cap {
             if let Some(old) = ring.pop_front() {
