@@ -20,13 +20,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-                continue;
-            };
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
+            if let Some(ppid) = punctual_rt::parent_pid(pid) {
                 parent_of.push((pid, ppid));
             }
         }

@@ -214,10 +214,8 @@ pub fn read_task(pid: i32, tid: i32) -> Option<(u64, usize)> {
         .next()?
         .parse()
         .ok()?;
-    let stat = std::fs::read_to_string(format!("{base}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    // Field 39 (processor); `rest` starts at field 3.
-    let cpu = rest.split_whitespace().nth(36)?.parse().ok()?;
+    // Field 39: the CPU it last ran on.
+    let cpu = punctual_rt::ProcStat::read(format!("{base}/stat"))?.field(39)?;
     Some((runtime, cpu))
 }
 

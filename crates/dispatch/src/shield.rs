@@ -205,16 +205,7 @@ fn enclosing(cpus: &[usize], live: &[Claim]) -> Option<i32> {
     let mut ancestors = Vec::new();
     let mut p = std::process::id() as i32;
     for _ in 0..128 {
-        let Some(pp) = std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| {
-                s[s.rfind(')')? + 2..]
-                    .split_whitespace()
-                    .nth(1)?
-                    .parse::<i32>()
-                    .ok()
-            })
-        else {
+        let Some(pp) = punctual_rt::parent_pid(p) else {
             break;
         };
         if pp <= 0 {
@@ -228,13 +219,11 @@ fn enclosing(cpus: &[usize], live: &[Claim]) -> Option<i32> {
         .map(|c| c.owner.pid)
 }
 
-fn stat_fields(pid: &str) -> Option<(String, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat[open + 1..close].to_string();
-    let flags = stat[close + 2..].split_whitespace().nth(6)?.parse().ok()?;
-    Some((comm, flags))
+/// A task's name and flags (field 9); `task` is its path below /proc (`PID` or `PID/task/TID`).
+fn name_and_flags(task: &str) -> Option<(String, u64)> {
+    let stat = punctual_rt::ProcStat::read(format!("/proc/{task}/stat"))?;
+    let flags = stat.field(9)?;
+    Some((stat.name, flags))
 }
 
 fn cpu_list_of(path: &str) -> Option<Vec<usize>> {
@@ -288,7 +277,7 @@ pub fn plan(cpus: &[usize], keep: &[i32]) -> Result<ShieldPlan, ShieldError> {
             let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            let Some((comm, flags)) = stat_fields(&format!("{pid}/task/{tid}")) else {
+            let Some((comm, flags)) = name_and_flags(&format!("{pid}/task/{tid}")) else {
                 continue;
             };
             let Ok(mask) = punctual_rt::affinity::get(tid) else {

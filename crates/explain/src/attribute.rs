@@ -248,13 +248,8 @@ impl Evidence<'_> {
 /// The scheduling class a kernel priority stands for (`prio` as the trace gives it: 0-99
 /// real-time, 100-139 normal), with the policy read from `/proc` while the task lives.
 pub fn class_of(pid: i32, prio: i32) -> String {
-    let policy = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // The fields after the command name (which may hold spaces) start after the last ')'.
-            let rest = s.rsplit_once(')')?.1;
-            rest.split_whitespace().nth(38)?.parse::<u32>().ok()
-        });
+    // Field 41: the policy.
+    let policy = punctual_rt::ProcStat::of(pid).and_then(|s| s.field::<u32>(41));
     match prio {
         p if p < 0 => "deadline".into(),
         p if p < 100 => {

@@ -192,21 +192,19 @@ fn dispatcher_cpu_seconds() -> Vec<(usize, f64)> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let mut out = Vec::new();
     for e in dir.flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+        let Some(stat) = punctual_rt::ProcStat::read(e.path().join("stat")) else {
             continue;
         };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let Some(cpu) = stat[open + 1..close]
+        let Some(cpu) = stat
+            .name
             .strip_prefix("punctual-d")
             .and_then(|c| c.parse::<usize>().ok())
         else {
             continue;
         };
-        let f: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        out.push((cpu, (ticks(11) + ticks(12)) as f64 / hz));
+        // Fields 14 and 15: user and system time, in clock ticks.
+        let ticks = |n: usize| stat.field::<u64>(n).unwrap_or(0);
+        out.push((cpu, (ticks(14) + ticks(15)) as f64 / hz));
     }
     out
 }

@@ -331,12 +331,9 @@ fn is_realtime(tid: i32) -> bool {
 
 /// A thread's state letter and the CPU it last ran on (`/proc/self/task/TID/stat`).
 fn task_state(tid: i32) -> Option<(char, usize)> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let stat = crate::task::ProcStat::read(format!("/proc/self/task/{tid}/stat"))?;
     // The state is field 3, the CPU field 39.
-    let (_, f) = crate::task::stat_fields(&text)?;
-    let state = f.first()?.chars().next()?;
-    let cpu = f.get(39 - 3)?.parse().ok()?;
-    Some((state, cpu))
+    Some((stat.field(3)?, stat.field(39)?))
 }
 
 #[cfg(test)]

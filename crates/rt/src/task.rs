@@ -13,10 +13,42 @@ pub fn stat_fields(stat: &str) -> Option<(&str, Vec<&str>)> {
     Some((name, stat.get(close + 1..)?.split_whitespace().collect()))
 }
 
+/// A `/proc/PID/stat` (or `task/TID/stat`) file read and split ([`stat_fields`]).
+pub struct ProcStat {
+    pub name: String,
+    fields: Vec<String>,
+}
+
+impl ProcStat {
+    /// Read and split the stat file at `path`; `None` when it is gone or not a stat line.
+    pub fn read(path: impl AsRef<Path>) -> Option<ProcStat> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let (name, fields) = stat_fields(&text)?;
+        Some(ProcStat {
+            name: name.to_string(),
+            fields: fields.into_iter().map(String::from).collect(),
+        })
+    }
+
+    /// Read `/proc/PID/stat`.
+    pub fn of(pid: i32) -> Option<ProcStat> {
+        ProcStat::read(format!("/proc/{pid}/stat"))
+    }
+
+    /// Field `n`, 1-based as proc(5) numbers them (3, the state, or later), parsed.
+    pub fn field<T: std::str::FromStr>(&self, n: usize) -> Option<T> {
+        self.fields.get(n.checked_sub(3)?)?.parse().ok()
+    }
+}
+
 /// Start time of a task in clock ticks since boot (field 22 of /proc/PID/stat).
 pub fn task_start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_fields(&stat)?.1.get(22 - 3)?.parse().ok()
+    ProcStat::of(pid)?.field(22)
+}
+
+/// The parent of process `pid` (field 4 of /proc/PID/stat).
+pub fn parent_pid(pid: i32) -> Option<i32> {
+    ProcStat::of(pid)?.field(4)
 }
 
 /// Write `pid` into `group/cgroup.procs` (the whole process moves), never through a link.
@@ -40,5 +72,27 @@ mod stat_tests {
         assert_eq!(name, "a (b) c");
         assert_eq!(f, ["R", "1", "42", "42", "0"]);
         assert!(stat_fields("no name here").is_none());
+    }
+
+    #[test]
+    fn proc_stat_numbers_fields_as_proc5_does() {
+        // SAFETY: getppid and gettid have no preconditions.
+        let (parent, me) = unsafe { (libc::getppid(), libc::gettid()) };
+        let own = ProcStat::read(format!("/proc/self/task/{me}/stat")).expect("our own stat");
+        assert_eq!(
+            own.field::<char>(3),
+            Some('R'),
+            "field 3: the state of the reading thread"
+        );
+        assert_eq!(own.field::<i32>(4), Some(parent), "field 4: the parent");
+        assert_eq!(
+            own.field::<u64>(2),
+            None,
+            "fields 1 and 2 come before the name's end"
+        );
+        assert_eq!(parent_pid(std::process::id() as i32), Some(parent));
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{me}/comm")).unwrap();
+        assert_eq!(own.name, comm.trim_end());
+        assert!(ProcStat::of(-1).is_none());
     }
 }
