@@ -219,16 +219,6 @@ pub fn read_task(pid: i32, tid: i32) -> Option<(u64, usize)> {
     Some((runtime, cpu))
 }
 
-/// Whether a task runs under SCHED_FIFO or SCHED_RR.
-pub fn is_realtime(tid: i32) -> bool {
-    // SAFETY: querying a task's policy by id.
-    let pol = unsafe { libc::sched_getscheduler(tid) };
-    pol >= 0 && {
-        let pol = pol & !libc::SCHED_RESET_ON_FORK;
-        pol == libc::SCHED_FIFO || pol == libc::SCHED_RR
-    }
-}
-
 /// Every task of this process (but `skip`, the watchdog's own) and of its descendants.
 pub fn run_tasks(skip: i32) -> Vec<TaskSample> {
     let me = std::process::id() as i32;
@@ -251,7 +241,7 @@ pub fn run_tasks(skip: i32) -> Vec<TaskSample> {
                     own,
                     runtime,
                     cpu,
-                    realtime: is_realtime(tid),
+                    realtime: punctual_rt::is_realtime(tid),
                 });
             }
         }

@@ -9,6 +9,8 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::task::is_realtime;
+
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 pub struct Interrupts {
@@ -319,14 +321,6 @@ fn demote(tid: i32) -> bool {
     let p = libc::sched_param { sched_priority: 0 };
     // SAFETY: `p` is a valid sched_param; tid is a thread of this process or of an unreaped child.
     unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &p) == 0 }
-}
-
-/// Whether thread `tid` is in SCHED_FIFO or SCHED_RR.
-fn is_realtime(tid: i32) -> bool {
-    // SAFETY: sched_getscheduler only reads the thread's policy. It carries the reset-on-fork
-    // flag that punctual's real-time threads are set with.
-    let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
-    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
 }
 
 /// A thread's state letter and the CPU it last ran on (`/proc/self/task/TID/stat`).

@@ -46,6 +46,14 @@ pub fn task_start_time(pid: i32) -> Option<u64> {
     ProcStat::of(pid)?.field(22)
 }
 
+/// Whether task `tid` runs under SCHED_FIFO or SCHED_RR (false when it is gone).
+pub fn is_realtime(tid: i32) -> bool {
+    // SAFETY: sched_getscheduler only reads the task's policy. It carries the reset-on-fork flag
+    // that punctual's real-time threads are set with; -1 (gone) matches neither policy.
+    let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
+    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
+}
+
 /// The parent of process `pid` (field 4 of /proc/PID/stat).
 pub fn parent_pid(pid: i32) -> Option<i32> {
     ProcStat::of(pid)?.field(4)
