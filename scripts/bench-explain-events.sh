@@ -3,15 +3,14 @@
 # save, side by side in one script: a private tracefs instance holding the events `--explain`
 # enables (crates/trace/src/capture.rs, `explain_events`) on one CPU, in several variants, around
 # the same fixed wake-up load on that CPU (cyclictest, one SCHED_FIFO thread waking every
-# INTERVAL us), rounds alternated. For each variant: the CPU's busy share (`/proc/stat`, so every
-# cost of a traced event is in it, the ring buffer's included), the events the instance took (the
-# per-CPU `stats`), the extra busy time per event against the untraced rounds, and cyclictest's
-# average latency (the cost on the wake-up path). Busy is measured from the CPU's cpuidle residencies
-# (`/proc/stat` charges by ticks, and a CPU that wakes 10,000 times a second reads as idle there).
+# INTERVAL us), rounds alternated. For each variant: the CPU's busy share (from its cpuidle
+# residencies: `/proc/stat` charges by ticks, and a CPU that wakes 10,000 times a second reads as
+# idle there), the events the instance took (the per-CPU `stats`), the extra busy time per event
+# against the untraced rounds, and cyclictest's average latency (the cost on the wake-up path).
 #
-# Variants: off (no instance); explain (as `--explain` sets it up); no-record-cmd (the instance's
-# `record-cmd` option off: the kernel then stops saving each switched task's name; it is the top
-# level's option, so this variant changes it for the whole machine for its rounds and puts it back); idle-filter
+# Variants: off (no instance); explain (as `--explain` sets it up); no-record-cmd (`record-cmd`
+# off: the kernel then stops saving each switched task's name; it is the top level's option, so
+# this variant changes it for the whole machine for its rounds and puts it back); idle-filter
 # (no-record-cmd, and cpu_idle keeps only entries: a filter drops exits); no-idle (no-record-cmd,
 # cpu_idle not enabled).
 #
@@ -22,13 +21,18 @@
 #
 # With SWITCH_OPS=N, the per-event cost is timed as scripts/bench-trace-overhead.sh times it, N
 # context switches pinned to the CPU (stress-ng --switch) with and without the instance, but with no
-# recorder reading the buffer (that script's 618 ns per event included its recorder's work), and
-# only the variants off and explain.
+# recorder reading the buffer (that script's 618 ns per event was measured with its recorder
+# running), and only the variants off and explain.
 #
 # usage: [HOG=1 | SWITCH_OPS=N] scripts/bench-explain-events.sh [ROUNDS] [SECONDS] [INTERVAL_US] [CPU]
 #   (root; needs cyclictest from rt-tests; default 3 rounds of 5 s at 100 us on the last CPU)
 # Nothing is left changed: the instance and the private tracefs mount are removed on every exit.
 set -euo pipefail
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+case "${1:-}" in -h|--help) usage; exit 0 ;; esac
+for a in "$@"; do
+  [[ $a =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "$(basename "$0"): not a number: $a" >&2; usage >&2; exit 2; }
+done
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-explain-events: needs root (tracefs, SCHED_FIFO)" >&2; exit 2; }
 command -v cyclictest >/dev/null || { echo "bench-explain-events: needs cyclictest (apt-get install rt-tests)" >&2; exit 2; }
