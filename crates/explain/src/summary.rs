@@ -104,7 +104,7 @@ pub struct CaptureStats {
     pub drain_cpu_ns: u64,
     pub enabled: Vec<String>,
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
-    pub by_cpu: std::collections::BTreeMap<u32, u64>,
+    pub by_cpu: std::collections::BTreeMap<usize, u64>,
     /// Switches out of idle the kernel did not record, put back / without evidence
     /// (`punctual_trace::idle_exit`).
     pub idle_exits: punctual_trace::idle_exit::Repair,
@@ -122,7 +122,12 @@ impl CaptureStats {
             drain_cpu_ns: c.drain_cpu_ns,
             enabled: c.enabled.clone(),
             by_kind: c.by_kind.clone(),
-            by_cpu: c.by_cpu.clone(),
+            by_cpu: c
+                .cpus
+                .iter()
+                .copied()
+                .zip(c.seen_by_cpu.iter().copied())
+                .collect(),
             idle_exits: c.idle_exits,
         }
     }

@@ -132,8 +132,9 @@ pub struct Captured {
     pub virtualized: bool,
     /// Events decoded, by kind (what the capture's cost is made of).
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
-    /// Events decoded, by the CPU that took them (each CPU pays for its own).
-    pub by_cpu: std::collections::BTreeMap<u32, u64>,
+    /// Per traced CPU (same order as `cpus`), the events decoded over the whole capture (each
+    /// CPU pays for its own).
+    pub seen_by_cpu: Vec<u64>,
     /// Switches out of idle the kernel did not record, put back ([`crate::idle_exit`]).
     pub idle_exits: crate::idle_exit::Repair,
 }
@@ -210,6 +211,7 @@ impl Captured {
             start_ns,
             end_ns,
             covered_from: vec![start_ns; cpus.len()],
+            seen_by_cpu: per.iter().map(|v| v.len() as u64).collect(),
             poll_state: vec![None; cpus.len()],
             cpus,
             seen: events.len() as u64,
@@ -455,6 +457,7 @@ impl DrainState {
             out: Captured {
                 start_ns,
                 covered_from: vec![start_ns; n],
+                seen_by_cpu: vec![0; n],
                 poll_state: cpus.iter().map(|&c| poll_state_of(c)).collect(),
                 virtualized: punctual_rt::host::detect().virtualized,
                 cpus,
@@ -634,7 +637,7 @@ impl DrainState {
     fn push(&mut self, i: usize, e: Event) {
         self.out.seen += 1;
         *self.out.by_kind.entry(kind_name(&e.kind)).or_default() += 1;
-        *self.out.by_cpu.entry(e.cpu).or_default() += 1;
+        self.out.seen_by_cpu[i] += 1;
         let ring = &mut self.rings[i];
         if ring.len() >= self.per_cpu_cap {
             if let Some(old) = ring.pop_front() {
