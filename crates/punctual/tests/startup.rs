@@ -448,16 +448,8 @@ fn a_signal_in_the_first_milliseconds_of_a_run_is_never_lost() {
     let _cpu = punctual_testkit::exclusive_cpu();
     let cpu = punctual_rt::online_cpus()[0];
     let state = tempfile::tempdir().unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    let hog = std::thread::spawn(move || {
-        // SAFETY: gettid has no preconditions.
-        let _ = punctual_rt::affinity::set(unsafe { libc::gettid() }, &[cpu]);
-        let t0 = Instant::now();
-        while !flag.load(std::sync::atomic::Ordering::Relaxed) && t0.elapsed().as_secs() < 120 {
-            std::hint::spin_loop();
-        }
-    });
+    // A normal-class spinner on the command's CPU, ended when dropped.
+    let hog = punctual_testkit::Spinner::start(cpu, None);
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let mut wrong = vec![];
     let (mut early, mut handled) = (0, 0);
@@ -502,15 +494,15 @@ fn a_signal_in_the_first_milliseconds_of_a_run_is_never_lost() {
             _ => false,
         };
         if !right || took > Duration::from_secs(1) || panicked {
-            wrong.push((k, delay, out.status, took, panicked));
+            let said: String = err.chars().take(300).collect();
+            wrong.push((k, delay, out.status, took, said));
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    hog.join().unwrap();
+    drop(hog);
     eprintln!("{early} ended by the signal before the handlers, {handled} with 130");
     assert!(
         wrong.is_empty(),
-        "{} of 200 lost or slow (run, delay, status, time after the signal, panicked): {wrong:?}",
+        "{} of 200 lost or slow (run, delay, status, time after the signal, stderr): {wrong:?}",
         wrong.len()
     );
 }
