@@ -88,6 +88,7 @@ impl LateFeed {
                 handover: None,
                 behind: false,
                 last_read: None,
+                call: None,
             });
         }
         self.taken.store(w, Ordering::Release);

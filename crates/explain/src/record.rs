@@ -54,6 +54,21 @@ pub struct LateRelease {
     /// `actual` the loop did nothing but read the clock (and note the start), so a window there
     /// with no guest event on its CPU is time the virtual CPU was not running guest code.
     pub last_read: Option<u64>,
+    /// The system call the thread was in from its last clock read to `actual` (a send, whose
+    /// `actual` is the kernel's stamp).
+    pub call: Option<Call>,
+}
+
+/// A system call that ends at a late release's `actual`: a call far longer than it usually takes,
+/// with no guest event on its CPU, is time the virtual CPU was not running (as for
+/// [`LateRelease::last_read`]'s spin).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The thread's clock read just before the call.
+    pub at: u64,
+    /// How long the call takes in this run when nothing stops it (its 99th percentile), filled
+    /// in once the run is over; `u64::MAX` until then, which never judges a call stopped.
+    pub usual: u64,
 }
 
 impl LateRelease {
@@ -72,7 +87,7 @@ pub struct LateLog {
     bound: u64,
 }
 
-/// Late releases one timing thread keeps at most (48 bytes each: 1.5 MiB).
+/// Late releases one timing thread keeps at most (120 bytes each: 3.75 MiB).
 pub const LOG_CAPACITY: usize = 32 * 1024;
 
 impl LateLog {
@@ -184,6 +199,7 @@ mod tests {
             handover: None,
             behind: false,
             last_read: None,
+            call: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! and the attribution must name it (and by name where the cause has one).
 
 use punctual_explain::attribute::{attribute, Evidence, STEAL_COUNTER_MIN_NS};
-use punctual_explain::{explain, Cause, Handover, LateRelease, Waiter};
+use punctual_explain::{explain, Call, Cause, Handover, LateRelease, Waiter};
 use punctual_trace::capture::StealSample;
 use punctual_trace::event::{EventKind, Vector};
 use punctual_trace::synth::{Synth, PREEMPTED, SLEEPING};
@@ -71,6 +71,7 @@ fn own(tid: i32, waiter: Waiter, target: u64, actual: u64) -> LateRelease {
         handover: None,
         behind: false,
         last_read: None,
+        call: None,
     }
 }
 
@@ -86,6 +87,7 @@ fn client(target: u64, actual: u64, h: Handover) -> LateRelease {
         handover: Some(h),
         behind: false,
         last_read: None,
+        call: None,
     }
 }
 
@@ -630,6 +632,57 @@ fn a_spinning_loop_whose_clock_jumped_over_the_instant_with_no_guest_event_was_n
     // A loop behind with its own work stays its own.
     let d = cause_of(&charged(false), &spun(true));
     assert_eq!(d.cause, Cause::Dispatcher, "{d:?}");
+}
+
+/// Issue 26, the replay's `dispatcher` gaps: a loop on time at its send call whose kernel stamp
+/// came far later than its calls take, with no guest event between, was not running there.
+#[test]
+fn a_send_call_far_longer_than_usual_with_no_guest_event_was_not_running() {
+    let t = T0 + 10_000 * US;
+    let trace = |with_irq: bool| {
+        let mut s = synth();
+        switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+        if with_irq {
+            s.span(
+                0,
+                t + 20 * US,
+                t + 90 * US,
+                EventKind::IrqEntry { irq: 24 },
+                EventKind::IrqExit {
+                    irq: 24,
+                    handled: true,
+                },
+            );
+        }
+        s.event(
+            t + 2_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: DISPATCHER,
+                runtime: 6_000 * US,
+            },
+        );
+        s
+    };
+    // Called the kernel 1 us after the instant; stamped 120 us after the instant.
+    let sent = |usual: u64| LateRelease {
+        call: Some(Call { at: t + US, usual }),
+        ..own(DISPATCHER, Waiter::Loop, t, t + 120 * US)
+    };
+    let a = cause_of(&trace(false), &sent(7 * US));
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(a.why.contains("no guest event"), "{}", a.why);
+    assert!(a.why.contains("7.00 us"), "names the usual time: {}", a.why);
+    // The usual time not known (the run did not fill it in): the loop's own, as before.
+    let b = cause_of(&trace(false), &sent(u64::MAX));
+    assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
+    // A call whose excess over its usual time is under half the lateness is not judged stopped.
+    let c = cause_of(&trace(false), &sent(80 * US));
+    assert_eq!(c.cause, Cause::Dispatcher, "{c:?}");
+    // A device interrupt inside the call is a guest event, and it is what the window names.
+    let d = cause_of(&trace(true), &sent(7 * US));
+    assert_eq!(d.cause, Cause::Irq, "{d:?}");
+    assert_eq!(d.offender.as_deref(), Some("irq 24 virtio1-req.0"), "{d:?}");
 }
 
 #[test]

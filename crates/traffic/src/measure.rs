@@ -385,7 +385,7 @@ impl Measurement for Replay {
             .map_err(|_| Failure::system("the sending thread panicked"))
         })??;
         if let Some(x) = explainer {
-            let (records, dropped) = std::mem::take(&mut r.0.timing.late).into_records();
+            let (records, dropped) = r.0.timing.late_records();
             self.explained = Some(x.stop()?.explain(&records, &[(0, dropped)]));
         }
         Ok(ReplayOutcome {

@@ -13,7 +13,7 @@ use punctual_dispatch::engine::{
     dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
     StolenTime,
 };
-use punctual_explain::{LateLog, LateRelease, Waiter};
+use punctual_explain::{Call, LateLog, LateRelease, Waiter};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
@@ -549,6 +549,18 @@ impl Timing {
         }
     }
 
+    /// The late gaps' records for `--explain`, taken out of the log, with the usual time of a
+    /// send call filled in: the 99th percentile of the run's lateness (from the instant to the
+    /// kernel's stamp), which holds the call and the little before it.
+    pub fn late_records(&mut self) -> (Vec<LateRelease>, u64) {
+        let usual = self.lateness.percentile(99_000);
+        let (mut records, dropped) = std::mem::take(&mut self.late).into_records();
+        for c in records.iter_mut().filter_map(|r| r.call.as_mut()) {
+            c.usual = usual;
+        }
+        (records, dropped)
+    }
+
     /// Slope of the error over the run (ns of error per ns of run), `None` under two sends.
     pub fn drift(&self) -> Option<f64> {
         self.slope.slope()
@@ -566,15 +578,20 @@ impl Timing {
 /// `--explain`: a send that made a gap late, kept with the sending thread (the dispatch loop).
 /// When most of its lateness came before the send call, the window ends at the call and keeps
 /// the spin's last read: a stop of the virtual CPU during the spin is then seen as one (a gap
-/// with no guest event), which the send path's own events after the call would hide.
+/// with no guest event), which the send path's own events after the call would hide. Otherwise
+/// it keeps the call (its usual time is filled in after the run: [`Timing::late_records`]).
 #[cold]
 fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
     let (tid, cpu) = punctual_explain::here();
-    let (actual, last_read) =
+    let (actual, last_read, call) =
         if before.at.saturating_sub(target).saturating_mul(2) >= actual.saturating_sub(target) {
-            (before.at, before.last_read.filter(|&r| r <= target))
+            (before.at, before.last_read.filter(|&r| r <= target), None)
         } else {
-            (actual, None)
+            let call = Call {
+                at: before.at,
+                usual: u64::MAX,
+            };
+            (actual, None, Some(call))
         };
     log.push(LateRelease {
         series: 0,
@@ -586,6 +603,7 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
         handover: None,
         behind: false,
         last_read,
+        call,
     });
 }
 
@@ -1062,6 +1080,20 @@ mod tests {
             (r[1].target, r[1].actual, r[1].last_read),
             (3_000, 3_080, None)
         );
+        // The send path's record keeps its call, judged only once the run's usual time is in.
+        assert_eq!(r[0].call, None);
+        assert_eq!(
+            r[1].call,
+            Some(Call {
+                at: 3_001,
+                usual: u64::MAX
+            })
+        );
+        let p99 = t.lateness.percentile(99_000);
+        let (r, dropped) = t.late_records();
+        assert_eq!((r.len(), dropped), (2, 0));
+        assert_eq!(r[1].call.map(|c| c.usual), Some(p99));
+        assert!(t.late.records().is_empty(), "the log was taken");
     }
 
     #[test]

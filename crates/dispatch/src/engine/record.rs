@@ -113,6 +113,7 @@ pub(super) fn log_late(
                 handover: None,
                 behind: t.behind,
                 last_read: t.last_read,
+                call: None,
             });
         }
         return;
@@ -148,6 +149,7 @@ pub(super) fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64
         }),
         behind: false,
         last_read: None,
+        call: None,
     });
 }
 
@@ -181,6 +183,7 @@ pub(super) fn log_missed(
             // The action itself was running over the instant, and for long: the loop's work.
             behind: t.started <= m && t.done - t.started >= OWN_WORK_NS,
             last_read: None,
+            call: None,
         });
     }
 }
