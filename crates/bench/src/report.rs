@@ -258,6 +258,8 @@ pub fn gaps(doc: &mut ResultDoc, cfg: &gaps::GapsConfig, out: &gaps::GapsOutcome
     ));
     let mut attribution = Table::new(&["cpu", "interrupt source", "count", "per second"])
         .titled("Interrupts taken during the run (/proc/interrupts)");
+    let mut periodic = Table::new(&["cpu", "every", "periods hit", "median", "mean"])
+        .titled("Periodic interruptions besides the tick");
     for c in &out.cpus {
         let mut series =
             Series::from_recorder(format!("cpu {}", c.cpu), kind::GAP, Some(c.cpu), &c.gaps)
@@ -281,6 +283,22 @@ pub fn gaps(doc: &mut ResultDoc, cfg: &gaps::GapsConfig, out: &gaps::GapsOutcome
                 );
         if let Some(tk) = &c.tick {
             series = series.with("tick", serde_json::json!({"hz": tk.hz, "gaps": tk.gaps, "median_ns": tk.median_ns, "mean_ns": tk.mean_ns, "stddev_ns": tk.stddev_ns, "trimmed": tk.trimmed}));
+        }
+        series = series.with(
+            "periodic",
+            c.periodic
+                .iter()
+                .map(|p| serde_json::json!({"hz": p.hz, "period_ns": 1_000_000_000u64 / p.hz as u64, "periods_hit": p.gaps, "share": p.share, "median_ns": p.median_ns, "mean_ns": p.mean_ns, "stddev_ns": p.stddev_ns}))
+                .collect::<Vec<_>>(),
+        );
+        for p in &c.periodic {
+            periodic.row([
+                c.cpu.to_string(),
+                format_ns(1_000_000_000u64 / p.hz as u64),
+                format!("{:.1} %", p.share * 100.0),
+                format_ns(p.median_ns),
+                format_ns(p.mean_ns),
+            ]);
         }
         doc.series.push(series);
         let sm = c.gaps.summary();
@@ -318,7 +336,15 @@ pub fn gaps(doc: &mut ResultDoc, cfg: &gaps::GapsConfig, out: &gaps::GapsOutcome
         "loop step: the shortest step between two counter reads. tick cost: median of the gaps that fall at one phase of the \
          timer tick period (1/HZ); ticks/s: how many did (about HZ when every tick interrupts the loop).",
     );
-    vec![t, attribution]
+    let mut tables = vec![t, attribution];
+    if !periodic.rows.is_empty() {
+        periodic.note(
+            "gaps of 5 us or more at one phase of another timer rate (100, 250, 300 or 1000 Hz) in at least 2/3 of \
+             its periods; in a guest that counts no interrupt at that rate, the host's (the steal counter may not see it)",
+        );
+        tables.push(periodic);
+    }
+    tables
 }
 
 pub fn alarm(

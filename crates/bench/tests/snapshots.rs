@@ -187,11 +187,27 @@ fn gaps_tables() {
             hz: 250,
             gaps: 2490,
             per_second: 249.0,
+            share: 0.996,
             median_ns: 52_000,
             mean_ns: 53_100,
             stddev_ns: 4_200,
             trimmed: 3,
         }),
+        // A host's 100 Hz stop on CPU 1 only.
+        periodic: if c == 1 {
+            vec![gaps::TickEstimate {
+                hz: 100,
+                gaps: 994,
+                per_second: 99.4,
+                share: 0.994,
+                median_ns: 29_600,
+                mean_ns: 31_200,
+                stddev_ns: 6_000,
+                trimmed: 1,
+            }]
+        } else {
+            Vec::new()
+        },
         fallback: None,
     };
     let cfg = gaps::GapsConfig {
@@ -213,6 +229,16 @@ fn gaps_tables() {
     assert!(
         doc.contains("\"above_us\""),
         "oslat-comparable counts are in the document"
+    );
+    let v: serde_json::Value = serde_json::from_str(&doc).expect("the document is JSON");
+    assert_eq!(v["series"][0]["periodic"], serde_json::json!([]));
+    assert_eq!(
+        (
+            v["series"][1]["periodic"][0]["period_ns"].as_u64(),
+            v["series"][1]["periodic"][0]["median_ns"].as_u64()
+        ),
+        (Some(10_000_000), Some(29_600)),
+        "the host's stop is in CPU 1's series"
     );
     insta::assert_snapshot!("gaps_tables", stdout);
 }
