@@ -532,15 +532,21 @@ pub fn record_floor(
                 serde_json::json!({ key.clone(): i }),
             );
         }
+        if let Some(p) = floor.stop {
+            s.extra.insert("floor_stop".into(), p.to_json());
+        }
     }
 }
 
 /// One line under the run's table: the floor as a share of releases that can be within the bound.
 pub fn floor_note(floor: punctual_bench::gaps::Floor, cpus: &[usize], bound: u64) -> String {
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2} %", v * 100.0));
+    let stop = floor.stop.map_or(String::new(), |p| {
+        format!(" Besides the tick: {}.", p.describe())
+    });
     format!(
         "floor on CPU {} (watched {} before the run): {} of instants let a release be within {} \
-         (interruptions longer cover the rest); {} of 10 ms windows held one.",
+         (interruptions longer cover the rest); {} of 10 ms windows held one.{stop}",
         punctual_rt::format_cpu_list(cpus),
         format_ns(punctual_bench::gaps::FLOOR_WATCH_NS),
         pct(floor.instants.map(|i| 1.0 - i)),

@@ -1032,6 +1032,10 @@ fn series(doc: &mut ResultDoc, cells: &[Cell]) {
                 lateness = lateness.with(key, floor);
             }
         }
+        if let Some(p) = c.floor.stop {
+            interval = interval.with("floor_stop", p.to_json());
+            lateness = lateness.with("floor_stop", p.to_json());
+        }
         if let Some(t) = &c.causes {
             lateness = lateness
                 .with("lateness_causes", t.to_json())
@@ -1086,6 +1090,17 @@ pub fn explain_table(cells: &[Cell]) -> Table {
     t.note("interruption longer than that), watched just before the row with bench gaps' loop; the document also has the");
     t.note("share of 10 ms windows holding one (floor). Releases placed away from the interruptions' phase beat this floor.");
     t.note("late: releases more than 10 us after their instant; an iteration outside 10 us of 10 ms needs one.");
+    // The stop the floor watches found besides the tick, in how many rows (the longest median).
+    let stops: Vec<punctual_bench::gaps::PeriodicStop> =
+        cells.iter().filter_map(|c| c.floor.stop).collect();
+    if let Some(p) = stops.iter().max_by_key(|p| (p.cpus, p.median_ns)) {
+        t.note(format!(
+            "besides the tick, the floor watches found {}, in {} of {} rows.",
+            p.describe(),
+            stops.iter().filter(|q| q.hz == p.hz).count(),
+            cells.len()
+        ));
+    }
     t
 }
 

@@ -28,6 +28,11 @@ pub fn kernel_config() -> Option<String> {
     std::fs::read_to_string(format!("/boot/config-{release}")).ok()
 }
 
+/// The running kernel's timer tick rate (CONFIG_HZ), when its configuration can be read.
+pub fn config_hz() -> Option<u32> {
+    config_value(&kernel_config()?, "CONFIG_HZ")?.parse().ok()
+}
+
 fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
     config
         .lines()
