@@ -206,7 +206,7 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
                 handover: None,
                 behind: false,
                 last_read: None,
-                call: None,
+                own_work: None,
             });
         }
         prev = Some(t);
@@ -387,7 +387,7 @@ fn add_report(line: &str, cell: &mut Cell, late: &mut (Vec<LateRelease>, u64)) {
             handover: None,
             behind: false,
             last_read: None,
-            call: None,
+            own_work: None,
         });
     }
     for (key, rec) in [

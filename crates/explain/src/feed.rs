@@ -88,7 +88,7 @@ impl LateFeed {
                 handover: None,
                 behind: false,
                 last_read: None,
-                call: None,
+                own_work: None,
             });
         }
         self.taken.store(w, Ordering::Release);

@@ -20,7 +20,9 @@ pub mod timeline;
 
 pub use attribute::{Attribution, Cause};
 pub use feed::LateFeed;
-pub use record::{here, own_thread, Call, Handover, LateLog, LateRelease, Waiter, LOG_CAPACITY};
+pub use record::{
+    here, own_thread, Handover, LateLog, LateRelease, OwnWork, Waiter, WorkKind, LOG_CAPACITY,
+};
 pub use summary::{explain, Explanation, Tally};
 
 use punctual_trace::capture::{Capture, CaptureConfig, Captured};

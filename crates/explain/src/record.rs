@@ -54,21 +54,30 @@ pub struct LateRelease {
     /// `actual` the loop did nothing but read the clock (and note the start), so a window there
     /// with no guest event on its CPU is time the virtual CPU was not running guest code.
     pub last_read: Option<u64>,
-    /// The system call the thread was in from its last clock read to `actual` (a send, whose
-    /// `actual` is the kernel's stamp).
-    pub call: Option<Call>,
+    /// Bounded work of the thread's own from its last clock read to `actual`.
+    pub own_work: Option<OwnWork>,
 }
 
-/// A system call that ends at a late release's `actual`: a call far longer than it usually takes,
-/// with no guest event on its CPU, is time the virtual CPU was not running (as for
-/// [`LateRelease::last_read`]'s spin).
+/// A stretch of bounded work of the thread's own that ends at a late release's `actual`: far
+/// longer than it usually takes, with no guest event on its CPU, it is time the virtual CPU was not
+/// running (as for [`LateRelease::last_read`]'s spin).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Call {
-    /// The thread's clock read just before the call.
+pub struct OwnWork {
+    pub kind: WorkKind,
+    /// The thread's clock read where it began.
     pub at: u64,
-    /// How long the call takes in this run when nothing stops it (its 99th percentile), filled
-    /// in once the run is over; `u64::MAX` until then, which never judges a call stopped.
+    /// How long it takes in this run when nothing stops it (its 99th percentile), filled in once
+    /// the run is over; `u64::MAX` until then, which never judges it stopped.
     pub usual: u64,
+}
+
+/// What the thread was doing in an [`OwnWork`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkKind {
+    /// A send call, up to the kernel's stamp (`actual`).
+    Send,
+    /// A dispatch loop's bookkeeping between the previous action's end and the next release.
+    Bookkeeping,
 }
 
 impl LateRelease {
@@ -121,6 +130,15 @@ impl LateLog {
     #[inline(always)]
     pub fn is_late(&self, lateness: u64) -> bool {
         lateness > self.bound
+    }
+
+    /// The usual time of the records' own work ([`OwnWork::usual`]) of `kind`, once the run is over.
+    pub fn set_own_work_usual(&mut self, kind: WorkKind, usual: u64) {
+        for w in self.records.iter_mut().filter_map(|r| r.own_work.as_mut()) {
+            if w.kind == kind {
+                w.usual = usual;
+            }
+        }
     }
 
     /// Keep a record if there is room; count it otherwise.
@@ -199,7 +217,7 @@ mod tests {
             handover: None,
             behind: false,
             last_read: None,
-            call: None,
+            own_work: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! and the attribution must name it (and by name where the cause has one).
 
 use punctual_explain::attribute::{attribute, Evidence, STEAL_COUNTER_MIN_NS};
-use punctual_explain::{explain, Call, Cause, Handover, LateRelease, Waiter};
+use punctual_explain::{explain, Cause, Handover, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_trace::capture::StealSample;
 use punctual_trace::event::{EventKind, Vector};
 use punctual_trace::synth::{Synth, PREEMPTED, SLEEPING};
@@ -71,7 +71,7 @@ fn own(tid: i32, waiter: Waiter, target: u64, actual: u64) -> LateRelease {
         handover: None,
         behind: false,
         last_read: None,
-        call: None,
+        own_work: None,
     }
 }
 
@@ -87,7 +87,7 @@ fn client(target: u64, actual: u64, h: Handover) -> LateRelease {
         handover: Some(h),
         behind: false,
         last_read: None,
-        call: None,
+        own_work: None,
     }
 }
 
@@ -634,10 +634,11 @@ fn a_spinning_loop_whose_clock_jumped_over_the_instant_with_no_guest_event_was_n
     assert_eq!(d.cause, Cause::Dispatcher, "{d:?}");
 }
 
-/// Issue 26, the replay's `dispatcher` gaps: a loop on time at its send call whose kernel stamp
-/// came far later than its calls take, with no guest event between, was not running there.
+/// Issue 26, the replay's and the 10 us plan's `dispatcher` releases: a loop on time at its send
+/// call whose kernel stamp came far later than its sends take, or one that reached its release
+/// late from bookkeeping far longer than usual, with no guest event between, was not running.
 #[test]
-fn a_send_call_far_longer_than_usual_with_no_guest_event_was_not_running() {
+fn own_work_far_longer_than_usual_with_no_guest_event_was_not_running() {
     let t = T0 + 10_000 * US;
     let trace = |with_irq: bool| {
         let mut s = synth();
@@ -666,7 +667,11 @@ fn a_send_call_far_longer_than_usual_with_no_guest_event_was_not_running() {
     };
     // Called the kernel 1 us after the instant; stamped 120 us after the instant.
     let sent = |usual: u64| LateRelease {
-        call: Some(Call { at: t + US, usual }),
+        own_work: Some(OwnWork {
+            kind: WorkKind::Send,
+            at: t + US,
+            usual,
+        }),
         ..own(DISPATCHER, Waiter::Loop, t, t + 120 * US)
     };
     let a = cause_of(&trace(false), &sent(7 * US));
@@ -683,6 +688,28 @@ fn a_send_call_far_longer_than_usual_with_no_guest_event_was_not_running() {
     let d = cause_of(&trace(true), &sent(7 * US));
     assert_eq!(d.cause, Cause::Irq, "{d:?}");
     assert_eq!(d.offender.as_deref(), Some("irq 24 virtio1-req.0"), "{d:?}");
+    // A loop that reached its release 120 us late from its own bookkeeping, begun 2 us before the
+    // instant, which takes under 1 us: the same, in the loop's words.
+    let kept = |usual: u64| LateRelease {
+        own_work: Some(OwnWork {
+            kind: WorkKind::Bookkeeping,
+            at: t - 2 * US,
+            usual,
+        }),
+        ..own(DISPATCHER, Waiter::Loop, t, t + 120 * US)
+    };
+    let e = cause_of(&trace(false), &kept(US));
+    assert_eq!(e.cause, Cause::Steal, "{e:?}");
+    assert!(
+        e.why.contains("bookkeeping") && e.why.contains("2.00 us before"),
+        "{}",
+        e.why
+    );
+    assert_eq!(
+        cause_of(&trace(false), &kept(u64::MAX)).cause,
+        Cause::Dispatcher
+    );
+    assert_eq!(cause_of(&trace(true), &kept(US)).cause, Cause::Irq);
 }
 
 #[test]

@@ -301,7 +301,7 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
                 handover: None,
                 behind: false,
                 last_read: None,
-                call: None,
+                own_work: None,
             });
         }
         if let Some(f) = feed {
@@ -390,7 +390,7 @@ fn log_missed(late: &mut LateLog, series: u32, first: u64, interval: u64, count:
             handover: None,
             behind: false,
             last_read: None,
-            call: None,
+            own_work: None,
         });
     }
     late.dropped += count.saturating_sub(LOG_MISSED_MAX);

@@ -13,7 +13,7 @@ use punctual_dispatch::engine::{
     dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
     StolenTime,
 };
-use punctual_explain::{Call, LateLog, LateRelease, Waiter};
+use punctual_explain::{LateLog, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_periodic::channel::Ack;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
@@ -553,12 +553,9 @@ impl Timing {
     /// send call filled in: the 99th percentile of the run's lateness (from the instant to the
     /// kernel's stamp), which holds the call and the little before it.
     pub fn late_records(&mut self) -> (Vec<LateRelease>, u64) {
-        let usual = self.lateness.percentile(99_000);
-        let (mut records, dropped) = std::mem::take(&mut self.late).into_records();
-        for c in records.iter_mut().filter_map(|r| r.call.as_mut()) {
-            c.usual = usual;
-        }
-        (records, dropped)
+        let mut log = std::mem::take(&mut self.late);
+        log.set_own_work_usual(WorkKind::Send, self.lateness.percentile(99_000));
+        log.into_records()
     }
 
     /// Slope of the error over the run (ns of error per ns of run), `None` under two sends.
@@ -587,7 +584,8 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
         if before.at.saturating_sub(target).saturating_mul(2) >= actual.saturating_sub(target) {
             (before.at, before.last_read.filter(|&r| r <= target), None)
         } else {
-            let call = Call {
+            let call = OwnWork {
+                kind: WorkKind::Send,
                 at: before.at,
                 usual: u64::MAX,
             };
@@ -603,7 +601,7 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
         handover: None,
         behind: false,
         last_read,
-        call,
+        own_work: call,
     });
 }
 
@@ -1081,10 +1079,11 @@ mod tests {
             (3_000, 3_080, None)
         );
         // The send path's record keeps its call, judged only once the run's usual time is in.
-        assert_eq!(r[0].call, None);
+        assert_eq!(r[0].own_work, None);
         assert_eq!(
-            r[1].call,
-            Some(Call {
+            r[1].own_work,
+            Some(OwnWork {
+                kind: WorkKind::Send,
                 at: 3_001,
                 usual: u64::MAX
             })
@@ -1092,7 +1091,7 @@ mod tests {
         let p99 = t.lateness.percentile(99_000);
         let (r, dropped) = t.late_records();
         assert_eq!((r.len(), dropped), (2, 0));
-        assert_eq!(r[1].call.map(|c| c.usual), Some(p99));
+        assert_eq!(r[1].own_work.map(|c| c.usual), Some(p99));
         assert!(t.late.records().is_empty(), "the log was taken");
     }
 

@@ -242,6 +242,7 @@ pub struct LoopConfig<'a> {
     pub event_slot: &'a [Option<usize>],
 }
 
+#[derive(Default)]
 pub struct LoopEnd {
     pub margin_ns: u64,
     pub breathers: u64,
@@ -259,6 +260,80 @@ struct Due {
     slot: usize,
 }
 
+/// The loop's auto (or fixed) margin for its CPU.
+fn loop_margin(cfg: &LoopConfig) -> AutoMargin {
+    match cfg.margin {
+        MarginPolicy::Auto if cfg.shielded => {
+            AutoMargin::for_shielded(cfg.interval).capped(cfg.margin_cap)
+        }
+        MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval).capped(cfg.margin_cap),
+        MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
+    }
+}
+
+/// `--explain`: the loop's own bookkeeping between two releases, from the previous action's end
+/// to the next top of the loop (recording, logging, choosing the next release): how long it took,
+/// in powers of two, and where the current stretch began. A release the loop reached late from it
+/// keeps that start (`OwnWork`): far longer than the bookkeeping's usual time with no guest event,
+/// the virtual CPU was not running. Measured on a 10 us mark plan: the `dispatcher` releases left
+/// were the loop arriving 11-38 us late with no spin and no guest event (docs/benchmarks.md).
+struct Between {
+    since: Option<u64>,
+    counts: [u64; 64],
+}
+
+impl Default for Between {
+    fn default() -> Self {
+        Between {
+            since: None,
+            counts: [0; 64],
+        }
+    }
+}
+
+impl Between {
+    /// The top of the loop at `now`: a stretch since the previous action's end is counted.
+    #[inline(always)]
+    fn top(&mut self, now: u64) {
+        if let Some(d) = self.since {
+            let took = now.saturating_sub(d);
+            self.counts[(64 - took.leading_zeros()) as usize % 64] += 1;
+        }
+    }
+
+    /// The loop slept (a slice of a long wait): no bookkeeping stretch until the next action.
+    #[inline(always)]
+    fn slept(&mut self) {
+        self.since = None;
+    }
+
+    /// Where the bookkeeping that made a release at `target` late began: the previous action's
+    /// end, when before the instant and the loop neither spun, slept nor was behind (`other`).
+    #[inline(always)]
+    fn own_from(&self, target: u64, other: bool) -> Option<u64> {
+        self.since.filter(|&d| !other && d < target)
+    }
+
+    #[inline(always)]
+    fn done(&mut self, at: u64) {
+        self.since = Some(at);
+    }
+
+    /// The 99th percentile of the stretches, as the top of its power-of-two bucket (`u64::MAX`
+    /// when none was counted).
+    fn usual(&self) -> u64 {
+        let all: u64 = self.counts.iter().sum();
+        let mut seen = 0;
+        for (b, &n) in self.counts.iter().enumerate() {
+            seen += n;
+            if all > 0 && seen * 100 >= all * 99 {
+                return if b >= 63 { u64::MAX } else { 1u64 << b };
+            }
+        }
+        u64::MAX
+    }
+}
+
 /// Run one CPU's releases until `end`, the plan's end, or `stop`.
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
@@ -271,13 +346,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     progress: &[SlotProgress],
     heartbeat: &Heartbeat,
 ) -> LoopEnd {
-    let mut margin = match cfg.margin {
-        MarginPolicy::Auto if cfg.shielded => {
-            AutoMargin::for_shielded(cfg.interval).capped(cfg.margin_cap)
-        }
-        MarginPolicy::Auto => AutoMargin::for_interval(cfg.interval).capped(cfg.margin_cap),
-        MarginPolicy::Fixed(m) => AutoMargin::new(m, m, m),
-    };
+    let mut margin = loop_margin(cfg);
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
     let mut breather = Breather::new(cfg.breather_every, clock.now());
@@ -288,11 +357,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     let mut prev_work = 0u64;
     let mut end = LoopEnd {
         margin_ns: margin.margin(),
-        breathers: 0,
-        woke_late: 0,
-        woke_late_stolen: 0,
-        spun_through: 0,
+        ..LoopEnd::default()
     };
+    let mut between = Between::default();
 
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -308,9 +375,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         // Long sleeps in slices, so a stop request is seen.
         let now = clock.now();
         let m = margin.margin();
+        between.top(now);
         if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
             clock.sleep_until(now + SLEEP_SLICE_NS);
             breather.blocked(clock.now());
+            between.slept();
             continue;
         }
         // The first release has not learnt the kernel's wake-up latency yet: it sleeps with room.
@@ -367,7 +436,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             slept,
             woke: w.woke,
             last_read,
+            own_from: between.own_from(r.target, behind || slept || last_read.is_some()),
         };
+        between.done(done);
         let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
         if stats[slot].late.enabled() {
@@ -402,6 +473,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
     }
     collect_owed_reports(slots, stats, actions);
+    let usual = between.usual();
+    for st in stats.iter_mut() {
+        st.late
+            .set_own_work_usual(punctual_explain::WorkKind::Bookkeeping, usual);
+    }
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end

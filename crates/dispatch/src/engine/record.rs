@@ -3,7 +3,7 @@
 
 use super::sources::{Release, Timed};
 use super::{Actions, Handed, SlotProgress, SlotSpec, SlotStats};
-use punctual_explain::{Handover, LateLog, LateRelease, Waiter};
+use punctual_explain::{Handover, LateLog, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_periodic::channel::Ack;
 use punctual_stats::Recorder;
 use std::sync::atomic::Ordering;
@@ -113,7 +113,11 @@ pub(super) fn log_late(
                 handover: None,
                 behind: t.behind,
                 last_read: t.last_read,
-                call: None,
+                own_work: t.own_from.map(|at| OwnWork {
+                    kind: WorkKind::Bookkeeping,
+                    at,
+                    usual: u64::MAX,
+                }),
             });
         }
         return;
@@ -149,7 +153,7 @@ pub(super) fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64
         }),
         behind: false,
         last_read: None,
-        call: None,
+        own_work: None,
     });
 }
 
@@ -183,7 +187,7 @@ pub(super) fn log_missed(
             // The action itself was running over the instant, and for long: the loop's work.
             behind: t.started <= m && t.done - t.started >= OWN_WORK_NS,
             last_read: None,
-            call: None,
+            own_work: None,
         });
     }
 }

@@ -54,6 +54,9 @@ pub(super) struct Timed {
     /// The spin's clock read before the one that found the instant passed (`None`: it did not
     /// spin): from it to `started` the loop only read the clock and noted the start.
     pub(super) last_read: Option<u64>,
+    /// When the loop reached this release late from its own bookkeeping (no spin, no sleep, not
+    /// behind): the previous action's end, its last clock read before the instant.
+    pub(super) own_from: Option<u64>,
 }
 
 impl Sources {

@@ -22,6 +22,9 @@ struct Fake {
     finished: bool,
     /// Per action, its lead (else `lead`).
     leads: Vec<u64>,
+    /// After the nth firing, the loop's bookkeeping stalls this long (the clock jumps when the
+    /// loop next asks whether the action is delegated, after the action's end).
+    stall_after: std::cell::Cell<Option<(u64, u64)>>,
 }
 
 impl Fake {
@@ -37,6 +40,7 @@ impl Fake {
             client: None,
             finished: false,
             leads: Vec::new(),
+            stall_after: std::cell::Cell::new(None),
         }
     }
 }
@@ -49,6 +53,12 @@ impl Actions for Fake {
             .unwrap_or(self.lead)
     }
     fn delegated(&self, _: u16) -> bool {
+        if let Some((nth, ns)) = self.stall_after.get() {
+            if self.counts.iter().sum::<u64>() == nth + 1 {
+                self.stall_after.set(None);
+                self.clock.advance(ns);
+            }
+        }
         self.delegated
     }
     fn fire(&mut self, action: u16, target: u64, seq: u64, _data: &[u8]) -> Fired {
@@ -1197,4 +1207,42 @@ fn stop_ends_the_loop_and_end_bounds_it() {
         &Heartbeat::default(),
     );
     assert_eq!(stats[0].releases, 0);
+}
+
+/// Issue 26: a release the loop reached late from its own bookkeeping (no spin: it was already
+/// past the instant at the top of the loop) keeps where that bookkeeping began, the previous
+/// action's end, with the run's usual bookkeeping time filled in after the loop.
+#[test]
+fn a_release_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
+    let clock = ManualClock::new(0, 10);
+    // Every 10 us for 3 ms, spun through; after the 6th firing the bookkeeping stalls 40 us.
+    let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.stall_after.set(Some((5, 40_000)));
+    let stats = run_explained(
+        &clock,
+        &slots,
+        &mut fake,
+        1_000_000 + 3_000_000,
+        MarginPolicy::Auto,
+    );
+    let fired: Vec<u64> = fake.log.iter().map(|l| l.3).collect();
+    let late = stats[0].late.records();
+    let first = late.first().expect("the stall made a release late");
+    let w = first.own_work.expect("reached from bookkeeping: {first:?}");
+    assert_eq!(w.kind, punctual_explain::WorkKind::Bookkeeping);
+    assert!(w.at < first.target, "{w:?} {first:?}");
+    assert!(
+        fired[5] <= w.at && w.at < fired[5] + 1_000,
+        "begins at the 6th action's end: {w:?}, fired at {}",
+        fired[5]
+    );
+    assert!(first.last_read.is_none() && !first.behind, "{first:?}");
+    // The usual stretch is the loop's few reads, far below the stall.
+    assert!(w.usual < 1_000, "{w:?}");
+    // The releases due during the stall were skipped: members of its chain, which take its cause
+    // when explained (summary's chains), with nothing of their own.
+    for r in &late[1..] {
+        assert!(r.target <= first.actual && r.own_work.is_none(), "{r:?}");
+    }
 }
