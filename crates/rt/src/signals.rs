@@ -165,13 +165,14 @@ impl Interrupts {
 
     /// What a received signal does: before arming, restore and exit; the first one after, set
     /// the flag and wake the unstick thread; a second one, restore and exit.
+    ///
+    /// The unstick thread is woken first on every path: a stop that restores and exits at once
+    /// waits on locks (standard error, the journal) that a thread held off its CPU may hold, and
+    /// only moving that thread frees them (issue 32: a `latency` signalled before it armed was
+    /// seen 30 s later with its signal thread in a futex wait and the unstick thread still parked).
     fn take(&self, sig: i32) {
         let first = self.signal.swap(sig, Ordering::SeqCst) == 0;
-        if !self.armed.load(Ordering::SeqCst) {
-            abort_now("interrupted");
-        }
         if first {
-            self.stop.store(true, Ordering::SeqCst);
             match UNSTICKER.get() {
                 Some(t) => t.unpark(),
                 None => {
@@ -180,6 +181,12 @@ impl Interrupts {
                         .spawn(unstick_until_exit);
                 }
             }
+        }
+        if !self.armed.load(Ordering::SeqCst) {
+            abort_now("interrupted");
+        }
+        if first {
+            self.stop.store(true, Ordering::SeqCst);
         } else {
             abort_now("second interrupt");
         }
@@ -213,13 +220,10 @@ impl Interrupts {
 
 fn abort_now(why: &str) -> ! {
     use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "\npunctual: {why}, restoring system settings and stopping now"
-    );
     // The process ends only when every thread has: one held off its CPU must be able to run. A
     // thread may be pinning itself right now (a measuring thread's set-up), so look until a few
-    // passes in a row find none (at most 0.5 s).
+    // passes in a row find none (at most 0.5 s). Before anything that takes a lock (standard
+    // error's among them): the held thread may hold it.
     let (mut moved, mut quiet) = (Moved::new(), 0);
     for _ in 0..50 {
         quiet = if unstick(&mut moved) == 0 {
@@ -232,6 +236,10 @@ fn abort_now(why: &str) -> ! {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    let _ = writeln!(
+        std::io::stderr(),
+        "\npunctual: {why}, restoring system settings and stopping now"
+    );
     for (change, err) in crate::journal::global().undo_all() {
         let _ = writeln!(
             std::io::stderr(),
