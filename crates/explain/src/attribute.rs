@@ -456,10 +456,8 @@ fn not_running(ev: &Evidence, r: &LateRelease, a: Attribution) -> Attribution {
         return stopped_between(ev, r.cpu, (read, r.target, r.actual), a);
     }
     match r.own_work {
-        Some(w) if r.actual.saturating_sub(w.at) >= w.usual.saturating_add(r.lateness() / 2) => {
-            stalled_work(ev, r, w, a)
-        }
-        _ => a,
+        Some(w) => stalled_work(ev, r.cpu, (r.target, r.actual), w, a),
+        None => a,
     }
 }
 
@@ -476,16 +474,26 @@ fn eventless(ev: &Evidence, cpu: u32, from: u64, to: u64) -> bool {
     inside.is_empty() && covered
 }
 
-/// The own work of `r` held no guest event on its CPU: `a` becomes `steal`.
-fn stalled_work(ev: &Evidence, r: &LateRelease, w: OwnWork, a: Attribution) -> Attribution {
-    if !eventless(ev, r.cpu, w.at, r.actual) {
+/// Own work `w` of the loop on `cpu`, due at `due` and seen done at `seen`: when it took at least
+/// half the lateness beyond its usual time and held no guest event on `cpu`, `a` becomes `steal`.
+fn stalled_work(
+    ev: &Evidence,
+    cpu: u32,
+    (due, seen): (u64, u64),
+    w: OwnWork,
+    a: Attribution,
+) -> Attribution {
+    let took = seen.saturating_sub(w.at);
+    if took < w.usual.saturating_add(seen.saturating_sub(due) / 2)
+        || !eventless(ev, cpu, w.at, seen)
+    {
         return a;
     }
     let at = |t: u64| {
-        if t >= r.target {
-            format!("{} after", punctual_time::format_ns(t - r.target))
+        if t >= due {
+            format!("{} after", punctual_time::format_ns(t - due))
         } else {
-            format!("{} before", punctual_time::format_ns(r.target - t))
+            format!("{} before", punctual_time::format_ns(due - t))
         }
     };
     let what = match w.kind {
@@ -493,26 +501,26 @@ fn stalled_work(ev: &Evidence, r: &LateRelease, w: OwnWork, a: Attribution) -> A
             "the loop called the kernel {} its instant, which stamped the send {} later (its \
              sends take {} at most in 99 of 100 this run)",
             at(w.at),
-            punctual_time::format_ns(r.actual - w.at),
+            punctual_time::format_ns(took),
             punctual_time::format_ns(w.usual)
         ),
         WorkKind::Bookkeeping => format!(
             "the loop ended its previous action {} its instant and reached this one {} later, \
              only its own bookkeeping between (which takes under {} in 99 of 100 this run)",
             at(w.at),
-            punctual_time::format_ns(r.actual - w.at),
+            punctual_time::format_ns(took),
             punctual_time::format_ns(w.usual)
         ),
     };
     Attribution {
         cause: Cause::Steal,
         offender: None,
-        cpu: Some(r.cpu),
-        held_ns: r.actual - w.at,
+        cpu: Some(cpu),
+        held_ns: took,
         why: format!(
-            "{what}, and CPU {} logged no guest event in between: the virtual CPU was not running \
-             ({})",
-            r.cpu, a.why
+            "{what}, and CPU {cpu} logged no guest event in between: the virtual CPU was not \
+             running ({})",
+            a.why
         ),
     }
 }
@@ -587,10 +595,13 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             delay,
             false,
         );
-        // The dispatcher spun to the hand-over: its two reads around it can show the vCPU stopped.
-        if let Some(read) = h.last_read.filter(|&t| t <= h.planned) {
-            if a.cause == Cause::Dispatcher {
+        // The dispatcher spun to the hand-over: its two reads around it can show the vCPU
+        // stopped; or it reached it late from its bookkeeping, which can too.
+        if a.cause == Cause::Dispatcher {
+            if let Some(read) = h.last_read.filter(|&t| t <= h.planned) {
                 a = stopped_between(ev, h.cpu, (read, h.planned, h.at), a);
+            } else if let Some(w) = h.own_work {
+                a = stalled_work(ev, h.cpu, (h.planned, h.at), w, a);
             }
         }
         a.why = format!(

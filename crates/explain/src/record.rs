@@ -31,6 +31,9 @@ pub struct Handover {
     /// The dispatcher's clock read before the one that found the hand-over due, when it spun to
     /// it: as [`LateRelease::last_read`], for the dispatcher's side of a late hand-over.
     pub last_read: Option<u64>,
+    /// The dispatcher's bookkeeping it reached the hand-over late from: as
+    /// [`LateRelease::own_work`], for its side of a late hand-over.
+    pub own_work: Option<OwnWork>,
 }
 
 /// One release outside its bound. Times are CLOCK_MONOTONIC ns, the trace's clock.
@@ -134,10 +137,12 @@ impl LateLog {
 
     /// The usual time of the records' own work ([`OwnWork::usual`]) of `kind`, once the run is over.
     pub fn set_own_work_usual(&mut self, kind: WorkKind, usual: u64) {
-        for w in self.records.iter_mut().filter_map(|r| r.own_work.as_mut()) {
-            if w.kind == kind {
-                w.usual = usual;
-            }
+        let works = self.records.iter_mut().flat_map(|r| {
+            let handed = r.handover.as_mut().and_then(|h| h.own_work.as_mut());
+            r.own_work.as_mut().into_iter().chain(handed)
+        });
+        for w in works.filter(|w| w.kind == kind) {
+            w.usual = usual;
         }
     }
 

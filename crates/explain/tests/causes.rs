@@ -99,6 +99,7 @@ fn handover(planned: u64, at: u64, lead_needed: u64) -> Handover {
         at,
         lead_needed,
         last_read: None,
+        own_work: None,
     }
 }
 
@@ -315,6 +316,41 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
     );
     let c = cause_of(&s, &r(Some(planned - US)));
     assert_ne!(c.cause, Cause::Steal, "{c:?}");
+}
+
+/// The same hand-over reached late from the dispatcher's bookkeeping (no spin): its start, with
+/// that bookkeeping's usual time, shows the stop as the spin's reads do.
+#[test]
+fn a_hand_over_reached_late_from_bookkeeping_with_no_guest_event_was_not_running() {
+    let t = T0 + 10_000 * US;
+    let planned = t - 100 * US;
+    let mut s = synth();
+    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
+    s.event(
+        t + 2_000 * US,
+        1,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 6_000 * US,
+        },
+    );
+    let at = planned + 300 * US;
+    waking(&mut s, at + US, 1, CLIENT, 19);
+    switch(&mut s, at + 20 * US, 0, 0, 0, CLIENT, 19);
+    let r = |usual: u64| {
+        let mut h = handover(planned, at, 30 * US);
+        h.own_work = Some(OwnWork {
+            kind: WorkKind::Bookkeeping,
+            at: planned - 5 * US,
+            usual,
+        });
+        client(t, at + 25 * US, h)
+    };
+    let a = cause_of(&s, &r(256));
+    assert_eq!((a.cause, a.cpu), (Cause::Steal, Some(1)), "{a:?}");
+    assert!(a.why.contains("bookkeeping"), "{}", a.why);
+    // Its usual time not filled in: the dispatcher's own, as before.
+    assert_eq!(cause_of(&s, &r(u64::MAX)).cause, Cause::Dispatcher);
 }
 
 #[test]

@@ -135,6 +135,9 @@ pub struct SlotStats {
     /// `--explain`: its releases outside the bound (series = the slot's index on its CPU). Keeps
     /// nothing unless given a bound.
     pub late: LateLog,
+    /// For a delegated action: where the bookkeeping began that made its last hand-over late
+    /// (`Timed::own_from`), kept until the client's report on that release comes back.
+    pub handed_own_from: Option<u64>,
 }
 
 /// Live figures of one slot, written with relaxed stores.
@@ -436,7 +439,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             slept,
             woke: w.woke,
             last_read,
-            own_from: between.own_from(r.target, behind || slept || last_read.is_some()),
+            own_from: between.own_from(act_at, behind || slept || last_read.is_some()),
         };
         between.done(done);
         let delegated = actions.delegated(spec.action);
@@ -450,6 +453,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
                 delegated,
                 actions.handed(spec.action),
             );
+        }
+        if delegated {
+            stats[slot].handed_own_from = timed.own_from;
         }
         if spec.movable {
             sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);

@@ -131,10 +131,19 @@ pub(super) fn log_late(
         // Not taken before the next release: late by at least that long.
         Ack::Missed => t.started.max(h.target + 1),
     };
-    push_client(&mut st.late, slot, h, actual);
+    let own_from = st.handed_own_from;
+    push_client(&mut st.late, slot, h, actual, own_from);
 }
 
-pub(super) fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64) {
+/// A client's late release, with how it was handed over (`own_from`: where the loop's bookkeeping
+/// began when it reached that hand-over late from it).
+pub(super) fn push_client(
+    log: &mut LateLog,
+    slot: usize,
+    h: Handed,
+    actual: u64,
+    own_from: Option<u64>,
+) {
     let (tid, cpu) = punctual_explain::here();
     log.push(LateRelease {
         series: slot as u32,
@@ -150,6 +159,11 @@ pub(super) fn push_client(log: &mut LateLog, slot: usize, h: Handed, actual: u64
             at: h.at,
             lead_needed: h.lead_needed,
             last_read: h.last_read,
+            own_work: own_from.map(|at| OwnWork {
+                kind: WorkKind::Bookkeeping,
+                at,
+                usual: u64::MAX,
+            }),
         }),
         behind: false,
         last_read: None,
@@ -204,7 +218,8 @@ pub(super) fn collect_owed_reports<A: Actions + ?Sized>(
             if let (Some(h), true) = (actions.handed(s.action), stats[i].late.enabled()) {
                 match ack {
                     Some(Ack::Done { lateness, .. }) if stats[i].late.is_late(lateness) => {
-                        push_client(&mut stats[i].late, i, h, h.target + lateness)
+                        let own_from = stats[i].handed_own_from;
+                        push_client(&mut stats[i].late, i, h, h.target + lateness, own_from)
                     }
                     // Never taken, and the run is over: when it would have run is not known.
                     Some(Ack::Missed) => stats[i].late.dropped += 1,
@@ -241,6 +256,7 @@ impl SlotStats {
             rephase_gave_up: false,
             offset_ns: None,
             late: LateLog::off(),
+            handed_own_from: None,
         }
     }
 }

@@ -1246,3 +1246,38 @@ fn a_release_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
         assert!(r.target <= first.actual && r.own_work.is_none(), "{r:?}");
     }
 }
+
+/// The same for a hand-over: the client's late report on the release the loop handed over late
+/// from its bookkeeping carries that bookkeeping's start with the hand-over.
+#[test]
+fn a_hand_over_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.delegated = true;
+    // The client reports the 7th release (handed over after the stall) 60 us late, the rest on
+    // time.
+    fake.client = Some(|target| Ack::Done {
+        lateness: if target == 1_060_000 { 60_000 } else { 7 },
+        wake_latency: Some(1),
+        woke_late: false,
+    });
+    fake.stall_after.set(Some((5, 40_000)));
+    let stats = run_explained(
+        &clock,
+        &slots,
+        &mut fake,
+        1_000_000 + 3_000_000,
+        MarginPolicy::Auto,
+    );
+    let late = stats[0].late.records();
+    let r = late
+        .iter()
+        .find(|r| r.target == 1_060_000)
+        .unwrap_or_else(|| panic!("the client's late report is kept: {late:?}"));
+    let h = r.handover.expect("a hand-over");
+    let w = h.own_work.expect("reached from bookkeeping");
+    assert_eq!(w.kind, punctual_explain::WorkKind::Bookkeeping);
+    assert!(w.at < h.planned && h.at > h.planned + 30_000, "{h:?}");
+    assert!(w.usual < 1_000, "{w:?}");
+}
