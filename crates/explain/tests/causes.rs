@@ -272,16 +272,10 @@ fn a_hand_over_late_by_the_dispatchers_own_loop_is_the_dispatcher() {
     assert_eq!(a.cpu, Some(1));
 }
 
-/// Issue 26: seen in kurt-periodic's real-time mode, a dispatcher running the whole window and
-/// handing over 1.13 ms late with no guest event: with its spin's two reads around the hand-over
-/// (nothing between them but one read) that is the virtual CPU stopped, as for its own releases.
-#[test]
-fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_not_running() {
-    let t = T0 + 10_000 * US;
-    let planned = t - 100 * US;
+/// The dispatcher on CPU 1 since long before a release at `t`, charged for all of it; the client
+/// on CPU 0 woken by its hand-over at `at`, running 20 us later.
+fn handed_over_at(t: u64, at: u64) -> Synth {
     let mut s = synth();
-    // The dispatcher on CPU 1 since long before, charged for all of it; the client on CPU 0
-    // woken at the hand-over, 1 ms after its plan.
     switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
     s.event(
         t + 2_000 * US,
@@ -291,9 +285,21 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
             runtime: 6_000 * US,
         },
     );
-    let at = planned + 1_000 * US;
     waking(&mut s, at + US, 1, CLIENT, 19);
     switch(&mut s, at + 20 * US, 0, 0, 0, CLIENT, 19);
+    s
+}
+
+/// Issue 26: seen in kurt-periodic's real-time mode, a dispatcher running the whole window and
+/// handing over 1.13 ms late with no guest event: with its spin's two reads around the hand-over
+/// (nothing between them but one read) that is the virtual CPU stopped, as for its own releases.
+#[test]
+fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_not_running() {
+    let t = T0 + 10_000 * US;
+    let planned = t - 100 * US;
+    // The client woken at the hand-over, 1 ms after its plan.
+    let at = planned + 1_000 * US;
+    let mut s = handed_over_at(t, at);
     let r = |last_read| {
         let mut h = handover(planned, at, 30 * US);
         h.last_read = last_read;
@@ -324,19 +330,8 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
 fn a_hand_over_reached_late_from_bookkeeping_with_no_guest_event_was_not_running() {
     let t = T0 + 10_000 * US;
     let planned = t - 100 * US;
-    let mut s = synth();
-    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
-    s.event(
-        t + 2_000 * US,
-        1,
-        EventKind::StatRuntime {
-            pid: DISPATCHER,
-            runtime: 6_000 * US,
-        },
-    );
     let at = planned + 300 * US;
-    waking(&mut s, at + US, 1, CLIENT, 19);
-    switch(&mut s, at + 20 * US, 0, 0, 0, CLIENT, 19);
+    let s = handed_over_at(t, at);
     let r = |usual: u64| {
         let mut h = handover(planned, at, 30 * US);
         h.own_work = Some(OwnWork {

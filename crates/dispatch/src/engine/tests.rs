@@ -1209,23 +1209,25 @@ fn stop_ends_the_loop_and_end_bounds_it() {
     assert_eq!(stats[0].releases, 0);
 }
 
+/// A 10 us task for 3 ms from 1 ms on, spun through, whose loop's bookkeeping stalls 40 us after
+/// the 6th firing; `setup` adjusts the actions first.
+fn stalled_dense(setup: impl FnOnce(&mut Fake)) -> (Vec<SlotStats>, Fake) {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.stall_after.set(Some((5, 40_000)));
+    setup(&mut fake);
+    let end = 1_000_000 + 3_000_000;
+    let stats = run_explained(&clock, &slots, &mut fake, end, MarginPolicy::Auto);
+    (stats, fake)
+}
+
 /// Issue 26: a release the loop reached late from its own bookkeeping (no spin: it was already
 /// past the instant at the top of the loop) keeps where that bookkeeping began, the previous
 /// action's end, with the run's usual bookkeeping time filled in after the loop.
 #[test]
 fn a_release_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
-    let clock = ManualClock::new(0, 10);
-    // Every 10 us for 3 ms, spun through; after the 6th firing the bookkeeping stalls 40 us.
-    let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
-    let mut fake = Fake::new(&clock, 1);
-    fake.stall_after.set(Some((5, 40_000)));
-    let stats = run_explained(
-        &clock,
-        &slots,
-        &mut fake,
-        1_000_000 + 3_000_000,
-        MarginPolicy::Auto,
-    );
+    let (stats, fake) = stalled_dense(|_| {});
     let fired: Vec<u64> = fake.log.iter().map(|l| l.3).collect();
     let late = stats[0].late.records();
     let first = late.first().expect("the stall made a release late");
@@ -1251,25 +1253,16 @@ fn a_release_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
 /// from its bookkeeping carries that bookkeeping's start with the hand-over.
 #[test]
 fn a_hand_over_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
-    let clock = ManualClock::new(0, 10);
-    let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
-    let mut fake = Fake::new(&clock, 1);
-    fake.delegated = true;
-    // The client reports the 7th release (handed over after the stall) 60 us late, the rest on
-    // time.
-    fake.client = Some(|target| Ack::Done {
-        lateness: if target == 1_060_000 { 60_000 } else { 7 },
-        wake_latency: Some(1),
-        woke_late: false,
+    let (stats, _) = stalled_dense(|fake| {
+        fake.delegated = true;
+        // The client reports the 7th release (handed over after the stall) 60 us late, the rest
+        // on time.
+        fake.client = Some(|target| Ack::Done {
+            lateness: if target == 1_060_000 { 60_000 } else { 7 },
+            wake_latency: Some(1),
+            woke_late: false,
+        });
     });
-    fake.stall_after.set(Some((5, 40_000)));
-    let stats = run_explained(
-        &clock,
-        &slots,
-        &mut fake,
-        1_000_000 + 3_000_000,
-        MarginPolicy::Auto,
-    );
     let late = stats[0].late.records();
     let r = late
         .iter()
