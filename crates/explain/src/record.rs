@@ -99,7 +99,7 @@ pub struct LateLog {
     bound: u64,
 }
 
-/// Late releases one timing thread keeps at most (120 bytes each: 3.75 MiB).
+/// Late releases one timing thread keeps at most (144 bytes each: 4.5 MiB).
 pub const LOG_CAPACITY: usize = 32 * 1024;
 
 impl LateLog {
