@@ -278,8 +278,8 @@ fn loop_margin(cfg: &LoopConfig) -> AutoMargin {
 /// to the next top of the loop (recording, logging, choosing the next release): how long it took,
 /// in powers of two, and where the current stretch began. A release the loop reached late from it
 /// keeps that start (`OwnWork`): far longer than the bookkeeping's usual time with no guest event,
-/// the virtual CPU was not running. Measured on a 10 us mark plan: the `dispatcher` releases left
-/// were the loop arriving 11-38 us late with no spin and no guest event (docs/benchmarks.md).
+/// the virtual CPU was not running. Measured on a 10 us mark plan: most `dispatcher` releases left
+/// were the loop arriving 10-180 us late with no spin and no guest event (docs/benchmarks.md).
 struct Between {
     since: Option<u64>,
     counts: [u64; 64],
@@ -310,11 +310,12 @@ impl Between {
         self.since = None;
     }
 
-    /// Where the bookkeeping that made a release at `target` late began: the previous action's
-    /// end, when before the instant and the loop neither spun, slept nor was behind (`other`).
+    /// Where the bookkeeping that made the loop late for an instant `due` (when it had to act)
+    /// began: the previous action's end, when before `due` and the loop neither spun, slept nor
+    /// was behind (`other`).
     #[inline(always)]
-    fn own_from(&self, target: u64, other: bool) -> Option<u64> {
-        self.since.filter(|&d| !other && d < target)
+    fn own_from(&self, due: u64, other: bool) -> Option<u64> {
+        self.since.filter(|&d| !other && d < due)
     }
 
     #[inline(always)]

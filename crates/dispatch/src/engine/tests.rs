@@ -1231,7 +1231,9 @@ fn a_release_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
     let fired: Vec<u64> = fake.log.iter().map(|l| l.3).collect();
     let late = stats[0].late.records();
     let first = late.first().expect("the stall made a release late");
-    let w = first.own_work.expect("reached from bookkeeping: {first:?}");
+    let w = first
+        .own_work
+        .unwrap_or_else(|| panic!("reached from bookkeeping: {first:?}"));
     assert_eq!(w.kind, punctual_explain::WorkKind::Bookkeeping);
     assert!(w.at < first.target, "{w:?} {first:?}");
     assert!(
