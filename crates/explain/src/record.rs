@@ -99,14 +99,36 @@ pub struct LateLog {
     bound: u64,
 }
 
+/// What [`LateLog::new`] writes over its buffer before the run.
+const FILLER: LateRelease = LateRelease {
+    series: 0,
+    tid: 0,
+    cpu: 0,
+    waiter: Waiter::Loop,
+    target: 0,
+    actual: 0,
+    handover: None,
+    behind: false,
+    last_read: None,
+    own_work: None,
+};
+
 /// Late releases one timing thread keeps at most (144 bytes each: 4.5 MiB).
 pub const LOG_CAPACITY: usize = 32 * 1024;
 
 impl LateLog {
     /// A log for releases later than `bound` ns, holding at most `capacity`.
+    ///
+    /// Every page of the log is written here: a timing loop that logs its first late releases
+    /// into memory never touched takes a page fault per new page in the middle of its
+    /// bookkeeping (page faults are not among the traced events), and a process that is not
+    /// locked (`mlockall`: tests, library users) does not have them prefaulted.
     pub fn new(bound: u64, capacity: usize) -> LateLog {
+        let mut records = Vec::with_capacity(capacity);
+        records.resize(capacity, FILLER);
+        records.clear();
         LateLog {
-            records: Vec::with_capacity(capacity),
+            records,
             dropped: 0,
             bound,
         }
