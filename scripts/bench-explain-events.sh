@@ -28,11 +28,7 @@
 #   (root; needs cyclictest from rt-tests; default 3 rounds of 5 s at 100 us on the last CPU)
 # Nothing is left changed: the instance and the private tracefs mount are removed on every exit.
 set -euo pipefail
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-case "${1:-}" in -h|--help) usage; exit 0 ;; esac
-for a in "$@"; do
-  [[ $a =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "$(basename "$0"): not a number: $a" >&2; usage >&2; exit 2; }
-done
+. "$(dirname "$0")/lib/cli.sh"
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-explain-events: needs root (tracefs, SCHED_FIFO)" >&2; exit 2; }
 command -v cyclictest >/dev/null || { echo "bench-explain-events: needs cyclictest (apt-get install rt-tests)" >&2; exit 2; }

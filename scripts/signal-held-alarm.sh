@@ -9,11 +9,7 @@
 # PUNCTUAL: the binary (default target/release/punctual). Takes the tests' CPU lock; ends only the
 # processes it started; each spinner ends by itself after 25 s at the latest.
 set -euo pipefail
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-case "${1:-}" in -h|--help) usage; exit 0 ;; esac
-for a in "$@"; do
-  [[ $a =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "$(basename "$0"): not a number: $a" >&2; usage >&2; exit 2; }
-done
+. "$(dirname "$0")/lib/cli.sh"
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "signal-held-alarm: needs root (SCHED_FIFO)" >&2; exit 2; }
 command -v stress-ng >/dev/null || { echo "signal-held-alarm: needs stress-ng" >&2; exit 2; }

@@ -33,20 +33,15 @@ fn child(cpu: usize) {
     std::thread::sleep(Duration::from_secs(120));
 }
 
-/// Whether a thread of `pid` is real-time (`/proc` stat field 41, the policy).
+/// Whether a thread of `pid` is real-time.
 fn held_realtime_thread(pid: i32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };
-    tasks.flatten().any(|t| {
-        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-        let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
-        // After the name: field 3 is the first; the policy is field 41.
-        after
-            .split_whitespace()
-            .nth(41 - 3)
-            .is_some_and(|p| p != "0")
-    })
+    tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
+        .any(punctual_rt::is_realtime)
 }
 
 #[test]
