@@ -122,7 +122,9 @@ pub fn run_plan_traced(
     let explainer = Explainer::start(explain)?;
     let mut out = crate::execute_with(prepared, &cfg, stop, progress, heartbeats)?;
     let (records, unlogged) = out.late_releases();
-    Ok((out, explainer.stop()?, records, unlogged))
+    let mut trace = explainer.stop()?;
+    trace.captured.stalls = out.stalls();
+    Ok((out, trace, records, unlogged))
 }
 
 /// What [`run_plan_traced`] returns.

@@ -295,6 +295,7 @@ fn dispatcher_thread(
     let cpu_ns = thread_cpu_time() - cpu0;
     let wall_ns = read_clock(libc::CLOCK_MONOTONIC) - wall0;
     shared.heartbeats[ci].withdraw_thread();
+    let (stalls, stalls_dropped) = le.stalls.into_stalls();
     let result = CpuResult {
         cpu: prep.cpu,
         margin_ns: le.margin_ns,
@@ -305,6 +306,8 @@ fn dispatcher_thread(
         spun_through: le.spun_through,
         cpu_ns,
         wall_ns,
+        stalls,
+        stalls_dropped,
         policy: guards.policy,
         priority: guards.priority,
         fallback: guards.fallback.clone(),

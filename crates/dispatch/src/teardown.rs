@@ -28,6 +28,10 @@ pub struct CpuResult {
     pub spun_through: u64,
     pub cpu_ns: u64,
     pub wall_ns: u64,
+    /// `--explain`: the loop's stalls ([`punctual_explain::Stall`]), and those its log had no
+    /// room for.
+    pub stalls: Vec<punctual_explain::Stall>,
+    pub stalls_dropped: u64,
     pub policy: Policy,
     pub priority: u32,
     pub fallback: Option<Fallback>,
@@ -56,6 +60,14 @@ impl Outcome {
             unlogged.push((i as u32, dropped));
         }
         (records, unlogged)
+    }
+
+    /// `--explain`: every dispatcher loop's stalls, taken out of the outcome.
+    pub fn stalls(&mut self) -> Vec<punctual_explain::Stall> {
+        self.cpus
+            .iter_mut()
+            .flat_map(|c| std::mem::take(&mut c.stalls))
+            .collect()
     }
 }
 

@@ -82,6 +82,8 @@ fn outcome(trip: Option<Trip>) -> Outcome {
             spun_through: 0,
             cpu_ns: 60_000_000,
             wall_ns: 2_000_000_000,
+            stalls: Vec::new(),
+            stalls_dropped: 0,
             policy: Policy::Fifo,
             priority: 98,
             fallback: None,

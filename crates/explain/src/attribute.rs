@@ -27,7 +27,7 @@
 //! was at least [`STEAL_COUNTER_MIN_NS`] (the counter's 10 ms resolution says nothing shorter).
 
 use crate::record::{LateRelease, OwnWork, Waiter, WorkKind};
-use crate::timeline::{account, Accounting, Occupant, Window, LOOKBACK_NS};
+use crate::timeline::{account, dark_stretches, Accounting, Occupant, Window, LOOKBACK_NS};
 use punctual_trace::capture::Captured;
 use punctual_trace::event::{softirq_name, EventKind, STATE_MASK, STATE_PREEMPTED};
 use serde::{Deserialize, Serialize};
@@ -132,6 +132,9 @@ pub struct Evidence<'a> {
     /// watchdog). One of them holding a victim's CPU is punctual's doing
     /// (`dispatcher`: its loop, or its placement of clients), not another task's.
     pub own: std::collections::HashSet<i32>,
+    /// Per traced CPU, the stretches the measuring threads' stalls show the guest did nothing
+    /// where it had to ([`crate::timeline::dark_stretches`]): in time order, merged.
+    pub dark: std::collections::HashMap<u32, Vec<(u64, u64)>>,
 }
 
 impl<'a> Evidence<'a> {
@@ -147,8 +150,44 @@ impl<'a> Evidence<'a> {
                 }
             }
         }
-        Evidence { trace, own }
+        Evidence {
+            trace,
+            own,
+            dark: dark_by_cpu(trace),
+        }
     }
+}
+
+/// [`Evidence::dark`] from the trace's stalls.
+fn dark_by_cpu(trace: &Captured) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
+    let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
+    let mut idle_known: std::collections::HashMap<u32, bool> = Default::default();
+    for s in &trace.stalls {
+        let Some(events) = trace.cpu_events(s.cpu as usize) else {
+            continue;
+        };
+        let known = *idle_known.entry(s.cpu).or_insert_with(|| {
+            events
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::CpuIdle { .. }))
+        });
+        let poll = trace.poll_state(s.cpu as usize);
+        out.entry(s.cpu)
+            .or_default()
+            .extend(dark_stretches(events, s, poll, known));
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+        for &(a, b) in v.iter() {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        *v = merged;
+    }
+    out
 }
 
 impl Evidence<'_> {
@@ -191,6 +230,7 @@ impl Evidence<'_> {
             victim_after: after,
             wakings: &wakings,
             poll_state: self.trace.poll_state(cpu as usize),
+            dark: self.dark.get(&cpu).map_or(&[], Vec::as_slice),
         }))
     }
 

@@ -21,7 +21,8 @@ pub mod timeline;
 pub use attribute::{Attribution, Cause};
 pub use feed::LateFeed;
 pub use record::{
-    here, own_thread, Handover, LateLog, LateRelease, OwnWork, Waiter, WorkKind, LOG_CAPACITY,
+    here, own_thread, Handover, LateLog, LateRelease, OwnWork, Stall, StallKind, StallLog, Waiter,
+    WorkKind, LOG_CAPACITY, STALL_CAPACITY, STALL_LOG_NS,
 };
 pub use summary::{explain, Explanation, Tally};
 

@@ -200,7 +200,93 @@ impl LateLog {
     }
 }
 
-/// The calling thread's id and the CPU it runs on (for a record).
+pub use punctual_trace::capture::{Stall, StallKind};
+
+/// Stalls a thread logs at most (32 bytes each: 512 KiB).
+pub const STALL_CAPACITY: usize = 16 * 1024;
+
+/// The longest a stall may take before it is logged, whatever the bound: the host's stops on this
+/// project's VM are 25-200 us, and a thread's own short work takes under a microsecond.
+pub const STALL_LOG_NS: u64 = 20_000;
+
+/// A timing thread's stalls ([`Stall`]) longer than its threshold (the bound, at most
+/// [`STALL_LOG_NS`]): allocated once and written before the run, filled without allocating,
+/// counted past its capacity.
+#[derive(Clone, Debug)]
+pub struct StallLog {
+    stalls: Vec<Stall>,
+    pub dropped: u64,
+    threshold: u64,
+    tid: i32,
+    cpu: u32,
+}
+
+impl Default for StallLog {
+    fn default() -> Self {
+        StallLog::off()
+    }
+}
+
+impl StallLog {
+    /// A log for the calling thread on its CPU (pinned: the CPU does not change), for releases
+    /// judged against `bound`.
+    pub fn new(bound: u64) -> StallLog {
+        let filler = Stall {
+            tid: 0,
+            cpu: 0,
+            kind: StallKind::Busy,
+            from: 0,
+            to: 0,
+        };
+        let mut stalls = Vec::with_capacity(STALL_CAPACITY);
+        stalls.resize(STALL_CAPACITY, filler);
+        stalls.clear();
+        let (tid, cpu) = here();
+        StallLog {
+            stalls,
+            dropped: 0,
+            threshold: bound.min(STALL_LOG_NS),
+            tid,
+            cpu,
+        }
+    }
+
+    /// A log that keeps nothing (`--explain` off).
+    pub fn off() -> StallLog {
+        StallLog {
+            stalls: Vec::new(),
+            dropped: 0,
+            threshold: u64::MAX,
+            tid: 0,
+            cpu: 0,
+        }
+    }
+
+    /// The thread spent `[from, to]` (its clock reads) on `kind`: kept when longer than the
+    /// threshold.
+    #[inline(always)]
+    pub fn note(&mut self, kind: StallKind, from: u64, to: u64) {
+        if to.saturating_sub(from) <= self.threshold {
+            return;
+        }
+        if self.stalls.len() < self.stalls.capacity() {
+            self.stalls.push(Stall {
+                tid: self.tid,
+                cpu: self.cpu,
+                kind,
+                from,
+                to,
+            });
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    pub fn into_stalls(self) -> (Vec<Stall>, u64) {
+        (self.stalls, self.dropped)
+    }
+}
+
 /// Threads of this process that are punctual's own besides the ones a run's records name (its
 /// watchdog): one of them holding a victim's CPU is `dispatcher`, not another `task`.
 static OWN_THREADS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
@@ -221,6 +307,7 @@ pub fn own_threads() -> Vec<i32> {
         .clone()
 }
 
+/// The calling thread's id and the CPU it runs on (for a record).
 pub fn here() -> (i32, u32) {
     // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
     let tid = unsafe { libc::gettid() };

@@ -8,6 +8,7 @@
 //!  occupant   Task(hog)       Irq(24)    Task(hog)  Softirq  Task(hog)   Victim
 //! ```
 
+use punctual_trace::capture::{Stall, StallKind};
 use punctual_trace::event::{leave_reason, Event, EventKind, Leave, Vector};
 
 /// How far back the walk starts to learn the CPU's state (handlers in progress, the victim's
@@ -106,6 +107,10 @@ pub struct Window<'a> {
     pub wakings: &'a [(u64, i32)],
     /// The CPU's polling idle state, if it has one.
     pub poll_state: Option<u32>,
+    /// Stretches without any guest event where the CPU should have been busy (see
+    /// [`dark_stretches`]): the hypervisor's, whoever the trace says was on the CPU. In time
+    /// order, not overlapping.
+    pub dark: &'a [(u64, u64)],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,8 +277,14 @@ impl State {
     /// longest stretches first) and the victim's charged rest to [`Occupant::VictimRan`];
     /// without, the stretches keep their occupant.
     fn settle(&mut self, w: &Window, acc: &mut Accounting, stolen: Option<u64>) {
-        let mut left = stolen.unwrap_or(0);
         let mut spans = std::mem::take(&mut self.own_spans);
+        // Dark stretches are stolen already; a charge that left them out says nothing more.
+        let dark: u64 = spans
+            .iter()
+            .filter(|(o, _, _)| *o == Occupant::Stolen)
+            .map(|(_, a, b)| b - a)
+            .sum();
+        let mut left = stolen.unwrap_or(0).saturating_sub(dark);
         // Where the victim ran past its instant is where its lateness shows: uncharged time goes
         // there first. Another task's stretches share the rest evenly (their time may or may not
         // have been the hypervisor's; the task is named unless the charge says otherwise).
@@ -304,12 +315,16 @@ impl State {
         }
         let others: u64 = spans
             .iter()
-            .filter(|(o, _, _)| *o != Occupant::Victim)
+            .filter(|(o, _, _)| !matches!(o, Occupant::Victim | Occupant::Stolen))
             .map(|(_, a, b)| b - a)
             .sum();
         for (o, a, b) in spans.drain(..) {
             let (ca, cb) = clip(o, a, b);
             if o == Occupant::Victim || cb == ca {
+                continue;
+            }
+            if o == Occupant::Stolen {
+                acc.add(o, cb - ca);
                 continue;
             }
             let part = cb - ca;
@@ -352,6 +367,94 @@ fn own_handlers(events: &[Event], victim: i32) -> Vec<u64> {
     own.sort_unstable();
     own.dedup();
     own
+}
+
+/// The shortest stretch without a guest event taken as dark: below it, the kernel's own paths (a
+/// timer interrupt's delivery, the way back to user space) may simply be slow.
+pub const DARK_MIN_NS: u64 = 10_000;
+
+/// The stretches of a measuring thread's stall on its CPU's `events` in which the guest did
+/// nothing where it had to: at least [`DARK_MIN_NS`] without any event, and
+/// - the thread itself on the CPU (its own short work, or its way back from a sleep); or
+/// - for a [`StallKind::Timer`], its timer due and its wake-up not yet issued, the CPU not halted:
+///   a due timer interrupts whatever runs there, unless the virtual CPU is not running.
+///
+/// A halted CPU (in an idle state other than polling) is left out: its timer waits for the host
+/// to wake it, which is the wake path. On a CPU whose trace holds no cpuidle event at all
+/// (`idle_known` false) halted and polling look alike, so its idle task is left out too.
+pub fn dark_stretches(
+    events: &[Event],
+    s: &Stall,
+    poll: Option<u32>,
+    idle_known: bool,
+) -> Vec<(u64, u64)> {
+    let start = events.partition_point(|e| e.ts < s.from);
+    let end = events.partition_point(|e| e.ts < s.to);
+    let (mut current, mut idle, mut idle_seen) = (None, None, false);
+    for e in events[start.saturating_sub(SWITCH_SEARCH)..start]
+        .iter()
+        .rev()
+    {
+        match e.kind {
+            EventKind::CpuIdle { state } if !idle_seen => {
+                idle = state;
+                idle_seen = true;
+            }
+            EventKind::Switch { next_pid, .. } => {
+                current = Some(next_pid);
+                break;
+            }
+            EventKind::Lost { .. } => break,
+            _ => {}
+        }
+    }
+    let (mut woken, mut depth) = (false, 0usize);
+    // Inside a handler the time is the handler's, however long.
+    let dark = |current: Option<i32>, idle: Option<u32>, woken: bool, depth: usize| {
+        if depth > 0 {
+            return false;
+        }
+        let own = current == Some(s.tid);
+        let running = match current {
+            None => false,
+            Some(0) => idle_known && (idle.is_none() || idle == poll),
+            Some(_) => true,
+        };
+        own || (s.kind == StallKind::Timer && !woken && running)
+    };
+    let mut out = Vec::new();
+    let mut t = s.from;
+    for e in &events[start..end] {
+        if e.ts >= t.saturating_add(DARK_MIN_NS) && dark(current, idle, woken, depth) {
+            out.push((t, e.ts));
+        }
+        match e.kind {
+            EventKind::IrqEntry { .. }
+            | EventKind::SoftirqEntry { .. }
+            | EventKind::VectorEntry { .. }
+            | EventKind::HrtimerEntry { .. } => depth += 1,
+            EventKind::IrqExit { .. }
+            | EventKind::SoftirqExit { .. }
+            | EventKind::VectorExit { .. }
+            | EventKind::HrtimerExit { .. } => depth = depth.saturating_sub(1),
+            EventKind::Switch { next_pid, .. } => {
+                current = Some(next_pid);
+                depth = 0;
+            }
+            EventKind::Waking { pid, .. } if pid == s.tid => woken = true,
+            EventKind::CpuIdle { state } => idle = state,
+            EventKind::Lost { .. } => {
+                current = None;
+                depth = 0;
+            }
+            _ => {}
+        }
+        t = t.max(e.ts);
+    }
+    if s.to >= t.saturating_add(DARK_MIN_NS) && dark(current, idle, woken, depth) {
+        out.push((t, s.to));
+    }
+    out
 }
 
 /// Account `w.from..w.to` on one CPU.
@@ -491,10 +594,45 @@ fn account_span_after(st: &mut State, w: &Window, a: u64, b: u64) {
     }
 }
 
+/// Charge `[a, b)`, clipped to the window: its dark parts ([`Window::dark`]) as stolen, the rest
+/// as [`account_lit`] says.
+fn account_span(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64) {
+    let mut a = a;
+    let first = w.dark.partition_point(|&(_, db)| db <= a);
+    for &(da, db) in w.dark[first..].iter().take_while(|&&(da, _)| da < b) {
+        let (x, y) = (da.max(a), db.min(b));
+        account_lit(acc, st, w, a, x);
+        account_dark(acc, st, w, x, y);
+        a = y;
+    }
+    account_lit(acc, st, w, a, b);
+}
+
+/// A dark stretch `[a, b)`: stolen. Within a task's stretches it is kept among them, so the
+/// task's next charge does not place the same time again.
+fn account_dark(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64) {
+    if b <= a {
+        return;
+    }
+    if st.stack.is_empty()
+        && matches!(
+            st.occupant(w.victim),
+            Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. }
+        )
+    {
+        st.own_spans.push((Occupant::Stolen, a, b));
+        return;
+    }
+    let (a, b) = (a.max(w.from), b.min(w.to));
+    if b > a {
+        acc.add(Occupant::Stolen, b - a);
+    }
+}
+
 /// Charge `[a, b)`, clipped to the window, to whoever the state says had the CPU. The task on
 /// the CPU (victim or not) is charged when its runtime is (see [`State::settle`]): some of its
 /// stretches may turn out to be the hypervisor's.
-fn account_span(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64) {
+fn account_lit(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64) {
     if b <= a {
         return;
     }
@@ -532,6 +670,7 @@ mod tests {
             victim_after: from,
             wakings: &[],
             poll_state: None,
+            dark: &[],
         })
     }
 
@@ -571,6 +710,143 @@ mod tests {
         );
         assert_eq!(a.of(Occupant::Victim), 50 * US);
         assert_eq!(a.switched_in, Some(T0 + 200 * US));
+    }
+
+    fn stall(kind: StallKind, from: u64, to: u64) -> Stall {
+        Stall {
+            tid: 90,
+            cpu: 0,
+            kind,
+            from: T0 + from * US,
+            to: T0 + to * US,
+        }
+    }
+
+    fn us(v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+        v.into_iter()
+            .map(|(a, b)| ((a - T0) / US, (b - T0) / US))
+            .collect()
+    }
+
+    /// Issue 26: a stall of the loop's own short work is dark where the loop held the CPU without
+    /// any event, not where a handler ran nor once another task took the CPU.
+    #[test]
+    fn a_busy_stall_is_dark_where_the_loop_held_the_cpu_without_any_event() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0 + 50 * US, 0, 0, 0, 90);
+        s.span(
+            0,
+            T0 + 150 * US,
+            T0 + 160 * US,
+            EventKind::IrqEntry { irq: 24 },
+            EventKind::IrqExit {
+                irq: 24,
+                handled: true,
+            },
+        );
+        s.switch(T0 + 250 * US, 0, 90, PREEMPTED, 500);
+        let t = s.build();
+        let d = dark_stretches(&t.events, &stall(StallKind::Busy, 100, 300), None, true);
+        assert_eq!(us(d), vec![(100, 150), (160, 250)]);
+        // Shorter than DARK_MIN_NS: the kernel's own path may take that long.
+        let d = dark_stretches(&t.events, &stall(StallKind::Busy, 145, 155), None, true);
+        assert!(d.is_empty(), "{d:?}");
+    }
+
+    /// A timer that was due is dark until its wake-up whoever ran (a due timer interrupts them),
+    /// then not while the loop waits for its CPU, and dark again from its switch-in to its first
+    /// clock read.
+    #[test]
+    fn a_timer_stall_is_dark_until_the_wake_up_and_after_the_switch_in() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0 + 10 * US, 0, 90, SLEEPING, 500);
+        s.span(
+            0,
+            T0 + 1_100 * US,
+            T0 + 1_105 * US,
+            EventKind::VectorEntry {
+                vector: Vector::LocalTimer,
+            },
+            EventKind::VectorExit {
+                vector: Vector::LocalTimer,
+            },
+        );
+        s.waking(T0 + 1_101 * US, 0, 90);
+        s.switch(T0 + 1_200 * US, 0, 500, PREEMPTED, 90);
+        let t = s.build();
+        let d = dark_stretches(
+            &t.events,
+            &stall(StallKind::Timer, 1_000, 1_300),
+            None,
+            true,
+        );
+        assert_eq!(us(d), vec![(1_000, 1_100), (1_200, 1_300)]);
+    }
+
+    /// A CPU halted in an idle state waits for the host to wake it: its wake path, not dark.
+    /// Polling, or the idle task between states, is running; without any cpuidle event in the
+    /// trace the two cannot be told apart and nothing idle is dark.
+    #[test]
+    fn a_timer_due_on_a_halted_cpu_is_not_dark_but_on_a_polling_one_is() {
+        let halted = |state: Option<u32>| {
+            let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+            s.switch(T0 + 10 * US, 0, 90, SLEEPING, 0);
+            s.event(T0 + 20 * US, 0, EventKind::CpuIdle { state });
+            s.waking(T0 + 1_100 * US, 0, 90);
+            s.build()
+        };
+        let timer = stall(StallKind::Timer, 1_000, 1_090);
+        assert!(dark_stretches(&halted(Some(2)).events, &timer, Some(0), true).is_empty());
+        let poll = dark_stretches(&halted(Some(0)).events, &timer, Some(0), true);
+        assert_eq!(us(poll), vec![(1_000, 1_090)]);
+        let between = dark_stretches(&halted(None).events, &timer, Some(0), true);
+        assert_eq!(us(between), vec![(1_000, 1_090)]);
+        assert!(dark_stretches(&halted(None).events, &timer, Some(0), false).is_empty());
+    }
+
+    /// Dark time is stolen in the accounting, whoever the trace says held the CPU, and a charge
+    /// that left it out does not place it twice.
+    #[test]
+    fn dark_time_is_stolen_whoever_held_the_cpu() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0, 0, 0, 0, 90);
+        s.event(
+            T0 + 150 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 90,
+                runtime: 70 * US,
+            },
+        );
+        s.switch(T0 + 200 * US, 0, 90, SLEEPING, 7);
+        let t = s.build();
+        let dark = [(T0 + 60 * US, T0 + 140 * US)];
+        let acc = |victim: i32| {
+            account(&Window {
+                events: &t.events,
+                victim,
+                from: T0 + 50 * US,
+                to: T0 + 250 * US,
+                victim_after: T0 + 50 * US,
+                wakings: &[],
+                poll_state: None,
+                dark: &dark,
+            })
+        };
+        // Another task's victim: the loop (pid 90) held the CPU 150 us, 80 of it dark; its charge
+        // (70 of the 150 us since its switch-in) leaves out the same 80 and no more.
+        let a = acc(7);
+        assert_eq!(a.of(Occupant::Stolen), 80 * US, "{a:?}");
+        assert_eq!(
+            a.of(Occupant::Task { pid: 90, prio: 120 }),
+            70 * US,
+            "{a:?}"
+        );
+        assert_eq!(a.total(), 200 * US);
+        // The loop's own window.
+        let a = acc(90);
+        assert_eq!(a.of(Occupant::Stolen), 80 * US, "{a:?}");
+        assert_eq!(a.total(), 200 * US);
     }
 
     #[test]
@@ -650,6 +926,7 @@ mod tests {
             victim_after: T0,
             wakings: &[(T0 + 20 * US, 19)],
             poll_state: None,
+            dark: &[],
         });
         assert_eq!(
             a.of(Occupant::Task {
@@ -695,6 +972,7 @@ mod tests {
             victim_after: T0,
             wakings: &[(T0 + 20 * US, 19)],
             poll_state: None,
+            dark: &[],
         });
         let throttled = Occupant::Throttled { pid: 75, prio: 110 };
         let task = Occupant::Task { pid: 75, prio: 110 };
@@ -708,6 +986,7 @@ mod tests {
             victim_after: T0 + 100 * US,
             wakings: &[(T0 + 120 * US, 19)],
             poll_state: None,
+            dark: &[],
         });
         assert_eq!(own.of(throttled), 0);
         assert_eq!(own.of(task), 40 * US);

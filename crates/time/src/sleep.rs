@@ -20,6 +20,9 @@ pub struct Wake {
     /// The clock read before `done` when the wait spun (else `done`): between the two the thread
     /// did nothing but read the clock, so a long step there is time it was not running.
     pub before_done: u64,
+    /// The longest step of the spin (from one clock read to the next), `(woke, woke)` when it did
+    /// not spin: a thread reading its clock does nothing else, so a long step is time it did not run.
+    pub longest_step: (u64, u64),
 }
 
 impl Wake {
@@ -51,10 +54,14 @@ pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> W
     }
     let woke = clock.now();
     let (mut before, mut now) = (woke, woke);
+    let mut longest = (woke, woke);
     while now < target {
         std::hint::spin_loop();
         before = now;
         now = clock.now();
+        if now.saturating_sub(before) > longest.1 - longest.0 {
+            longest = (before, now);
+        }
     }
     Wake {
         target,
@@ -62,6 +69,7 @@ pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> W
         woke,
         done: now,
         before_done: before,
+        longest_step: longest,
     }
 }
 
@@ -83,6 +91,45 @@ mod tests {
             w.before_done < 1_000_000 && w.done - w.before_done <= 25,
             "{w:?}"
         );
+    }
+
+    /// A clock whose `n`th read jumps `by` ns (the thread stopped there).
+    struct Jumps {
+        clock: ManualClock,
+        reads: std::sync::atomic::AtomicU64,
+        n: u64,
+        by: u64,
+    }
+
+    impl Clock for Jumps {
+        fn now(&self) -> u64 {
+            let i = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if i == self.n {
+                self.clock.advance(self.by);
+            }
+            self.clock.now()
+        }
+        fn sleep_until(&self, t: u64) {
+            self.clock.sleep_until(t)
+        }
+    }
+
+    #[test]
+    fn the_longest_step_of_a_spin_is_where_the_thread_stopped() {
+        let clock = Jumps {
+            clock: ManualClock::new(0, 25),
+            reads: Default::default(),
+            n: 40,
+            by: 50_000,
+        };
+        let w = hybrid_until(&clock, 100_000, 200_000);
+        assert_eq!(w.sleep_to, 0);
+        let (a, b) = w.longest_step;
+        assert_eq!(b - a, 50_025, "{w:?}");
+        assert!(a > w.woke && b < w.done, "{w:?}");
+        // Without a spin there is no step.
+        let w = hybrid_until(&ManualClock::new(0, 25), 50, 0);
+        assert_eq!(w.longest_step, (w.woke, w.woke));
     }
 
     #[test]

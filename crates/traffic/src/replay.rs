@@ -811,13 +811,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         actions.timing.late = LateLog::new(b, punctual_explain::LOG_CAPACITY);
     }
     let mut events: Vec<Event> = Vec::with_capacity(EVENT_CHUNK);
-    let mut out = LoopEnd {
-        margin_ns: 0,
-        breathers: 0,
-        woke_late: 0,
-        woke_late_stolen: 0,
-        spun_through: 0,
-    };
+    let mut out = LoopEnd::default();
     let total = schedule.total();
     let mut k0 = 0u64;
     while k0 < total && !stop.load(std::sync::atomic::Ordering::Relaxed) {

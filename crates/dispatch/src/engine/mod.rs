@@ -25,7 +25,7 @@ mod record;
 mod sources;
 
 pub use crate::slot::SlotSpec;
-use punctual_explain::LateLog;
+use punctual_explain::{LateLog, StallKind, StallLog};
 use punctual_periodic::channel::Ack;
 use punctual_plan::Event;
 use punctual_stats::{LiveHistogram, Recorder};
@@ -255,6 +255,23 @@ pub struct LoopEnd {
     pub woke_late_stolen: u64,
     /// Releases spun through without sleeping: closer than the kernel can wake the loop.
     pub spun_through: u64,
+    /// `--explain`: where the loop stalled in its own short work or waiting for a due timer.
+    pub stalls: StallLog,
+}
+
+impl LoopEnd {
+    /// Before the loop: its margin, and a stall log when `--explain` keeps the slots' late
+    /// releases.
+    fn new(margin_ns: u64, stats: &[SlotStats]) -> LoopEnd {
+        LoopEnd {
+            margin_ns,
+            stalls: match stats.first().filter(|s| s.late.enabled()) {
+                Some(s) => StallLog::new(s.late.bound()),
+                None => StallLog::off(),
+            },
+            ..LoopEnd::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -295,12 +312,14 @@ impl Default for Between {
 }
 
 impl Between {
-    /// The top of the loop at `now`: a stretch since the previous action's end is counted.
+    /// The top of the loop at `now`: a stretch since the previous action's end is counted, and
+    /// logged in `stalls` when long.
     #[inline(always)]
-    fn top(&mut self, now: u64) {
+    fn top(&mut self, now: u64, stalls: &mut StallLog) {
         if let Some(d) = self.since {
             let took = now.saturating_sub(d);
             self.counts[(64 - took.leading_zeros()) as usize % 64] += 1;
+            stalls.note(StallKind::Busy, d, now);
         }
     }
 
@@ -359,10 +378,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     // How long the previous action ran (for --explain: a loop that arrives late because of it was
     // behind with its own work).
     let mut prev_work = 0u64;
-    let mut end = LoopEnd {
-        margin_ns: margin.margin(),
-        ..LoopEnd::default()
-    };
+    let mut end = LoopEnd::new(margin.margin(), stats);
     let mut between = Between::default();
 
     loop {
@@ -379,20 +395,15 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         // Long sleeps in slices, so a stop request is seen.
         let now = clock.now();
         let m = margin.margin();
-        between.top(now);
+        between.top(now, &mut end.stalls);
         if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
             clock.sleep_until(now + SLEEP_SLICE_NS);
             breather.blocked(clock.now());
             between.slept();
             continue;
         }
-        // The first release has not learnt the kernel's wake-up latency yet: it sleeps with room.
         let auto = matches!(cfg.margin, MarginPolicy::Auto);
-        let m = if auto && end.spun_through == 0 && !slept_once {
-            m.max(FIRST_MARGIN_NS.min(cfg.margin_cap))
-        } else {
-            m
-        };
+        let m = first_margin(cfg, m, end.spun_through == 0 && !slept_once);
         let gap = act_at.saturating_sub(now);
         // The steal reading is refreshed only where it costs no release: before a long sleep.
         if gap > STEAL_READ_ROOM_NS {
@@ -416,6 +427,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let w = hybrid_until(clock, act_at, m);
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
         let slept = w.sleep_to > now;
+        note_wait(&mut end.stalls, &w, slept);
         slept_once |= slept;
         let late_wake = slept
             .then(|| note_wake(&w, &mut breather, &mut end, &mut margin))
@@ -429,6 +441,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();
         heartbeat.end();
+        let delegated = actions.delegated(spec.action);
+        if delegated {
+            // A hand-over is a few atomic writes and one futex wake.
+            end.stalls.note(StallKind::Busy, started, done);
+        }
 
         let behind = breathed || (now > act_at && prev_work >= now - act_at);
         prev_work = done - started;
@@ -443,7 +460,6 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             own_from: between.own_from(act_at, behind || slept || last_read.is_some()),
         };
         between.done(done);
-        let delegated = actions.delegated(spec.action);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
         if stats[slot].late.enabled() {
             log_late(
@@ -488,6 +504,27 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// The margin of a release before the loop has either slept or spun through one (`first`): the
+/// kernel's wake-up latency is not learnt yet, so an automatic margin leaves room.
+fn first_margin(cfg: &LoopConfig, m: u64, first: bool) -> u64 {
+    if first && matches!(cfg.margin, MarginPolicy::Auto) {
+        m.max(FIRST_MARGIN_NS.min(cfg.margin_cap))
+    } else {
+        m
+    }
+}
+
+/// `--explain`: where the wait for a release stalled. A wake-up within the margin is only the
+/// kernel's usual latency (on this VM about 20 us, at every sleep): only one that came after the
+/// instant is kept, from when the timer was due; and the spin's longest step.
+#[inline(always)]
+fn note_wait(stalls: &mut StallLog, w: &punctual_time::sleep::Wake, slept: bool) {
+    if slept && w.woke_late() {
+        stalls.note(StallKind::Timer, w.sleep_to, w.woke);
+    }
+    stalls.note(StallKind::Busy, w.longest_step.0, w.longest_step.1);
 }
 
 /// What a kernel sleep's wake-up says: the loop blocked until it woke; one on time teaches the

@@ -282,6 +282,17 @@ fn run_explained(
     end: u64,
     margin: MarginPolicy,
 ) -> Vec<SlotStats> {
+    run_explained_end(clock, slots, fake, end, margin).0
+}
+
+/// [`run_explained`], with what the loop returned.
+fn run_explained_end(
+    clock: &ManualClock,
+    slots: &[SlotSpec],
+    fake: &mut Fake,
+    end: u64,
+    margin: MarginPolicy,
+) -> (Vec<SlotStats>, LoopEnd) {
     let mut stats: Vec<SlotStats> = slots
         .iter()
         .map(|_| {
@@ -295,7 +306,7 @@ fn run_explained(
         margin,
         ..loop_cfg(1_000_000, end)
     };
-    dispatch(
+    let end = dispatch(
         clock,
         &cfg,
         slots,
@@ -305,7 +316,7 @@ fn run_explained(
         &progress,
         &Heartbeat::default(),
     );
-    stats
+    (stats, end)
 }
 
 #[test]
@@ -1212,14 +1223,88 @@ fn stop_ends_the_loop_and_end_bounds_it() {
 /// A 10 us task for 3 ms from 1 ms on, spun through, whose loop's bookkeeping stalls 40 us after
 /// the 6th firing; `setup` adjusts the actions first.
 fn stalled_dense(setup: impl FnOnce(&mut Fake)) -> (Vec<SlotStats>, Fake) {
+    let (stats, _, fake) = stalled_dense_end(setup);
+    (stats, fake)
+}
+
+/// [`stalled_dense`], with what the loop returned.
+fn stalled_dense_end(setup: impl FnOnce(&mut Fake)) -> (Vec<SlotStats>, LoopEnd, Fake) {
     let clock = ManualClock::new(0, 10);
     let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
     let mut fake = Fake::new(&clock, 1);
     fake.stall_after.set(Some((5, 40_000)));
     setup(&mut fake);
     let end = 1_000_000 + 3_000_000;
-    let stats = run_explained(&clock, &slots, &mut fake, end, MarginPolicy::Auto);
-    (stats, fake)
+    let (stats, le) = run_explained_end(&clock, &slots, &mut fake, end, MarginPolicy::Auto);
+    (stats, le, fake)
+}
+
+/// Issue 26: the loop logs where it stalled in its own short work, whoever's window that falls
+/// in (`--explain` finds the guest silent there): its bookkeeping stall, from the 6th action's
+/// end, and nothing of its usual reads.
+#[test]
+fn the_loop_logs_a_stall_in_its_own_bookkeeping() {
+    let (_, le, fake) = stalled_dense_end(|_| {});
+    let fired: Vec<u64> = fake.log.iter().map(|l| l.3).collect();
+    let (stalls, dropped) = le.stalls.into_stalls();
+    assert_eq!(dropped, 0);
+    assert_eq!(stalls.len(), 1, "{stalls:?}");
+    let s = stalls[0];
+    assert_eq!(s.kind, punctual_explain::StallKind::Busy);
+    assert!(s.to - s.from >= 40_000, "{s:?}");
+    assert!(
+        fired[5] <= s.from && s.from < fired[5] + 1_000,
+        "{s:?} {fired:?}"
+    );
+}
+
+/// A wake-up that came after the instant is logged from when the timer was due; the wake-ups
+/// within the margin (the kernel's usual latency) are not.
+#[test]
+fn the_loop_logs_a_wake_up_that_came_after_its_instant() {
+    // 1 ms task; every wake-up 5 us after the timer, the one due just before 3 ms 60 us after.
+    let clock = ManualClock::with_wake_latency(0, 10, |t| {
+        if (2_900_000..3_000_000).contains(&t) {
+            60_000
+        } else {
+            5_000
+        }
+    });
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    let (_, le) = run_explained_end(
+        &clock,
+        &slots,
+        &mut fake,
+        6_000_000,
+        MarginPolicy::Fixed(20_000),
+    );
+    let (stalls, _) = le.stalls.into_stalls();
+    assert_eq!(stalls.len(), 1, "{stalls:?}");
+    let s = stalls[0];
+    assert_eq!(s.kind, punctual_explain::StallKind::Timer);
+    assert_eq!(s.from, 3_000_000 - 20_000);
+    assert!(s.to >= s.from + 60_000 && s.to < s.from + 61_000, "{s:?}");
+}
+
+/// Without `--explain` nothing is logged (and nothing allocated).
+#[test]
+fn without_explain_the_loop_logs_no_stall() {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 10_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.stall_after.set(Some((5, 40_000)));
+    let run = run(
+        &clock,
+        &slots,
+        &mut fake,
+        &[],
+        &[],
+        4_000_000,
+        MarginPolicy::Auto,
+    );
+    assert!(run.stats[0].releases > 100);
+    assert_eq!(run.end.stalls.into_stalls(), (Vec::new(), 0));
 }
 
 /// Issue 26: a release the loop reached late from its own bookkeeping (no spin: it was already
