@@ -6,7 +6,9 @@
 //! measured CPU is shielded (real-time mode) so the builds and tests of the rest of the machine add
 //! few late releases of their own; everything is restored when the shield drops, also when a test
 //! fails. What else makes releases late on a loaded machine (the host's steal, a kernel worker) is
-//! whatever it is: the hog must be named for its own and only for its own.
+//! whatever it is: the hog must be named for its own and only for its own. A release at a burst
+//! named `steal` (a stop of the virtual CPU in the same window) is not the hog's to claim; such
+//! releases may be at most a quarter of those at bursts.
 //!
 //! Why a 100 us bound and not 10 us: on this VM the timer tick alone takes about 40 us, so with a
 //! 10 us bound the tick's late releases would outnumber the hog's; every hog hit is later than
@@ -125,6 +127,14 @@ fn hog(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Burst>>
 /// releases whose window (from 500 us before the instant, which holds any hand-over, to when it
 /// ran) meets a burst the hog ran through, at least 95 % are the hog's; of those that meet no
 /// burst, none. Returns how many met a whole burst.
+///
+/// Those named `steal` are judged for neither side, up to a quarter of the releases at bursts: a
+/// stop of the virtual CPU in the same window is not the hog's to claim. The hog cannot pass for
+/// one: `steal` needs a stretch where the guest did nothing although it had to (a stall of the
+/// loop's own short work, a due timer that did not fire), and a hog that takes the CPU leaves a
+/// switch and its timers fire. Measured on this project's VM (issue 26): 100-220 us stops a few
+/// hundred microseconds after a burst made 1-7 % of the releases at bursts late, which read
+/// `dispatcher` before the loop logged its stalls and failed this test under CI's load.
 fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
     let named = |a: &punctual_explain::Attribution| {
         a.cause == Cause::Task
@@ -133,6 +143,7 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
                 .is_some_and(|n| n.starts_with("pt-hog (pid "))
     };
     let (mut near, mut near_named, mut far_named) = (0usize, 0usize, 0usize);
+    let mut near_stolen = 0usize;
     let mut others = Vec::new();
     let long = long_handlers(trace);
     for (r, a) in &x.details {
@@ -153,6 +164,7 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
             continue;
         }
         match (at_burst, named(a)) {
+            (true, false) if a.cause == Cause::Steal => near_stolen += 1,
             (true, n) => {
                 near += 1;
                 near_named += n as usize;
@@ -175,12 +187,18 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
         }
     }
     let t = x.total();
+    eprintln!("{near_named} of {near} late releases at bursts named pt-hog, {near_stolen} steal");
     assert!(
         near_named * 100 >= near * 95,
         "{near_named} of the {near} late releases at a burst named pt-hog: {t:?}\n{}",
         others.join("\n")
     );
     assert_eq!(far_named, 0, "pt-hog named away from its bursts: {t:?}");
+    assert!(
+        near_stolen * 4 <= near + near_stolen,
+        "{near_stolen} of the {} late releases at a burst named steal: {t:?}",
+        near + near_stolen
+    );
     near
 }
 
