@@ -386,7 +386,9 @@ impl Measurement for Replay {
         })??;
         if let Some(x) = explainer {
             let (records, dropped) = r.0.timing.late_records();
-            self.explained = Some(x.stop()?.explain(&records, &[(0, dropped)]));
+            let mut trace = x.stop()?;
+            trace.captured.stalls = std::mem::take(&mut r.0.stalls);
+            self.explained = Some(trace.explain(&records, &[(0, dropped)]));
         }
         Ok(ReplayOutcome {
             replayed: r.0,

@@ -10,8 +10,8 @@ use crate::txstamp::{ErrMsg, Pending, Settled, Waiting};
 use crate::txtime::NoTxTime;
 use crate::TrafficError;
 use punctual_dispatch::engine::{
-    dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
-    StolenTime,
+    dispatch_logged, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec,
+    SlotStats, StolenTime,
 };
 use punctual_explain::{LateLog, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_periodic::channel::Ack;
@@ -696,6 +696,11 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
     fn delegated(&self, _: u16) -> bool {
         false
     }
+    /// A send call (its path up to the kernel's stamp takes a few microseconds).
+    #[inline(always)]
+    fn short(&self, _: u16) -> bool {
+        true
+    }
     #[inline(always)]
     fn fire(&mut self, _: u16, target: u64, _seq: u64, data: &[u8]) -> Fired {
         let k = u64::from_le_bytes(data[..8].try_into().expect("8 bytes of send number"));
@@ -756,6 +761,8 @@ pub struct Replayed {
     pub breathers: u64,
     /// The loop was stopped before the last send.
     pub stopped: bool,
+    /// `--explain`: where the loop stalled ([`punctual_explain::Stall`]).
+    pub stalls: Vec<punctual_explain::Stall>,
     /// With kernel stamps: CLOCK_REALTIME - CLOCK_MONOTONIC (ns) before and after the run; the
     /// first converts the stamps, a difference means the realtime clock was stepped.
     pub stamp_offset: Option<(i64, i64)>,
@@ -811,7 +818,14 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         actions.timing.late = LateLog::new(b, punctual_explain::LOG_CAPACITY);
     }
     let mut events: Vec<Event> = Vec::with_capacity(EVENT_CHUNK);
-    let mut out = LoopEnd::default();
+    let mut out = LoopEnd {
+        // One log for every chunk (made here, in the sending thread, before the first send).
+        stalls: settings.explain_bound.map_or_else(
+            punctual_explain::StallLog::off,
+            punctual_explain::StallLog::new,
+        ),
+        ..LoopEnd::default()
+    };
     let total = schedule.total();
     let mut k0 = 0u64;
     while k0 < total && !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -835,7 +849,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
             events: &events,
             event_slot: &event_slot,
         };
-        let le = dispatch(
+        let le = dispatch_logged(
             clock,
             &lc,
             &slots,
@@ -844,7 +858,9 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
             stop,
             progress,
             &heartbeat,
+            std::mem::take(&mut out.stalls),
         );
+        out.stalls = le.stalls;
         out.margin_ns = le.margin_ns;
         out.breathers += le.breathers;
         out.woke_late += le.woke_late;
@@ -865,6 +881,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         woke_late: out.woke_late,
         spun_through: out.spun_through,
         breathers: out.breathers,
+        stalls: out.stalls.into_stalls().0,
     }
 }
 
@@ -881,11 +898,16 @@ mod tests {
         /// The instant each send was meant for, as the sender was told.
         meant: Vec<u64>,
         fail_every: Option<u64>,
+        /// The send (by its index) whose call takes this long (ns).
+        stall: Option<(usize, u64)>,
     }
 
     impl Sender for Logged {
         fn send(&mut self, bytes: &[u8], at: u64) -> std::io::Result<()> {
             self.sent.push((self.clock.now(), bytes.to_vec()));
+            if let Some((_, ns)) = self.stall.filter(|s| s.0 + 1 == self.sent.len()) {
+                self.clock.advance(ns);
+            }
             self.meant.push(at);
             if self
                 .fail_every
@@ -922,6 +944,18 @@ mod tests {
         fail_every: Option<u64>,
         lead: u64,
     ) -> (Schedule, Logged, Replayed) {
+        run_with(s, cfg, fail_every, lead, None, None)
+    }
+
+    /// A replay on a manual clock: `explain` its bound, `stall` a send that stalls.
+    fn run_with(
+        s: &PacketStore,
+        cfg: ScheduleConfig,
+        fail_every: Option<u64>,
+        lead: u64,
+        explain: Option<u64>,
+        stall: Option<(usize, u64)>,
+    ) -> (Schedule, Logged, Replayed) {
         let clock = ManualClock::new(0, 10);
         let sched = Schedule::new(&cfg, s.timestamps()).unwrap();
         let mut log = Logged {
@@ -929,6 +963,7 @@ mod tests {
             sent: vec![],
             meant: vec![],
             fail_every,
+            stall,
         };
         let settings = LoopSettings {
             start: 1_000_000,
@@ -937,7 +972,7 @@ mod tests {
             breather_every: None,
             steal: None,
             txtime_lead: lead,
-            explain_bound: None,
+            explain_bound: explain,
         };
         let progress = [SlotProgress::default()];
         let r = replay(
@@ -983,6 +1018,32 @@ mod tests {
         );
         assert_eq!(r.timing.share_within_1pct(), Some(1.0));
         assert!(r.timing.lateness.max().unwrap() < 100);
+    }
+
+    /// Issue 26: with `--explain` one stall log runs across the loop's chunks of events: a send
+    /// call that took 50 us in the second chunk is logged where it began, and nothing else is.
+    #[test]
+    fn a_send_that_stalls_is_logged_across_the_loops_chunks() {
+        let s = store(1_000, 1_000);
+        let cfg = ScheduleConfig {
+            timing: T::Interval(50_000),
+            loops: 20,
+            limit: Some(EVENT_CHUNK as u64 + 1_000),
+        };
+        let k = EVENT_CHUNK + 500;
+        let (_, log, r) = run_with(&s, cfg, None, 0, Some(5_000), Some((k, 50_000)));
+        assert_eq!(r.stalls.len(), 1, "{:?}", r.stalls);
+        let st = r.stalls[0];
+        assert_eq!(st.kind, punctual_explain::StallKind::Busy);
+        assert!(st.to - st.from >= 50_000, "{st:?}");
+        assert!(
+            st.from <= log.sent[k].0 && log.sent[k].0 - st.from < 1_000,
+            "{st:?} began before send {k} at {}",
+            log.sent[k].0
+        );
+        // Without --explain nothing is kept.
+        let (_, _, r) = run_with(&s, cfg, None, 0, None, Some((k, 50_000)));
+        assert!(r.stalls.is_empty());
     }
 
     #[test]
@@ -1118,6 +1179,7 @@ mod tests {
             sent: vec![],
             meant: vec![],
             fail_every: None,
+            stall: None,
         };
         let settings = LoopSettings {
             start: 0,

@@ -19,6 +19,10 @@ pub trait ActionImpl: Send {
     fn delegated(&self) -> bool {
         false
     }
+    /// Firing is short work of punctual's own ([`Actions::short`]): a hand-over, a mark, a send.
+    fn short(&self) -> bool {
+        self.delegated()
+    }
     /// Ready to run (a wake channel has its client).
     fn ready(&self) -> bool {
         true
@@ -52,6 +56,9 @@ pub struct ActionReport {
 pub struct Mark;
 
 impl ActionImpl for Mark {
+    fn short(&self) -> bool {
+        true
+    }
     #[inline]
     fn fire(&mut self, _: u64, _: u64, _: &[u8]) -> Fired {
         Fired {
@@ -83,6 +90,10 @@ impl Actions for RealActions {
     #[inline]
     fn delegated(&self, action: u16) -> bool {
         self.get(action).delegated()
+    }
+    #[inline]
+    fn short(&self, action: u16) -> bool {
+        self.get(action).short()
     }
     #[inline]
     fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired {

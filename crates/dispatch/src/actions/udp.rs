@@ -49,6 +49,9 @@ impl Udp {
 }
 
 impl ActionImpl for Udp {
+    fn short(&self) -> bool {
+        true
+    }
     #[inline]
     fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired {
         self.buf[0..8].copy_from_slice(&seq.to_le_bytes());

@@ -83,6 +83,11 @@ pub trait Actions {
     fn lead(&self, action: u16) -> u64;
     /// Whether the release's lateness is measured by someone else (a wake client) and reported back.
     fn delegated(&self, action: u16) -> bool;
+    /// Whether firing is short work (a hand-over, a send): `--explain` logs a long one as a stall.
+    #[inline(always)]
+    fn short(&self, action: u16) -> bool {
+        self.delegated(action)
+    }
     /// Perform the action for the release at `target`.
     fn fire(&mut self, action: u16, target: u64, seq: u64, data: &[u8]) -> Fired;
     /// Just before [`Actions::fire`]: the loop's clock read before the one that found the instant
@@ -259,18 +264,12 @@ pub struct LoopEnd {
     pub stalls: StallLog,
 }
 
-impl LoopEnd {
-    /// Before the loop: its margin, and a stall log when `--explain` keeps the slots' late
-    /// releases.
-    fn new(margin_ns: u64, stats: &[SlotStats]) -> LoopEnd {
-        LoopEnd {
-            margin_ns,
-            stalls: match stats.first().filter(|s| s.late.enabled()) {
-                Some(s) => StallLog::new(s.late.bound()),
-                None => StallLog::off(),
-            },
-            ..LoopEnd::default()
-        }
+/// The stall log of a loop whose slots keep their late releases (`--explain`), else one that
+/// keeps nothing.
+pub fn stall_log_for(stats: &[SlotStats]) -> StallLog {
+    match stats.first().filter(|s| s.late.enabled()) {
+        Some(s) => StallLog::new(s.late.bound()),
+        None => StallLog::off(),
     }
 }
 
@@ -369,6 +368,26 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     progress: &[SlotProgress],
     heartbeat: &Heartbeat,
 ) -> LoopEnd {
+    let stalls = stall_log_for(stats);
+    dispatch_logged(
+        clock, cfg, slots, stats, actions, stop, progress, heartbeat, stalls,
+    )
+}
+
+/// [`dispatch`], logging the loop's stalls into `stalls` (returned in [`LoopEnd::stalls`]): for
+/// a caller that runs the loop in pieces and keeps one log across them (a replay).
+#[allow(clippy::too_many_arguments)]
+pub fn dispatch_logged<C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    cfg: &LoopConfig,
+    slots: &[SlotSpec],
+    stats: &mut [SlotStats],
+    actions: &mut A,
+    stop: &AtomicBool,
+    progress: &[SlotProgress],
+    heartbeat: &Heartbeat,
+    stalls: StallLog,
+) -> LoopEnd {
     let mut margin = loop_margin(cfg);
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
@@ -378,7 +397,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     // How long the previous action ran (for --explain: a loop that arrives late because of it was
     // behind with its own work).
     let mut prev_work = 0u64;
-    let mut end = LoopEnd::new(margin.margin(), stats);
+    let mut end = LoopEnd {
+        margin_ns: margin.margin(),
+        stalls,
+        ..LoopEnd::default()
+    };
     let mut between = Between::default();
 
     loop {
@@ -441,11 +464,10 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let fired = actions.fire(spec.action, r.target, r.seq, r.data);
         let done = clock.now();
         heartbeat.end();
-        let delegated = actions.delegated(spec.action);
-        if delegated {
-            // A hand-over is a few atomic writes and one futex wake.
+        if actions.short(spec.action) {
             end.stalls.note(StallKind::Busy, started, done);
         }
+        let delegated = actions.delegated(spec.action);
 
         let behind = breathed || (now > act_at && prev_work >= now - act_at);
         prev_work = done - started;
