@@ -1398,7 +1398,10 @@ mod tests {
     fn the_explain_table_lists_the_rows_held_reads_by_cause() {
         let mut held = Tally::default();
         held.counts[0] = 2;
-        assert_eq!(punctual_explain::Cause::ALL[0], punctual_explain::Cause::Steal);
+        assert_eq!(
+            punctual_explain::Cause::ALL[0],
+            punctual_explain::Cause::Steal
+        );
         let cells = [
             Cell {
                 held: Some(held),

@@ -172,9 +172,12 @@ fn dark_by_cpu(trace: &Captured) -> std::collections::HashMap<u32, Vec<(u64, u64
                 .any(|e| matches!(e.kind, EventKind::CpuIdle { .. }))
         });
         let poll = trace.poll_state(s.cpu as usize);
-        out.entry(s.cpu)
-            .or_default()
-            .extend(dark_stretches(events, s, poll, known));
+        out.entry(s.cpu).or_default().extend(dark_stretches(
+            events,
+            s,
+            poll,
+            (known, trace.virtualized),
+        ));
     }
     for v in out.values_mut() {
         v.sort_unstable();
