@@ -253,6 +253,8 @@ fn dispatcher_thread(
             st.late = punctual_explain::LateLog::new(bound, each);
         }
     }
+    // Made (and its pages written) here, on the thread's own CPU, before the start instant.
+    let stalls = engine::stall_log_for(&stats);
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;
@@ -282,7 +284,7 @@ fn dispatcher_thread(
     let range = prep.first_slot..prep.first_slot + prep.specs.len();
     let cpu0 = thread_cpu_time();
     let wall0 = read_clock(libc::CLOCK_MONOTONIC);
-    let le: LoopEnd = engine::dispatch(
+    let le: LoopEnd = engine::dispatch_logged(
         &SystemClock::monotonic(),
         &lc,
         &prep.specs,
@@ -291,6 +293,7 @@ fn dispatcher_thread(
         &shared.stop,
         &shared.progress[range],
         &shared.heartbeats[ci],
+        stalls,
     );
     let cpu_ns = thread_cpu_time() - cpu0;
     let wall_ns = read_clock(libc::CLOCK_MONOTONIC) - wall0;

@@ -7,8 +7,8 @@
 //! few late releases of their own; everything is restored when the shield drops, also when a test
 //! fails. What else makes releases late on a loaded machine (the host's steal, a kernel worker) is
 //! whatever it is: the hog must be named for its own and only for its own. A release at a burst
-//! named `steal` (a stop of the virtual CPU in the same window) is not the hog's to claim; such
-//! releases may be at most a quarter of those at bursts.
+//! named `steal`, or whose own window held a stop of the virtual CPU, is not the hog's to claim;
+//! such releases may be at most a quarter of those at bursts.
 //!
 //! Why a 100 us bound and not 10 us: on this VM the timer tick alone takes about 40 us, so with a
 //! 10 us bound the tick's late releases would outnumber the hog's; every hog hit is later than
@@ -128,8 +128,11 @@ fn hog(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Burst>>
 /// ran) meets a burst the hog ran through, at least 95 % are the hog's; of those that meet no
 /// burst, none. Returns how many met a whole burst.
 ///
-/// Those named `steal` are judged for neither side, up to a quarter of the releases at bursts: a
-/// stop of the virtual CPU in the same window is not the hog's to claim. The hog cannot pass for
+/// Those named `steal`, and those whose own window (from the planned hand-over) held a stop of the
+/// virtual CPU (`dark_by_cpu`: a silent stretch where punctual's thread or its due timer had to
+/// run), are judged for neither side, up to a quarter of the releases at bursts: a stop in the same
+/// window is not the hog's to claim (CI once had three releases 358 us after a burst, no hog in
+/// their windows, 19-25 us of their 60 us stolen, named `wake_path`). The hog cannot pass for
 /// one: `steal` needs a stretch where the guest did nothing although it had to (a stall of the
 /// loop's own short work, a due timer that did not fire), and a hog that takes the CPU leaves a
 /// switch and its timers fire. Measured on this project's VM (issue 26): 100-220 us stops a few
@@ -144,6 +147,9 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
     };
     let (mut near, mut near_named, mut far_named) = (0usize, 0usize, 0usize);
     let mut near_stolen = 0usize;
+    // Releases at a burst not named pt-hog whose own window held a stop of the virtual CPU.
+    let mut near_stopped = 0usize;
+    let dark = punctual_explain::attribute::dark_by_cpu(trace);
     let mut others = Vec::new();
     let long = long_handlers(trace);
     for (r, a) in &x.details {
@@ -163,12 +169,19 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
         if bursts.iter().filter(meets).any(|b| !b.whole) || long_too {
             continue;
         }
+        // Its own window: from the planned hand-over (or the instant) to when it ran.
+        let own_from = r.handover.map_or(r.target, |h| h.planned.min(r.target));
+        let stopped = dark
+            .values()
+            .flatten()
+            .any(|&(a, b)| a < r.actual && b > own_from);
         match (at_burst, named(a)) {
             (true, false) if a.cause == Cause::Steal => near_stolen += 1,
+            (true, false) if stopped => near_stopped += 1,
             (true, n) => {
                 near += 1;
                 near_named += n as usize;
-                if !n && others.len() < 5 {
+                if !n && others.len() < 12 {
                     let b = bursts.iter().find(meets).unwrap();
                     others.push(format!(
                         "{} late, burst {} to {} from its instant on CPU {}: {:?} {:?} {}",
@@ -187,17 +200,25 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
         }
     }
     let t = x.total();
-    eprintln!("{near_named} of {near} late releases at bursts named pt-hog, {near_stolen} steal");
+    eprintln!(
+        "{near_named} of {near} late releases at bursts named pt-hog; {near_stolen} steal, \
+         {near_stopped} others at a stop"
+    );
     assert!(
         near_named * 100 >= near * 95,
         "{near_named} of the {near} late releases at a burst named pt-hog: {t:?}\n{}",
         others.join("\n")
     );
     assert_eq!(far_named, 0, "pt-hog named away from its bursts: {t:?}");
+    for o in &others {
+        eprintln!("  not named: {o}");
+    }
+    let apart = near_stolen + near_stopped;
     assert!(
-        near_stolen * 4 <= near + near_stolen,
-        "{near_stolen} of the {} late releases at a burst named steal: {t:?}",
-        near + near_stolen
+        apart * 4 <= near + apart,
+        "{near_stolen} of the {} late releases at a burst named steal and {near_stopped} at a \
+         stop: {t:?}",
+        near + apart
     );
     near
 }

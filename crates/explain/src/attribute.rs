@@ -158,8 +158,9 @@ impl<'a> Evidence<'a> {
     }
 }
 
-/// [`Evidence::dark`] from the trace's stalls.
-fn dark_by_cpu(trace: &Captured) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
+/// [`Evidence::dark`] from the trace's stalls: per CPU, the stretches where the guest did nothing
+/// although punctual's thread or its due timer had to run.
+pub fn dark_by_cpu(trace: &Captured) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
     let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
     let mut idle_known: std::collections::HashMap<u32, bool> = Default::default();
     for s in &trace.stalls {

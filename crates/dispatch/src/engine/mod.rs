@@ -443,9 +443,7 @@ pub fn dispatch_logged<C: Clock + ?Sized, A: Actions + ?Sized>(
         };
         let breathed = breather.due(now, gap, m, margin.needed());
         if breathed {
-            clock.pause(BREATHER_NS);
-            end.breathers += 1;
-            breather.blocked(clock.now());
+            breathe(clock, &mut breather, &mut end, act_at);
         }
         let w = hybrid_until(clock, act_at, m);
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
@@ -526,6 +524,19 @@ pub fn dispatch_logged<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// A breather before the release due at `act_at`. A pause is a wait for a timer too: one that
+/// ran past the release is a stall.
+fn breathe<C: Clock + ?Sized>(clock: &C, breather: &mut Breather, end: &mut LoopEnd, act_at: u64) {
+    let due = clock.now() + BREATHER_NS;
+    clock.pause(BREATHER_NS);
+    end.breathers += 1;
+    let woke = clock.now();
+    breather.blocked(woke);
+    if woke > act_at {
+        end.stalls.note(StallKind::Timer, due, woke);
+    }
 }
 
 /// The margin of a release before the loop has either slept or spun through one (`first`): the
