@@ -149,7 +149,8 @@ fn check_hog(x: &Explanation, trace: &Captured, bursts: &[Burst]) -> usize {
     let mut near_stolen = 0usize;
     // Releases at a burst not named pt-hog whose own window held a stop of the virtual CPU.
     let mut near_stopped = 0usize;
-    let dark = punctual_explain::attribute::dark_by_cpu(trace);
+    // No sleeper among these records: the loop's and the client's stalls are the trace's.
+    let dark = punctual_explain::attribute::dark_by_cpu(trace, &[]);
     let mut others = Vec::new();
     let long = long_handlers(trace);
     for (r, a) in &x.details {

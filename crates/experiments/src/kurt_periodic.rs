@@ -273,7 +273,9 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
                                 series: HELD_SERIES,
                                 tid,
                                 cpu,
-                                waiter: Waiter::Sleeper,
+                                // Released by the dispatcher, past its release on its own: no
+                                // timer of its own was due (`Sleeper` would say one was).
+                                waiter: Waiter::Client,
                                 target: ran,
                                 actual: t,
                                 handover: None,
@@ -421,7 +423,11 @@ fn add_report(line: &str, cell: &mut Cell, late: &mut (Vec<LateRelease>, u64)) {
             series,
             tid: f(2) as i32,
             cpu: f(3) as u32,
-            waiter: Waiter::Sleeper,
+            waiter: if series == HELD_SERIES {
+                Waiter::Client
+            } else {
+                Waiter::Sleeper
+            },
             target: f(0),
             actual: f(1),
             handover: None,
@@ -1390,6 +1396,7 @@ mod tests {
         let r = held.0[0];
         assert_eq!(held.0.len(), 1);
         assert_eq!((r.series, r.tid, r.cpu), (HELD_SERIES, 42, 1));
+        assert_eq!(r.waiter, Waiter::Client, "no timer of its own was due");
         assert_eq!((r.target, r.lateness()), (1_000_000, 150_000));
     }
 
@@ -1448,7 +1455,7 @@ mod tests {
             series: HELD_SERIES,
             tid: 42,
             cpu: 0,
-            waiter: Waiter::Sleeper,
+            waiter: Waiter::Client,
             target: t0 + 20_000,
             actual: t0 + 200_000,
             handover: None,

@@ -26,7 +26,7 @@
 //! CPU's steal counter grew in the readings around it by at least the lateness and the stretch
 //! was at least [`STEAL_COUNTER_MIN_NS`] (the counter's 10 ms resolution says nothing shorter).
 
-use crate::record::{LateRelease, OwnWork, Waiter, WorkKind};
+use crate::record::{LateRelease, OwnWork, Stall, StallKind, Waiter, WorkKind};
 use crate::timeline::{account, dark_stretches, Accounting, Occupant, Window, LOOKBACK_NS};
 use punctual_trace::capture::Captured;
 use punctual_trace::event::{softirq_name, EventKind, STATE_MASK, STATE_PREEMPTED};
@@ -153,17 +153,32 @@ impl<'a> Evidence<'a> {
         Evidence {
             trace,
             own,
-            dark: dark_by_cpu(trace),
+            dark: dark_by_cpu(trace, records),
         }
     }
 }
 
 /// [`Evidence::dark`] from the trace's stalls: per CPU, the stretches where the guest did nothing
-/// although punctual's thread or its due timer had to run.
-pub fn dark_by_cpu(trace: &Captured) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
+/// although punctual's thread or its due timer had to run. A sleeper's late release is such a
+/// stall too: its timer was due at its instant (a `latency` thread, a process in
+/// `clock_nanosleep`), a [`StallKind::Timer`] from the instant to when it ran.
+pub fn dark_by_cpu(
+    trace: &Captured,
+    records: &[LateRelease],
+) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
     let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
     let mut idle_known: std::collections::HashMap<u32, bool> = Default::default();
-    for s in &trace.stalls {
+    let sleepers = records
+        .iter()
+        .filter(|r| r.waiter == Waiter::Sleeper && r.handover.is_none())
+        .map(|r| Stall {
+            tid: r.tid,
+            cpu: r.cpu,
+            kind: StallKind::Timer,
+            from: r.target,
+            to: r.actual,
+        });
+    for s in trace.stalls.iter().copied().chain(sleepers) {
         let Some(events) = trace.cpu_events(s.cpu as usize) else {
             continue;
         };
@@ -175,7 +190,7 @@ pub fn dark_by_cpu(trace: &Captured) -> std::collections::HashMap<u32, Vec<(u64,
         let poll = trace.poll_state(s.cpu as usize);
         out.entry(s.cpu).or_default().extend(dark_stretches(
             events,
-            s,
+            &s,
             poll,
             (known, trace.virtualized),
         ));

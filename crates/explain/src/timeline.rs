@@ -373,6 +373,22 @@ fn own_handlers(events: &[Event], victim: i32) -> Vec<u64> {
 /// timer interrupt's delivery, the way back to user space) may simply be slow.
 pub const DARK_MIN_NS: u64 = 10_000;
 
+/// Whether an event enters (`Some(true)`) or leaves (`Some(false)`) a handler: a device
+/// interrupt, a bottom half, a system vector or a timer callback.
+fn handler_edge(k: &EventKind) -> Option<bool> {
+    match k {
+        EventKind::IrqEntry { .. }
+        | EventKind::SoftirqEntry { .. }
+        | EventKind::VectorEntry { .. }
+        | EventKind::HrtimerEntry { .. } => Some(true),
+        EventKind::IrqExit { .. }
+        | EventKind::SoftirqExit { .. }
+        | EventKind::VectorExit { .. }
+        | EventKind::HrtimerExit { .. } => Some(false),
+        _ => None,
+    }
+}
+
 /// The shortest silence of a halted CPU whose timer was due taken as the host's, under a
 /// hypervisor: this VM takes a halted vCPU back in tens of microseconds; (d) 30 idle once had its
 /// dispatcher's timer due on a halted CPU and delivered 2.26 ms later, which read `dispatcher` for
@@ -399,24 +415,52 @@ pub fn dark_stretches(
     let start = events.partition_point(|e| e.ts < s.from);
     let end = events.partition_point(|e| e.ts < s.to);
     let (mut current, mut idle, mut idle_seen) = (None, None, false);
+    // Handlers entered before the stall and still running at its start (exits seen walking back
+    // close the entries before them).
+    let (mut open, mut closed) = (0usize, 0usize);
+    for e in events[start.saturating_sub(SWITCH_SEARCH)..start]
+        .iter()
+        .rev()
+    {
+        match (handler_edge(&e.kind), e.kind) {
+            (Some(false), _) => closed += 1,
+            (Some(true), _) if closed == 0 => open += 1,
+            (Some(true), _) => closed -= 1,
+            (_, EventKind::CpuIdle { state }) if !idle_seen => {
+                idle = state;
+                idle_seen = true;
+            }
+            (_, EventKind::Switch { next_pid, .. }) => {
+                current = Some(next_pid);
+                break;
+            }
+            (_, EventKind::Lost { .. }) => break,
+            _ => {}
+        }
+    }
+    // A timer is due only if the thread was asleep when the stall began: switched out sleeping and
+    // not woken since (a thread preempted or already woken waits for its CPU, not its timer).
+    let mut woken = true;
     for e in events[start.saturating_sub(SWITCH_SEARCH)..start]
         .iter()
         .rev()
     {
         match e.kind {
-            EventKind::CpuIdle { state } if !idle_seen => {
-                idle = state;
-                idle_seen = true;
-            }
-            EventKind::Switch { next_pid, .. } => {
-                current = Some(next_pid);
+            EventKind::Waking { pid, .. } if pid == s.tid => break,
+            EventKind::Switch { next_pid, .. } if next_pid == s.tid => break,
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                ..
+            } if prev_pid == s.tid => {
+                woken = leave_reason(prev_state) == Leave::Preempted;
                 break;
             }
             EventKind::Lost { .. } => break,
             _ => {}
         }
     }
-    let (mut woken, mut depth) = (false, 0usize);
+    let mut depth = open;
     // How long a silent stretch must be to be dark (`None`: never). Inside a handler the time is
     // the handler's, however long.
     let dark = |current: Option<i32>, idle: Option<u32>, woken: bool, depth: usize| {
@@ -440,22 +484,16 @@ pub fn dark_stretches(
         if long(t, e.ts, dark(current, idle, woken, depth)) {
             out.push((t, e.ts));
         }
-        match e.kind {
-            EventKind::IrqEntry { .. }
-            | EventKind::SoftirqEntry { .. }
-            | EventKind::VectorEntry { .. }
-            | EventKind::HrtimerEntry { .. } => depth += 1,
-            EventKind::IrqExit { .. }
-            | EventKind::SoftirqExit { .. }
-            | EventKind::VectorExit { .. }
-            | EventKind::HrtimerExit { .. } => depth = depth.saturating_sub(1),
-            EventKind::Switch { next_pid, .. } => {
+        match (handler_edge(&e.kind), e.kind) {
+            (Some(true), _) => depth += 1,
+            (Some(false), _) => depth = depth.saturating_sub(1),
+            (_, EventKind::Switch { next_pid, .. }) => {
                 current = Some(next_pid);
                 depth = 0;
             }
-            EventKind::Waking { pid, .. } if pid == s.tid => woken = true,
-            EventKind::CpuIdle { state } => idle = state,
-            EventKind::Lost { .. } => {
+            (_, EventKind::Waking { pid, .. }) if pid == s.tid => woken = true,
+            (_, EventKind::CpuIdle { state }) => idle = state,
+            (_, EventKind::Lost { .. }) => {
                 current = None;
                 depth = 0;
             }

@@ -124,6 +124,30 @@ fn a_task_that_runs_in_the_victims_place_is_named_with_its_pid_and_class() {
     assert_eq!(a.cpu, Some(0));
 }
 
+/// Issue 26: a sleeper asleep at its instant has a timer due there. Another task on its CPU with
+/// no guest event at all for 150 us after it, and then the timer's interrupt: the timer was not
+/// delivered, so the virtual CPU was not running (`steal`), not the task. A sleeper that was only
+/// preempted (the test above) waits for its CPU, and the task is named.
+#[test]
+fn a_sleepers_due_timer_that_did_not_fire_under_a_silent_task_is_steal() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    switch(&mut s, t - 500 * US, 0, CLIENT, SLEEPING, 300, 120);
+    vector(&mut s, 0, t + 150 * US, t + 158 * US, Vector::LocalTimer);
+    waking(&mut s, t + 151 * US, 0, CLIENT, 19);
+    switch(&mut s, t + 160 * US, 0, 300, PREEMPTED, CLIENT, 19);
+    let a = cause_of(&s, &own(CLIENT, Waiter::Sleeper, t, t + 161 * US));
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    // Its timer fired on time and the task kept the CPU: the task's.
+    let mut s = synth();
+    switch(&mut s, t - 500 * US, 0, CLIENT, SLEEPING, 300, 120);
+    vector(&mut s, 0, t, t + 8 * US, Vector::LocalTimer);
+    waking(&mut s, t + US, 0, CLIENT, 19);
+    switch(&mut s, t + 160 * US, 0, 300, PREEMPTED, CLIENT, 19);
+    let a = cause_of(&s, &own(CLIENT, Waiter::Sleeper, t, t + 161 * US));
+    assert_eq!(a.cause, Cause::Task, "{a:?}");
+}
+
 #[test]
 fn an_interrupt_handler_is_named_by_its_number_and_device() {
     let mut s = synth();
