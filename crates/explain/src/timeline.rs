@@ -440,11 +440,15 @@ pub fn dark_stretches(
     }
     // A timer is due only if the thread was asleep when the stall began: switched out sleeping and
     // not woken since (a thread preempted or already woken waits for its CPU, not its timer).
+    // (A thread on the CPU is awake: no walk back, which for a loop that has spun for seconds
+    // would be long.)
     let mut woken = true;
-    for e in events[start.saturating_sub(SWITCH_SEARCH)..start]
-        .iter()
-        .rev()
-    {
+    let back = if current == Some(s.tid) {
+        &events[..0]
+    } else {
+        &events[start.saturating_sub(SWITCH_SEARCH)..start]
+    };
+    for e in back.iter().rev() {
         match e.kind {
             EventKind::Waking { pid, .. } if pid == s.tid => break,
             EventKind::Switch { next_pid, .. } if next_pid == s.tid => break,
