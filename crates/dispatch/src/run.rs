@@ -284,7 +284,7 @@ fn dispatcher_thread(
     let range = prep.first_slot..prep.first_slot + prep.specs.len();
     let cpu0 = thread_cpu_time();
     let wall0 = read_clock(libc::CLOCK_MONOTONIC);
-    let le: LoopEnd = engine::dispatch_logged(
+    let le: LoopEnd = engine::dispatch(
         &SystemClock::monotonic(),
         &lc,
         &prep.specs,

@@ -10,8 +10,8 @@ use crate::txstamp::{ErrMsg, Pending, Settled, Waiting};
 use crate::txtime::NoTxTime;
 use crate::TrafficError;
 use punctual_dispatch::engine::{
-    dispatch_logged, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec,
-    SlotStats, StolenTime,
+    dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
+    StolenTime,
 };
 use punctual_explain::{LateLog, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_periodic::channel::Ack;
@@ -849,7 +849,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
             events: &events,
             event_slot: &event_slot,
         };
-        let le = dispatch_logged(
+        let le = dispatch(
             clock,
             &lc,
             &slots,

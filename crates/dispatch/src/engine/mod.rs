@@ -356,28 +356,11 @@ impl Between {
     }
 }
 
-/// Run one CPU's releases until `end`, the plan's end, or `stop`.
+/// Run one CPU's releases until `end`, the plan's end, or `stop`, logging the loop's stalls into
+/// `stalls` (returned in [`LoopEnd::stalls`]; [`stall_log_for`] its slots, or one log a caller that
+/// runs the loop in pieces keeps across them, as a replay does).
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
-    clock: &C,
-    cfg: &LoopConfig,
-    slots: &[SlotSpec],
-    stats: &mut [SlotStats],
-    actions: &mut A,
-    stop: &AtomicBool,
-    progress: &[SlotProgress],
-    heartbeat: &Heartbeat,
-) -> LoopEnd {
-    let stalls = stall_log_for(stats);
-    dispatch_logged(
-        clock, cfg, slots, stats, actions, stop, progress, heartbeat, stalls,
-    )
-}
-
-/// [`dispatch`], logging the loop's stalls into `stalls` (returned in [`LoopEnd::stalls`]): for
-/// a caller that runs the loop in pieces and keeps one log across them (a replay).
-#[allow(clippy::too_many_arguments)]
-pub fn dispatch_logged<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     cfg: &LoopConfig,
     slots: &[SlotSpec],

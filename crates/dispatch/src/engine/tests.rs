@@ -208,6 +208,7 @@ fn run_capped(
         &AtomicBool::new(false),
         &progress,
         &Heartbeat::default(),
+        StallLog::off(),
     );
     for (s, p) in stats.iter().zip(&progress) {
         assert_eq!(p.releases.load(Ordering::Relaxed), s.releases);
@@ -306,6 +307,7 @@ fn run_explained_end(
         margin,
         ..loop_cfg(1_000_000, end)
     };
+    let stalls = stall_log_for(&stats);
     let end = dispatch(
         clock,
         &cfg,
@@ -315,6 +317,7 @@ fn run_explained_end(
         &AtomicBool::new(false),
         &progress,
         &Heartbeat::default(),
+        stalls,
     );
     (stats, end)
 }
@@ -668,6 +671,7 @@ fn run_one(
         &AtomicBool::new(false),
         &progress,
         &Heartbeat::default(),
+        StallLog::off(),
     );
     (Run { stats, end }, fake)
 }
@@ -725,7 +729,15 @@ fn releases_within_spin_below_are_spun_to_and_farther_ones_slept_towards() {
         let stop = AtomicBool::new(false);
         let hb = Heartbeat::default();
         let end = dispatch(
-            &clock, &cfg, &slots, &mut stats, &mut fake, &stop, &progress, &hb,
+            &clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &stop,
+            &progress,
+            &hb,
+            StallLog::off(),
         );
         assert_eq!(stats[0].releases, 1_000);
         assert_eq!(stats[0].lateness.missed_periods(), 0);
@@ -930,6 +942,7 @@ fn under_periodic_interference(offset: u64, movable: bool) -> (SlotStats, Fake) 
         &AtomicBool::new(false),
         &[SlotProgress::default()],
         &Heartbeat::default(),
+        StallLog::off(),
     );
     (stats.pop().unwrap(), fake)
 }
@@ -1141,6 +1154,7 @@ fn breathers_are_taken_when_the_loop_never_blocks() {
         &AtomicBool::new(false),
         &progress,
         &Heartbeat::default(),
+        StallLog::off(),
     );
     // One second of back-to-back events: about one breather per 100 ms.
     assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
@@ -1191,6 +1205,7 @@ fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
         &AtomicBool::new(false),
         &progress,
         &Heartbeat::default(),
+        StallLog::off(),
     );
     assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
     assert_eq!(stats[0].releases, n);
@@ -1216,6 +1231,7 @@ fn stop_ends_the_loop_and_end_bounds_it() {
         &AtomicBool::new(true),
         &progress,
         &Heartbeat::default(),
+        StallLog::off(),
     );
     assert_eq!(stats[0].releases, 0);
 }
