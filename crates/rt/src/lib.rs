@@ -30,7 +30,7 @@ pub mod slack;
 pub mod stacked;
 mod state;
 mod task;
-pub use task::{is_realtime, parent_pid, stat_fields, ProcStat};
+pub use task::{is_realtime, parent_pid, runnable_tasks, stat_fields, ProcStat, Runnable};
 pub mod thread;
 
 pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};

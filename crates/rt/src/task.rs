@@ -54,6 +54,48 @@ pub fn is_realtime(tid: i32) -> bool {
     policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
 }
 
+/// A task in state R (running or waiting for its CPU) when `/proc` was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runnable {
+    pub tid: i32,
+    /// The CPU it last ran on (field 39).
+    pub cpu: u32,
+    pub comm: String,
+}
+
+/// Every task in state R, with its CPU: a CPU that lists exactly one held it throughout when
+/// nothing switched there meanwhile (a trace without a `sched_switch` on that CPU).
+pub fn runnable_tasks() -> Vec<Runnable> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in threads.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Some(st) = ProcStat::read(format!("/proc/{pid}/task/{tid}/stat")) else {
+                continue;
+            };
+            if let (Some('R'), Some(cpu)) = (st.field::<char>(3), st.field::<u32>(39)) {
+                out.push(Runnable {
+                    tid,
+                    cpu,
+                    comm: st.name,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// The parent of process `pid` (field 4 of /proc/PID/stat).
 pub fn parent_pid(pid: i32) -> Option<i32> {
     ProcStat::of(pid)?.field(4)
@@ -102,5 +144,41 @@ mod stat_tests {
         let comm = std::fs::read_to_string(format!("/proc/self/task/{me}/comm")).unwrap();
         assert_eq!(own.name, comm.trim_end());
         assert!(ProcStat::of(-1).is_none());
+    }
+
+    #[test]
+    fn runnable_tasks_list_the_reading_thread_on_its_cpu() {
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        let found = runnable_tasks();
+        let own = found
+            .iter()
+            .find(|r| r.tid == me)
+            .expect("the reader is running");
+        // Unpinned, the thread may have moved since: only a CPU that is online is checked.
+        assert!(
+            crate::online_cpus().contains(&(own.cpu as usize)),
+            "{own:?}"
+        );
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{me}/comm")).unwrap();
+        assert_eq!(own.comm, comm.trim_end());
+        // A sleeping thread is not listed.
+        let (tx, rx) = std::sync::mpsc::channel::<i32>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            // SAFETY: as above.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            done_rx.recv().ok();
+        });
+        let sleeper = rx.recv().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while runnable_tasks().iter().any(|r| r.tid == sleeper) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{sleeper} stays runnable"
+            );
+        }
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
     }
 }

@@ -307,6 +307,8 @@ pub fn record(
         child.as_mut(),
         &mut target_status,
     );
+    // Who held each CPU, read while the trace still runs (a switch during the read is in it).
+    let sole = sole_runners(&cpus);
     // Stop tracing first, then take what is left in the buffers.
     let _ = inst.write("tracing_on", "0");
     let end_ns = now_mono();
@@ -329,13 +331,14 @@ pub fn record(
         interrupted,
         events: 0,
         lost: sink.lost.clone(),
-        tasks: task_infos(&sink.comms, fs.root()),
+        tasks: task_infos(&sink.comms, fs.root(), sole.values()),
         irqs: irq_infos(&sink.irq_names),
         symbols: resolve_symbols(
             &sink.functions,
             kallsyms.and_then(|k| k.join().ok()).flatten().as_deref(),
         ),
         target_status,
+        sole_runners: sole.iter().map(|(cpu, r)| (*cpu, r.tid)).collect(),
     };
     let events = sink.writer.events();
     let bytes = sink.writer.bytes_written();
@@ -575,21 +578,34 @@ fn add_kernel_lost(lost: &mut BTreeMap<u32, LostStats>, inst: &Instance, cpus: &
 }
 
 /// The tasks seen, with their thread group where the kernel or /proc still knows it.
-fn task_infos(comms: &HashMap<i32, Vec<u8>>, root: &std::path::Path) -> BTreeMap<i32, TaskInfo> {
+/// The tasks the trace names, and those read as a CPU's sole runner (which may not switch in it).
+fn task_infos<'a>(
+    comms: &HashMap<i32, Vec<u8>>,
+    root: &std::path::Path,
+    sole: impl Iterator<Item = &'a punctual_rt::Runnable>,
+) -> BTreeMap<i32, TaskInfo> {
     let tgids = saved_tgids(root);
-    comms
+    let tgid = |pid: i32| tgids.get(&pid).copied().or_else(|| proc_tgid(pid));
+    let mut tasks: BTreeMap<i32, TaskInfo> = comms
         .iter()
         .map(|(pid, name)| {
-            let tgid = tgids.get(pid).copied().or_else(|| proc_tgid(*pid));
+            let comm = String::from_utf8_lossy(name).into_owned();
             (
                 *pid,
                 TaskInfo {
-                    tgid,
-                    comm: String::from_utf8_lossy(name).into_owned(),
+                    tgid: tgid(*pid),
+                    comm,
                 },
             )
         })
-        .collect()
+        .collect();
+    for r in sole {
+        tasks.entry(r.tid).or_insert_with(|| TaskInfo {
+            tgid: tgid(r.tid),
+            comm: r.comm.clone(),
+        });
+    }
+    tasks
 }
 
 fn irq_infos(irq_names: &HashMap<i32, Vec<u8>>) -> BTreeMap<i32, IrqInfo> {
@@ -613,6 +629,21 @@ fn saved_tgids(root: &std::path::Path) -> HashMap<i32, i32> {
             Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
         })
         .filter(|(_, tgid): &(i32, i32)| *tgid > 0)
+        .collect()
+}
+
+/// Per traced CPU, the one runnable task there, where there is exactly one (see
+/// [`Trailer::sole_runners`]).
+fn sole_runners(cpus: &[u32]) -> BTreeMap<u32, punctual_rt::Runnable> {
+    let mut by_cpu: BTreeMap<u32, Vec<punctual_rt::Runnable>> = BTreeMap::new();
+    for r in punctual_rt::runnable_tasks() {
+        if cpus.contains(&r.cpu) {
+            by_cpu.entry(r.cpu).or_default().push(r);
+        }
+    }
+    by_cpu
+        .into_iter()
+        .filter_map(|(cpu, mut rs)| (rs.len() == 1).then(|| (cpu, rs.remove(0))))
         .collect()
 }
 

@@ -51,6 +51,12 @@ impl Synth {
         self
     }
 
+    /// The recorder found `pid` the only runnable task on `cpu` as tracing stopped.
+    pub fn sole_runner(mut self, cpu: u32, pid: i32) -> Self {
+        self.trailer.sole_runners.insert(cpu, pid);
+        self
+    }
+
     pub fn irq(mut self, irq: i32, name: &str, driver: Option<&str>) -> Self {
         self.trailer.irqs.insert(
             irq,

@@ -27,6 +27,32 @@ fn scheduling() -> Synth {
     s
 }
 
+/// A CPU-bound task alone on a quiet CPU never switches: without the recorder's reading of who
+/// was runnable there, its CPU time was 0 (an `etsion-billing` run once billed the task alone
+/// less than the one sharing its CPU with a game loop).
+#[test]
+fn a_cpu_that_never_switched_ran_its_sole_runner_all_along() {
+    let mut s = Synth::new(2, 0, 100 * MS)
+        .task(10, 10, "busy")
+        .task(20, 20, "other")
+        .sole_runner(1, 10)
+        .sole_runner(0, 20);
+    // CPU 0 switched: what ran there is known from the trace, and the reading is not used.
+    s.switch(40 * MS, 0, 0, 0, 30);
+    let a = analyze(&s.through_file());
+    let busy = &a.threads[&10];
+    assert_eq!(busy.runs.len(), 1);
+    assert_eq!((busy.runs[0].start, busy.runs[0].end), (0, 100 * MS));
+    assert_eq!(busy.runs[0].cpu, 1);
+    assert!(!busy.runs[0].whole, "a run cut at both ends is no quantum");
+    assert!(!a.threads.contains_key(&20), "{:?}", a.threads.get(&20));
+    assert_eq!(a.threads[&30].runs[0].start, 40 * MS);
+    // Without the reading, the quiet CPU's task is unknown, as before.
+    let mut s = Synth::new(2, 0, 100 * MS).task(10, 10, "busy");
+    s.switch(40 * MS, 0, 0, 0, 30);
+    assert!(!analyze(&s.build()).threads.contains_key(&10));
+}
+
 #[test]
 fn exact_quanta_cpu_time_and_preemptions() {
     let t = scheduling().build();

@@ -133,3 +133,58 @@ fn the_instance_exists_while_recording_and_is_gone_after() {
         "journal not empty after a clean stop"
     );
 }
+
+/// A busy thread alone on a CPU may not switch once in a short trace: the recorder reads which
+/// task was runnable there, and the analysis gives it its CPU time either way.
+#[test]
+fn a_busy_thread_is_known_on_its_cpu_whether_or_not_it_switched() {
+    if !tracing_available("a_busy_thread_is_known_on_its_cpu_whether_or_not_it_switched") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _cpu = punctual_testkit::exclusive_cpu();
+    let cpu = *punctual_rt::online_cpus().last().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let busy = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("pt-busy".into())
+            .spawn(move || {
+                let _pin = punctual_rt::AffinityGuard::pin(&[cpu]).unwrap();
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap()
+    };
+    let tid = rx.recv().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = RecordConfig::new(dir.path().join("t.ptf"));
+    cfg.groups = EventGroups {
+        sched: true,
+        irq: false,
+        timer: false,
+    };
+    cfg.duration = Some(300_000_000);
+    let s = record(&cfg, &AtomicBool::new(false), &RecordProgress::default());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    let trace = read_trace_file(&s.unwrap().path).unwrap();
+    let trailer = trace.trailer.as_ref().unwrap();
+    // Runnable on its CPU, the busy thread is the sole runner there or one of several; never is
+    // another task named sole while it runs there.
+    if let Some(&sole) = trailer.sole_runners.get(&(cpu as u32)) {
+        assert_eq!(sole, tid, "{:?}", trailer.sole_runners);
+    }
+    let a = analyze(&trace);
+    let th = a
+        .threads
+        .get(&tid)
+        .expect("the busy thread is in the analysis");
+    assert!(th.runs.iter().all(|r| r.cpu as usize == cpu), "pinned");
+    assert!(th.runs.iter().map(|r| r.len()).sum::<u64>() > 0);
+    assert_eq!(th.comm, "pt-busy");
+}

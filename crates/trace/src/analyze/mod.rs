@@ -538,9 +538,24 @@ impl Scheduling {
         self.pending.clear();
     }
 
-    /// Runs still going when tracing stopped: CPU time, not quanta.
-    fn end_runs(self, a: &mut Analysis, trace: &TraceData) {
+    /// Runs still going when tracing stopped: CPU time, not quanta. A traced CPU that never
+    /// switched ran one task all along: the recorder read which (`sole_runners`).
+    fn end_runs(mut self, a: &mut Analysis, trace: &TraceData) {
         let end = a.window.1;
+        let switches_traced = trace
+            .header
+            .events
+            .iter()
+            .any(|e| e == "sched/sched_switch");
+        let sole = trace.trailer.iter().flat_map(|t| &t.sole_runners);
+        for (&cpu, &pid) in sole {
+            if switches_traced && pid != 0 {
+                self.cpus.entry(cpu).or_insert(CpuState::Running {
+                    pid,
+                    since: a.window.0,
+                });
+            }
+        }
         for (cpu, state) in self.cpus {
             if let CpuState::Running { pid, since } = state {
                 if end > since {

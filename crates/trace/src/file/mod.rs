@@ -103,6 +103,10 @@ pub struct Trailer {
     /// Exit status of the traced command.
     #[serde(default)]
     pub target_status: Option<i32>,
+    /// Per CPU, the one task that was runnable there just before tracing stopped, where there was
+    /// exactly one: on a CPU with no `sched_switch` in the trace, it held the CPU all along.
+    #[serde(default)]
+    pub sole_runners: BTreeMap<u32, i32>,
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
