@@ -200,7 +200,9 @@ def kurt(out):
             us = lambda v: "-" if v is None else f"{v/1000:.0f}"
             m = ", ".join(f"CPU {c['cpu']} {us(c['margin_ns'])}/{us(c.get('margin_cap_ns'))} us, {100*c['cpu_share']:.1f} %" for c in dp["cpus"])
             ld = dp.get("leads_ns") or [None] * 3
-            print(f"   {'':<22} margin/cap {m}; leads {'/'.join(us(v) for v in ld)} us (cap {us(dp.get('lead_cap_ns'))})")
+            mv = dp.get("rephased") or 0
+            mv = f"; moved {mv}x ({', '.join(dp.get('rephased_tasks') or [])})" if mv else ""
+            print(f"   {'':<22} margin/cap {m}; leads {'/'.join(us(v) for v in ld)} us (cap {us(dp.get('lead_cap_ns'))}){mv}")
     print(f"   all rows: {causes_text(allc)}")
     n = sum(allc.values())
     target(out, "b. kurt-periodic: unexplained share of late", "<= 5 %", f"{100*allc['unexplained']/max(n,1):.2f} % of {n}", allc["unexplained"] <= 0.05 * n)

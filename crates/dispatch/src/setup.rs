@@ -208,6 +208,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                 wcet: t.wcet,
                 miss: t.miss,
                 movable: cfg.movable.contains(&ti),
+                lead_in: lead_in(&plan, cfg, t.action, cpu),
             });
             slots.push(SlotInfo {
                 name: t.name.clone(),
@@ -237,6 +238,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                     wcet: a.wcet,
                     miss: Default::default(),
                     movable: false,
+                    lead_in: None,
                 });
                 slots.push(SlotInfo {
                     name: a.name.clone(),
@@ -316,6 +318,16 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
     };
     wait_for_clients(&mut prepared, cfg.attach_timeout, stop)?;
     Ok(prepared)
+}
+
+/// Where a release of `action` keeps a CPU busy before its instant ([`SlotSpec::lead_in`]): a
+/// `wake` client's CPU, and whether it is the loop's own `cpu`.
+fn lead_in(plan: &Plan, cfg: &RunConfig, action: u16, cpu: usize) -> Option<(usize, bool)> {
+    if plan.action(action).action.kind() != ActionKind::Wake {
+        return None;
+    }
+    let &(_, client) = cfg.client_cpus.iter().find(|(a, _)| *a == action)?;
+    Some((client, client == cpu))
 }
 
 /// Wait until every wake channel has a client, or a signal asks to stop.

@@ -788,6 +788,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         wcet: None,
         miss: MissPolicy::CatchUp,
         movable: false,
+        lead_in: None,
     }];
     let event_slot = [Some(0usize)];
     let mut stats = [SlotStats::new(false)];

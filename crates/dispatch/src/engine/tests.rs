@@ -129,6 +129,7 @@ fn task(
         wcet,
         miss,
         movable: false,
+        lead_in: None,
     }
 }
 
@@ -230,6 +231,7 @@ fn releases_come_in_time_order_across_tasks_and_events_and_none_is_lost() {
             wcet: None,
             miss: MissPolicy::Skip,
             movable: false,
+            lead_in: None,
         },
     ];
     let events = [
@@ -849,6 +851,7 @@ fn a_plan_with_only_events_ends_after_the_last_one() {
         wcet: None,
         miss: MissPolicy::Skip,
         movable: false,
+        lead_in: None,
     }];
     let events: Vec<Event> = (0..1000u64)
         .map(|i| Event::new(i * 10_000, 0, &[]))
@@ -1131,6 +1134,7 @@ fn breathers_are_taken_when_the_loop_never_blocks() {
         wcet: None,
         miss: MissPolicy::Skip,
         movable: false,
+        lead_in: None,
     }];
     let events: Vec<Event> = (0..100_000u64)
         .map(|i| Event::new(i * 10_000, 0, &[]))
@@ -1172,6 +1176,7 @@ fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
         wcet: None,
         miss: MissPolicy::Skip,
         movable: false,
+        lead_in: None,
     }];
     // Bursts of events 10 us apart, then 150 us of room, over and over for 1 s.
     let mut events = Vec::new();
