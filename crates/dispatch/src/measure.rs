@@ -119,7 +119,13 @@ pub fn run_plan_traced(
     let mut cfg = cfg.clone();
     cfg.explain_bound = Some(explain.bound);
     let (prepared, progress, heartbeats) = prepared_for(plan, &cfg, &stop, slots)?;
-    let explainer = Explainer::start(explain)?;
+    // The drain keeps off the wake clients' CPUs too: its reads in a kernel without preemption
+    // would delay a client at its instant.
+    let mut explain = explain.clone();
+    explain
+        .quiet
+        .extend(cfg.client_cpus.iter().map(|&(_, c)| c));
+    let explainer = Explainer::start(&explain)?;
     let mut out = crate::execute_with(prepared, &cfg, stop, progress, heartbeats)?;
     let (records, unlogged) = out.late_releases();
     let mut trace = explainer.stop()?;

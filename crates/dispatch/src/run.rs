@@ -103,6 +103,7 @@ pub fn execute_with(
                             Vec::new()
                         },
                     }),
+                    clients: cfg.client_cpus.iter().map(|&(_, c)| c).collect(),
                 },
                 names,
                 alarm,

@@ -278,6 +278,9 @@ pub struct Mode {
     pub realtime: bool,
     /// The share bounds ([`crate::share`]; `None`: not watched, as without a real-time policy).
     pub share: Option<crate::share::Limits>,
+    /// CPUs the run placed its wake clients on: the watchdog and its sampler keep off them
+    /// before they keep off the dispatchers' ([`punctual_rt::housekeeping_cpus`]).
+    pub clients: Vec<usize>,
 }
 
 /// The share sampler's state: the window, an excess it found and not yet reported, and when it
@@ -291,8 +294,8 @@ struct Sampled {
 /// Past this without a sample from the normal-class sampler, the watchdog samples itself.
 const SAMPLER_STARVED_NS: u64 = 1_000_000_000;
 
-/// The normal-class thread that samples the run's CPU share every `step` into `state` (off the
-/// dispatcher's CPUs when there are others), skipping the watchdog's own thread.
+/// The normal-class thread that samples the run's CPU share every `step` into `state` (on
+/// `others`, the watchdog's CPUs), skipping the watchdog's own thread.
 fn spawn_sampler(
     stop: Arc<AtomicBool>,
     state: Arc<Mutex<Sampled>>,
@@ -429,12 +432,12 @@ impl Watchdog {
                     at: now(),
                 }))
             });
-        // Both watch from the CPUs the dispatcher does not use when there are any (its CPUs may be
-        // shielded).
-        let others: Vec<usize> = punctual_rt::online_cpus()
-            .into_iter()
-            .filter(|c| !cpus.contains(c))
-            .collect();
+        // Both watch from CPUs with neither clients nor a dispatcher when there are any, else from
+        // the dispatchers' (its CPUs may be shielded). On the clients' CPUs, a 13-50 us check at
+        // FIFO 99 ten times a second (up to 165 us under disk load), or the sampler's /proc reads
+        // in a kernel without preemption, made a client late at its instant (kurt-periodic (c)
+        // rows, issue 26); before a hand-over, such a delay comes out of the client's lead.
+        let others = punctual_rt::housekeeping_cpus(&[&mode.clients, cpus]).unwrap_or_default();
         if let Some(state) = &sampled {
             let skip = watchdog_tid.clone();
             threads.push(spawn_sampler(

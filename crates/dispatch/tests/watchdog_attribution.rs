@@ -21,7 +21,7 @@ fn watchdog(threshold: u64, cpu: usize, hb: Arc<[Heartbeat]>, stop: Arc<AtomicBo
         stop,
         Mode {
             realtime: true,
-            share: None,
+            ..Mode::default()
         },
         vec!["forever".into()],
         Alarm::default(),

@@ -75,7 +75,7 @@ fn watchdog_stop_wakes_its_canaries_at_once() {
     }
     let mode = Mode {
         realtime: true,
-        share: None,
+        ..Mode::default()
     };
     let took = stop_takes_in(2_000_000_000, mode);
     assert!(

@@ -71,7 +71,8 @@ pub struct ExplainConfig {
     pub bound: u64,
     /// CPUs to trace (empty: all online CPUs).
     pub cpus: Vec<usize>,
-    /// CPUs the trace's drain thread keeps off (shielded ones).
+    /// CPUs the trace's drain thread keeps off when others remain (shielded ones, and a run's
+    /// wake clients').
     pub quiet: Vec<usize>,
 }
 

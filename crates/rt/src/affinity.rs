@@ -25,6 +25,32 @@ pub fn last_online_cpu() -> usize {
     *online_cpus().last().expect("a CPU is online")
 }
 
+/// Where punctual's own housekeeping threads (the watchdog, its share sampler, the trace drain)
+/// run: the online CPUs in none of `tiers`, else in none of the tiers but the last, and so on.
+/// `None` when that leaves every online CPU (nothing to avoid, or the first tier covers them
+/// all): the thread keeps the affinity it has. Tiers go from what to avoid most: a run's periodic
+/// clients (a delay at a client's instant is a late release) before its dispatchers (a delay
+/// before a hand-over is taken from the lead).
+pub fn housekeeping_cpus(tiers: &[&[usize]]) -> Option<Vec<usize>> {
+    let online = online_cpus();
+    let cpus = housekeeping_among(&online, tiers);
+    (cpus.len() < online.len()).then_some(cpus)
+}
+
+fn housekeeping_among(online: &[usize], tiers: &[&[usize]]) -> Vec<usize> {
+    (0..=tiers.len())
+        .rev()
+        .map(|n| {
+            online
+                .iter()
+                .copied()
+                .filter(|c| !tiers[..n].iter().any(|t| t.contains(c)))
+                .collect::<Vec<usize>>()
+        })
+        .find(|free| !free.is_empty())
+        .unwrap_or_else(|| online.to_vec())
+}
+
 /// Refuse CPUs that are not online, naming them and the ones that are.
 pub fn check_online(cpus: &[usize]) -> Result<(), RtError> {
     let online = online_cpus();
@@ -106,6 +132,23 @@ impl Drop for AffinityGuard {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn housekeeping_avoids_clients_first_then_dispatchers() {
+        let (clients, dispatchers): (&[usize], &[usize]) = (&[0, 1], &[3]);
+        let tiers = [clients, dispatchers];
+        // Four CPUs: the one with neither.
+        assert_eq!(housekeeping_among(&[0, 1, 2, 3], &tiers), [2]);
+        // Two, (c) here: clients on 0, the dispatcher on 1: the dispatcher's CPU.
+        assert_eq!(housekeeping_among(&[0, 1], &[&[0], &[1]]), [1]);
+        // (d): the clients on the dispatcher's CPU: the other.
+        assert_eq!(housekeeping_among(&[0, 1], &[&[1], &[1]]), [0]);
+        // No clients: off the dispatcher, as before.
+        assert_eq!(housekeeping_among(&[0, 1], &[&[], &[1]]), [0]);
+        // Clients everywhere: anywhere.
+        assert_eq!(housekeeping_among(&[0, 1], &[&[0, 1], &[1]]), [0, 1]);
+        assert_eq!(housekeeping_among(&[0, 1], &[]), [0, 1]);
+    }
 
     #[test]
     fn lists() {

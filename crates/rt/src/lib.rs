@@ -33,7 +33,9 @@ mod task;
 pub use task::{is_realtime, parent_pid, runnable_tasks, stat_fields, ProcStat, Runnable};
 pub mod thread;
 
-pub use affinity::{format_cpu_list, online_cpus, parse_cpu_list, AffinityGuard};
+pub use affinity::{
+    format_cpu_list, housekeeping_cpus, online_cpus, parse_cpu_list, AffinityGuard,
+};
 pub use error::RtError;
 pub use policy::{Policy, SchedParams};
 pub use privilege::{Privileges, RtPlan, RtWant};

@@ -308,15 +308,12 @@ impl Capture {
         let s2 = stop.clone();
         let (asks, asked) = std::sync::mpsc::channel::<Ask>();
         let interval = cfg.drain_interval;
-        let elsewhere: Vec<usize> = punctual_rt::online_cpus()
-            .into_iter()
-            .filter(|c| !cfg.drain_off.contains(c))
-            .collect();
+        let elsewhere = punctual_rt::housekeeping_cpus(&[&cfg.drain_off]);
         let drain = std::thread::Builder::new()
             .name("punctual-trace".into())
             .spawn(move || {
-                if !elsewhere.is_empty() {
-                    let _ = punctual_rt::affinity::set(0, &elsewhere);
+                if let Some(cpus) = elsewhere {
+                    let _ = punctual_rt::affinity::set(0, &cpus);
                 }
                 state.run(pipes, &s2, &asked, interval)
             })
