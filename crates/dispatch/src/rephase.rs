@@ -201,31 +201,23 @@ pub fn clear(a: u64, p: u64, w: Option<u64>, b: u64, q: u64, v: Option<u64>) -> 
 /// it collides with no other periodic slot on the CPU, as they stand now. `None`: every try collides.
 ///
 /// Two releases whose [`SlotSpec::lead_in`] is on one CPU collide when their spans there overlap
-/// too, each `lead_in(slot)` long before its instant (the client's lead as it stands, plus the
-/// loop's margin when the client shares the loop's CPU): a (d) 20 row once had one process 84 us
-/// late at 798 of its 1,000 releases, the loop spinning across its instant on their CPU for the
-/// next process's hand-over.
-pub fn next_shift(
-    slot: usize,
-    slots: &[SlotSpec],
-    shifts: &[u64],
-    lead_in: impl Fn(usize) -> u64,
-) -> Option<u64> {
+/// too, each release taken as `[instant - lead-in, instant + its own time)`: a (d) 20 row once had
+/// one process 84 us late at 798 of its 1,000 releases, the loop spinning across its instant on
+/// their CPU for the next process's hand-over.
+pub fn next_shift(slot: usize, slots: &[SlotSpec], shifts: &[u64]) -> Option<u64> {
     let s = &slots[slot];
     let p = s.period?;
     let step = ((p as f64 * STEP) as u64).max(1);
-    let cpu = |o: &SlotSpec| o.lead_in.map(|(c, _)| c);
     (1..=TRIES).find_map(|c| {
         let delta = (c * step) % p;
         let cand = shifts[slot] + delta;
         let a = s.offset + cand;
         let free = slots.iter().enumerate().all(|(j, o)| match o.period {
             Some(q) if j != slot => {
-                let (sb, ob) = match (cpu(s), cpu(o)) {
-                    (Some(x), Some(y)) if x == y => (lead_in(slot).min(p), lead_in(j).min(q)),
+                let (sb, ob) = match (s.lead_in, o.lead_in) {
+                    (Some((x, sb)), Some((y, ob))) if x == y => (sb.min(p), ob.min(q)),
                     _ => (0, 0),
                 };
-                // Each release as the span [instant - lead-in, instant + its own time).
                 let span = |w: Option<u64>, before: u64| Some(w.unwrap_or(0).max(1_000) + before);
                 clear(
                     a + p - sb,
@@ -359,60 +351,59 @@ mod tests {
     #[test]
     fn a_move_steps_by_the_golden_share_and_skips_phases_that_collide() {
         let one = [spec(4_000_000, 0)];
-        assert_eq!(next_shift(0, &one, &[0], |_| 0), Some(1_527_864));
+        assert_eq!(next_shift(0, &one, &[0]), Some(1_527_864));
         // Another 4 ms task right at 1.528 ms: the next multiple (3.056 ms) is taken.
         let two = [spec(4_000_000, 0), spec(4_000_000, 1_527_864)];
-        assert_eq!(next_shift(0, &two, &[0, 0], |_| 0), Some(3_055_728));
+        assert_eq!(next_shift(0, &two, &[0, 0]), Some(3_055_728));
         // Moves add up (the phase goes forward by less than a period each time).
         assert_eq!(
-            next_shift(0, &one, &[3_055_728], |_| 0),
+            next_shift(0, &one, &[3_055_728]),
             Some(3_055_728 + 1_527_864)
         );
         // Beside a 150 us task whose action takes 100 us, no phase is clear: no move.
         let busy = [spec(4_000_000, 0), spec(150_000, 0)];
-        assert_eq!(next_shift(0, &busy, &[0, 0], |_| 0), None);
+        assert_eq!(next_shift(0, &busy, &[0, 0]), None);
     }
 
     /// 20 wake clients at 10 ms, 500 us apart, on one CPU: the move a lone task would take (to
     /// 3.82 ms, 180 us before another client's instant) is refused while their lead-ins (a
-    /// client's lead, with the loop's margin when the clients share the loop's CPU) reach
+    /// client's lead cap, with the loop's margin cap when the clients share the loop's CPU) reach
     /// across; with short lead-ins it is taken, and clients on other CPUs never collide.
     #[test]
     fn a_move_keeps_clear_of_other_clients_lead_ins_on_their_cpu() {
         let p = 10_000_000;
-        let clients = |cpu: usize, here: bool| -> Vec<SlotSpec> {
+        let clients = |cpu: usize, before: u64| -> Vec<SlotSpec> {
             (0..20)
                 .map(|i| SlotSpec {
                     wcet: None,
-                    lead_in: Some((cpu, here)),
+                    lead_in: Some((cpu, before)),
                     ..spec(p, i * 500_000)
                 })
                 .collect()
         };
         let shifts = [0u64; 20];
-        let d = clients(1, true);
         let step = (p as f64 * STEP) as u64;
         // Lead-ins of 10 us: the first step (3.82 ms, 320 us past a client) is clear.
-        assert_eq!(next_shift(0, &d, &shifts, |_| 10_000), Some(step));
+        assert_eq!(next_shift(0, &clients(1, 10_000), &shifts), Some(step));
         // 250 us of lead and 125 us of margin: no phase between clients 500 us apart has
         // room for two such spans, so the task stays.
-        assert_eq!(next_shift(0, &d, &shifts, |_| 375_000), None);
+        assert_eq!(next_shift(0, &clients(1, 375_000), &shifts), None);
         // 200 us each: the tries land 320, 139, 459 us past a client (within 200 us of one
         // side), then 279 us: 221 us before the next, clear.
         assert_eq!(
-            next_shift(0, &d, &shifts, |_| 200_000),
+            next_shift(0, &clients(1, 200_000), &shifts),
             Some((4 * step) % p)
         );
         // The other clients on another CPU than the moving one: their lead-ins do not count.
-        let mut mixed = clients(0, false);
-        mixed[0].lead_in = Some((1, true));
-        assert_eq!(next_shift(0, &mixed, &shifts, |_| 375_000), Some(step));
+        let mut mixed = clients(0, 375_000);
+        mixed[0].lead_in = Some((1, 375_000));
+        assert_eq!(next_shift(0, &mixed, &shifts), Some(step));
         // Not placed: only the actions' own time counts, as before.
-        let mut unplaced = d.clone();
+        let mut unplaced = clients(1, 375_000);
         for s in &mut unplaced {
             s.lead_in = None;
         }
-        assert_eq!(next_shift(0, &unplaced, &shifts, |_| 375_000), Some(step));
+        assert_eq!(next_shift(0, &unplaced, &shifts), Some(step));
     }
 
     #[test]

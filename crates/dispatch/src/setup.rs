@@ -208,7 +208,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                 wcet: t.wcet,
                 miss: t.miss,
                 movable: cfg.movable.contains(&ti),
-                lead_in: lead_in(&plan, cfg, t.action, cpu),
+                lead_in: None,
             });
             slots.push(SlotInfo {
                 name: t.name.clone(),
@@ -295,6 +295,8 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                 && (0..items.len())
                     .filter(|&i| items[i].is_some())
                     .all(in_loop);
+            let margin_cap = dispatch_margin_cap(&plan, &cfg.cpus, cpu, budget);
+            set_lead_ins(&mut specs, &plan, cfg, cpu, (&wake_caps, margin_cap));
             preps.push(CpuPrep {
                 cpu,
                 first_slot,
@@ -302,7 +304,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                 event_slot,
                 actions: RealActions { items },
                 interval,
-                margin_cap: dispatch_margin_cap(&plan, &cfg.cpus, cpu, budget),
+                margin_cap,
                 shielded,
                 spin_alone,
             });
@@ -320,14 +322,30 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
     Ok(prepared)
 }
 
-/// Where a release of `action` keeps a CPU busy before its instant ([`SlotSpec::lead_in`]): a
-/// `wake` client's CPU, and whether it is the loop's own `cpu`.
-fn lead_in(plan: &Plan, cfg: &RunConfig, action: u16, cpu: usize) -> Option<(usize, bool)> {
-    if plan.action(action).action.kind() != ActionKind::Wake {
-        return None;
+/// Each `wake` slot's [`SlotSpec::lead_in`] on dispatcher CPU `cpu`: its client's CPU (placed by
+/// `cfg.client_cpus`), for its lead's cap, plus the loop's margin cap when the client shares the
+/// loop's CPU. Caps, not the values of the moment: leads and margins grow during a run (a move
+/// judged on them put a (d) 20 process 180 us before another's instant, and the loop's spin for
+/// that hand-over later made it late 43 times).
+fn set_lead_ins(
+    specs: &mut [SlotSpec],
+    plan: &Plan,
+    cfg: &RunConfig,
+    cpu: usize,
+    (lead_caps, margin_cap): (&[u64], u64),
+) {
+    for s in specs {
+        if plan.action(s.action).action.kind() != ActionKind::Wake {
+            continue;
+        }
+        if let Some(&(_, client)) = cfg.client_cpus.iter().find(|(a, _)| *a == s.action) {
+            let loop_too = if client == cpu { margin_cap } else { 0 };
+            s.lead_in = Some((
+                client,
+                lead_caps[s.action as usize].saturating_add(loop_too),
+            ));
+        }
     }
-    let &(_, client) = cfg.client_cpus.iter().find(|(a, _)| *a == action)?;
-    Some((client, client == cpu))
 }
 
 /// Wait until every wake channel has a client, or a signal asks to stop.
@@ -402,5 +420,42 @@ impl Drop for Turn {
     fn drop(&mut self) {
         *TURN_BUSY.lock().unwrap_or_else(|p| p.into_inner()) = false;
         TURN_FREE.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two wake tasks and a mark: the wake client on the loop's CPU spans its lead cap and the
+    /// loop's margin cap, the one elsewhere its lead cap; the mark and an unplaced client none.
+    #[test]
+    fn lead_ins_are_caps_on_the_clients_cpus() {
+        let text = "[[task]]\nname = \"a\"\nperiod = \"10ms\"\naction = { kind = \"wake\" }\n\
+                    [[task]]\nname = \"b\"\nperiod = \"10ms\"\naction = { kind = \"wake\" }\n\
+                    [[task]]\nname = \"c\"\nperiod = \"10ms\"\naction = { kind = \"wake\" }\n\
+                    [[task]]\nname = \"m\"\nperiod = \"10ms\"\naction = { kind = \"mark\" }\n";
+        let plan = punctual_plan::parse_str(text, "t.toml", None).unwrap();
+        let spec = |t: &punctual_plan::Task| SlotSpec {
+            name: t.name.clone(),
+            action: t.action,
+            period: Some(t.period),
+            offset: 0,
+            wcet: None,
+            miss: t.miss,
+            movable: true,
+            lead_in: None,
+        };
+        let mut specs: Vec<SlotSpec> = plan.tasks.iter().map(spec).collect();
+        let cfg = RunConfig {
+            client_cpus: vec![(specs[0].action, 1), (specs[1].action, 0)],
+            ..RunConfig::default()
+        };
+        let caps: Vec<u64> = (0..plan.actions.len() as u64).map(|a| 100 + a).collect();
+        set_lead_ins(&mut specs, &plan, &cfg, 1, (&caps, 40));
+        let cap = |i: usize| caps[specs[i].action as usize];
+        assert_eq!(specs[0].lead_in, Some((1, cap(0) + 40)));
+        assert_eq!(specs[1].lead_in, Some((0, cap(1))));
+        assert_eq!((specs[2].lead_in, specs[3].lead_in), (None, None));
     }
 }

@@ -16,10 +16,10 @@ pub struct SlotSpec {
     /// A periodic task whose plan offset was `auto`: its phase may move during the run when its
     /// late releases line up ([`crate::rephase`]). Never an explicit offset, never events.
     pub movable: bool,
-    /// A `wake` release keeps its client's CPU busy before its instant: the client spins its
-    /// lead there, and when that is the loop's own CPU (`true`), the loop spins its margin before
-    /// the hand-over there too. A move keeps such spans on one CPU apart
-    /// ([`crate::rephase::next_shift`]); `None` (not placed, or not a `wake`): only the action's
-    /// own time counts.
-    pub lead_in: Option<(usize, bool)>,
+    /// A `wake` release keeps its client's CPU busy before its instant: that CPU, and for how
+    /// long at most. The client spins its lead there (up to the lead's cap), and when that is the
+    /// loop's own CPU the loop spins its margin before the hand-over there too (up to the margin's
+    /// cap). A move keeps such spans on one CPU apart ([`crate::rephase::next_shift`]); `None`
+    /// (not placed, or not a `wake`): only the action's own time counts.
+    pub lead_in: Option<(usize, u64)>,
 }

@@ -478,8 +478,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             stats[slot].handed_own_from = timed.own_from;
         }
         if spec.movable {
-            let m = margin.margin();
-            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated, &*actions, m);
+            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
             if stats[slot].late.enabled() {

@@ -90,19 +90,15 @@ impl Sources {
 
     /// Counts release `r` of a movable task in its window and moves the task when its late
     /// releases line up: the next release (not yet in the heap) and all after it follow the new
-    /// phase, clear of the other releases' lead-ins as they stand (each client's lead, and the
-    /// loop's `margin` where a client shares the loop's CPU).
+    /// phase, clear of the other releases (and of their lead-ins on its client's CPU).
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn watch_phase<A: Actions + ?Sized>(
+    pub(super) fn watch_phase(
         &mut self,
         st: &mut SlotStats,
         slots: &[SlotSpec],
         r: &Release,
         t: &Timed,
         delegated: bool,
-        actions: &A,
-        margin: u64,
     ) {
         let w = &mut self.windows[r.slot];
         let previous = w.released(r.seq);
@@ -121,10 +117,7 @@ impl Sources {
         let Some((k, late)) = seen else { return };
         w.observe(k, late);
         match w.verdict() {
-            Verdict::Move => match rephase::next_shift(r.slot, slots, &self.shift, |j| {
-                let loop_too = slots[j].lead_in.is_some_and(|(_, here)| here);
-                actions.lead(slots[j].action) + if loop_too { margin } else { 0 }
-            }) {
+            Verdict::Move => match rephase::next_shift(r.slot, slots, &self.shift) {
                 Some(shift) => {
                     self.shift[r.slot] = shift;
                     self.windows[r.slot].moved(r.seq + 1);
