@@ -123,7 +123,24 @@ impl Sources {
                     self.windows[r.slot].moved(r.seq + 1);
                     st.rephased += 1;
                 }
-                None => self.windows[r.slot].restart(r.seq + 1),
+                None => match rephase::group_shift(r.slot, slots, &self.shift) {
+                    // The group turns together: each task from its next release on (the others'
+                    // next ones are in the heap already and keep the old phase once); their
+                    // windows start afresh at the new phase.
+                    Some(delta) => {
+                        for j in 0..slots.len() {
+                            if rephase::in_group(r.slot, slots, j) {
+                                self.shift[j] += delta;
+                                if j != r.slot {
+                                    self.windows[j].restart(self.next_k[j] + 1);
+                                }
+                            }
+                        }
+                        self.windows[r.slot].moved(r.seq + 1);
+                        st.rephased += 1;
+                    }
+                    None => self.windows[r.slot].restart(r.seq + 1),
+                },
             },
             Verdict::GiveUp => st.rephase_gave_up = true,
             Verdict::Stay => {}

@@ -1081,22 +1081,9 @@ fn a_wake_task_is_rephased_on_its_clients_reports() {
             },
         }
     }
-    let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
     let mut slots = vec![task("w", 0, 2_000_000, 0, None, MissPolicy::Skip)];
     slots[0].movable = true;
-    let mut fake = Fake::new(&clock, 1);
-    fake.delegated = true;
-    fake.lead = 50_000;
-    fake.client = Some(client);
-    let r = run(
-        &clock,
-        &slots,
-        &mut fake,
-        &[],
-        &[None],
-        1_000_000 + 400_000_000,
-        MarginPolicy::Auto,
-    );
+    let (r, fake) = wake_clients_for_400ms(&slots, client);
     let st = &r.stats[0];
     assert_eq!(st.rephased, 1);
     assert!(!st.rephase_gave_up);
@@ -1120,6 +1107,85 @@ fn a_wake_task_is_rephased_on_its_clients_reports() {
     assert_eq!(
         st.releases, 200,
         "the last one, 0.76 ms later, still falls before the end"
+    );
+}
+
+/// `slots`, each its own wake action (by index) whose client reports what `client` says, for
+/// 400 ms on the auto margin with a 50 us lead and 15 us wake-ups.
+fn wake_clients_for_400ms(slots: &[SlotSpec], client: fn(u64) -> Ack) -> (Run, Fake) {
+    let clock = ManualClock::with_wake_latency(0, 20, |_| 15_000);
+    let mut fake = Fake::new(&clock, slots.len());
+    fake.delegated = true;
+    fake.lead = 50_000;
+    fake.client = Some(client);
+    let none = vec![None; slots.len()];
+    let end = 1_000_000 + 400_000_000;
+    let r = run(
+        &clock,
+        slots,
+        &mut fake,
+        &[],
+        &none,
+        end,
+        MarginPolicy::Auto,
+    );
+    (r, fake)
+}
+
+/// Four wake clients on one CPU, 500 us apart in a 2 ms period, each spanning 400 us before its
+/// instant there: none can move alone. The one whose phase the client is taken at moves with
+/// its group, all four by the same share of their spacing, and is on time after.
+#[test]
+fn a_wake_group_with_no_room_for_one_turns_together() {
+    fn client(target: u64) -> Ack {
+        if (target - 1_000_000).is_multiple_of(2_000_000) {
+            Ack::Done {
+                lateness: 120_000,
+                wake_latency: Some(1),
+                woke_late: true,
+            }
+        } else {
+            Ack::Done {
+                lateness: 3_000,
+                wake_latency: Some(1),
+                woke_late: false,
+            }
+        }
+    }
+    let slots: Vec<SlotSpec> = (0..4u16)
+        .map(|i| SlotSpec {
+            movable: true,
+            lead_in: Some((1, 400_000)),
+            ..task(
+                "w",
+                i,
+                2_000_000,
+                i as u64 * 500_000,
+                None,
+                MissPolicy::Skip,
+            )
+        })
+        .collect();
+    let (r, fake) = wake_clients_for_400ms(&slots, client);
+    let turn = (500_000.0 * rephase::STEP) as u64;
+    assert_eq!(r.stats[0].rephased, 1);
+    let offsets: Vec<Option<u64>> = r.stats.iter().map(|s| s.offset_ns).collect();
+    let want: Vec<Option<u64>> = (0..4).map(|i| Some(i * 500_000 + turn)).collect();
+    assert_eq!(offsets, want, "all four turned by {turn} ns");
+    assert!(r.stats[1..].iter().all(|s| s.rephased == 0));
+    // After the turn, no release falls at the phase the client is taken at.
+    let last = fake
+        .log
+        .iter()
+        .rposition(|l| (l.1 - 1_000_000) % 2_000_000 == 0);
+    let moved = fake.log.iter().position(|l| l.0 == 0 && l.1 % 500_000 != 0);
+    assert!(last < moved, "{last:?} {moved:?}");
+    assert_eq!(
+        r.stats
+            .iter()
+            .map(|s| s.lateness.missed_periods())
+            .sum::<u64>(),
+        0
     );
 }
 
