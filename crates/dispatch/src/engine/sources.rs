@@ -124,18 +124,29 @@ impl Sources {
                     st.rephased += 1;
                 }
                 None => match rephase::group_shift(r.slot, slots, &self.shift) {
-                    // The group turns together: each task from its next release on (the others'
-                    // next ones are in the heap already and keep the old phase once); their
-                    // windows start afresh at the new phase.
+                    // The group turns together: this task from its next release on, the others
+                    // from the one already in the heap, whose time to act moves with it (a
+                    // release acted on at the old phase would hand over `delta` early, and the
+                    // next one's hand-over would fall on its instant); their windows start
+                    // afresh at the new phase.
                     Some(delta) => {
                         for j in 0..slots.len() {
                             if rephase::in_group(r.slot, slots, j) {
                                 self.shift[j] += delta;
                                 if j != r.slot {
-                                    self.windows[j].restart(self.next_k[j] + 1);
+                                    self.windows[j].restart(self.next_k[j]);
                                 }
                             }
                         }
+                        // Rebuilt in place (no allocation): only later times, and this release's
+                        // entry stays on top for `advance` to take.
+                        let mut due = std::mem::take(&mut self.heap).into_vec();
+                        for d in due.iter_mut() {
+                            if d.slot != r.slot && rephase::in_group(r.slot, slots, d.slot) {
+                                d.act_at = Reverse(d.act_at.0 + delta);
+                            }
+                        }
+                        self.heap = BinaryHeap::from(due);
                         self.windows[r.slot].moved(r.seq + 1);
                         st.rephased += 1;
                     }

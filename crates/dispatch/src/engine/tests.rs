@@ -1173,6 +1173,15 @@ fn a_wake_group_with_no_room_for_one_turns_together() {
     let want: Vec<Option<u64>> = (0..4).map(|i| Some(i * 500_000 + turn)).collect();
     assert_eq!(offsets, want, "all four turned by {turn} ns");
     assert!(r.stats[1..].iter().all(|s| s.rephased == 0));
+    // Every hand-over came its lead before its instant: the others' releases already due when the
+    // group turned were acted on at the new phase too, not `turn` early.
+    let early = fake
+        .log
+        .iter()
+        .map(|l| l.1.saturating_sub(l.3))
+        .max()
+        .unwrap();
+    assert!(early <= 50_000, "a hand-over {early} ns before its instant");
     // After the turn, no release falls at the phase the client is taken at.
     let last = fake
         .log
