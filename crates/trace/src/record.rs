@@ -577,8 +577,8 @@ fn add_kernel_lost(lost: &mut BTreeMap<u32, LostStats>, inst: &Instance, cpus: &
     lost.retain(|_, l| l.any());
 }
 
-/// The tasks seen, with their thread group where the kernel or /proc still knows it.
-/// The tasks the trace names, and those read as a CPU's sole runner (which may not switch in it).
+/// The tasks seen, with their thread group where the kernel or /proc still knows it: those the
+/// trace names, and those read as a CPU's sole runner (which may never switch in it).
 fn task_infos<'a>(
     comms: &HashMap<i32, Vec<u8>>,
     root: &std::path::Path,
