@@ -181,7 +181,19 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
         }
     }
     let dir = punctual_periodic::channel::shm_dir();
-    let wake_caps = wake_lead_caps(&plan, &cfg.client_cpus);
+    // Dispatcher CPUs that run clients too, with the margin cap their loop keeps (a CPU with
+    // wake actions keeps the budget less the leads' share, `cpu_spin`).
+    let shared: Vec<(usize, u64)> = cpus
+        .iter()
+        .filter(|c| cfg.client_cpus.iter().any(|(_, x)| x == *c))
+        .map(|&c| {
+            (
+                c,
+                dispatch_margin_cap(&plan, &cfg.cpus, c, cpu_spin(cfg, true).0),
+            )
+        })
+        .collect();
+    let wake_caps = wake_lead_caps(&plan, &cfg.client_cpus, &cfg.cpus, &shared);
     let alarm = watchdog::Alarm::default();
     let mut clients = Vec::new();
     let mut slots = Vec::new();

@@ -647,9 +647,10 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
     }
     let shielded = cell.mode == Mode::WakeShielded;
     // (c): the processes on the CPUs without the dispatcher (and without the busiest device
-    // interrupt when more remain), round robin in phase order, each lead capped by its CPU's
-    // releases: the dispatcher never wakes on a client's CPU, clients on one CPU never spin at
-    // once (design.md, "Leads, caps and placement"). (d): all on the shielded CPU.
+    // interrupt when more remain; on every CPU when fewer than two remain), round robin in phase
+    // order, each lead capped by its CPU's releases and, on a CPU shared with the dispatcher, by
+    // its spacing: clients on one CPU never spin at once, and the dispatcher's spins keep off its
+    // clients' instants (design.md, "Leads, caps and placement"). (d): all on the shielded CPU.
     let placement = if shielded {
         vec![cpu; n]
     } else {
@@ -1043,7 +1044,7 @@ pub fn tables(m: &Model) -> Vec<Table> {
         t.note("this machine: every process's iterations merged; the metric is |time since the previous iteration - 10 ms| (KURT's).");
         t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
         t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference);");
-        t.note("its processes are pinned round robin to the CPUs without the dispatcher, each lead capped by its own CPU's releases.");
+        t.note("its processes are pinned round robin to the CPUs without the dispatcher (to every CPU when fewer than two remain), each lead capped by its own CPU's releases.");
         t.note("(d) is (c) in real-time mode: the processes pinned to the dispatcher's CPU, which a shield empties of every other movable task and IRQ (KURT_PROCS).");
         t.note("host steal: the share of the CPUs' time the hypervisor took while the row ran (/proc/stat); releases inside it are late whatever the method.");
         tables.push(t);

@@ -421,7 +421,7 @@ fn thirty_clients_on_fifteen_cpus_get_the_per_cpu_lead_cap_without_overlapping()
         .enumerate()
         .map(|(i, &c)| (i as u16, c))
         .collect();
-    let caps = crate::wake_lead_caps(&plan, &placed);
+    let caps = crate::wake_lead_caps(&plan, &placed, &[0], &[]);
     // The plan's wake cap would be 166 us; per CPU it is 2.5 ms, held to the period's own
     // 2 ms bound by the lead's estimator.
     let leads: Vec<u64> = caps.iter().map(|&c| c.min(AutoMargin::CEILING)).collect();
