@@ -181,19 +181,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
         }
     }
     let dir = punctual_periodic::channel::shm_dir();
-    // Dispatcher CPUs that run clients too, with the margin cap their loop keeps (a CPU with
-    // wake actions keeps the budget less the leads' share, `cpu_spin`).
-    let shared: Vec<(usize, u64)> = cpus
-        .iter()
-        .filter(|c| cfg.client_cpus.iter().any(|(_, x)| x == *c))
-        .map(|&c| {
-            (
-                c,
-                dispatch_margin_cap(&plan, &cfg.cpus, c, cpu_spin(cfg, true).0),
-            )
-        })
-        .collect();
-    let wake_caps = wake_lead_caps(&plan, &cfg.client_cpus, &cfg.cpus, &shared);
+    let wake_caps = lead_caps(&plan, cfg, &cpus);
     let alarm = watchdog::Alarm::default();
     let mut clients = Vec::new();
     let mut slots = Vec::new();
@@ -358,6 +346,19 @@ fn set_lead_ins(
             ));
         }
     }
+}
+
+/// Each action's lead cap ([`wake_lead_caps`]), given the dispatcher CPUs (of `cpus`) that run
+/// wake clients too, each with the margin cap its loop keeps (a CPU with wake actions keeps the
+/// budget less the leads' share, [`cpu_spin`]).
+fn lead_caps(plan: &Plan, cfg: &RunConfig, cpus: &[usize]) -> Vec<u64> {
+    let budget = cpu_spin(cfg, true).0;
+    let shared: Vec<(usize, u64)> = cpus
+        .iter()
+        .filter(|c| cfg.client_cpus.iter().any(|(_, x)| x == *c))
+        .map(|&c| (c, dispatch_margin_cap(plan, &cfg.cpus, c, budget)))
+        .collect();
+    wake_lead_caps(plan, &cfg.client_cpus, &cfg.cpus, &shared)
 }
 
 /// Wait until every wake channel has a client, or a signal asks to stop.
