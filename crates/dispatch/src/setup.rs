@@ -440,8 +440,8 @@ impl Drop for Turn {
 mod tests {
     use super::*;
 
-    /// Two wake tasks and a mark: the wake client on the loop's CPU spans its lead cap and the
-    /// loop's margin cap, the one elsewhere its lead cap; the mark and an unplaced client none.
+    /// Three wake tasks and a mark: the wake client on the loop's CPU spans its lead cap and the
+    /// loop's margin cap, the one elsewhere its lead cap; the unplaced one and the mark none.
     #[test]
     fn lead_ins_are_caps_on_the_clients_cpus() {
         let text = "[[task]]\nname = \"a\"\nperiod = \"10ms\"\naction = { kind = \"wake\" }\n\
