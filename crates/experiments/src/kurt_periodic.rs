@@ -364,9 +364,10 @@ impl Cell {
 }
 
 /// What the dispatcher ended a row with: its automatic margin and the cap it kept to, how often it
-/// breathed, spun through or woke late, its CPU share, the phase moves and the tasks moved, and the
-/// wake processes' final leads (least, median, most) with their cap. Two rows that differ in `dispatcher` releases are told apart by
-/// these (a (d) 20 row once read `dispatcher` for 798 of 926 late releases, the others 6 and 1).
+/// breathed, spun through or woke late, its CPU share, the phase moves and the tasks moved, and
+/// the wake processes' final leads (least, median, most) with their cap. Two runs of a row that
+/// differ in `dispatcher` releases are told apart by these (a (d) 20 row once read `dispatcher`
+/// for 798 of 926 late releases, the same row in other runs 6 and 1).
 pub fn dispatcher_facts(out: &punctual_dispatch::Outcome) -> serde_json::Value {
     let mut leads: Vec<u64> = Vec::new();
     let mut lead_cap = None;
@@ -401,11 +402,13 @@ pub fn dispatcher_facts(out: &punctual_dispatch::Outcome) -> serde_json::Value {
         .filter(|s| s.stats.rephased > 0)
         .map(|s| s.info.name.as_str())
         .collect();
+    let spread =
+        (!leads.is_empty()).then(|| [leads[0], leads[leads.len() / 2], leads[leads.len() - 1]]);
     serde_json::json!({
         "cpus": cpus,
         "rephased": out.slots.iter().map(|s| s.stats.rephased).sum::<u32>(),
         "rephased_tasks": moved,
-        "leads_ns": (!leads.is_empty()).then(|| [leads[0], leads[leads.len() / 2], leads[leads.len() - 1]]),
+        "leads_ns": spread,
         "lead_cap_ns": lead_cap,
     })
 }
