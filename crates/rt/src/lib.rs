@@ -30,7 +30,7 @@ pub mod slack;
 pub mod stacked;
 mod state;
 mod task;
-pub use task::{is_realtime, parent_pid, runnable_tasks, stat_fields, ProcStat, Runnable};
+pub use task::{is_realtime, parent_pid, runnable_tasks, stat_fields, threads, ProcStat, Runnable};
 pub mod thread;
 
 pub use affinity::{

@@ -745,32 +745,23 @@ struct TaskInfo {
 
 /// Every task: id, process, the process's parent, start time.
 fn all_tasks() -> Vec<TaskInfo> {
+    // A process's threads come together: its parent is read once.
+    let mut parent: Option<(i32, Option<u64>)> = None;
     let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let Some(tgid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+    for (tgid, tid) in crate::task::threads() {
+        if parent.is_none_or(|(p, _)| p != tgid) {
+            parent = Some((tgid, stat_field(&format!("/proc/{tgid}/stat"), 1)));
+        }
+        let Some((_, Some(ppid))) = parent else {
             continue;
         };
-        let Some(ppid) = stat_field(&format!("/proc/{tgid}/stat"), 1) else {
-            continue;
-        };
-        let Ok(threads) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
-            continue;
-        };
-        for t in threads.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let Some(st) = stat_field(&format!("/proc/{tgid}/task/{tid}/stat"), 19) {
-                out.push(TaskInfo {
-                    tid,
-                    tgid,
-                    ppid: ppid as i32,
-                    start_time: st,
-                });
-            }
+        if let Some(st) = stat_field(&format!("/proc/{tgid}/task/{tid}/stat"), 19) {
+            out.push(TaskInfo {
+                tid,
+                tgid,
+                ppid: ppid as i32,
+                start_time: st,
+            });
         }
     }
     out

@@ -63,37 +63,44 @@ pub struct Runnable {
     pub comm: String,
 }
 
+/// Every thread on the system, as (process, thread) ids, a process's threads together.
+pub fn threads() -> Vec<(i32, i32)> {
+    let ids = |dir: &str| -> Vec<i32> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    ids("/proc")
+        .into_iter()
+        .flat_map(|pid| {
+            ids(&format!("/proc/{pid}/task"))
+                .into_iter()
+                .map(move |tid| (pid, tid))
+        })
+        .collect()
+}
+
 /// Every task in state R, with its CPU: a CPU that lists exactly one held it throughout when
 /// nothing switched there meanwhile (a trace without a `sched_switch` on that CPU).
 pub fn runnable_tasks() -> Vec<Runnable> {
-    let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in threads.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Some(st) = ProcStat::read(format!("/proc/{pid}/task/{tid}/stat")) else {
-                continue;
-            };
-            if let (Some('R'), Some(cpu)) = (st.field::<char>(3), st.field::<u32>(39)) {
-                out.push(Runnable {
+    threads()
+        .into_iter()
+        .filter_map(|(pid, tid)| {
+            let st = ProcStat::read(format!("/proc/{pid}/task/{tid}/stat"))?;
+            match (st.field::<char>(3), st.field::<u32>(39)) {
+                (Some('R'), Some(cpu)) => Some(Runnable {
                     tid,
                     cpu,
                     comm: st.name,
-                });
+                }),
+                _ => None,
             }
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// The parent of process `pid` (field 4 of /proc/PID/stat).
