@@ -2,7 +2,8 @@
 //! 200 us every 50 ms on the CPU a measured thread or a wake client runs on is named as the cause
 //! of the late releases it made (at least 95 % of those whose window meets one of its bursts, and
 //! never of one far from them); a client woken without lead on an idle CPU is late by its way back
-//! from idle, and named so (`lead` or `wake_path`). The
+//! from idle, and named so (`lead` or `wake_path`); a trace taken while a CPU latency request
+//! of 0 is held reads each CPU with a polling idle state as having only polled. The
 //! measured CPU is shielded (real-time mode) so the builds and tests of the rest of the machine add
 //! few late releases of their own; everything is restored when the shield drops, also when a test
 //! fails. What else makes releases late on a loaded machine (the host's steal, a kernel worker) is
@@ -434,4 +435,32 @@ fn a_client_woken_without_lead_on_an_idle_cpu_is_late_by_its_way_back_from_idle(
         "{t:?}\n{}",
         serde_json::to_string_pretty(&explained.examples_json()).unwrap()
     );
+}
+
+#[test]
+fn a_trace_taken_while_idle_may_only_poll_reads_each_polling_cpu_as_polled() {
+    let test = "a_trace_taken_while_idle_may_only_poll_reads_each_polling_cpu_as_polled";
+    if ready(test, true).is_none() {
+        return;
+    }
+    let polling: Vec<usize> = punctual_rt::online_cpus()
+        .into_iter()
+        .filter(|&c| punctual_trace::capture::poll_state_of(c).is_some())
+        .collect();
+    if polling.is_empty() {
+        punctual_testkit::skip(test, "no CPU has a polling idle state (cpuidle POLL)");
+        return;
+    }
+    // A CPU latency request of 0 leaves the cpuidle governor no state but the polling one, as
+    // every punctual session holds it: the counters read around the trace must say so.
+    let _dma = punctual_rt::dma::DmaLatencyGuard::request(0).expect("cpu_dma_latency");
+    let x = punctual_explain::Explainer::start(&ExplainConfig::default()).expect("tracing");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let trace = x.stop().expect("stopped");
+    let c = &trace.captured;
+    for cpu in polling {
+        let i = c.cpus.iter().position(|&t| t == cpu).expect("traced");
+        assert!(c.idle_polled[i], "CPU {cpu}: {:?}", c.idle_polled);
+        assert_eq!(c.idle_unsaid(cpu), c.poll_state(cpu));
+    }
 }

@@ -183,9 +183,10 @@ pub fn dark_by_cpu(
             continue;
         };
         let known = *idle_known.entry(s.cpu).or_insert_with(|| {
-            events
-                .iter()
-                .any(|e| matches!(e.kind, EventKind::CpuIdle { .. }))
+            trace.idle_unsaid(s.cpu as usize).is_some()
+                || events
+                    .iter()
+                    .any(|e| matches!(e.kind, EventKind::CpuIdle { .. }))
         });
         let poll = trace.poll_state(s.cpu as usize);
         out.entry(s.cpu).or_default().extend(dark_stretches(
@@ -249,6 +250,7 @@ impl Evidence<'_> {
             victim_after: after,
             wakings: &wakings,
             poll_state: self.trace.poll_state(cpu as usize),
+            idle_unsaid: self.trace.idle_unsaid(cpu as usize),
             dark: self.dark.get(&cpu).map_or(&[], Vec::as_slice),
         }))
     }

@@ -108,6 +108,8 @@ pub struct CaptureStats {
     /// Switches out of idle the kernel did not record, put back / without evidence
     /// (`punctual_trace::idle_exit`).
     pub idle_exits: punctual_trace::idle_exit::Repair,
+    /// The traced CPUs whose idle entered only the polling state (`Captured::idle_polled`).
+    pub idle_polled: Vec<usize>,
 }
 
 impl CaptureStats {
@@ -129,6 +131,13 @@ impl CaptureStats {
                 .zip(c.seen_by_cpu.iter().copied())
                 .collect(),
             idle_exits: c.idle_exits,
+            idle_polled: c
+                .cpus
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| c.idle_polled.get(*i).copied().unwrap_or(false))
+                .map(|(_, &cpu)| cpu)
+                .collect(),
         }
     }
 
@@ -147,6 +156,7 @@ impl CaptureStats {
             "events_by_cpu": self.by_cpu,
             "idle_exits_put_back": self.idle_exits.inferred,
             "idle_exits_unplaced": self.idle_exits.unplaced,
+            "idle_polled_cpus": self.idle_polled,
         })
     }
 }

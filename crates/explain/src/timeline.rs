@@ -107,6 +107,8 @@ pub struct Window<'a> {
     pub wakings: &'a [(u64, i32)],
     /// The CPU's polling idle state, if it has one.
     pub poll_state: Option<u32>,
+    /// The idle state the CPU was in where no `cpu_idle` event says (`Captured::idle_unsaid`).
+    pub idle_unsaid: Option<u32>,
     /// Stretches without any guest event where the CPU should have been busy (see
     /// [`dark_stretches`]): the hypervisor's, whoever the trace says was on the CPU. In time
     /// order, not overlapping.
@@ -523,7 +525,7 @@ pub fn account(w: &Window) -> Accounting {
         chosen_over_victim: false,
         on_server: false,
         stack: Vec::new(),
-        idle: None,
+        idle: w.idle_unsaid,
         poll: w.poll_state,
         victim_waiting: false,
         victim_prio: None,
@@ -724,6 +726,7 @@ mod tests {
             victim_after: from,
             wakings: &[],
             poll_state: None,
+            idle_unsaid: None,
             dark: &[],
         })
     }
@@ -906,6 +909,7 @@ mod tests {
                 victim_after: T0 + 50 * US,
                 wakings: &[],
                 poll_state: None,
+                idle_unsaid: None,
                 dark: &dark,
             })
         };
@@ -1002,6 +1006,7 @@ mod tests {
             victim_after: T0,
             wakings: &[(T0 + 20 * US, 19)],
             poll_state: None,
+            idle_unsaid: None,
             dark: &[],
         });
         assert_eq!(
@@ -1048,6 +1053,7 @@ mod tests {
             victim_after: T0,
             wakings: &[(T0 + 20 * US, 19)],
             poll_state: None,
+            idle_unsaid: None,
             dark: &[],
         });
         let throttled = Occupant::Throttled { pid: 75, prio: 110 };
@@ -1062,6 +1068,7 @@ mod tests {
             victim_after: T0 + 100 * US,
             wakings: &[(T0 + 120 * US, 19)],
             poll_state: None,
+            idle_unsaid: None,
             dark: &[],
         });
         assert_eq!(own.of(throttled), 0);

@@ -950,28 +950,54 @@ fn punctuals_own_dispatcher_on_a_clients_cpu_is_the_dispatcher_not_a_task() {
     assert!(a.offender.unwrap().starts_with("punctual-d1 (pid 5, "));
 }
 
-#[test]
-fn a_polling_idle_cpu_past_the_victims_timer_was_not_running_under_a_hypervisor() {
+/// A sleeper on CPU 0, whose idle state 0 is its POLL state, whose timer interrupt due at T comes
+/// 120 us late; `idle_events`: the CPU logs its entry into that state (one CPU of this VM logs
+/// none at all).
+fn a_timer_120us_late_on_an_idle_cpu(
+    idle_events: bool,
+) -> (punctual_trace::capture::Captured, LateRelease) {
     let mut s = synth();
     let t = T0 + 10_000 * US;
-    // CPU 0 polls in idle (state 0 is its POLL state); the sleeper's timer interrupt, due at T,
-    // comes 120 us late: a polling CPU takes an interrupt at once, so the virtual CPU was held.
     switch(&mut s, t - 3_000 * US, 0, CLIENT, SLEEPING, 0, 120);
-    s.event(t - 2_900 * US, 0, EventKind::CpuIdle { state: Some(0) });
-    s.event(t + 120 * US, 0, EventKind::CpuIdle { state: None });
+    if idle_events {
+        s.event(t - 2_900 * US, 0, EventKind::CpuIdle { state: Some(0) });
+        s.event(t + 120 * US, 0, EventKind::CpuIdle { state: None });
+    }
     vector(&mut s, 0, t + 120 * US, t + 124 * US, Vector::LocalTimer);
     waking(&mut s, t + 122 * US, 0, CLIENT, 19);
     switch(&mut s, t + 126 * US, 0, 0, 0, CLIENT, 19);
-    let r = own(CLIENT, Waiter::Sleeper, t, t + 127 * US);
     let mut c = s.captured();
     c.poll_state = vec![Some(0), Some(0)];
     c.virtualized = true;
+    (c, own(CLIENT, Waiter::Sleeper, t, t + 127 * US))
+}
+
+#[test]
+fn a_polling_idle_cpu_past_the_victims_timer_was_not_running_under_a_hypervisor() {
+    // A polling CPU takes an interrupt at once: the virtual CPU was held.
+    let (mut c, r) = a_timer_120us_late_on_an_idle_cpu(true);
     let a = attribute(&Evidence::new(&c, &[]), &r);
     assert_eq!(a.cause, Cause::Steal, "{a:?}");
     c.virtualized = false;
     let bare = attribute(&Evidence::new(&c, &[]), &r);
     assert_eq!(bare.cause, Cause::Unexplained, "{bare:?}");
     // The same stretch in a halting state is the wake path (the CPU must be woken).
+    c.poll_state = vec![None, None];
+    let halt = attribute(&Evidence::new(&c, &[]), &r);
+    assert_eq!(halt.cause, Cause::WakePath, "{halt:?}");
+}
+
+#[test]
+fn a_cpu_that_logs_no_idle_state_but_only_polled_is_read_as_polling() {
+    let (mut c, r) = a_timer_120us_late_on_an_idle_cpu(false);
+    // Unsaid, the idle state may have halted: the CPU waited for its wake-up.
+    let unsaid = attribute(&Evidence::new(&c, &[]), &r);
+    assert_eq!(unsaid.cause, Cause::WakePath, "{unsaid:?}");
+    // Its cpuidle counters showed it entered only its polling state over the capture.
+    c.idle_polled = vec![true, true];
+    let a = attribute(&Evidence::new(&c, &[]), &r);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    // Without a polling state the counters say nothing.
     c.poll_state = vec![None, None];
     let halt = attribute(&Evidence::new(&c, &[]), &r);
     assert_eq!(halt.cause, Cause::WakePath, "{halt:?}");

@@ -156,6 +156,11 @@ pub struct Captured {
     pub poll_state: Vec<Option<u32>>,
     /// The kernel runs under a hypervisor (a CPU can stop without any guest event).
     pub virtualized: bool,
+    /// Per traced CPU (same order as `cpus`), whether its idle entered no state but the polling
+    /// one over the capture, as its cpuidle usage counters read when tracing started and when it
+    /// stopped show: an idle stretch there polled even where the CPU logged no `cpu_idle` event
+    /// (one CPU of this VM logs none at all).
+    pub idle_polled: Vec<bool>,
     /// Events decoded, by kind (what the capture's cost is made of).
     pub by_kind: std::collections::BTreeMap<&'static str, u64>,
     /// Per traced CPU (same order as `cpus`), the events decoded over the whole capture (each
@@ -210,6 +215,17 @@ impl Captured {
             .and_then(|i| self.poll_state.get(i).copied().flatten())
     }
 
+    /// The idle state `cpu` was in whenever its trace does not say: its polling state, when its
+    /// idle entered no other over the capture ([`Captured::idle_polled`]).
+    pub fn idle_unsaid(&self, cpu: usize) -> Option<u32> {
+        let i = self.cpus.iter().position(|&c| c == cpu)?;
+        if self.idle_polled.get(i).copied().unwrap_or(false) {
+            self.poll_state(cpu)
+        } else {
+            None
+        }
+    }
+
     /// Bytes the events take in memory (what `max_events` bounds).
     pub fn memory_bytes(&self) -> usize {
         self.peak_events * std::mem::size_of::<Event>()
@@ -241,6 +257,7 @@ impl Captured {
             covered_from: vec![start_ns; cpus.len()],
             seen_by_cpu: per.iter().map(|v| v.len() as u64).collect(),
             poll_state: vec![None; cpus.len()],
+            idle_polled: vec![false; cpus.len()],
             cpus,
             seen: events.len() as u64,
             peak_events: events.len(),
@@ -259,6 +276,8 @@ pub struct Capture {
     /// Asks the drain for what it holds so far ([`Capture::snapshot`]).
     asks: std::sync::mpsc::Sender<Ask>,
     drain: Option<std::thread::JoinHandle<Result<Captured, TraceError>>>,
+    /// Per traced CPU, its cpuidle usage counters when tracing started.
+    idle_usage: Vec<(usize, Vec<IdleUsage>)>,
 }
 
 impl Capture {
@@ -302,6 +321,7 @@ impl Capture {
             pipes.push((c, inst.open_pipe(c as u32)?));
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let idle_usage = cpus.iter().map(|&c| (c, idle_usage_of(c))).collect();
         let start_ns = now_mono();
         inst.write("tracing_on", "1")?;
         let state = DrainState::new(cfg, cpus, enabled, start_ns, decoder, layout);
@@ -324,7 +344,16 @@ impl Capture {
             stop,
             asks,
             drain: Some(drain),
+            idle_usage,
         })
+    }
+
+    /// Per traced CPU, whether its idle entered only the polling state since tracing started.
+    fn idle_polled(&self) -> Vec<bool> {
+        self.idle_usage
+            .iter()
+            .map(|(cpu, before)| only_polled(before, &idle_usage_of(*cpu)))
+            .collect()
     }
 
     /// What the capture holds now, with the kernel's buffers drained up to the snapshot's
@@ -340,7 +369,9 @@ impl Capture {
             )
         };
         self.asks.send(Ask { keep_from, tx }).map_err(|_| gone())?;
-        rx.recv().map_err(|_| gone())
+        let mut c = rx.recv().map_err(|_| gone())?;
+        c.idle_polled = self.idle_polled();
+        Ok(c)
     }
 
     /// Stop tracing, drain what is left, remove the instance and return the events.
@@ -348,6 +379,7 @@ impl Capture {
         if let Some(inst) = &self.inst {
             let _ = inst.write("tracing_on", "0");
         }
+        let idle_polled = self.idle_polled();
         self.stop.store(true, Ordering::Release);
         let out = match self.drain.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
@@ -371,6 +403,7 @@ impl Capture {
         self.inst.take();
         out.map(|mut c| {
             c.lost = c.lost.max(lost_kernel);
+            c.idle_polled = idle_polled;
             c
         })
     }
@@ -417,6 +450,42 @@ pub fn poll_state_of(cpu: usize) -> Option<u32> {
             .map(|n| n.trim() == "POLL")
             .unwrap_or(false)
     })
+}
+
+/// One cpuidle state's entries so far (sysfs `usage`), and whether it is the polling one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdleUsage {
+    pub state: u32,
+    pub polls: bool,
+    pub usage: u64,
+}
+
+/// `cpu`'s cpuidle states with their entries so far (empty: no cpuidle driver).
+pub fn idle_usage_of(cpu: usize) -> Vec<IdleUsage> {
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    let read = |k: u32, f: &str| std::fs::read_to_string(format!("{dir}/state{k}/{f}"));
+    (0..16u32)
+        .map_while(|k| {
+            let name = read(k, "name").ok()?;
+            let usage = read(k, "usage").ok()?.trim().parse().ok()?;
+            Some(IdleUsage {
+                state: k,
+                polls: name.trim() == "POLL",
+                usage,
+            })
+        })
+        .collect()
+}
+
+/// Whether, between two readings of a CPU's cpuidle counters, its idle entered no state but the
+/// polling one (false without a polling state, or when the states differ).
+pub fn only_polled(before: &[IdleUsage], after: &[IdleUsage]) -> bool {
+    before.len() == after.len()
+        && before.iter().any(|s| s.polls)
+        && before
+            .iter()
+            .zip(after)
+            .all(|(b, a)| a.state == b.state && (a.polls || a.usage == b.usage))
 }
 
 /// A CPU list as the hexadecimal mask `tracing_cpumask` takes (comma-separated 32-bit words, the
@@ -686,6 +755,23 @@ impl DrainState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_entries_of_the_polling_state_say_the_idle_polled() {
+        let u = |state, polls, usage| IdleUsage {
+            state,
+            polls,
+            usage,
+        };
+        let before = [u(0, true, 10), u(1, false, 5)];
+        assert!(only_polled(&before, &[u(0, true, 900), u(1, false, 5)]));
+        assert!(!only_polled(&before, &[u(0, true, 900), u(1, false, 6)]));
+        // No polling state, or no cpuidle driver: the counters say nothing.
+        let halt = [u(0, false, 1), u(1, false, 5)];
+        assert!(!only_polled(&halt, &halt));
+        assert!(!only_polled(&[], &[]));
+        assert!(!only_polled(&before, &before[..1]));
+    }
 
     #[test]
     fn cpu_masks_are_hex_words_most_significant_first() {

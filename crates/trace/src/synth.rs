@@ -180,6 +180,7 @@ impl Synth {
                 c.events.insert(at, Vec::new());
                 c.covered_from.insert(at, self.header.start_ns);
                 c.poll_state.insert(at, None);
+                c.idle_polled.insert(at, false);
             }
         }
         c.comms = t.comms;
