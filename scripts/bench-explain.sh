@@ -198,7 +198,7 @@ def kurt(out):
         dp = lt.get("dispatcher")
         if dp:
             us = lambda v: "-" if v is None else f"{v/1000:.0f}"
-            m = ", ".join(f"CPU {c['cpu']} {us(c['margin_ns'])}/{us(c.get('margin_cap_ns'))} us, {100*c['cpu_share']:.1f} %" for c in dp["cpus"])
+            m = ", ".join(f"CPU {c['cpu']} {us(c['margin_ns'])}/{us(c.get('margin_cap_ns'))} us, {100*c['cpu_share']:.1f} %{', yielded ' + str(c['yields']) + 'x' if c.get('yields') else ''}" for c in dp["cpus"])
             ld = dp.get("leads_ns") or [None] * 3
             mv = dp.get("rephased") or 0
             mv = f"; moved {mv}x ({', '.join(dp.get('rephased_tasks') or [])})" if mv else ""

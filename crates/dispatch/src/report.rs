@@ -193,7 +193,7 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                     serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
                     "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "woke_late": c.woke_late,
                     "woke_late_stolen": c.woke_late_stolen, "spun_through": c.spun_through,
-                    "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
+                    "yields": c.yields, "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
                 })
                 .collect(),
         ),

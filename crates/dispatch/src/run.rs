@@ -308,6 +308,7 @@ fn dispatcher_thread(
         woke_late: le.woke_late,
         woke_late_stolen: le.woke_late_stolen,
         spun_through: le.spun_through,
+        yields: le.yields,
         cpu_ns,
         wall_ns,
         stalls,

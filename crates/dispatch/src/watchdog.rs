@@ -390,6 +390,10 @@ impl Watchdog {
                         .name(format!("punctual-canary{cpu}"))
                         .spawn(move || {
                             pin(&[cpu]);
+                            // Its turn on the dispatcher's CPU is punctual's doing (`dispatcher`),
+                            // whether a breather or the kernel's fair server gives it.
+                            // SAFETY: plain syscall.
+                            punctual_explain::own_thread(unsafe { libc::gettid() });
                             while !stop.load(Ordering::Relaxed) {
                                 cheeps[i].store(now(), Ordering::Relaxed);
                                 std::thread::park_timeout(std::time::Duration::from_nanos(tick));

@@ -80,6 +80,7 @@ fn outcome(trip: Option<Trip>) -> Outcome {
             woke_late: 7,
             woke_late_stolen: 2,
             spun_through: 0,
+            yields: 0,
             cpu_ns: 60_000_000,
             wall_ns: 2_000_000_000,
             stalls: Vec::new(),

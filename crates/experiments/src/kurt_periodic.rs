@@ -391,6 +391,7 @@ pub fn dispatcher_facts(out: &punctual_dispatch::Outcome) -> serde_json::Value {
                 "margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns),
                 "breathers": c.breathers,
                 "spun_through": c.spun_through,
+                "yields": c.yields,
                 "woke_late": c.woke_late,
                 "cpu_share": c.cpu_ns as f64 / c.wall_ns.max(1) as f64,
             })
@@ -1475,6 +1476,7 @@ mod tests {
                 woke_late: 2,
                 woke_late_stolen: 0,
                 spun_through: 0,
+                yields: 0,
                 cpu_ns: 250,
                 wall_ns: 1_000,
                 stalls: vec![],

@@ -688,6 +688,12 @@ impl Server {
         })
     }
 
+    /// Whether the client has yet to acknowledge the last release (unlike [`Server::collect`],
+    /// this leaves it pending).
+    pub fn awaiting(&self) -> bool {
+        self.pending && self.map.shared().ack_seq.load(Ordering::Acquire) != self.released
+    }
+
     /// Look at the previous release again (after [`Server::collect`] found it not yet acknowledged).
     pub fn repend(&mut self) {
         self.pending = self.released > 0;
@@ -1357,6 +1363,22 @@ mod tests {
             server.collect(),
             Some(Ack::Done { lateness: 1, .. })
         ));
+    }
+
+    #[test]
+    fn a_release_awaits_its_acknowledgement_without_being_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = Server::create(dir.path(), "t11", 0).unwrap();
+        let mut c = Client::attach(dir.path(), "t11", 0).unwrap();
+        assert!(!server.awaiting(), "nothing released yet");
+        server.release(now() + 100_000, now());
+        let r = c.next(&now).unwrap();
+        assert!(server.awaiting());
+        assert!(server.awaiting(), "asking again leaves it pending");
+        c.ack(r.seq, 1, None, false, 0);
+        assert!(!server.awaiting());
+        assert!(matches!(server.collect(), Some(Ack::Done { .. })));
+        assert!(!server.awaiting());
     }
 
     #[test]

@@ -48,13 +48,27 @@ impl Wake {
 /// absolute sleep.
 #[inline]
 pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> Wake {
+    hybrid_until_then(clock, target, margin, || {})
+}
+
+/// [`hybrid_until`], with `before_spin` called between the kernel sleep and the spin (it may wait
+/// itself: the spin starts from a fresh clock read after it).
+#[inline]
+pub fn hybrid_until_then<C: Clock + ?Sized>(
+    clock: &C,
+    target: u64,
+    margin: u64,
+    before_spin: impl FnOnce(),
+) -> Wake {
     let sleep_to = target.saturating_sub(margin);
     if clock.now() < sleep_to {
         clock.sleep_until(sleep_to);
     }
     let woke = clock.now();
-    let (mut before, mut now) = (woke, woke);
-    let mut longest = (woke, woke);
+    before_spin();
+    let start = clock.now();
+    let (mut before, mut now) = (start, start);
+    let mut longest = (start, start);
     while now < target {
         std::hint::spin_loop();
         before = now;

@@ -38,6 +38,11 @@ pub trait ActionImpl: Send {
     fn handed(&self) -> Option<Handed> {
         None
     }
+    /// A delegated action whose client runs on `cpu`: the instant of its last release while the
+    /// client has not acknowledged it ([`Actions::unacked_here`]).
+    fn unacked_on(&self, _cpu: u32) -> Option<u64> {
+        None
+    }
     /// What the action measured besides the dispatcher's lateness (after the run).
     fn report(self: Box<Self>) -> ActionReport {
         ActionReport::default()
@@ -115,5 +120,16 @@ impl Actions for RealActions {
     }
     fn handed(&self, action: u16) -> Option<Handed> {
         self.get(action).handed()
+    }
+    fn unacked_here(&self, before: u64) -> Option<u64> {
+        // SAFETY: sched_getcpu takes no arguments and touches no memory (the vDSO's getcpu).
+        let cpu = unsafe { libc::sched_getcpu() };
+        let cpu = u32::try_from(cpu).ok()?;
+        self.items
+            .iter()
+            .flatten()
+            .filter_map(|a| a.unacked_on(cpu))
+            .filter(|&t| t < before)
+            .min()
     }
 }

@@ -108,6 +108,12 @@ impl ActionImpl for Wake {
         self.reported
     }
 
+    fn unacked_on(&self, cpu: u32) -> Option<u64> {
+        let h = self.current?;
+        let (tid, on) = self.server.client_thread();
+        (tid > 0 && on == cpu && self.server.awaiting()).then_some(h.target)
+    }
+
     #[inline]
     fn spin_read(&mut self, last_read: Option<u64>) {
         self.last_read = last_read;

@@ -29,7 +29,7 @@ use punctual_explain::{LateLog, StallKind, StallLog};
 use punctual_periodic::channel::Ack;
 use punctual_plan::Event;
 use punctual_stats::{LiveHistogram, Recorder};
-use punctual_time::{hybrid_until, AutoMargin, Clock, MarginPolicy};
+use punctual_time::{hybrid_until_then, AutoMargin, Clock, MarginPolicy};
 use record::{collect_owed_reports, count_missed, log_late, log_missed, publish, record_release};
 pub use record::{LOG_MISSED_MAX, OWN_WORK_NS};
 use sources::{Sources, Timed};
@@ -97,6 +97,12 @@ pub trait Actions {
     fn spin_read(&mut self, _action: u16, _last_read: Option<u64>) {}
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
+    /// The earliest instant before `before` of a release handed to a client on the loop's own CPU
+    /// that the client has not acknowledged yet (`None`: none). The loop outranks its clients: it
+    /// lets such a client run rather than spin across its instant ([`yield_to_clients`]).
+    fn unacked_here(&self, _before: u64) -> Option<u64> {
+        None
+    }
     /// For a delegated action: how the release its last report (from `fire` or `finish`) is
     /// about was handed over (`--explain` reads it; `None`: not known).
     fn handed(&self, _action: u16) -> Option<Handed> {
@@ -260,6 +266,8 @@ pub struct LoopEnd {
     pub woke_late_stolen: u64,
     /// Releases spun through without sleeping: closer than the kernel can wake the loop.
     pub spun_through: u64,
+    /// Sleeps before a spin that let a client on the loop's CPU take its instant first.
+    pub yields: u64,
     /// `--explain`: where the loop stalled in its own short work or waiting for a due timer.
     pub stalls: StallLog,
 }
@@ -428,7 +436,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         if breathed {
             breathe(clock, &mut breather, &mut end, act_at);
         }
-        let w = hybrid_until(clock, act_at, m);
+        let w = hybrid_until_then(clock, act_at, m, || {
+            end.yields += yield_to_clients(clock, &*actions, act_at)
+        });
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
         let slept = w.sleep_to > now;
         note_wait(&mut end.stalls, &w, slept);
@@ -507,6 +517,46 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// How long a client is given to read its clock at its instant before the loop looks again.
+pub const CLIENT_TURN_NS: u64 = 10_000;
+/// How long after its instant an unacknowledged client still holds the loop back: one that has
+/// not read its clock by then is stuck or gone, and the loop's own releases come first.
+pub const CLIENT_WAIT_MAX_NS: u64 = 500_000;
+
+/// Before spinning to `act_at`, let a client on the loop's CPU whose instant comes first and which
+/// has not acknowledged its release run: sleep until just past its instant, then in short steps
+/// until it acknowledges, at most until `act_at` (the loop's release is never made later for it).
+/// The loop (FIFO 90) outranks its clients (FIFO 80): measured under disk load, when an interrupt
+/// delayed a client on the loop's CPU by 20-40 us its instant fell inside the loop's spin for the
+/// next hand-over, which held it 100-240 us more (`dispatcher` at 438 of 853 late releases of
+/// kurt-periodic's (c) disk 20). Returns how many times it slept.
+fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    actions: &A,
+    act_at: u64,
+) -> u64 {
+    let mut slept = 0;
+    loop {
+        let now = clock.now();
+        if now >= act_at {
+            return slept;
+        }
+        let Some(t) = actions
+            .unacked_here(act_at)
+            .filter(|&t| now < t.saturating_add(CLIENT_WAIT_MAX_NS))
+        else {
+            return slept;
+        };
+        let until = if now < t {
+            t + crate::budget::CLIENT_READ_NS
+        } else {
+            now + CLIENT_TURN_NS
+        };
+        clock.sleep_until(until.min(act_at));
+        slept += 1;
+    }
 }
 
 /// A breather before the release due at `act_at`. A pause is a wait for a timer too: one that

@@ -25,6 +25,13 @@ struct Fake {
     /// After the nth firing, the loop's bookkeeping stalls this long (the clock jumps when the
     /// loop next asks whether the action is delegated, after the action's end).
     stall_after: std::cell::Cell<Option<(u64, u64)>>,
+    /// A client on the loop's CPU with its instant here: it acknowledges once it has read its
+    /// clock there ([`crate::budget::CLIENT_READ_NS`] past it); every question the loop asked,
+    /// with when and the answer.
+    client_here: Option<u64>,
+    /// The client never acknowledges.
+    client_stuck: bool,
+    asked: std::cell::RefCell<Vec<(u64, Option<u64>)>>,
 }
 
 impl Fake {
@@ -41,6 +48,9 @@ impl Fake {
             finished: false,
             leads: Vec::new(),
             stall_after: std::cell::Cell::new(None),
+            client_here: None,
+            client_stuck: false,
+            asked: Default::default(),
         }
     }
 }
@@ -95,6 +105,14 @@ impl Actions for Fake {
             wake_latency: None,
             woke_late: false,
         })
+    }
+    fn unacked_here(&self, before: u64) -> Option<u64> {
+        let now = self.clock.now();
+        let said = self.client_here.filter(|&t| {
+            t < before && (self.client_stuck || now < t + crate::budget::CLIENT_READ_NS)
+        });
+        self.asked.borrow_mut().push((now, said));
+        said
     }
     fn handed(&self, action: u16) -> Option<Handed> {
         // The release the last report was about: the one before the last firing, or the last
@@ -1456,4 +1474,73 @@ fn a_hand_over_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
     assert_eq!(w.kind, punctual_explain::WorkKind::Bookkeeping);
     assert!(w.at < h.planned && h.at > h.planned + 30_000, "{h:?}");
     assert!(w.usual < 1_000, "{w:?}");
+}
+
+/// The loop releasing every 1 ms from 1 ms (a fixed 100 us margin) until `end`, beside a client
+/// on its CPU whose instant falls 40 us before the loop's second release, inside its spin; a
+/// `stuck` client never reads its clock.
+fn beside_a_client(stuck: bool, end: u64) -> Fake {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.client_here = Some(CLIENTS_INSTANT);
+    fake.client_stuck = stuck;
+    let fixed = MarginPolicy::Fixed(100_000);
+    run(&clock, &slots, &mut fake, &[], &[None], end, fixed);
+    fake
+}
+
+const CLIENTS_INSTANT: u64 = 2_000_000 - 40_000;
+
+#[test]
+fn the_loop_lets_a_client_on_its_cpu_take_its_instant_before_spinning_across_it() {
+    let fake = beside_a_client(false, 3_500_000);
+    let t = CLIENTS_INSTANT;
+    let asked = fake.asked.borrow();
+    // Woken 100 us before its release, the loop found the client's release unacknowledged and
+    // slept past the client's instant instead of spinning across it; it asked again once the
+    // client had had its turn, and only then spun.
+    let first = asked.iter().position(|a| a.1 == Some(t)).expect("asked");
+    assert!(
+        asked[first].0 >= 1_900_000 && asked[first].0 < t,
+        "{asked:?}"
+    );
+    let next = asked[first + 1];
+    assert!(
+        next.1.is_none() && next.0 >= t + crate::budget::CLIENT_READ_NS,
+        "{asked:?}"
+    );
+    // Its own release still went out on time, and the one after it was never held back.
+    let second = fake.log[1];
+    assert!(
+        second.3 >= 2_000_000 && second.3 < 2_000_100,
+        "{:?}",
+        fake.log
+    );
+    assert_eq!(
+        asked.iter().filter(|a| a.1.is_some()).count(),
+        1,
+        "{asked:?}"
+    );
+}
+
+#[test]
+fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release() {
+    let fake = beside_a_client(true, 4_500_000);
+    assert_eq!(fake.log.len(), 4, "{:?}", fake.log);
+    for (_, target, _, at) in &fake.log {
+        assert!(*at >= *target && *at < target + 100, "{:?}", fake.log);
+    }
+    // It waited for the client before the second release only (asking again after each short
+    // sleep); before the later ones the client had had longer than CLIENT_WAIT_MAX_NS, and the
+    // loop asked once each and spun.
+    let asked = fake.asked.borrow();
+    let near = |r: u64| {
+        asked
+            .iter()
+            .filter(|a| a.0 > r - 200_000 && a.0 < r)
+            .count()
+    };
+    assert!(near(2_000_000) > 1, "{asked:?}");
+    assert_eq!((near(3_000_000), near(4_000_000)), (1, 1), "{asked:?}");
 }
