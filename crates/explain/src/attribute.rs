@@ -423,11 +423,12 @@ fn explain_window(
     if acc.lost {
         return Attribution::unexplained(format!("the kernel lost events on CPU {cpu}"));
     }
-    // A loop that spun across its instant did nothing of its own in the window but read its
-    // clock: the time charged to it there belongs to what interrupted it (a tick's entry and exit
-    // around its handler), so the others present decide (with none, see `not_running`).
+    // A loop or a client that spun across its instant did nothing of its own in the window but
+    // read its clock: the time charged to it there belongs to what interrupted it (a handler's
+    // entry and exit around it, which the trace does not see), so the others present decide
+    // (with none, see `not_running` and `stopped_between`).
     let mut deciding = acc.clone();
-    if spun && waiter == Waiter::Loop && !behind {
+    if spun && matches!(waiter, Waiter::Loop | Waiter::Client) && !behind {
         let others: Vec<(Occupant, u64)> = acc
             .by
             .iter()
@@ -692,7 +693,10 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             ),
         };
     }
-    explain_window(
+    // On its CPU by its instant and spinning to it (its read before the one that found the
+    // instant passed, as it reported): what held its next read is what interrupted it.
+    let spun = on_cpu_in_time && r.last_read.is_some_and(|t| t <= r.target);
+    let a = explain_window(
         ev,
         r.cpu,
         r.tid,
@@ -701,6 +705,12 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         Waiter::Client,
         false,
         lateness,
-        false,
-    )
+        spun,
+    );
+    match r.last_read {
+        Some(read) if spun && a.cause == Cause::WakePath => {
+            stopped_between(ev, r.cpu, (read, r.target, r.actual), a)
+        }
+        _ => a,
+    }
 }

@@ -1002,3 +1002,53 @@ fn a_cpu_that_logs_no_idle_state_but_only_polled_is_read_as_polling() {
     let halt = attribute(&Evidence::new(&c, &[]), &r);
     assert_eq!(halt.cause, Cause::WakePath, "{halt:?}");
 }
+
+#[test]
+fn a_client_spinning_at_its_instant_is_held_by_what_interrupted_it_not_its_wake_path() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // Woken 300 us early, the client spins on CPU 0 to its instant. The disk's interrupt comes
+    // just after it and its BLOCK softirq follows; the client's next read comes 12 us late, and
+    // its runtime charge says it was running (not stolen) all along: the untraced rest is the
+    // interrupt's way in and out.
+    waking(&mut s, t - 300 * US, 1, CLIENT, 19);
+    switch(&mut s, t - 299 * US, 0, 0, 0, CLIENT, 19);
+    s.span(
+        0,
+        t + US / 2,
+        t + 3 * US / 2,
+        EventKind::IrqEntry { irq: 24 },
+        EventKind::IrqExit {
+            irq: 24,
+            handled: true,
+        },
+    );
+    s.span(
+        0,
+        t + 3 * US / 2,
+        t + 7 * US / 2,
+        EventKind::SoftirqEntry { vec: 4 },
+        EventKind::SoftirqExit { vec: 4 },
+    );
+    s.event(
+        t + 12 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: CLIENT,
+            runtime: 311 * US,
+        },
+    );
+    let mut r = client(
+        t,
+        t + 12 * US,
+        handover(t - 300 * US, t - 300 * US, 30 * US),
+    );
+    // Without its spin read, the client's own time decides.
+    let unsaid = cause_of(&s, &r);
+    assert_eq!(unsaid.cause, Cause::WakePath, "{unsaid:?}");
+    // It spun to its instant: what interrupted it holds the window.
+    r.last_read = Some(t - 40);
+    let a = cause_of(&s, &r);
+    assert_eq!(a.cause, Cause::Softirq, "{a:?}");
+    assert_eq!(a.offender.as_deref(), Some("softirq BLOCK"));
+}

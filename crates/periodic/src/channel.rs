@@ -7,6 +7,8 @@
 //!             issued = now                      ... woken: read seq, targets[seq % 4]
 //!             seq = s + 1; futex_wake(seq)      spin until T; lateness = now - T
 //!   next release: read ack_seq == s + 1? ◄──── ack_seq = s + 1 (with lateness, wake latency)
+//!   before a spin on the client's CPU:          back in wait_next_period: parked = s + 1,
+//!     parked != s + 1? futex_wait(parked) ◄────   futex_wake(parked) if the dispatcher waits
 //! ```
 //!
 //! Release times live in a 4-slot ring indexed by the counter, so a client that reads a counter and
@@ -88,7 +90,16 @@ pub struct Shared {
     /// the layout's size is unchanged, so older clients still attach).
     pub client_tid: AtomicI32,
     pub client_cpu: AtomicU32,
-    _pad3: [u8; 24],
+    /// The client's clock read before the one that found its instant passed, when it spun to it
+    /// (0: it did not spin, or a client that does not say; the layout's size is unchanged).
+    pub spin_read: AtomicU64,
+    /// The release the client last finished with: written when it comes back for the next one
+    /// ([`PARK_UNSAID`] until a client that says attaches).
+    pub parked: AtomicU32,
+    /// Non-zero while the dispatcher waits for the client to come back ([`Server::wait_client`]):
+    /// the client then wakes it through `parked`.
+    pub park_waiter: AtomicU32,
+    _pad3: [u8; 8],
 }
 
 const _: () = assert!(std::mem::size_of::<Shared>() <= PAGE);
@@ -412,6 +423,9 @@ pub enum Ack {
     Missed,
 }
 
+/// `parked` before a client that reports it attaches.
+pub const PARK_UNSAID: u32 = u32::MAX;
+
 // The hand-over protocol: the client sends one byte (attach or probe), the dispatcher answers with
 // one `Reply` (and the page's fd when it admits the client).
 const HELLO_ATTACH: u8 = b'a';
@@ -570,6 +584,7 @@ impl Server {
             Ordering::Relaxed,
         );
         s.period.store(period, Ordering::Relaxed);
+        s.parked.store(PARK_UNSAID, Ordering::Relaxed);
         s.max_lead.store(
             if period == 0 {
                 MAX_LEAD_NS.min(1_000_000_000)
@@ -688,10 +703,40 @@ impl Server {
         })
     }
 
-    /// Whether the client has yet to acknowledge the last release (unlike [`Server::collect`],
-    /// this leaves it pending).
-    pub fn awaiting(&self) -> bool {
-        self.pending && self.map.shared().ack_seq.load(Ordering::Acquire) != self.released
+    /// The client's clock read before the one that found its last acknowledged instant passed,
+    /// when it spun to it (`--explain`: from there to its report it did nothing but read the
+    /// clock). `None` when it did not spin or does not say.
+    pub fn client_spin_read(&self) -> Option<u64> {
+        match self.map.shared().spin_read.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// Whether the client is still busy with the last release: it has not come back for the
+    /// next one yet (a client that does not say: it has not acknowledged it). Unlike
+    /// [`Server::collect`], this leaves the acknowledgement pending.
+    pub fn client_busy(&self) -> bool {
+        if self.released == 0 {
+            return false;
+        }
+        let s = self.map.shared();
+        match s.parked.load(Ordering::Acquire) {
+            PARK_UNSAID => s.ack_seq.load(Ordering::Acquire) != self.released,
+            p => p != self.released,
+        }
+    }
+
+    /// Wait until the client comes back for its next release ([`Server::client_busy`] false),
+    /// at most `timeout_ns`; it wakes this thread as it does. Spurious returns are fine.
+    pub fn wait_client(&self, timeout_ns: u64) {
+        let s = self.map.shared();
+        s.park_waiter.store(1, Ordering::SeqCst);
+        let p = s.parked.load(Ordering::SeqCst);
+        if p != self.released {
+            futex_wait(&s.parked, p, timeout_ns);
+        }
+        s.park_waiter.store(0, Ordering::SeqCst);
     }
 
     /// Look at the previous release again (after [`Server::collect`] found it not yet acknowledged).
@@ -1048,6 +1093,11 @@ impl Client {
     /// no dispatcher issues one, and spinning towards it would burn the CPU for nothing.
     pub fn next(&mut self, now: &dyn Fn() -> u64) -> Result<Release, ChannelError> {
         let s = self.map.shared();
+        // Done with the last release: a dispatcher waiting to use this CPU may go on.
+        s.parked.store(self.last, Ordering::SeqCst);
+        if s.park_waiter.load(Ordering::SeqCst) != 0 {
+            futex_wake(&s.parked);
+        }
         let mut slept = false;
         loop {
             let seq = s.seq.load(Ordering::Acquire);
@@ -1096,6 +1146,7 @@ impl Client {
     }
 
     /// Report how release `seq` went.
+    #[allow(clippy::too_many_arguments)]
     pub fn ack(
         &self,
         seq: u32,
@@ -1103,6 +1154,7 @@ impl Client {
         wake_latency: Option<u64>,
         woke_late: bool,
         missed_total: u64,
+        spin_read: Option<u64>,
     ) {
         let s = self.map.shared();
         // SAFETY: a plain system call without arguments that can fail (the vDSO's getcpu).
@@ -1114,6 +1166,7 @@ impl Client {
             .store(wake_latency.unwrap_or(u64::MAX), Ordering::Relaxed);
         s.woke_late.store(woke_late as u32, Ordering::Relaxed);
         s.client_missed.store(missed_total, Ordering::Relaxed);
+        s.spin_read.store(spin_read.unwrap_or(0), Ordering::Relaxed);
         s.ack_seq.store(seq, Ordering::Release);
     }
 }
@@ -1186,7 +1239,7 @@ mod tests {
             loop {
                 match c.next(&now) {
                     Ok(r) => {
-                        c.ack(r.seq, 7, r.issued.map(|i| now() - i), false, 0);
+                        c.ack(r.seq, 7, r.issued.map(|i| now() - i), false, 0, None);
                         got.push((r.seq, r.target, r.missed));
                     }
                     Err(ChannelError::Ended(_)) => return got,
@@ -1230,7 +1283,7 @@ mod tests {
         let r = c.next(&now).unwrap();
         assert_eq!((r.seq, r.target, r.missed), (2, 20, 1));
         assert_eq!(r.issued, None, "the client did not sleep for it");
-        c.ack(r.seq, 3, None, true, 1);
+        c.ack(r.seq, 3, None, true, 1, None);
         assert_eq!(
             server.collect(),
             Some(Ack::Done {
@@ -1358,7 +1411,7 @@ mod tests {
         server.release(t, now());
         let r = c.next(&now).unwrap();
         assert_eq!(r.target, t);
-        c.ack(r.seq, 1, None, false, 0);
+        c.ack(r.seq, 1, None, false, 0, None);
         assert!(matches!(
             server.collect(),
             Some(Ack::Done { lateness: 1, .. })
@@ -1366,19 +1419,36 @@ mod tests {
     }
 
     #[test]
-    fn a_release_awaits_its_acknowledgement_without_being_collected() {
+    fn a_client_is_busy_with_a_release_until_it_comes_back_for_the_next() {
         let dir = tempfile::tempdir().unwrap();
         let mut server = Server::create(dir.path(), "t11", 0).unwrap();
         let mut c = Client::attach(dir.path(), "t11", 0).unwrap();
-        assert!(!server.awaiting(), "nothing released yet");
+        assert!(!server.client_busy(), "nothing released yet");
         server.release(now() + 100_000, now());
         let r = c.next(&now).unwrap();
-        assert!(server.awaiting());
-        assert!(server.awaiting(), "asking again leaves it pending");
-        c.ack(r.seq, 1, None, false, 0);
-        assert!(!server.awaiting());
-        assert!(matches!(server.collect(), Some(Ack::Done { .. })));
-        assert!(!server.awaiting());
+        assert!(server.client_busy());
+        c.ack(r.seq, 1, None, false, 0, None);
+        // Acknowledged, but still at its work: the dispatcher's wait ends at its timeout.
+        assert!(server.client_busy());
+        let t0 = now();
+        server.wait_client(2_000_000);
+        assert!(now() - t0 >= 1_000_000, "woken early");
+        // Back for the next release: no longer busy, and a dispatcher waiting for that is woken.
+        let waited = std::thread::scope(|scope| {
+            let client = scope.spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                c.next(&now).map(|r| r.seq)
+            });
+            let t0 = now();
+            server.wait_client(5_000_000_000);
+            let waited = now() - t0;
+            assert!(!server.client_busy());
+            assert!(matches!(server.collect(), Some(Ack::Done { .. })));
+            server.release(now() + 100_000, now());
+            client.join().unwrap().unwrap();
+            waited
+        });
+        assert!(waited < 2_000_000_000, "not woken: {waited} ns");
     }
 
     #[test]

@@ -278,6 +278,7 @@ impl Periodic {
                             None,
                             true,
                             self.rec.missed_periods() + missed,
+                            None,
                         );
                         continue;
                     }
@@ -286,6 +287,7 @@ impl Periodic {
                 let woke = clock.now();
                 *margin_hint = rel.target.saturating_sub(woke);
                 let mut done = woke;
+                let mut spin_read = None;
                 // `next` refused releases beyond the channel's lead, so this spin is bounded; it
                 // also stops the moment the plan ends.
                 while done < rel.target {
@@ -293,6 +295,7 @@ impl Periodic {
                         return Err(channel::ChannelError::Ended(chan.name().to_string()).into());
                     }
                     std::hint::spin_loop();
+                    spin_read = Some(done);
                     done = clock.now();
                 }
                 let lateness = done - rel.target;
@@ -303,6 +306,7 @@ impl Periodic {
                     rel.issued.map(|i| woke.saturating_sub(i)),
                     woke_late,
                     self.rec.missed_periods() + missed,
+                    spin_read,
                 );
                 Release {
                     target: rel.target,

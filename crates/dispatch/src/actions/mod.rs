@@ -39,10 +39,12 @@ pub trait ActionImpl: Send {
         None
     }
     /// A delegated action whose client runs on `cpu`: the instant of its last release while the
-    /// client has not acknowledged it ([`Actions::unacked_here`]).
-    fn unacked_on(&self, _cpu: u32) -> Option<u64> {
+    /// client is still busy with it ([`Actions::busy_here`]).
+    fn busy_on(&self, _cpu: u32) -> Option<u64> {
         None
     }
+    /// Wait until the client comes back for its next release, at most `timeout_ns`.
+    fn wait_client(&self, _timeout_ns: u64) {}
     /// What the action measured besides the dispatcher's lateness (after the run).
     fn report(self: Box<Self>) -> ActionReport {
         ActionReport::default()
@@ -121,15 +123,18 @@ impl Actions for RealActions {
     fn handed(&self, action: u16) -> Option<Handed> {
         self.get(action).handed()
     }
-    fn unacked_here(&self, before: u64) -> Option<u64> {
+    fn busy_here(&self, before: u64) -> Option<(u64, u16)> {
         // SAFETY: sched_getcpu takes no arguments and touches no memory (the vDSO's getcpu).
         let cpu = unsafe { libc::sched_getcpu() };
         let cpu = u32::try_from(cpu).ok()?;
         self.items
             .iter()
-            .flatten()
-            .filter_map(|a| a.unacked_on(cpu))
-            .filter(|&t| t < before)
+            .enumerate()
+            .filter_map(|(i, a)| Some((a.as_ref()?.busy_on(cpu)?, i as u16)))
+            .filter(|&(t, _)| t < before)
             .min()
+    }
+    fn wait_client(&self, action: u16, timeout_ns: u64) {
+        self.get(action).wait_client(timeout_ns)
     }
 }

@@ -58,6 +58,7 @@ impl Wake {
             self.server.client().unwrap_or(0)
         };
         h.client_cpu = cpu;
+        h.client_read = self.server.client_spin_read();
         h
     }
 }
@@ -97,6 +98,7 @@ impl ActionImpl for Wake {
             client_tid: 0,
             client_cpu: 0,
             last_read: self.last_read,
+            client_read: None,
         });
         Fired {
             error: false,
@@ -108,10 +110,14 @@ impl ActionImpl for Wake {
         self.reported
     }
 
-    fn unacked_on(&self, cpu: u32) -> Option<u64> {
+    fn busy_on(&self, cpu: u32) -> Option<u64> {
         let h = self.current?;
         let (tid, on) = self.server.client_thread();
-        (tid > 0 && on == cpu && self.server.awaiting()).then_some(h.target)
+        (tid > 0 && on == cpu && self.server.client_busy()).then_some(h.target)
+    }
+
+    fn wait_client(&self, timeout_ns: u64) {
+        self.server.wait_client(timeout_ns)
     }
 
     #[inline]

@@ -98,11 +98,13 @@ pub trait Actions {
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
     /// The earliest instant before `before` of a release handed to a client on the loop's own CPU
-    /// that the client has not acknowledged yet (`None`: none). The loop outranks its clients: it
-    /// lets such a client run rather than spin across its instant ([`yield_to_clients`]).
-    fn unacked_here(&self, _before: u64) -> Option<u64> {
+    /// that is still busy with it, and its action (`None`: none). The loop outranks its clients:
+    /// it lets such a client run rather than spin across its instant ([`yield_to_clients`]).
+    fn busy_here(&self, _before: u64) -> Option<(u64, u16)> {
         None
     }
+    /// Block until the client of `action` comes back for its next release, at most `timeout_ns`.
+    fn wait_client(&self, _action: u16, _timeout_ns: u64) {}
     /// For a delegated action: how the release its last report (from `fire` or `finish`) is
     /// about was handed over (`--explain` reads it; `None`: not known).
     fn handed(&self, _action: u16) -> Option<Handed> {
@@ -125,6 +127,8 @@ pub struct Handed {
     pub client_cpu: u32,
     /// The loop's spin read before the one that found the hand-over due ([`Actions::spin_read`]).
     pub last_read: Option<u64>,
+    /// The client's spin read before the one that found its instant passed (as it reported).
+    pub client_read: Option<u64>,
 }
 
 /// KURT's rtstats for one slot.
@@ -519,43 +523,37 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     end
 }
 
-/// How long a client is given to read its clock at its instant before the loop looks again.
-pub const CLIENT_TURN_NS: u64 = 10_000;
-/// How long after its instant an unacknowledged client still holds the loop back: one that has
-/// not read its clock by then is stuck or gone, and the loop's own releases come first.
+/// How long after its instant a busy client still holds the loop back: one that has not come
+/// back for its next release by then is stuck or at long work, and the loop's releases come first.
 pub const CLIENT_WAIT_MAX_NS: u64 = 500_000;
 
-/// Before spinning to `act_at`, let a client on the loop's CPU whose instant comes first and which
-/// has not acknowledged its release run: sleep until just past its instant, then in short steps
-/// until it acknowledges, at most until `act_at` (the loop's release is never made later for it).
-/// The loop (FIFO 90) outranks its clients (FIFO 80): measured under disk load, when an interrupt
-/// delayed a client on the loop's CPU by 20-40 us its instant fell inside the loop's spin for the
-/// next hand-over, which held it 100-240 us more (`dispatcher` at 438 of 853 late releases of
-/// kurt-periodic's (c) disk 20). Returns how many times it slept.
+/// Before spinning to `act_at`, let a client on the loop's CPU that is still busy with a release
+/// due before `act_at` finish with it: block until it comes back for its next release (it wakes
+/// the loop as it does), at most until `act_at`. The loop (FIFO 90) outranks its clients (FIFO
+/// 80): measured under disk load, when an interrupt delayed a client on the loop's CPU by 20-40
+/// us its instant fell inside the loop's spin for the next hand-over, which held it 100-240 us
+/// more (`dispatcher` at 438 of 853 late releases of kurt-periodic's (c) disk 20). Returns how
+/// many times it waited.
 fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     actions: &A,
     act_at: u64,
 ) -> u64 {
-    let mut slept = 0;
+    let mut waited = 0;
     loop {
         let now = clock.now();
-        if now >= act_at {
-            return slept;
-        }
-        let Some(t) = actions
-            .unacked_here(act_at)
-            .filter(|&t| now < t.saturating_add(CLIENT_WAIT_MAX_NS))
+        let Some((t, action)) = actions
+            .busy_here(act_at)
+            .filter(|&(t, _)| now < t.saturating_add(CLIENT_WAIT_MAX_NS))
         else {
-            return slept;
+            return waited;
         };
-        let until = if now < t {
-            t + crate::budget::CLIENT_READ_NS
-        } else {
-            now + CLIENT_TURN_NS
-        };
-        clock.sleep_until(until.min(act_at));
-        slept += 1;
+        let until = act_at.min(t.saturating_add(CLIENT_WAIT_MAX_NS));
+        if until <= now.saturating_add(MIN_SLEEP_NS) {
+            return waited;
+        }
+        actions.wait_client(action, until - now);
+        waited += 1;
     }
 }
 

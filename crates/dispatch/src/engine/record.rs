@@ -166,7 +166,8 @@ pub(super) fn push_client(
             }),
         }),
         behind: false,
-        last_read: None,
+        // The client spun to its instant: its read before the one that found it passed.
+        last_read: h.client_read.filter(|&t| t <= h.target),
         own_work: None,
     });
 }

@@ -35,6 +35,12 @@ struct Fake {
 }
 
 impl Fake {
+    /// Whether the client beside the loop is still busy with its release at `now`.
+    fn client_busy_at(&self, now: u64) -> bool {
+        self.client_here
+            .is_some_and(|t| self.client_stuck || now < t + crate::budget::CLIENT_READ_NS)
+    }
+
     fn new(clock: &ManualClock, actions: usize) -> Self {
         Fake {
             clock: clock.clone(),
@@ -106,13 +112,23 @@ impl Actions for Fake {
             woke_late: false,
         })
     }
-    fn unacked_here(&self, before: u64) -> Option<u64> {
+    fn busy_here(&self, before: u64) -> Option<(u64, u16)> {
         let now = self.clock.now();
-        let said = self.client_here.filter(|&t| {
-            t < before && (self.client_stuck || now < t + crate::budget::CLIENT_READ_NS)
-        });
+        let said = self
+            .client_here
+            .filter(|&t| t < before && self.client_busy_at(now));
         self.asked.borrow_mut().push((now, said));
-        said
+        said.map(|t| (t, 0))
+    }
+    fn wait_client(&self, _: u16, timeout_ns: u64) {
+        // The client comes back once it has read its clock at its instant (the loop, blocked,
+        // no longer holds its CPU).
+        let now = self.clock.now();
+        let back = self
+            .client_here
+            .filter(|_| !self.client_stuck)
+            .map_or(u64::MAX, |t| t + crate::budget::CLIENT_READ_NS);
+        self.clock.advance(back.saturating_sub(now).min(timeout_ns));
     }
     fn handed(&self, action: u16) -> Option<Handed> {
         // The release the last report was about: the one before the last firing, or the last
@@ -127,6 +143,7 @@ impl Actions for Fake {
             client_tid: 77,
             client_cpu: 1,
             last_read: None,
+            client_read: None,
         })
     }
 }
@@ -1497,9 +1514,9 @@ fn the_loop_lets_a_client_on_its_cpu_take_its_instant_before_spinning_across_it(
     let fake = beside_a_client(false, 3_500_000);
     let t = CLIENTS_INSTANT;
     let asked = fake.asked.borrow();
-    // Woken 100 us before its release, the loop found the client's release unacknowledged and
-    // slept past the client's instant instead of spinning across it; it asked again once the
-    // client had had its turn, and only then spun.
+    // Woken 100 us before its release, the loop found the client still busy with its release and
+    // waited for it instead of spinning across its instant; it asked again once the client had
+    // read its clock and come back, and only then spun.
     let first = asked.iter().position(|a| a.1 == Some(t)).expect("asked");
     assert!(
         asked[first].0 >= 1_900_000 && asked[first].0 < t,
@@ -1531,16 +1548,20 @@ fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release
     for (_, target, _, at) in &fake.log {
         assert!(*at >= *target && *at < target + 100, "{:?}", fake.log);
     }
-    // It waited for the client before the second release only (asking again after each short
-    // sleep); before the later ones the client had had longer than CLIENT_WAIT_MAX_NS, and the
-    // loop asked once each and spun.
+    // It waited for the client before the second release, until that release (it asked again
+    // when its wait ended); before the later ones the client had been busy longer than
+    // CLIENT_WAIT_MAX_NS, and the loop asked once each and spun.
     let asked = fake.asked.borrow();
     let near = |r: u64| {
         asked
             .iter()
-            .filter(|a| a.0 > r - 200_000 && a.0 < r)
+            .filter(|a| a.0 > r - 200_000 && a.0 < r + 1_000)
             .count()
     };
-    assert!(near(2_000_000) > 1, "{asked:?}");
+    assert_eq!(near(2_000_000), 2, "{asked:?}");
+    assert!(
+        asked.iter().any(|a| a.0 >= 2_000_000 && a.0 < 2_001_000),
+        "{asked:?}"
+    );
     assert_eq!((near(3_000_000), near(4_000_000)), (1, 1), "{asked:?}");
 }
