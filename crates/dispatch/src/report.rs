@@ -296,8 +296,16 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
         } else {
             String::new()
         };
+        let yields = if c.yields > 0 {
+            format!(
+                ", waited {} time(s) for a client on its CPU before spinning",
+                c.yields
+            )
+        } else {
+            String::new()
+        };
         t.note(format!(
-            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}{stolen}{through}",
+            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}{stolen}{through}{yields}",
             c.cpu,
             format_ns(c.margin_ns),
             c.breathers,

@@ -48,25 +48,24 @@ impl Wake {
 /// absolute sleep.
 #[inline]
 pub fn hybrid_until<C: Clock + ?Sized>(clock: &C, target: u64, margin: u64) -> Wake {
-    hybrid_until_then(clock, target, margin, || {})
+    hybrid_until_then(clock, target, margin, || false)
 }
 
-/// [`hybrid_until`], with `before_spin` called between the kernel sleep and the spin (it may wait
-/// itself: the spin starts from a fresh clock read after it).
+/// [`hybrid_until`], with `before_spin` called between the kernel sleep and the spin. It may wait
+/// itself, and says whether it did: the spin then starts from a fresh clock read.
 #[inline]
 pub fn hybrid_until_then<C: Clock + ?Sized>(
     clock: &C,
     target: u64,
     margin: u64,
-    before_spin: impl FnOnce(),
+    before_spin: impl FnOnce() -> bool,
 ) -> Wake {
     let sleep_to = target.saturating_sub(margin);
     if clock.now() < sleep_to {
         clock.sleep_until(sleep_to);
     }
     let woke = clock.now();
-    before_spin();
-    let start = clock.now();
+    let start = if before_spin() { clock.now() } else { woke };
     let (mut before, mut now) = (start, start);
     let mut longest = (start, start);
     while now < target {
@@ -105,6 +104,23 @@ mod tests {
             w.before_done < 1_000_000 && w.done - w.before_done <= 25,
             "{w:?}"
         );
+    }
+
+    #[test]
+    fn a_wait_before_the_spin_keeps_the_wake_up_and_is_no_step_of_the_spin() {
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 30_000);
+        let w = hybrid_until_then(&clock, 1_000_000, 100_000, || {
+            clock.advance(50_000);
+            true
+        });
+        assert_eq!(w.sleep_to, 900_000);
+        // The kernel's wake-up is what the margin learns from, not the wait after it.
+        assert!(
+            w.sleep_latency() >= 30_000 && w.sleep_latency() < 31_000,
+            "{w:?}"
+        );
+        assert!(w.longest_step.1 - w.longest_step.0 <= 25, "{w:?}");
+        assert!(w.done >= 1_000_000 && w.lateness() <= 25, "{w:?}");
     }
 
     /// A clock whose `n`th read jumps `by` ns (the thread stopped there).

@@ -440,9 +440,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         if breathed {
             breathe(clock, &mut breather, &mut end, act_at);
         }
-        let w = hybrid_until_then(clock, act_at, m, || {
-            end.yields += yield_to_clients(clock, &*actions, act_at)
-        });
+        let w = wait_for(clock, &*actions, act_at, m, &mut end.yields);
         // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
         let slept = w.sleep_to > now;
         note_wait(&mut end.stalls, &w, slept);
@@ -521,6 +519,23 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     sources.final_offsets(slots, stats);
     end.margin_ns = margin.margin();
     end
+}
+
+/// The wait for a release at `act_at`: a kernel sleep to the margin `m` before it, then the
+/// clients on the loop's CPU let finish ([`yield_to_clients`], counted in `yields`), then the spin.
+#[inline(always)]
+fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    actions: &A,
+    act_at: u64,
+    m: u64,
+    yields: &mut u64,
+) -> punctual_time::Wake {
+    hybrid_until_then(clock, act_at, m, || {
+        let waited = yield_to_clients(clock, actions, act_at);
+        *yields += waited;
+        waited > 0
+    })
 }
 
 /// How long after its instant a busy client still holds the loop back: one that has not come
