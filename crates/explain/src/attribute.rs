@@ -9,7 +9,8 @@
 //! 2. the client on its CPU (S) by T                       -> its CPU over [T, A], as below
 //! 3. lateness = d + (S - H) - lead with d = H - planned:
 //!    d the larger part                                    -> the dispatcher's CPU over [planned, H]
-//! 4. planned lead < lead needed, wake-up S - H <= needed  -> lead
+//! 4. planned lead < lead needed, wake-up S - H <= needed  -> lead (unless another occupant had
+//!    the client's CPU for most of [H, S]: that one)
 //! 5. the client's CPU over [H, A]                          -> the occupant with the most time
 //! self-timed (loop, sleeper): the victim's CPU over [T, A] -> the occupant with the most time
 //! ```
@@ -680,6 +681,30 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         && took <= h.lead_needed
         && took > planned_lead
     {
+        // What had the client's CPU from the hand-over to its switch-in: another task, an
+        // interrupt or the host holding it for most of the wake-up is what a longer lead would
+        // have had to outlast, and is named; an ordinary way back (idle, its wake-up interrupt)
+        // is the lead's.
+        let mut held = explain_window(
+            ev,
+            r.cpu,
+            r.tid,
+            (h.at, h.at + took),
+            r.target,
+            Waiter::Client,
+            false,
+            lateness,
+            false,
+        );
+        if !matches!(held.cause, Cause::WakePath | Cause::Unexplained) && held.held_ns * 2 > took {
+            held.why = format!(
+                "its wake-up took {} against a lead of {}: {}",
+                punctual_time::format_ns(took),
+                punctual_time::format_ns(planned_lead),
+                held.why
+            );
+            return held;
+        }
         return Attribution {
             cause: Cause::Lead,
             offender: None,
