@@ -114,6 +114,12 @@ pub struct Attribution {
 }
 
 impl Attribution {
+    /// The same, its `why` led by `what` (how the window read was chosen).
+    fn said_first(mut self, what: String) -> Attribution {
+        self.why = format!("{what}: {}", self.why);
+        self
+    }
+
     fn unexplained(why: impl Into<String>) -> Attribution {
         Attribution {
             cause: Cause::Unexplained,
@@ -143,6 +149,10 @@ impl<'a> Evidence<'a> {
     pub fn new(trace: &'a Captured, records: &[LateRelease]) -> Evidence<'a> {
         let mut own: std::collections::HashSet<i32> =
             crate::record::own_threads().into_iter().collect();
+        // The trace's own drain thread.
+        if trace.drain_tid > 0 {
+            own.insert(trace.drain_tid);
+        }
         for r in records {
             if let Some(h) = r.handover {
                 own.insert(h.tid);
@@ -667,13 +677,11 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
                 a = stalled_work(ev, h.cpu, (h.planned, h.at), w, a);
             }
         }
-        a.why = format!(
-            "handed over {} after plan (late by {}): {}",
+        return a.said_first(format!(
+            "handed over {} after plan (late by {})",
             punctual_time::format_ns(delay),
-            punctual_time::format_ns(lateness),
-            a.why
-        );
-        return a;
+            punctual_time::format_ns(lateness)
+        ));
     }
     let from = if on_cpu_in_time { r.target } else { h.at };
     if first_in.is_some_and(|s| s > r.target)
@@ -685,7 +693,7 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         // interrupt or the host holding it for most of the wake-up is what a longer lead would
         // have had to outlast, and is named; an ordinary way back (idle, its wake-up interrupt)
         // is the lead's.
-        let mut held = explain_window(
+        let held = explain_window(
             ev,
             r.cpu,
             r.tid,
@@ -697,13 +705,11 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             false,
         );
         if !matches!(held.cause, Cause::WakePath | Cause::Unexplained) && held.held_ns * 2 > took {
-            held.why = format!(
-                "its wake-up took {} against a lead of {}: {}",
+            return held.said_first(format!(
+                "its wake-up took {} against a lead of {}",
                 punctual_time::format_ns(took),
-                punctual_time::format_ns(planned_lead),
-                held.why
-            );
-            return held;
+                punctual_time::format_ns(planned_lead)
+            ));
         }
         return Attribution {
             cause: Cause::Lead,

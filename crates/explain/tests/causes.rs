@@ -245,19 +245,33 @@ fn a_client_on_an_idle_cpu_woken_in_time_but_running_late_is_the_wake_path() {
     assert_eq!(a.offender.as_deref(), Some("idle state 1"));
 }
 
-#[test]
-fn a_normal_task_that_keeps_the_cpu_after_the_victim_woke_is_a_task_not_throttling() {
+/// rustc is in the kernel on CPU 0 when the client's timer wakes it at T; a kernel that is not
+/// preemptible lets rustc finish its system call first (40 us).
+fn held_by_pid_300() -> (Synth, LateRelease) {
     let mut s = synth();
     let t = T0 + 10_000 * US;
-    // rustc is in the kernel on CPU 0 when the client's timer wakes it at T; a kernel that is not
-    // preemptible lets rustc finish its system call first (40 us).
     switch(&mut s, t - 5_000 * US, 0, 0, 0, 300, 120);
     vector(&mut s, 0, t, t + 3 * US, Vector::LocalTimer);
     waking(&mut s, t + US, 0, CLIENT, 19);
     switch(&mut s, t + 43 * US, 0, 300, PREEMPTED, CLIENT, 19);
-    let a = cause_of(&s, &own(CLIENT, Waiter::Sleeper, t, t + 44 * US));
+    (s, own(CLIENT, Waiter::Sleeper, t, t + 44 * US))
+}
+
+#[test]
+fn a_normal_task_that_keeps_the_cpu_after_the_victim_woke_is_a_task_not_throttling() {
+    let (s, r) = held_by_pid_300();
+    let a = cause_of(&s, &r);
     assert_eq!(a.cause, Cause::Task, "{a:?}");
     assert!(a.offender.unwrap().starts_with("rustc (pid 300, normal"));
+}
+
+#[test]
+fn the_traces_own_drain_thread_on_the_victims_cpu_is_the_dispatcher() {
+    let (s, r) = held_by_pid_300();
+    let mut c = s.captured();
+    c.drain_tid = 300;
+    let a = attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r);
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
 }
 
 #[test]

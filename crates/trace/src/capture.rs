@@ -149,6 +149,9 @@ pub struct Captured {
     pub steal: Vec<StealSample>,
     /// CPU time of the drain thread (user + system), ns.
     pub drain_cpu_ns: u64,
+    /// The drain thread's id (0: none): a thread of the measuring process, whose time on a
+    /// measured CPU is punctual's own.
+    pub drain_tid: i32,
     /// The most events held at once.
     pub peak_events: usize,
     /// Per traced CPU, the index of its cpuidle state that polls (`POLL`: the CPU keeps running
@@ -569,6 +572,8 @@ impl DrainState {
         interval: Duration,
     ) -> Result<Captured, TraceError> {
         let cpu0 = thread_cpu_ns();
+        // SAFETY: gettid takes no arguments and cannot fail.
+        self.out.drain_tid = unsafe { libc::gettid() };
         let mut page = vec![0u8; self.layout.page_size()];
         self.sample_steal();
         loop {
