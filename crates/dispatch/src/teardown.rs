@@ -26,7 +26,8 @@ pub struct CpuResult {
     pub woke_late_stolen: u64,
     /// Releases spun through: closer than the kernel could wake the dispatcher.
     pub spun_through: u64,
-    /// Sleeps before a spin that let a wake client on the dispatcher's CPU take its instant.
+    /// Waits before a spin for a wake client on the dispatcher's CPU to finish with a release
+    /// due first.
     pub yields: u64,
     pub cpu_ns: u64,
     pub wall_ns: u64,

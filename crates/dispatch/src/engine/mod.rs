@@ -270,7 +270,7 @@ pub struct LoopEnd {
     pub woke_late_stolen: u64,
     /// Releases spun through without sleeping: closer than the kernel can wake the loop.
     pub spun_through: u64,
-    /// Sleeps before a spin that let a client on the loop's CPU take its instant first.
+    /// Waits before a spin for a client on the loop's CPU to finish with a release due first.
     pub yields: u64,
     /// `--explain`: where the loop stalled in its own short work or waiting for a due timer.
     pub stalls: StallLog,
