@@ -17,7 +17,7 @@
 # It ends with the issue's targets, each PASS or FAIL with the measured figure. Every document
 # lands in $OUT (default target/bench/explain). Needs root (tracefs, shields) and a release build.
 # Another punctual's shield on the CPU (a test elsewhere) makes a shielded run wait for it (up to 2 min).
-# Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=120] [ONLY=abcd] scripts/bench-explain.sh [full]
+# Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=120] [ONLY=abcd] [CPU=N] scripts/bench-explain.sh [full]
 # PUNCTUAL=/path/to/punctual measures that binary instead of building the release one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -336,7 +336,8 @@ elif cmd == "receive":
 elif cmd == "targets":
     targets(sys.argv[2])
 PYEOF
-cpu=$(tr ',' '\n' < /sys/devices/system/cpu/online | tail -1 | sed 's/.*-//')
+# Parts a, c and d run on CPU (default: the last online CPU).
+cpu=${CPU:-$(tr ',' '\n' < /sys/devices/system/cpu/online | tail -1 | sed 's/.*-//')}
 all=$(cat /sys/devices/system/cpu/online)
 rx=""
 trap '[ -n "$rx" ] && kill "$rx" 2>/dev/null || true' EXIT
