@@ -258,6 +258,7 @@ fn a_fifo_99_hog_on_the_dispatchers_cpu_is_named_for_its_late_releases() {
         bound: BOUND,
         cpus: vec![cpu],
         quiet: vec![cpu],
+        keep: None,
     };
     let run = run_plan_traced(plan, &cfg, Arc::new(AtomicBool::new(false)), None, &explain);
     stop.store(true, Ordering::Relaxed);
@@ -306,6 +307,7 @@ fn a_fifo_99_hog_on_a_wake_clients_cpu_is_named_for_its_late_releases() {
         bound: BOUND,
         cpus: vec![cpu],
         quiet: vec![cpu],
+        keep: None,
     };
     let run = run_plan_traced(plan, &cfg, Arc::new(AtomicBool::new(false)), None, &explain);
     stop.store(true, Ordering::Relaxed);
@@ -416,6 +418,7 @@ fn a_client_woken_without_lead_on_an_idle_cpu_is_late_by_its_way_back_from_idle(
         bound: punctual_explain::DEFAULT_BOUND_NS,
         cpus: vec![],
         quiet: vec![cpu],
+        keep: None,
     };
     let run = run_plan_explained(
         plan,

@@ -74,6 +74,57 @@ pub struct ExplainConfig {
     /// CPUs the trace's drain thread keeps off when others remain (shielded ones, and a run's
     /// wake clients').
     pub quiet: Vec<usize>,
+    /// `--explain-trace`: keep the trace behind the explanation in a file.
+    pub keep: Option<KeepTrace>,
+}
+
+/// `--explain-trace FILE`: where the kernel trace an explanation was read from is kept, as a
+/// punctual trace file (`punctual trace analyze FILE`). A command that traces more than once
+/// (`check`, a `--repeat`) keeps the first in FILE and the next ones in FILE-2, FILE-3...
+#[derive(Clone, Debug)]
+pub struct KeepTrace {
+    pub path: std::path::PathBuf,
+    made: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl KeepTrace {
+    pub fn new(path: impl Into<std::path::PathBuf>) -> KeepTrace {
+        KeepTrace {
+            path: path.into(),
+            made: Default::default(),
+        }
+    }
+
+    /// The file for the next trace.
+    fn next_path(&self) -> std::path::PathBuf {
+        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n == 0 {
+            return self.path.clone();
+        }
+        let stem = self
+            .path
+            .file_stem()
+            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+        let name = match self.path.extension() {
+            Some(ext) => format!("{stem}-{}.{}", n + 1, ext.to_string_lossy()),
+            None => format!("{stem}-{}", n + 1),
+        };
+        self.path.with_file_name(name)
+    }
+
+    /// Write `c` to the next file: its path, or why it could not be written.
+    fn write(&self, c: &punctual_trace::capture::Captured) -> Result<std::path::PathBuf, String> {
+        let path = self.next_path();
+        let command: Vec<String> = std::env::args().collect();
+        let write = || -> std::io::Result<()> {
+            let f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+            c.write_file(f, &command)?;
+            Ok(())
+        };
+        write()
+            .map(|()| path.clone())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
 }
 
 impl ExplainConfig {
@@ -95,6 +146,7 @@ impl Default for ExplainConfig {
             bound: DEFAULT_BOUND_NS,
             cpus: Vec::new(),
             quiet: Vec::new(),
+            keep: None,
         }
     }
 }
@@ -110,6 +162,7 @@ impl ExplainConfig {
 pub struct Explainer {
     capture: Capture,
     bound: u64,
+    keep: Option<KeepTrace>,
 }
 
 impl Explainer {
@@ -123,13 +176,18 @@ impl Explainer {
         Ok(Explainer {
             capture,
             bound: cfg.bound,
+            keep: cfg.keep.clone(),
         })
     }
 
     /// Stop tracing and keep the trace (to explain records that arrive afterwards).
     pub fn stop(self) -> Result<Trace, ExplainError> {
+        let mut captured = self.capture.finish()?;
+        if let Some(k) = &self.keep {
+            captured.kept_in = Some(k.write(&captured));
+        }
         Ok(Trace {
-            captured: self.capture.finish()?,
+            captured,
             bound: self.bound,
         })
     }
@@ -145,6 +203,24 @@ impl Trace {
     /// Explain the records; `unlogged`: per series, late releases the logs had no room for.
     pub fn explain(&self, records: &[LateRelease], unlogged: &[(u32, u64)]) -> Explanation {
         explain(&self.captured, self.bound, records, unlogged)
+    }
+}
+
+#[cfg(test)]
+mod keep_tests {
+    #[test]
+    fn each_trace_after_the_first_gets_its_own_numbered_file() {
+        let k = super::KeepTrace::new("/tmp/run/late.trace");
+        let again = k.clone();
+        assert_eq!(k.next_path(), std::path::Path::new("/tmp/run/late.trace"));
+        assert_eq!(
+            again.next_path(),
+            std::path::Path::new("/tmp/run/late-2.trace")
+        );
+        assert_eq!(k.next_path(), std::path::Path::new("/tmp/run/late-3.trace"));
+        let bare = super::KeepTrace::new("late");
+        bare.next_path();
+        assert_eq!(bare.next_path(), std::path::Path::new("late-2"));
     }
 }
 

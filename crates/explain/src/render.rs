@@ -64,6 +64,17 @@ pub fn tables(x: &Explanation, names: &[(u32, String)]) -> Vec<Table> {
         c.evicted,
         c.lost
     ));
+    match &c.kept_in {
+        Some(Ok(path)) => {
+            t.note(format!(
+                "trace kept in {path}: punctual trace analyze {path}"
+            ));
+        }
+        Some(Err(why)) => {
+            t.note(format!("trace not kept: {why}"));
+        }
+        None => {}
+    }
     let mut out = vec![t];
     if !o.rows.is_empty() {
         out.push(o);

@@ -110,6 +110,8 @@ pub struct CaptureStats {
     pub idle_exits: punctual_trace::idle_exit::Repair,
     /// The traced CPUs whose idle entered only the polling state (`Captured::idle_polled`).
     pub idle_polled: Vec<usize>,
+    /// `--explain-trace`: the file the trace was kept in, or why it could not be written.
+    pub kept_in: Option<Result<String, String>>,
 }
 
 impl CaptureStats {
@@ -138,6 +140,11 @@ impl CaptureStats {
                 .filter(|(i, _)| c.idle_polled.get(*i).copied().unwrap_or(false))
                 .map(|(_, &cpu)| cpu)
                 .collect(),
+            kept_in: c.kept_in.as_ref().map(|k| {
+                k.as_ref()
+                    .map(|p| p.display().to_string())
+                    .map_err(String::clone)
+            }),
         }
     }
 
@@ -157,6 +164,8 @@ impl CaptureStats {
             "idle_exits_put_back": self.idle_exits.inferred,
             "idle_exits_unplaced": self.idle_exits.unplaced,
             "idle_polled_cpus": self.idle_polled,
+            "trace_file": self.kept_in.as_ref().and_then(|k| k.as_ref().ok()),
+            "trace_file_error": self.kept_in.as_ref().and_then(|k| k.as_ref().err()),
         })
     }
 }

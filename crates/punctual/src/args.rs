@@ -207,13 +207,30 @@ pub struct ExplainArgs {
     /// Write the late releases by cause as a stacked-bar SVG figure to FILE.
     #[arg(long, value_name = "FILE", requires = "explain")]
     pub explain_figure: Option<Output>,
+    /// Keep the kernel trace the causes were read from in FILE, a punctual trace file (`punctual
+    /// trace analyze FILE`); a command that traces more than once writes FILE-2, FILE-3...
+    #[arg(long, value_name = "FILE", requires = "explain")]
+    pub explain_trace: Option<std::path::PathBuf>,
 }
 
 impl ExplainArgs {
     /// What to explain, with `default_bound` when no --explain-bound is given (`None`: off).
     pub fn config(&self, default_bound: u64) -> Result<Option<ExplainConfig>, Failure> {
         let bound = self.explain_bound.unwrap_or(default_bound);
-        let config = self.explain.then(|| ExplainConfig::bounded(bound));
+        if let Some(path) = &self.explain_trace {
+            Output::File(path.clone())
+                .check_writable()
+                .map_err(|e| Failure::usage(format!("--explain-trace: {e}")))?;
+        }
+        let config = self.explain.then(|| {
+            ExplainConfig::bounded(bound).map(|c| ExplainConfig {
+                keep: self
+                    .explain_trace
+                    .as_ref()
+                    .map(punctual_explain::KeepTrace::new),
+                ..c
+            })
+        });
         config.transpose().map_err(Failure::usage)
     }
 

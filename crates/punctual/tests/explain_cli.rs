@@ -24,6 +24,17 @@ fn the_explain_flags_need_explain_and_a_unit() {
         .code(2)
         .stderr(predicate::str::contains("more than zero"));
     punctual()
+        .args(["latency", "-D", "1s", "--explain-trace", "t.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--explain"));
+    punctual()
+        .args(["latency", "-D", "1s", "--explain", "--explain-trace"])
+        .arg("/nonexistent-punctual-dir/t.trace")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--explain-trace: directory"));
+    punctual()
         .args(["run", "--help"])
         .assert()
         .success()
@@ -109,6 +120,7 @@ fn latency_explained_counts_every_late_sample_by_cause_in_the_document() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let svg = dir.path().join("late.svg");
+    let kept = dir.path().join("late.trace");
     let out = punctual()
         .args([
             "latency",
@@ -123,6 +135,8 @@ fn latency_explained_counts_every_late_sample_by_cause_in_the_document() {
             "--explain-figure",
         ])
         .arg(&svg)
+        .arg("--explain-trace")
+        .arg(&kept)
         .arg("--json")
         .arg(&json)
         .assert()
@@ -135,9 +149,21 @@ fn latency_explained_counts_every_late_sample_by_cause_in_the_document() {
         text.contains("Late releases by cause (later than 10.0 us)"),
         "{text}"
     );
+    // The trace the causes were read from is kept, and `trace analyze` reads it whole.
+    assert!(text.contains("trace kept in "), "{text}");
+    let analyzed = dir.path().join("analyzed.json");
+    punctual()
+        .args(["trace", "analyze", "--no-store", "--json"])
+        .arg(&analyzed)
+        .arg(&kept)
+        .assert()
+        .success();
+    let a = valid_doc(&analyzed);
+    assert!(a["series"].as_array().is_some_and(|s| !s.is_empty()), "{a}");
     let doc = valid_doc(&json);
     let x = &doc["settings"]["explain"];
     assert_eq!(x["bound_ns"], 10_000);
+    assert_eq!(x["trace_file"], kept.display().to_string());
     assert!(x["events"].as_u64().unwrap() > 0);
     // Each traced CPU's share of the events (what each pays for), adding up to all of them.
     let by_cpu = x["events_by_cpu"].as_object().expect("events_by_cpu");

@@ -152,6 +152,8 @@ pub struct Captured {
     /// The drain thread's id (0: none): a thread of the measuring process, whose time on a
     /// measured CPU is punctual's own.
     pub drain_tid: i32,
+    /// Where the capture was kept as a trace file (`--explain-trace`), or why it could not be.
+    pub kept_in: Option<Result<std::path::PathBuf, String>>,
     /// The most events held at once.
     pub peak_events: usize,
     /// Per traced CPU, the index of its cpuidle state that polls (`POLL`: the CPU keeps running
@@ -267,6 +269,67 @@ impl Captured {
             events: per,
             ..Captured::default()
         }
+    }
+}
+
+impl Captured {
+    /// Write the capture as a punctual trace file (docs/trace-format.md), to be read back by
+    /// `punctual trace analyze`: every CPU's events in time order, the tasks and IRQs named.
+    /// `command` is the command line that made it. Returns the events written.
+    pub fn write_file(&self, out: impl std::io::Write, command: &[String]) -> std::io::Result<u64> {
+        use crate::file::{Header, IrqInfo, TaskInfo, Trailer};
+        let header = Header {
+            clock: "mono".into(),
+            started_at: punctual_result::now_rfc3339(),
+            start_ns: self.start_ns,
+            host: None,
+            cpus: self.cpus.iter().map(|&c| c as u32).collect(),
+            events: self.enabled.clone(),
+            buffer_kb: 0,
+            command: command.to_vec(),
+            target: None,
+        };
+        let mut w = crate::file::TraceWriter::new(out, &header)?;
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            for e in &self.events[i] {
+                w.push(cpu as u32, e.ts, &e.kind)?;
+            }
+            w.flush_cpu(cpu as u32)?;
+        }
+        let trailer = Trailer {
+            ended_at: punctual_result::now_rfc3339(),
+            end_ns: self.end_ns,
+            tasks: self
+                .comms
+                .iter()
+                .map(|(&pid, comm)| {
+                    (
+                        pid,
+                        TaskInfo {
+                            tgid: None,
+                            comm: comm.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            irqs: self
+                .irq_names
+                .iter()
+                .map(|(&irq, name)| {
+                    (
+                        irq,
+                        IrqInfo {
+                            name: name.clone(),
+                            driver: None,
+                        },
+                    )
+                })
+                .collect(),
+            ..Trailer::default()
+        };
+        let events = w.events();
+        w.finish(&trailer)?;
+        Ok(events)
     }
 }
 
@@ -760,6 +823,40 @@ impl DrainState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capture_written_as_a_trace_file_reads_back_whole() {
+        let mut s = crate::synth::Synth::new(2, 1_000, 9_000_000)
+            .task(7, 7, "client")
+            .task(9, 9, "hog");
+        s.switch(2_000, 0, 0, 0, 7);
+        s.switch(5_000, 1, 0, 0, 9);
+        s.event(6_000, 1, EventKind::IrqEntry { irq: 24 });
+        s.event(
+            7_000,
+            1,
+            EventKind::IrqExit {
+                irq: 24,
+                handled: true,
+            },
+        );
+        let c = s.captured();
+        let mut bytes = Vec::new();
+        let n = c
+            .write_file(&mut bytes, &["punctual".into(), "run".into()])
+            .unwrap();
+        assert_eq!(n, 4);
+        let t = crate::file::read_trace(&bytes).unwrap();
+        assert!(t.integrity.complete(), "{}", t.integrity.describe());
+        assert_eq!(t.events.len(), 4);
+        assert_eq!(t.window(), (1_000, 9_000_000));
+        assert_eq!(
+            (t.comm(7), t.comm(9)),
+            ("client".to_string(), "hog".to_string())
+        );
+        assert_eq!(t.header.command, vec!["punctual", "run"]);
+        assert_eq!(t.header.cpus, vec![0, 1]);
+    }
 
     #[test]
     fn only_entries_of_the_polling_state_say_the_idle_polled() {
