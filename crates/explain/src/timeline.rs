@@ -899,15 +899,15 @@ mod tests {
     /// 0.8-2.1 ms with no event inside. A bottom half's silence stays its own, however long.
     #[test]
     fn a_handler_silent_for_a_millisecond_under_a_hypervisor_is_dark_unless_a_bottom_half() {
-        let within = |entry: EventKind, exit: EventKind, ms: u64| {
+        let within = |entry: EventKind, exit: EventKind, held_us: u64| {
             let mut s = Synth::new(1, T0, T0 + 10_000 * US);
             s.switch(T0 + 10 * US, 0, 90, SLEEPING, 0);
             s.event(T0 + 20 * US, 0, EventKind::CpuIdle { state: Some(0) });
-            s.span(0, T0 + 1_000 * US, T0 + (1_000 + ms) * US, entry, exit);
-            s.waking(T0 + (1_001 + ms) * US, 0, 90);
+            s.span(0, T0 + 1_000 * US, T0 + (1_000 + held_us) * US, entry, exit);
+            s.waking(T0 + (1_001 + held_us) * US, 0, 90);
             s.build()
         };
-        let timer = |ms| {
+        let timer = |held_us| {
             (
                 EventKind::VectorEntry {
                     vector: Vector::LocalTimer,
@@ -915,21 +915,26 @@ mod tests {
                 EventKind::VectorExit {
                     vector: Vector::LocalTimer,
                 },
-                ms,
+                held_us,
             )
         };
         let vm = (true, true);
         let stalled = stall(StallKind::Timer, 1_000, 3_200);
-        let (a, b, ms) = timer(2_000);
-        let d = dark_stretches(&within(a, b, ms).events, &stalled, Some(0), vm);
+        let (a, b, held_us) = timer(2_000);
+        let d = dark_stretches(&within(a, b, held_us).events, &stalled, Some(0), vm);
         assert_eq!(us(d), vec![(1_000, 3_000)]);
         // Shorter than a millisecond: the handler's.
-        let (a, b, ms) = timer(900);
-        let d = dark_stretches(&within(a, b, ms).events, &stalled, Some(0), vm);
+        let (a, b, held_us) = timer(900);
+        let d = dark_stretches(&within(a, b, held_us).events, &stalled, Some(0), vm);
         assert!(d.iter().all(|&(x, _)| x >= T0 + 1_900 * US), "{d:?}");
         // Not on bare metal, and never inside a bottom half.
-        let (a, b, ms) = timer(2_000);
-        let metal = dark_stretches(&within(a, b, ms).events, &stalled, Some(0), (true, false));
+        let (a, b, held_us) = timer(2_000);
+        let metal = dark_stretches(
+            &within(a, b, held_us).events,
+            &stalled,
+            Some(0),
+            (true, false),
+        );
         assert!(
             metal.iter().all(|&(x, _)| x >= T0 + 3_000 * US),
             "{metal:?}"
