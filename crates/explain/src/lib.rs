@@ -101,15 +101,7 @@ impl KeepTrace {
         if n == 0 {
             return self.path.clone();
         }
-        let stem = self
-            .path
-            .file_stem()
-            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
-        let name = match self.path.extension() {
-            Some(ext) => format!("{stem}-{}.{}", n + 1, ext.to_string_lossy()),
-            None => format!("{stem}-{}", n + 1),
-        };
-        self.path.with_file_name(name)
+        punctual_result::output::numbered(&self.path, n + 1)
     }
 
     /// Write `c` to the next file: its path, or why it could not be written.
