@@ -1,9 +1,9 @@
 //! The watchdog's CPU-share watch: how much of each CPU the run's real-time tasks held over a
 //! sliding window.
 //!
-//! RLIMIT_RTTIME and the canaries bound only a continuous hold: a program at FIFO that spins 1.5 s
-//! and sleeps 1 ms resets its RLIMIT_RTTIME count at every sleep and leaves the canary a
-//! millisecond every 1.5 s, so it stalled other tasks 0.95 s at a time for ever (issue 32, item 2).
+//! RLIMIT_RTTIME and the starvation watch bound only a continuous hold: a program at FIFO that
+//! spins 1.5 s and sleeps 1 ms resets its RLIMIT_RTTIME count at every sleep and left the
+//! watchdog's canary (since replaced by the loop's last block) a millisecond every 1.5 s, so it stalled other tasks 0.95 s at a time for ever (issue 32, item 2).
 //! This watch adds up, per CPU, the CPU time (`/proc/PID/task/TID/schedstat`, the scheduler's own
 //! per-task count, in ns) of every real-time task of punctual and its descendants, charged to the
 //! CPU the task was last seen on (field 39 of its `stat`) at each sample, and compares the window's
@@ -17,7 +17,7 @@
 //!   real-time throttling leaves real-time tasks by default, which real-time mode turns off).
 //!
 //! punctual's own threads on shielded dispatcher CPUs are not counted: those CPUs were given to the
-//! dispatcher, which may spin there; the canary and the breathers guard them. Per-CPU cumulative
+//! dispatcher, which may spin there; the starvation watch and the breathers guard them. Per-CPU cumulative
 //! sums are kept per sample, so a window costs one subtraction. Cgroup `cpu.stat` was not used: it
 //! counts a cgroup as a whole (not per CPU), and would need the run's children moved into a cgroup
 //! punctual owns, which systemd usually does not delegate.

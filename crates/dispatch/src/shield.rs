@@ -13,7 +13,7 @@
 //! punctual start (or `punctual shield --restore`) after a crash.
 //! Real-time mode also lifts the kernel's real-time throttling (`sched_rt_runtime_us = -1`), which
 //! otherwise takes the CPU from a dispatcher that spins through dense releases for 50 ms every
-//! second; the watchdog (canary, stuck actions, RLIMIT_RTTIME) is the safety net instead.
+//! second; the watchdog (the loop's blocks, stuck actions, RLIMIT_RTTIME) is the safety net instead.
 
 use punctual_rt::journal::{self, Change, ChangeGuard};
 use punctual_rt::stacked::{Claim, Owner, Registry, Released, Target};

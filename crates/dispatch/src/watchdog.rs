@@ -1,11 +1,12 @@
-//! The safety net, in the manner of rtkit's canary: a run that starves the machine, or an action that
-//! never returns on a real-time thread, is stopped.
+//! The safety net, after rtkit's canary: a run that starves the machine, or an action that never
+//! returns on a real-time thread, is stopped.
 //!
-//! - A canary thread in the normal class on each dispatcher CPU notes the time every quarter of the
-//!   threshold (every 0.5 s when that is sooner). It runs whenever real-time work on that CPU blocks (the dispatcher's breathers see to
-//!   that) or the kernel's real-time throttling gives normal work its share; a silent canary means
-//!   real-time work held the CPU for the whole threshold with throttling off (real-time mode). (A
-//!   FIFO-1 canary, as rtkit has, would be silenced by the throttling itself on a busy CPU.)
+//! - Each dispatcher loop publishes when it last blocked (slept towards a release, or took the
+//!   breather it takes at least every quarter of the threshold when releases are dense): only then
+//!   can anything of a lower priority run on its CPU. A loop that has not blocked for the threshold
+//!   while it ran has starved its CPU. (rtkit, and punctual until 2026-11-29, watch a canary thread
+//!   on that CPU instead; a normal-class canary's turns cost a 10 us plan 37-94 releases in 10 s,
+//!   given by the kernel's fair server wherever it chose, or filling the breathers: issue 26.)
 //! - Each dispatcher thread publishes when its current action began; an action running past the
 //!   threshold is stuck (a plugin looping forever).
 //! - RLIMIT_RTTIME bounds the CPU a real-time thread may use without blocking (soft limit twice the
@@ -13,7 +14,7 @@
 //!   Every exec child gets the same limits before its exec (`punctual_rt::child`), with the default
 //!   disposition of SIGXCPU, so a child spinning at a real-time priority dies of it; the exec
 //!   action's reaper raises the [`Alarm`], which trips the watchdog like the rest.
-//! - RLIMIT_RTTIME and the canary bound only a continuous hold; [`crate::share`] bounds the share of
+//! - RLIMIT_RTTIME and the block clock bound only a continuous hold; [`crate::share`] bounds the share of
 //!   each CPU the run's real-time tasks (its own threads, exec children, wake clients it spawned)
 //!   hold over a sliding window (5 s by default): the spin budget (50 %) for the programs the plan
 //!   starts, 95 % for everything together. Sampled every 100 ms.
@@ -27,7 +28,7 @@ use crate::engine::Heartbeat;
 use crate::procs::tasks_of;
 pub use crate::procs::{descendants, descendants_fast};
 use punctual_time::clock::read_clock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Why the watchdog stopped a run.
@@ -62,20 +63,20 @@ impl Alarm {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct HeldByOthers {
     pub cpu: usize,
-    /// How long the canary on that CPU had not run when this was found.
+    /// How long the dispatcher on that CPU had not blocked when this was found.
     pub held_ns: u64,
     /// The CPU time the dispatcher thread had over the part of that span the watchdog sampled.
     pub dispatcher_ns: u64,
     pub sampled_ns: u64,
 }
 
-/// The dispatcher thread's CPU time when the canary last ran (as seen at a watchdog tick).
+/// The dispatcher thread's CPU time when its loop last blocked (as seen at a watchdog tick).
 #[derive(Clone, Copy, Debug, Default)]
 struct Baseline {
-    cheep: u64,
+    block: u64,
     at: u64,
     run_ns: Option<u64>,
-    /// The starvation episode already reported as someone else's (its canary instant).
+    /// The starvation episode already reported as someone else's (its last block).
     reported: u64,
 }
 
@@ -86,7 +87,6 @@ struct Watch {
     realtime: bool,
     cpus: Vec<usize>,
     heartbeats: Arc<[Heartbeat]>,
-    cheeps: Arc<[AtomicU64]>,
     action_names: Vec<String>,
     alarm: Alarm,
     xcpu: Arc<AtomicBool>,
@@ -131,40 +131,41 @@ impl Watch {
         self.alarm.raised()
     }
 
-    /// Whether dispatcher CPU `i` is starved by this run. A silent canary says the CPU was held
-    /// by real-time work, not whose: another process's real-time thread (another test, another
-    /// tool) starves the dispatcher too, before it ever reaches an action. Only when the
-    /// dispatcher thread itself ran for at least half the silence is it this run's doing; else
-    /// the episode is recorded once as someone else's and the run goes on.
+    /// Whether dispatcher CPU `i` is starved by this run: its loop has not blocked (slept, taken a
+    /// breather) for the threshold, so nothing of a lower priority ran there. A loop held back from
+    /// running says its CPU was held, not by whom: another process's real-time thread (another
+    /// test, another tool) holds the dispatcher up too, before it ever reaches an action. Only when
+    /// the dispatcher thread itself ran for at least half the span is it this run's doing; else the
+    /// episode is recorded once as someone else's and the run goes on.
     fn starved(&mut self, i: usize, t: u64) -> Option<String> {
         let fmt = punctual_time::format_ns;
         let hb = &self.heartbeats[i];
-        let last = self.cheeps[i].load(Ordering::Relaxed);
         let seen = &mut self.seen[i];
-        let run_ns = hb.thread_cpu_ns();
-        // A new cheep, or a clock published since the last baseline: measure from now.
-        if seen.cheep != last || (seen.run_ns.is_none() && run_ns.is_some()) {
+        // No loop there (not started, or over): nothing of this run's to judge.
+        let Some(run_ns) = hb.thread_cpu_ns() else {
+            *seen = Baseline::default();
+            return None;
+        };
+        let last = hb.blocked_at.load(Ordering::Relaxed);
+        // A new block, or a loop first seen now: measure from now.
+        if seen.block != last || seen.run_ns.is_none() {
             *seen = Baseline {
-                cheep: last,
+                block: last,
                 at: t,
-                run_ns,
+                run_ns: Some(run_ns),
                 reported: seen.reported,
             };
         }
         if t.saturating_sub(last) <= self.threshold {
             return None;
         }
-        // The canary may have read the clock, then waited the whole silence to store it: a
+        // The loop may have read the clock, then been held the whole span before storing it: a
         // baseline taken just now covers nothing yet. Judge at the next tick.
         let sampled = t.saturating_sub(seen.at);
         if sampled < self.tick {
             return None;
         }
-        // No clock (the loop has ended and withdrew it): the dispatcher is not running there.
-        let ran = match (seen.run_ns, run_ns) {
-            (Some(a), Some(b)) => b.saturating_sub(a),
-            _ => 0,
-        };
+        let ran = seen.run_ns.map_or(0, |a| run_ns.saturating_sub(a));
         if ran.saturating_mul(2) < sampled {
             if seen.reported != last {
                 seen.reported = last;
@@ -381,28 +382,6 @@ impl Watchdog {
         // included, by up to 0.5 s (issue 32: SIGINT 1.1 s into a run took 1.15 s to end it).
         let tick = (threshold / 4).clamp(1_000_000, 500_000_000);
         let mut threads = Vec::new();
-        let cheeps: Arc<[AtomicU64]> = cpus.iter().map(|_| AtomicU64::new(now())).collect();
-        if realtime {
-            for (i, &cpu) in cpus.iter().enumerate() {
-                let (stop, cheeps) = (stop.clone(), cheeps.clone());
-                threads.push(
-                    std::thread::Builder::new()
-                        .name(format!("punctual-canary{cpu}"))
-                        .spawn(move || {
-                            pin(&[cpu]);
-                            // Its turn on the dispatcher's CPU is punctual's doing (`dispatcher`),
-                            // whether a breather or the kernel's fair server gives it.
-                            // SAFETY: plain syscall.
-                            punctual_explain::own_thread(unsafe { libc::gettid() });
-                            while !stop.load(Ordering::Relaxed) {
-                                cheeps[i].store(now(), Ordering::Relaxed);
-                                std::thread::park_timeout(std::time::Duration::from_nanos(tick));
-                            }
-                        })
-                        .expect("spawning a canary"),
-                );
-            }
-        }
         // SIGXCPU (RLIMIT_RTTIME's soft limit) as a flag the watchdog polls.
         let xcpu = Arc::new(AtomicBool::new(false));
         let _ = signal_hook::flag::register(libc::SIGXCPU, xcpu.clone());
@@ -414,7 +393,6 @@ impl Watchdog {
             realtime,
             cpus: cpus.to_vec(),
             heartbeats,
-            cheeps: cheeps.clone(),
             action_names,
             alarm,
             xcpu,

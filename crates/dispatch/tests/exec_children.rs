@@ -42,7 +42,7 @@ fn an_exec_child_spinning_at_fifo_is_stopped_by_the_watchdog() {
     // It holds a CPU at FIFO for up to 600 ms; and RLIMIT_RTTIME, read below before and after, is
     // the process's: a watched run of another test of this file lowers it while it runs.
     let _cpu = punctual_testkit::exclusive_cpu();
-    // The spinner runs on the first CPU, away from the dispatcher and its canary, so only the
+    // The spinner runs on the first CPU, away from the dispatcher's, so only the
     // child's own RLIMIT_RTTIME can catch it. It is the first release: the child forked before the
     // watchdog existed, the one that used to run without a limit.
     let text = format!(
@@ -150,8 +150,8 @@ action = {{ kind = "exec", argv = ["/bin/sh", "-c", "{{ id -u; grep CapEff /proc
     );
 }
 
-/// Issue 32, item 2: RLIMIT_RTTIME bounds only a continuous hold, and the canaries watch only the
-/// dispatcher's CPU, so a child at FIFO that spins 1.5 s and sleeps 1 ms stalled other tasks on its
+/// Issue 32, item 2: RLIMIT_RTTIME bounds only a continuous hold, and the starvation watch covers
+/// only the dispatcher's CPU, so a child at FIFO that spins 1.5 s and sleeps 1 ms stalled other tasks on its
 /// CPU 0.95 s at a time for the whole run, which ended `ok`. The CPU-share watch trips on it.
 #[test]
 fn watchdog_gap_a_fifo_child_sleeping_1ms_every_1_5s_trips_the_cpu_share_bound() {
@@ -173,8 +173,8 @@ fn watchdog_gap_a_fifo_child_sleeping_1ms_every_1_5s_trips_the_cpu_share_bound()
     }
     let _cpu = punctual_testkit::exclusive_cpu();
     // The issue's child: 1.5 s of its own CPU time (user and system: the loop is mostly the
-    // `times` call), then 1 ms asleep, for ever; on the first CPU, away from the dispatcher and its
-    // canary. `times` and 4-argument `select` are perl-base's own.
+    // `times` call), then 1 ms asleep, for ever; on the first CPU, away from the dispatcher.
+    // `times` and 4-argument `select` are perl-base's own.
     let child = "sub cpu { my @t = times; $t[0] + $t[1] } while (1) { my $t = cpu(); while (cpu() - $t < 1.5) {} select(undef, undef, undef, 0.001) }";
     let text = format!(
         r#"

@@ -2,7 +2,7 @@
 //!
 //! `dispatch_cli`'s forever-plugin test failed once in two suite runs with "CPU 1 starved" and no
 //! action named: a sibling test's FIFO dispatcher held that CPU before this run's dispatcher ever
-//! reached its action, so the canary fell silent while `action_since` was still 0, and the watchdog
+//! reached its action, so its canary (now: the loop's last block) fell silent while `action_since` was still 0, and the watchdog
 //! demoted punctual for someone else's spinning. The watchdog now asks whether the dispatcher
 //! thread itself ran through the silence (its thread CPU clock); when it did not, the span is
 //! recorded as held by others and the run goes on.
@@ -91,7 +91,7 @@ fn a_cpu_starved_by_the_dispatcher_itself_still_trips_the_watchdog() {
     let hb: Arc<[Heartbeat]> = vec![Heartbeat::default()].into();
     let stop = Arc::new(AtomicBool::new(false));
     let w = watchdog(threshold, cpu, hb.clone(), stop.clone());
-    // The canary has run; now the dispatcher spins between releases (no action running) at FIFO
+    // The watchdog has looked; now the dispatcher spins between releases (no action running) at FIFO
     // on its CPU. It gives up after 250 ms whatever happens: RLIMIT_RTTIME's hard limit
     // (3 x threshold) would kill the process.
     std::thread::sleep(Duration::from_millis(60));

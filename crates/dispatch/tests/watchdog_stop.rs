@@ -16,7 +16,7 @@ fn stop_takes(threshold_ns: u64) -> Duration {
 fn stop_takes_in(threshold_ns: u64, mode: Mode) -> Duration {
     let cpu = punctual_rt::affinity::last_online_cpu();
     let heartbeats: Arc<[Heartbeat]> = vec![Heartbeat::default()].into();
-    // Not real-time: no canary, no RLIMIT_RTTIME, no privileges needed; the watchdog thread's loop
+    // Not real-time: no starvation watch, no RLIMIT_RTTIME, no privileges needed; the watchdog thread's loop
     // is the one under test.
     let w = Watchdog::start(
         threshold_ns,
@@ -59,17 +59,17 @@ fn watchdog_with_an_absurd_threshold_stops_at_all() {
     );
 }
 
-/// Issue 32, item 1: with the default threshold (2 s) the canaries slept a quarter of it, 0.5 s,
-/// between cheeps, and `stop` joined them: every run, interrupted ones included, ended up to 0.5 s
-/// late (SIGINT 1.1 s into a run took 1.15 s). `stop` now unparks them; before the fix this took
-/// about 450 ms, the bound leaves a loaded machine room.
+/// Issue 32, item 1: with the default threshold (2 s) the watchdog's threads (then its canaries
+/// too) slept a quarter of it, 0.5 s, between checks, and `stop` joined them: every run,
+/// interrupted ones included, ended up to 0.5 s late (SIGINT 1.1 s into a run took 1.15 s). `stop`
+/// now unparks them; before the fix this took about 450 ms, the bound leaves a loaded machine room.
 #[test]
-fn watchdog_stop_wakes_its_canaries_at_once() {
+fn a_real_time_watchdog_stops_at_once() {
     // SAFETY: plain syscall.
     if unsafe { libc::geteuid() } != 0 {
         punctual_testkit::skip(
-            "watchdog_stop_wakes_its_canaries_at_once",
-            "a real-time watchdog (canaries, FIFO 99) needs root",
+            "a_real_time_watchdog_stops_at_once",
+            "a real-time watchdog (FIFO 99) needs root",
         );
         return;
     }
@@ -80,6 +80,6 @@ fn watchdog_stop_wakes_its_canaries_at_once() {
     let took = stop_takes_in(2_000_000_000, mode);
     assert!(
         took < Duration::from_millis(250),
-        "stopping a watchdog with canaries took {took:?}"
+        "stopping a real-time watchdog took {took:?}"
     );
 }

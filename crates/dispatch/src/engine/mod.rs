@@ -36,7 +36,8 @@ use sources::{Sources, Timed};
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Sleeps longer than this are cut into pieces, so a stop request is seen within it.
+/// Sleeps longer than this are cut into pieces, so a stop request is seen within it (and within a
+/// breather's interval, when shorter: the watchdog reads the loop's blocks as they end).
 pub const SLEEP_SLICE_NS: u64 = 100_000_000;
 /// How long a breather sleeps.
 pub const BREATHER_NS: u64 = 20_000;
@@ -179,13 +180,16 @@ impl SlotProgress {
     }
 }
 
-/// Heartbeat for the watchdog: when the current action began (0 = none running), which, and the
-/// CPU-time clock of the thread running the loop (0 = not published), so the watchdog can tell
-/// whether the loop is what holds its CPU.
+/// Heartbeat for the watchdog: when the current action began (0 = none running), which, when the
+/// loop last blocked, and the CPU-time clock of the thread running the loop (0 = not published),
+/// so the watchdog can tell whether the loop is what holds its CPU.
 #[derive(Default, Debug)]
 pub struct Heartbeat {
     pub action_since: AtomicU64,
     pub action: AtomicU64,
+    /// When the loop last came back from blocking in the kernel (CLOCK_MONOTONIC, ns): up to then
+    /// its CPU was free for lower-priority work. Publishing the thread counts as a block.
+    pub blocked_at: AtomicU64,
     pub cpu_clock: std::sync::atomic::AtomicI32,
     /// The spin margin in use (ns), for `run --metrics`.
     pub margin_ns: AtomicU64,
@@ -198,7 +202,8 @@ impl Heartbeat {
         let mut id: libc::clockid_t = 0;
         // SAFETY: pthread_self is the calling thread; `id` is a valid out-pointer.
         if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0 {
-            self.cpu_clock.store(id, Ordering::Relaxed);
+            self.blocked(punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC));
+            self.cpu_clock.store(id, Ordering::Release);
         }
     }
 
@@ -232,6 +237,12 @@ impl Heartbeat {
     #[inline(always)]
     fn end(&self) {
         self.action_since.store(0, Ordering::Release);
+    }
+
+    /// The loop came back at `at` from blocking in the kernel (a sleep, a breather).
+    #[inline(always)]
+    pub fn blocked(&self, at: u64) {
+        self.blocked_at.store(at, Ordering::Relaxed);
     }
 }
 
@@ -386,7 +397,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     let mut margin = loop_margin(cfg);
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
-    let mut breather = Breather::new(cfg.breather_every, clock.now());
+    let mut breather = Breather::new(cfg.breather_every, clock.now(), heartbeat);
     let mut steal = StealWatch::new(cfg.steal, clock.now());
     let mut slept_once = false;
     // How long the previous action ran (for --explain: a loop that arrives late because of it was
@@ -414,8 +425,8 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let now = clock.now();
         let m = margin.margin();
         between.top(now, &mut end.stalls);
-        if act_at > now && act_at - now > m + SLEEP_SLICE_NS {
-            clock.sleep_until(now + SLEEP_SLICE_NS);
+        if act_at > now && act_at - now > m + breather.slice() {
+            clock.sleep_until(now + breather.slice());
             breather.blocked(clock.now());
             between.slept();
             continue;
@@ -628,25 +639,35 @@ fn note_wake(
 }
 
 /// When a loop that has not blocked for a long time (dense releases) takes a short breather, so
-/// lower-priority work on its CPU (the watchdog's canary, kernel threads) gets to run: where no
+/// lower-priority work on its CPU (kernel threads) gets to run, and RLIMIT_RTTIME and the
+/// watchdog see the loop block: where no
 /// release falls (the next one at least the breather and the kernel's wake-up away) when the plan
 /// has such room; in a plan without any, in the widest gap seen since the loop last blocked; and
 /// at once when twice overdue. A breather that lands on a release makes it late by the loop's own
 /// doing (`--explain`'s `dispatcher`).
-struct Breather {
+struct Breather<'a> {
     every: Option<u64>,
     last_block: u64,
     /// The widest gap between releases since the loop last blocked.
     widest: u64,
+    /// Where the watchdog reads when the loop last blocked.
+    heartbeat: &'a Heartbeat,
 }
 
-impl Breather {
-    fn new(every: Option<u64>, now: u64) -> Breather {
+impl<'a> Breather<'a> {
+    fn new(every: Option<u64>, now: u64, heartbeat: &'a Heartbeat) -> Breather<'a> {
         Breather {
             every,
             last_block: now,
             widest: 0,
+            heartbeat,
         }
+    }
+
+    /// The longest sleep: [`SLEEP_SLICE_NS`], or the interval between breathers when shorter.
+    #[inline(always)]
+    fn slice(&self) -> u64 {
+        self.every.map_or(SLEEP_SLICE_NS, |e| e.min(SLEEP_SLICE_NS))
     }
 
     /// The loop blocked (slept in the kernel) until `at`.
@@ -654,6 +675,7 @@ impl Breather {
     fn blocked(&mut self, at: u64) {
         self.last_block = at;
         self.widest = 0;
+        self.heartbeat.blocked(at);
     }
 
     /// Whether to breathe now, with the next action `gap` away, a margin `m` the loop would

@@ -878,16 +878,7 @@ fn a_late_last_release_does_not_count_releases_after_the_end_as_missed() {
 #[test]
 fn a_plan_with_only_events_ends_after_the_last_one() {
     let clock = ManualClock::new(0, 10);
-    let slots = vec![SlotSpec {
-        name: "e".into(),
-        action: 0,
-        period: None,
-        offset: 0,
-        wcet: None,
-        miss: MissPolicy::Skip,
-        movable: false,
-        lead_in: None,
-    }];
+    let slots = event_slot();
     let events: Vec<Event> = (0..1000u64)
         .map(|i| Event::new(i * 10_000, 0, &[]))
         .collect();
@@ -1233,10 +1224,9 @@ fn a_wake_group_with_no_room_for_one_turns_together() {
     );
 }
 
-#[test]
-fn breathers_are_taken_when_the_loop_never_blocks() {
-    let clock = ManualClock::new(0, 1_000);
-    let slots = vec![SlotSpec {
+/// One slot `e` that events release, action 0.
+fn event_slot() -> Vec<SlotSpec> {
+    vec![SlotSpec {
         name: "e".into(),
         action: 0,
         period: None,
@@ -1245,49 +1235,83 @@ fn breathers_are_taken_when_the_loop_never_blocks() {
         miss: MissPolicy::Skip,
         movable: false,
         lead_in: None,
-    }];
-    let events: Vec<Event> = (0..100_000u64)
-        .map(|i| Event::new(i * 10_000, 0, &[]))
-        .collect();
-    let mut fake = Fake::new(&clock, 1);
+    }]
+}
+
+/// `events` from slot `e` on `clock` (reading `manual` underneath), `every` between breathers,
+/// the plan starting at `start`, a fixed 50 us margin.
+fn run_events<C: Clock>(
+    clock: &C,
+    manual: &ManualClock,
+    events: &[Event],
+    every: Option<u64>,
+    start: u64,
+    hb: &Heartbeat,
+) -> (LoopEnd, Vec<SlotStats>) {
+    let slots = event_slot();
+    let mut fake = Fake::new(manual, 1);
     let mut stats = vec![SlotStats::new(false)];
     let progress = vec![SlotProgress::default()];
     let cfg = LoopConfig {
         margin: MarginPolicy::Fixed(50_000),
-        breather_every: Some(100_000_000),
-        events: &events,
+        breather_every: every,
+        events,
         event_slot: &[Some(0)],
-        ..loop_cfg(1_000_000, u64::MAX)
+        ..loop_cfg(start, u64::MAX)
     };
     let e = dispatch(
-        &clock,
+        clock,
         &cfg,
         &slots,
         &mut stats,
         &mut fake,
         &AtomicBool::new(false),
         &progress,
-        &Heartbeat::default(),
+        hb,
         StallLog::off(),
     );
+    (e, stats)
+}
+
+/// One second of events 10 us apart on a manual clock, `every` between breathers.
+fn back_to_back(every: Option<u64>, hb: &Heartbeat) -> (LoopEnd, Vec<SlotStats>) {
+    let clock = ManualClock::new(0, 1_000);
+    let events: Vec<Event> = (0..100_000u64)
+        .map(|i| Event::new(i * 10_000, 0, &[]))
+        .collect();
+    run_events(&clock, &clock, &events, every, 1_000_000, hb)
+}
+
+#[test]
+fn breathers_are_taken_when_the_loop_never_blocks() {
+    let (e, stats) = back_to_back(Some(100_000_000), &Heartbeat::default());
     // One second of back-to-back events: about one breather per 100 ms.
     assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
     assert_eq!(stats[0].releases, 100_000);
 }
 
+/// The watchdog reads when the loop last blocked from its heartbeat: a dense loop's breathers are
+/// its blocks, and one that never breathes last blocked before its first release.
+#[test]
+fn the_heartbeat_says_when_the_loop_last_blocked() {
+    let hb = Heartbeat::default();
+    let (e, _) = back_to_back(Some(100_000_000), &hb);
+    let last = hb.blocked_at.load(Ordering::Relaxed);
+    // The last breather fell in the last ~200 ms of the second of releases (1 ms lead-in).
+    assert!(e.breathers > 0);
+    assert!((800_000_000..=1_010_000_000).contains(&last), "{last}");
+    let hb = Heartbeat::default();
+    let (e, _) = back_to_back(None, &hb);
+    assert_eq!(e.breathers, 0);
+    // It slept towards the first release (1 ms, 50 us margin), then spun through the rest.
+    let last = hb.blocked_at.load(Ordering::Relaxed);
+    assert!((900_000..1_000_000).contains(&last), "{last}");
+}
+
 #[test]
 fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
     let clock = ManualClock::new(0, 100);
-    let slots = vec![SlotSpec {
-        name: "e".into(),
-        action: 0,
-        period: None,
-        offset: 0,
-        wcet: None,
-        miss: MissPolicy::Skip,
-        movable: false,
-        lead_in: None,
-    }];
+    let slots = event_slot();
     // Bursts of events 10 us apart, then 150 us of room, over and over for 1 s.
     let mut events = Vec::new();
     let mut t = 0;
@@ -1564,4 +1588,47 @@ fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release
         "{asked:?}"
     );
     assert_eq!((near(3_000_000), near(4_000_000)), (1, 1), "{asked:?}");
+}
+
+/// A manual clock that keeps the length of every sleep.
+struct SleepLog {
+    clock: ManualClock,
+    sleeps: std::sync::Mutex<Vec<u64>>,
+}
+
+impl Clock for SleepLog {
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    fn sleep_until(&self, t: u64) {
+        self.sleeps
+            .lock()
+            .unwrap()
+            .push(t.saturating_sub(self.clock.peek()));
+        self.clock.sleep_until(t);
+    }
+}
+
+/// A loop waiting 1 s for its release blocks in slices no longer than its breathers' interval,
+/// so the watchdog (threshold four times that) sees it block while it waits.
+#[test]
+fn a_long_wait_is_cut_at_the_breathers_interval() {
+    for (every, longest) in [(Some(25_000_000), 25_000_000), (None, SLEEP_SLICE_NS)] {
+        let clock = SleepLog {
+            clock: ManualClock::new(0, 1_000),
+            sleeps: Default::default(),
+        };
+        let events = [Event::new(1_000_000_000, 0, &[])];
+        let hb = Heartbeat::default();
+        let (_, stats) = run_events(&clock, &clock.clock, &events, every, 0, &hb);
+        assert_eq!(stats[0].releases, 1);
+        let sleeps = clock.sleeps.lock().unwrap();
+        let most = *sleeps.iter().max().unwrap();
+        assert!(
+            most <= longest && most > longest / 2,
+            "{most} ns against {longest}"
+        );
+        assert!(sleeps.len() as u64 >= 1_000_000_000 / longest);
+    }
 }
