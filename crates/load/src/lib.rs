@@ -11,6 +11,8 @@ mod supervise;
 // The build load's generated project, also timed as a work unit by `mckenney-choose`.
 pub use body::build;
 pub use body::sort::{array_len as sort_array_len, cache_bytes, introsort};
-pub use body::{run_body, run_body_with_ready, BodyOptions, LoadReport, READY_LINE};
+pub use body::{
+    name_process, process_name, run_body, run_body_with_ready, BodyOptions, LoadReport, READY_LINE,
+};
 pub use spec::{LoadItem, LoadKind, LoadSpec};
 pub use supervise::{LoadError, Loads, StartOptions, HIDDEN_SUBCOMMAND};

@@ -141,11 +141,34 @@ fn assert_gone(tree: &[(i32, u64)], scratch: &Path, how: &str) {
     }
 }
 
+/// Each load process is named after its kind (`load-io`), not `punctual`: `--explain` names what
+/// held a CPU by that name, and a load read as one of punctual's own threads.
+fn assert_named(tree: &[(i32, u64)]) {
+    for &(pid, _) in tree {
+        let argv = cmdline(pid);
+        let Some(kind) = argv
+            .split_whitespace()
+            .skip_while(|a| *a != "__load")
+            .nth(1)
+        else {
+            continue;
+        };
+        // It names itself just after its exec: give a load seen at once a moment.
+        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while comm().trim() != format!("load-{kind}") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(comm().trim(), format!("load-{kind}"), "{argv}");
+    }
+}
+
 #[test]
 fn loads_are_reaped_after_sigint() {
     let scratch = tempfile::tempdir().unwrap();
     let mut child = start(scratch.path());
     let tree = wait_for_loads(&mut child);
+    assert_named(&tree);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();

@@ -13,6 +13,7 @@ pub struct LoadBodyArgs {
 }
 
 pub fn run(a: LoadBodyArgs) -> anyhow::Result<punctual_session::Exit> {
+    punctual_load::name_process(a.kind);
     let opts = punctual_load::BodyOptions {
         cpu: a.cpu,
         dir: a.dir,
