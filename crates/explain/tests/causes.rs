@@ -1068,6 +1068,37 @@ fn a_client_spinning_at_its_instant_is_held_by_what_interrupted_it_not_its_wake_
 }
 
 #[test]
+fn a_client_back_on_its_cpu_by_its_instant_that_reads_late_with_no_guest_event_was_not_running() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // Woken 300 us early, the client is switched in on CPU 0 8 us before its instant and reads
+    // its clock 51 us after it, with no spin read reported and no guest event on CPU 0 between:
+    // a periodic host stop of the vCPU, which the scheduler charged to the client.
+    waking(&mut s, t - 300 * US, 1, CLIENT, 19);
+    switch(&mut s, t - 8 * US, 0, 0, 0, CLIENT, 19);
+    s.event(
+        t + 60 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: CLIENT,
+            runtime: 68 * US,
+        },
+    );
+    let r = client(
+        t,
+        t + 51 * US,
+        handover(t - 300 * US, t - 300 * US, 30 * US),
+    );
+    let a = cause_of(&s, &r);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(a.why.contains("no guest event"), "{}", a.why);
+    // The same with the tick inside: the guest ran, and its own time is the wake path's again.
+    vector(&mut s, 0, t + 10 * US, t + 12 * US, Vector::LocalTimer);
+    let a = cause_of(&s, &r);
+    assert_eq!(a.cause, Cause::WakePath, "{a:?}");
+}
+
+#[test]
 fn a_wake_up_held_by_another_task_past_a_capped_lead_names_the_task() {
     let mut s = synth();
     let t = T0 + 10_000 * US;
