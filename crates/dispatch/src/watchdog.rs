@@ -166,8 +166,11 @@ impl Watch {
             return None;
         }
         let ran = seen.run_ns.map_or(0, |a| run_ns.saturating_sub(a));
+        let since = hb.action_since.load(Ordering::Acquire);
         if ran.saturating_mul(2) < sampled {
-            if seen.reported != last {
+            // Inside an action that blocks (a plugin's sleep), the loop is not held back: the
+            // action's own threshold watches it.
+            if seen.reported != last && since == 0 {
                 seen.reported = last;
                 self.held.lock().unwrap().push(HeldByOthers {
                     cpu: self.cpus[i],
@@ -178,7 +181,6 @@ impl Watch {
             }
             return None;
         }
-        let since = hb.action_since.load(Ordering::Acquire);
         let inside = if since != 0 {
             format!(
                 "; the dispatcher has been inside action '{}' for {}",

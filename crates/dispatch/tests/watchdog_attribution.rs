@@ -127,3 +127,31 @@ fn a_cpu_starved_by_the_dispatcher_itself_still_trips_the_watchdog() {
     assert!(stop.load(Ordering::Relaxed));
     assert!(held.is_empty(), "blamed on others: {held:?}");
 }
+
+#[test]
+fn a_loop_blocked_inside_a_short_action_is_neither_starving_nor_held() {
+    let test = "a_loop_blocked_inside_a_short_action_is_neither_starving_nor_held";
+    if !punctual_testkit::need_root(test, "a real-time watchdog (FIFO 99)") {
+        return;
+    }
+    // The loop last blocked 150 ms ago; now it is inside an action that sleeps 150 ms (a plugin
+    // that blocks), under the 200 ms threshold. Its last block grows past the threshold while it
+    // does not run: that is neither this run starving its CPU nor someone else holding it.
+    let hb: Arc<[Heartbeat]> = vec![Heartbeat::default()].into();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu = punctual_rt::affinity::last_online_cpu();
+    let w = watchdog(200_000_000, cpu, hb.clone(), stop.clone());
+    let now = || punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC);
+    hb[0].publish_thread();
+    hb[0].blocked(now() - 150_000_000);
+    hb[0].action_since.store(now(), Ordering::Release);
+    std::thread::sleep(Duration::from_millis(150));
+    hb[0].action_since.store(0, Ordering::Release);
+    hb[0].blocked(now());
+    std::thread::sleep(Duration::from_millis(100));
+    let held = w.held_by_others();
+    hb[0].withdraw_thread();
+    assert_eq!(w.stop(), None);
+    assert!(!stop.load(Ordering::Relaxed));
+    assert!(held.is_empty(), "{held:?}");
+}

@@ -640,11 +640,10 @@ fn note_wake(
 
 /// When a loop that has not blocked for a long time (dense releases) takes a short breather, so
 /// lower-priority work on its CPU (kernel threads) gets to run, and RLIMIT_RTTIME and the
-/// watchdog see the loop block: where no
-/// release falls (the next one at least the breather and the kernel's wake-up away) when the plan
-/// has such room; in a plan without any, in the widest gap seen since the loop last blocked; and
-/// at once when twice overdue. A breather that lands on a release makes it late by the loop's own
-/// doing (`--explain`'s `dispatcher`).
+/// watchdog see the loop block: where no release falls (the next one at least the breather and
+/// the kernel's wake-up away) when the plan has such room; in a plan without any, in the widest
+/// gap seen since the loop last blocked; and at once when twice overdue. A breather that lands on
+/// a release makes it late by the loop's own doing (`--explain`'s `dispatcher`).
 struct Breather<'a> {
     every: Option<u64>,
     last_block: u64,
