@@ -334,6 +334,8 @@ pub struct Cell {
     pub floor: punctual_bench::gaps::Floor,
     /// A few late releases of each cause with how each was decided.
     pub examples: Option<serde_json::Value>,
+    /// `--explain-trace`: the file the row's trace was kept in, or why it could not be written.
+    pub trace_file: Option<Result<String, String>>,
     /// What the processes could not have (FIFO or mlockall refused), each once.
     pub fallbacks: Vec<Fallback>,
     /// (c) and (d): the dispatcher's margin and the processes' leads at the end of the row
@@ -357,6 +359,7 @@ impl Cell {
             held: None,
             floor: Default::default(),
             examples: None,
+            trace_file: None,
             fallbacks: Vec::new(),
             dispatcher: None,
         }
@@ -570,6 +573,15 @@ fn watch_floor(
         .map_err(|e| Failure::system(format!("watching the floor: {e}")))
 }
 
+/// Where `--explain-trace` kept a row's trace, or why it could not.
+fn kept_in(t: &punctual_explain::Trace) -> Option<Result<String, String>> {
+    t.captured.kept_in.as_ref().map(|k| {
+        k.as_ref()
+            .map(|p| p.display().to_string())
+            .map_err(String::clone)
+    })
+}
+
 /// (a) and (b): processes that time themselves, their late releases reported with their figures.
 fn measure_self_timed(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(), Failure> {
     cell.floor = watch_floor(ctx, &punctual_rt::online_cpus(), row)?;
@@ -588,7 +600,9 @@ fn measure_self_timed(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(
     let mut late = (Vec::new(), 0);
     collect(children, cell, &mut late);
     if let Some(x) = explainer {
-        let x = x.stop()?.explain(&late.0, &[(0, late.1)]);
+        let trace = x.stop()?;
+        cell.trace_file = kept_in(&trace);
+        let x = trace.explain(&late.0, &[(0, late.1)]);
         cell.causes = Some(x.tally(0));
         cell.examples = Some(x.examples_json());
     }
@@ -752,6 +766,7 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
             to: r.actual,
         });
         trace.captured.stalls.extend(stalls);
+        cell.trace_file = kept_in(&trace);
         records.extend(held.0);
         unlogged.push((HELD_SERIES, held.1));
         let mut x = trace.explain(&records, &unlogged);
@@ -809,7 +824,10 @@ impl KurtPeriodic {
                 10_000_000_000
             },
             cpu: punctual_rt::affinity::last_online_cpu(),
-            explain: Some(ExplainConfig::default()),
+            explain: Some(ExplainConfig {
+                keep: opts.explain_trace.map(punctual_explain::KeepTrace::new),
+                ..ExplainConfig::default()
+            }),
         }
     }
 
@@ -1178,6 +1196,9 @@ fn series(doc: &mut ResultDoc, cells: &[Cell]) {
                 .with("held_read_causes", t.to_json())
                 .with("held_read_offenders", t.offenders_json(3));
         }
+        if let Some(Ok(f)) = &c.trace_file {
+            lateness = lateness.with("trace_file", f.clone());
+        }
         if let Some(e) = &c.examples {
             lateness = lateness.with("lateness_examples", e.clone());
         }
@@ -1253,7 +1274,32 @@ pub fn explain_table(cells: &[Cell]) -> Table {
             cells.len()
         ));
     }
+    trace_files_note(&mut t, cells);
     t
+}
+
+/// `--explain-trace`: which file holds which row's trace (one per row, in the table's order), and
+/// the rows whose trace could not be written.
+fn trace_files_note(t: &mut Table, cells: &[Cell]) {
+    let kept: Vec<(&Cell, &String)> = cells
+        .iter()
+        .filter_map(|c| match &c.trace_file {
+            Some(Ok(f)) => Some((c, f)),
+            _ => None,
+        })
+        .collect();
+    if let (Some((c0, f0)), Some((c1, f1))) = (kept.first(), kept.last()) {
+        t.note(format!(
+            "kernel traces kept, one file per row in this order (punctual trace analyze FILE): {} in {f0} to {} in {f1}",
+            row_name(c0),
+            row_name(c1)
+        ));
+    }
+    for c in cells {
+        if let Some(Err(e)) = &c.trace_file {
+            t.note(format!("{}: its trace was not kept: {e}", row_name(c)));
+        }
+    }
 }
 
 /// Late releases by cause, one bar per row, in % of the row's releases.
@@ -1527,6 +1573,42 @@ mod tests {
         assert_eq!((r.series, r.tid, r.cpu), (HELD_SERIES, 42, 1));
         assert_eq!(r.waiter, Waiter::Client, "no timer of its own was due");
         assert_eq!((r.target, r.lateness()), (1_000_000, 150_000));
+    }
+
+    /// `--explain-trace`: the note names the first and last row's files, and a row whose trace
+    /// could not be written says why.
+    #[test]
+    fn the_explain_table_says_where_the_rows_traces_are() {
+        let cells = [
+            Cell {
+                causes: Some(Tally::default()),
+                trace_file: Some(Ok("/x/t".into())),
+                ..Cell::new(Mode::Wake, false, 1)
+            },
+            Cell {
+                causes: Some(Tally::default()),
+                trace_file: Some(Err("/x/t-2: No space left on device".into())),
+                ..Cell::new(Mode::Wake, false, 10)
+            },
+            Cell {
+                causes: Some(Tally::default()),
+                trace_file: Some(Ok("/x/t-3".into())),
+                ..Cell::new(Mode::WakeShielded, true, 30)
+            },
+        ];
+        let text = explain_table(&cells).render_at(punctual_result::table::Width::Unlimited);
+        assert!(
+            text.contains(
+                "(punctual trace analyze FILE): (c) 1 idle in /x/t to (d) 30 disk in /x/t-3"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("(c) 10 idle: its trace was not kept: /x/t-2: No space left on device"),
+            "{text}"
+        );
+        let none = explain_table(&cells[..0]).render_at(punctual_result::table::Width::Unlimited);
+        assert!(!none.contains("kernel traces kept"), "{none}");
     }
 
     /// A row with held reads says how many and why under the table; a row without says nothing.

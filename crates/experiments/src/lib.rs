@@ -34,11 +34,18 @@ use punctual_result::Failure;
 use punctual_session::{drive, Env, Exit, Measurement, Outputs};
 
 /// What an experiment takes from the command line.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// The reduced version, under a minute.
     pub quick: bool,
+    /// `--explain-trace FILE`: keep the kernel trace each row's causes were read from, FILE for
+    /// the first row and FILE-2, FILE-3... for the next (experiments in [`EXPLAINED`]).
+    pub explain_trace: Option<std::path::PathBuf>,
 }
+
+/// Experiments that trace their rows and explain their late releases: the ones that take
+/// `--explain-trace`.
+pub const EXPLAINED: [&str; 1] = [kurt_periodic::NAME];
 
 /// An experiment as `punctual experiment list|run` sees it.
 pub trait Experiment: Send + Sync {

@@ -16,7 +16,10 @@ fn run() -> Finished {
         "--sim",
         "--quick",
     ]);
-    let mut m = EtsionLatencySim::new(Options { quick: true });
+    let mut m = EtsionLatencySim::new(Options {
+        quick: true,
+        explain_trace: None,
+    });
     execute(&mut m, None, &env).unwrap()
 }
 

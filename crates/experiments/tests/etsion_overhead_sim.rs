@@ -21,7 +21,10 @@ fn run() -> &'static Finished {
             "--sim",
             "--quick",
         ]);
-        let mut m = EtsionOverheadSim::new(Options { quick: true });
+        let mut m = EtsionOverheadSim::new(Options {
+            quick: true,
+            explain_trace: None,
+        });
         execute(&mut m, None, &env).unwrap()
     })
 }

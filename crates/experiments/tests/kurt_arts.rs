@@ -14,7 +14,10 @@ fn kurt_arts_sends_every_frame_and_the_receiver_times_each_gap() {
         return;
     }
     let before: Vec<String> = netns_list();
-    let mut m = KurtArts::new(Options { quick: true });
+    let mut m = KurtArts::new(Options {
+        quick: true,
+        explain_trace: None,
+    });
     m.packets = 200;
     m.spacings = vec![500_000];
     let env = Env::real().capture();

@@ -93,7 +93,10 @@ fn finished() -> (Finished, String) {
         "mckenney-choose",
         "--quick",
     ]);
-    let m = McKenneyChoose::new(punctual_experiments::Options { quick: true });
+    let m = McKenneyChoose::new(punctual_experiments::Options {
+        quick: true,
+        explain_trace: None,
+    });
     let r = execute(&mut Canned::new(m, outcome()), None, &env).unwrap();
     let text = r.report.render();
     (r, text)

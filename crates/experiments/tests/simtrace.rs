@@ -13,7 +13,10 @@ use punctual_experiments::{registry, sim_registry, Options};
 use punctual_result::{ResultDoc, Table};
 use punctual_session::{execute, Env, Exit, Finished, Measurement};
 
-const QUICK: Options = Options { quick: true };
+const QUICK: Options = Options {
+    quick: true,
+    explain_trace: None,
+};
 
 fn run<M: Measurement>(mut m: M) -> Finished {
     let env = Env::real().capture();

@@ -264,6 +264,41 @@ fn unknown_experiment() {
         .stderr(predicate::str::contains("unknown experiment"));
 }
 
+/// `--explain-trace` on an experiment that traces nothing is refused before it runs, and one that
+/// cannot be written too (an etsion-frames run would take seconds, kurt-periodic minutes).
+#[test]
+fn explain_trace_where_nothing_is_traced_or_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.trace");
+    punctual()
+        .args([
+            "experiment",
+            "run",
+            "etsion-frames",
+            "--no-store",
+            "--explain-trace",
+        ])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--explain-trace: 'etsion-frames' does not trace its rows (only kurt-periodic does)",
+        ));
+    punctual()
+        .args([
+            "experiment",
+            "run",
+            "kurt-periodic",
+            "--no-store",
+            "--explain-trace",
+        ])
+        .arg(dir.path().join("no/such/dir/t.trace"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--explain-trace"));
+    assert!(!file.exists());
+}
+
 /// [`refused`] for commands without --json/--csv: exit 2 naming the flag, in a directory that
 /// stays empty.
 fn refused_plain(args: &[&str], message: &[&str]) {

@@ -32,6 +32,11 @@ pub struct ExperimentRunArgs {
     /// Write the result document to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
     pub json: Option<Output>,
+    /// Keep the kernel trace each row's late releases were explained from (kurt-periodic): FILE
+    /// for the first row, FILE-2, FILE-3... for the next, punctual trace files (`punctual trace
+    /// analyze FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub explain_trace: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub store: crate::args::StoreArgs,
 }
@@ -78,6 +83,19 @@ fn run_one(a: ExperimentRunArgs, env: &Env) -> anyhow::Result<Exit> {
         ))
         .into());
     };
+    if let Some(path) = &a.explain_trace {
+        if !punctual_experiments::EXPLAINED.contains(&a.name.as_str()) || sim {
+            return Err(Failure::usage(format!(
+                "--explain-trace: '{}' does not trace its rows (only {} does)",
+                punctual_time::text::display_name(&a.name),
+                punctual_experiments::EXPLAINED.join(", ")
+            ))
+            .into());
+        }
+        Output::File(path.clone())
+            .check_writable()
+            .map_err(|e| Failure::usage(format!("--explain-trace: {e}")))?;
+    }
     let mut out = Outputs::new().export("--json", a.json.as_ref(), Json)?;
     // Figures are stored with the result; files only where asked, or where they would otherwise
     // be lost (--no-store).
@@ -89,5 +107,9 @@ fn run_one(a: ExperimentRunArgs, env: &Env) -> anyhow::Result<Exit> {
         out = out.figures_dir("--figures", dir)?;
     }
     let out = a.store.apply(out)?;
-    Ok(exp.run(Options { quick: a.quick }, &out, env)?)
+    let opts = Options {
+        quick: a.quick,
+        explain_trace: a.explain_trace.clone(),
+    };
+    Ok(exp.run(opts, &out, env)?)
 }
