@@ -4,7 +4,9 @@
 //! - Each dispatcher loop publishes when it last blocked (slept towards a release, or took the
 //!   breather it takes at least every quarter of the threshold when releases are dense): only then
 //!   can anything of a lower priority run on its CPU. A loop that has not blocked for the threshold
-//!   while it ran has starved its CPU. (rtkit, and punctual until 2026-11-29, watch a canary thread
+//!   while it ran has starved its CPU. When the block it published is half the threshold old, the
+//!   watchdog looks whether the loop is blocked right now (its `/proc` state: a sleep it has not
+//!   come back from, an action that waits), which counts as a block too. (rtkit, and punctual until 2026-11-29, watch a canary thread
 //!   on that CPU instead; a normal-class canary's turns cost a 10 us plan 37-94 releases in 10 s,
 //!   given by the kernel's fair server wherever it chose, or filling the breathers: issue 26.)
 //! - Each dispatcher thread publishes when its current action began; an action running past the
@@ -74,6 +76,9 @@ pub struct HeldByOthers {
 #[derive(Clone, Copy, Debug, Default)]
 struct Baseline {
     block: u64,
+    /// The last tick the watchdog found the loop blocked itself (inside an action that waits, or
+    /// in a sleep it has not come back from): a block too.
+    seen_blocked: u64,
     at: u64,
     run_ns: Option<u64>,
     /// The starvation episode already reported as someone else's (its last block).
@@ -146,15 +151,24 @@ impl Watch {
             *seen = Baseline::default();
             return None;
         };
-        let last = hb.blocked_at.load(Ordering::Relaxed);
+        let published = hb.blocked_at.load(Ordering::Relaxed);
         // A new block, or a loop first seen now: measure from now.
-        if seen.block != last || seen.run_ns.is_none() {
+        if seen.block != published || seen.run_ns.is_none() {
             *seen = Baseline {
-                block: last,
+                block: published,
                 at: t,
                 run_ns: Some(run_ns),
-                reported: seen.reported,
+                ..*seen
             };
+        }
+        let last = published.max(seen.seen_blocked);
+        // Blocked where the loop does not say (a sleep it is still in, an action that waits):
+        // its CPU is free now, which counts as a block.
+        if t.saturating_sub(last) > self.threshold / 2 && hb.blocked_now() {
+            seen.seen_blocked = t;
+            seen.at = t;
+            seen.run_ns = Some(run_ns);
+            return None;
         }
         if t.saturating_sub(last) <= self.threshold {
             return None;
@@ -166,11 +180,8 @@ impl Watch {
             return None;
         }
         let ran = seen.run_ns.map_or(0, |a| run_ns.saturating_sub(a));
-        let since = hb.action_since.load(Ordering::Acquire);
         if ran.saturating_mul(2) < sampled {
-            // Inside an action that blocks (a plugin's sleep), the loop is not held back: the
-            // action's own threshold watches it.
-            if seen.reported != last && since == 0 {
+            if seen.reported != last {
                 seen.reported = last;
                 self.held.lock().unwrap().push(HeldByOthers {
                     cpu: self.cpus[i],
@@ -181,6 +192,7 @@ impl Watch {
             }
             return None;
         }
+        let since = hb.action_since.load(Ordering::Acquire);
         let inside = if since != 0 {
             format!(
                 "; the dispatcher has been inside action '{}' for {}",

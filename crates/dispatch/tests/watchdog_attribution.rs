@@ -46,6 +46,8 @@ fn a_cpu_starved_by_another_process_does_not_trip_the_watchdog_and_is_reported()
     let (h2, done) = (hb.clone(), Arc::new(AtomicBool::new(false)));
     let d2 = done.clone();
     let idle = std::thread::spawn(move || {
+        // On the dispatcher's CPU, as a dispatcher is: once its sleep ends it waits there.
+        punctual_rt::affinity::set(0, &[cpu]).unwrap();
         h2[0].publish_thread();
         while !d2.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(5));
@@ -135,8 +137,9 @@ fn a_loop_blocked_inside_a_short_action_is_neither_starving_nor_held() {
         return;
     }
     // The loop last blocked 150 ms ago; now it is inside an action that sleeps 150 ms (a plugin
-    // that blocks), under the 200 ms threshold. Its last block grows past the threshold while it
-    // does not run: that is neither this run starving its CPU nor someone else holding it.
+    // that blocks), under the 200 ms threshold. The block it published grows past the threshold
+    // while it sleeps where it does not say: the watchdog sees it blocked, and that is neither
+    // this run starving its CPU nor someone else holding it.
     let hb: Arc<[Heartbeat]> = vec![Heartbeat::default()].into();
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = punctual_rt::affinity::last_online_cpu();

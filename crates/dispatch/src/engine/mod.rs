@@ -191,6 +191,8 @@ pub struct Heartbeat {
     /// its CPU was free for lower-priority work. Publishing the thread counts as a block.
     pub blocked_at: AtomicU64,
     pub cpu_clock: std::sync::atomic::AtomicI32,
+    /// The loop thread's id (0 = not published), for the watchdog to see it blocked right now.
+    pub tid: std::sync::atomic::AtomicI32,
     /// The spin margin in use (ns), for `run --metrics`.
     pub margin_ns: AtomicU64,
 }
@@ -203,12 +205,25 @@ impl Heartbeat {
         // SAFETY: pthread_self is the calling thread; `id` is a valid out-pointer.
         if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0 {
             self.blocked(punctual_time::clock::read_clock(libc::CLOCK_MONOTONIC));
+            // SAFETY: a plain system call without arguments that can fail.
+            self.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
             self.cpu_clock.store(id, Ordering::Release);
         }
     }
 
     pub fn withdraw_thread(&self) {
         self.cpu_clock.store(0, Ordering::Relaxed);
+        self.tid.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the published thread is blocked in the kernel right now (sleeping, in an action
+    /// that waits): its CPU is free for others. Reads `/proc`, so only for the watchdog.
+    pub fn blocked_now(&self) -> bool {
+        let tid = self.tid.load(Ordering::Relaxed);
+        tid > 0
+            && punctual_rt::ProcStat::read(format!("/proc/self/task/{tid}/stat"))
+                .and_then(|s| s.field::<char>(3))
+                .is_some_and(|c| matches!(c, 'S' | 'D' | 'I'))
     }
 
     /// CPU time the published thread has used, if it published its clock.
