@@ -34,6 +34,10 @@ pub struct Handover {
     /// The dispatcher's bookkeeping it reached the hand-over late from: as
     /// [`LateRelease::own_work`], for its side of a late hand-over.
     pub own_work: Option<OwnWork>,
+    /// How long the dispatcher's bookkeeping after an action takes in this run when nothing stops
+    /// it (its 99th percentile, as [`OwnWork::usual`]): what it does on the client's CPU between
+    /// this hand-over and its next wait. `u64::MAX` until the run is over.
+    pub bookkeeping: u64,
 }
 
 /// One release outside its bound. Times are CLOCK_MONOTONIC ns, the trace's clock.
@@ -165,6 +169,11 @@ impl LateLog {
         });
         for w in works.filter(|w| w.kind == kind) {
             w.usual = usual;
+        }
+        if kind == WorkKind::Bookkeeping {
+            for h in self.records.iter_mut().filter_map(|r| r.handover.as_mut()) {
+                h.bookkeeping = usual;
+            }
         }
     }
 

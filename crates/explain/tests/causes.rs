@@ -100,6 +100,7 @@ fn handover(planned: u64, at: u64, lead_needed: u64) -> Handover {
         lead_needed,
         last_read: None,
         own_work: None,
+        bookkeeping: u64::MAX,
     }
 }
 
@@ -1096,6 +1097,45 @@ fn a_client_back_on_its_cpu_by_its_instant_that_reads_late_with_no_guest_event_w
     vector(&mut s, 0, t + 10 * US, t + 12 * US, Vector::LocalTimer);
     let a = cause_of(&s, &r);
     assert_eq!(a.cause, Cause::WakePath, "{a:?}");
+}
+
+#[test]
+fn the_dispatcher_holding_its_clients_cpu_after_a_hand_over_with_no_guest_event_was_not_running() {
+    let t = T0 + 10_000 * US;
+    // The dispatcher and the client share CPU 0. The loop wakes at T-40 us, hands over at T-36 us
+    // and, where it blocks 1-4 us later as a rule, holds the CPU 151 us with no guest event; the
+    // client runs at T+115 us.
+    let trace = |ticks: &[u64]| {
+        let mut s = synth();
+        switch(&mut s, t - 40 * US, 0, 0, 0, DISPATCHER, 9);
+        waking(&mut s, t - 36 * US, 0, CLIENT, 19);
+        for &k in ticks {
+            vector(&mut s, 0, k, k + 2 * US, Vector::LocalTimer);
+        }
+        switch(&mut s, t + 115 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
+        s
+    };
+    let h = |bookkeeping| Handover {
+        cpu: 0,
+        bookkeeping,
+        ..handover(t - 36 * US, t - 36 * US, 30 * US)
+    };
+    let r = |bookkeeping| client(t, t + 116 * US, h(bookkeeping));
+    // Its bookkeeping's usual time unknown: the dispatcher's doing.
+    let a = cause_of(&trace(&[]), &r(u64::MAX));
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
+    // Known to be under 4 us: the stretch was the host's.
+    let a = cause_of(&trace(&[]), &r(4 * US));
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(
+        a.why.contains("the dispatcher handed over 36.0 us before"),
+        "{}",
+        a.why
+    );
+    // The guest took interrupts every 40 us meanwhile: it ran, and the loop held the CPU.
+    let ticks: Vec<u64> = (0..4).map(|k| t + k * 40 * US).collect();
+    let a = cause_of(&trace(&ticks), &r(4 * US));
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
 }
 
 #[test]

@@ -164,6 +164,7 @@ pub(super) fn push_client(
                 at,
                 usual: u64::MAX,
             }),
+            bookkeeping: u64::MAX,
         }),
         behind: false,
         // The client spun to its instant: its read before the one that found it passed.
