@@ -6,9 +6,10 @@
 //!   can anything of a lower priority run on its CPU. A loop that has not blocked for the threshold
 //!   while it ran has starved its CPU. When the block it published is half the threshold old, the
 //!   watchdog looks whether the loop is blocked right now (its `/proc` state: a sleep it has not
-//!   come back from, an action that waits), which counts as a block too. (rtkit, and punctual until 2026-11-29, watch a canary thread
-//!   on that CPU instead; a normal-class canary's turns cost a 10 us plan 37-94 releases in 10 s,
-//!   given by the kernel's fair server wherever it chose, or filling the breathers: issue 26.)
+//!   come back from, an action that waits), which counts as a block too. (rtkit, and punctual
+//!   until 2026-11-29, watch a canary thread on that CPU instead; a normal-class canary's turns
+//!   cost a 10 us plan 37-94 releases in 10 s, given by the kernel's fair server wherever it
+//!   chose, or filling the breathers: issue 26.)
 //! - Each dispatcher thread publishes when its current action began; an action running past the
 //!   threshold is stuck (a plugin looping forever).
 //! - RLIMIT_RTTIME bounds the CPU a real-time thread may use without blocking (soft limit twice the
@@ -16,10 +17,10 @@
 //!   Every exec child gets the same limits before its exec (`punctual_rt::child`), with the default
 //!   disposition of SIGXCPU, so a child spinning at a real-time priority dies of it; the exec
 //!   action's reaper raises the [`Alarm`], which trips the watchdog like the rest.
-//! - RLIMIT_RTTIME and the block clock bound only a continuous hold; [`crate::share`] bounds the share of
-//!   each CPU the run's real-time tasks (its own threads, exec children, wake clients it spawned)
-//!   hold over a sliding window (5 s by default): the spin budget (50 %) for the programs the plan
-//!   starts, 95 % for everything together. Sampled every 100 ms.
+//! - RLIMIT_RTTIME and the block watch bound only a continuous hold; [`crate::share`] bounds the
+//!   share of each CPU the run's real-time tasks (its own threads, exec children, wake clients it
+//!   spawned) hold over a sliding window (5 s by default): the spin budget (50 %) for the programs
+//!   the plan starts, 95 % for everything together. Sampled every 100 ms.
 //!
 //! Tripping demotes every real-time thread of this process and of its descendants (exec children,
 //! spawned wake clients) to SCHED_OTHER, stops the run and records why; the binary exits with 3.

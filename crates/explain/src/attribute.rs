@@ -770,7 +770,11 @@ fn loop_stopped_after(
     lateness: u64,
     a: Attribution,
 ) -> Attribution {
-    let Some(events) = ev.trace.cpu_events(r.cpu as usize) else {
+    let Some(events) = ev
+        .trace
+        .cpu_events(r.cpu as usize)
+        .filter(|_| r.actual > h.at)
+    else {
         return a;
     };
     let inside =
