@@ -295,6 +295,20 @@ impl Evidence<'_> {
         )
     }
 
+    /// `victim`'s kernel priority as the last switch to it on `cpu` at or before `to` gave it.
+    fn prio_of(&self, cpu: u32, victim: i32, to: u64) -> Option<i32> {
+        let ev = self.trace.cpu_events(cpu as usize)?;
+        let b = ev.partition_point(|e| e.ts <= to);
+        ev[..b].iter().rev().find_map(|e| match e.kind {
+            EventKind::Switch {
+                next_pid,
+                next_prio,
+                ..
+            } if next_pid == victim => Some(next_prio),
+            _ => None,
+        })
+    }
+
     /// How `victim` last left `cpu` at or before `to`: when, and its state (`prev_state`).
     fn left_as(&self, cpu: u32, victim: i32, to: u64) -> Option<(u64, u64)> {
         let ev = self.trace.cpu_events(cpu as usize)?;
@@ -336,9 +350,16 @@ pub fn class_of(pid: i32, prio: i32) -> String {
     }
 }
 
-/// The cause an occupant stands for, given how the victim waits, which threads are punctual's and
-/// whether a hypervisor may have held the CPU.
-fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>, vm: bool) -> Cause {
+/// The cause an occupant stands for, given how the victim waits and its kernel priority (`prio`,
+/// when the trace shows it: a task that outranks it took the CPU whatever the victim was doing),
+/// which threads are punctual's and whether a hypervisor may have held the CPU.
+fn cause_of(
+    o: Occupant,
+    (waiter, prio): (Waiter, Option<i32>),
+    behind: bool,
+    own: &HashSet<i32>,
+    vm: bool,
+) -> Cause {
     match o {
         // A polling CPU notices a wake-up at once: past the victim's time, it was not running.
         Occupant::IdlePoll if vm => Cause::Steal,
@@ -348,8 +369,11 @@ fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>, vm: b
         }
         Occupant::Irq(_) | Occupant::Vector(_) => Cause::Irq,
         Occupant::Softirq(_) => Cause::Softirq,
-        // A loop that was behind with its own work (an action, a breather): whatever held the
-        // CPU meanwhile, the loop chose it.
+        // A task that outranks the loop preempted it, behind or not (a FIFO 99 hog in the middle
+        // of the loop's previous action made it behind: CI, 2026-11-29).
+        Occupant::Task { prio: p, .. } if prio.is_some_and(|v| p < v) => Cause::Task,
+        // A loop that was behind with its own work (an action, a breather): whatever else held
+        // the CPU meanwhile, the loop chose it.
         Occupant::Victim | Occupant::Task { .. } if waiter == Waiter::Loop && behind => {
             Cause::Dispatcher
         }
@@ -371,14 +395,14 @@ fn cause_of(o: Occupant, waiter: Waiter, behind: bool, own: &HashSet<i32>, vm: b
 /// The winning cause of an accounted window, and its largest occupant.
 fn decide(
     acc: &Accounting,
-    waiter: Waiter,
+    victim: (Waiter, Option<i32>),
     behind: bool,
     own: &HashSet<i32>,
     vm: bool,
 ) -> Option<(Cause, Occupant, u64)> {
     let mut per = [0u64; Cause::ALL.len()];
     for &(o, t) in &acc.by {
-        let c = cause_of(o, waiter, behind, own, vm);
+        let c = cause_of(o, victim, behind, own, vm);
         per[Cause::ALL.iter().position(|x| *x == c).expect("listed")] += t;
     }
     // Ties go to the earlier cause: max_by_key keeps the last maximum, so walk backwards.
@@ -392,7 +416,7 @@ fn decide(
     let top = acc
         .by
         .iter()
-        .filter(|(o, _)| cause_of(*o, waiter, behind, own, vm) == cause)
+        .filter(|(o, _)| cause_of(*o, victim, behind, own, vm) == cause)
         .max_by_key(|(_, t)| *t)
         .map(|(o, _)| *o)
         .unwrap_or(Occupant::Unknown);
@@ -455,9 +479,14 @@ fn explain_window(
             deciding.by = others;
         }
     }
-    let Some((mut cause, top, held)) =
-        decide(&deciding, waiter, behind, &ev.own, ev.trace.virtualized)
-    else {
+    let prio = ev.prio_of(cpu, victim, to);
+    let Some((mut cause, top, held)) = decide(
+        &deciding,
+        (waiter, prio),
+        behind,
+        &ev.own,
+        ev.trace.virtualized,
+    ) else {
         return Attribution::unexplained("an empty window");
     };
     let mut why = format!(

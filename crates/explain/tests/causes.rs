@@ -458,6 +458,28 @@ fn a_loop_still_busy_with_earlier_work_is_the_dispatcher() {
 }
 
 #[test]
+fn a_task_that_outranks_a_loop_behind_with_its_own_work_is_named() {
+    let t = T0 + 10_000 * US;
+    // The loop (FIFO 90) was behind; what held its CPU over the release's window decides whether
+    // it chose that: a normal task ran because the loop blocked, a FIFO 99 hog (kernel prio 0)
+    // took the CPU whatever the loop did (CI, 2026-11-29: a hog in the middle of the loop's
+    // previous action made it behind, and its burst read `dispatcher`).
+    for (left, hog_prio, cause) in [
+        (SLEEPING, 120, Cause::Dispatcher),
+        (PREEMPTED, 0, Cause::Task),
+    ] {
+        let mut s = synth();
+        switch(&mut s, t - 1_000 * US, 0, 0, 0, DISPATCHER, 9);
+        switch(&mut s, t - 5 * US, 0, DISPATCHER, left, 400, hog_prio);
+        switch(&mut s, t + 100 * US, 0, 400, SLEEPING, DISPATCHER, 9);
+        let mut r = own(DISPATCHER, Waiter::Loop, t, t + 101 * US);
+        r.behind = true;
+        let a = cause_of(&s, &r);
+        assert_eq!(a.cause, cause, "prio {hog_prio}: {a:?}");
+    }
+}
+
+#[test]
 fn a_victim_on_its_cpu_past_its_instant_without_any_guest_event_was_not_running() {
     let mut s = synth();
     let t = T0 + 10_000 * US;
