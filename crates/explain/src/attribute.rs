@@ -30,7 +30,7 @@
 use crate::record::{Handover, LateRelease, OwnWork, Stall, StallKind, Waiter, WorkKind};
 use crate::timeline::{account, dark_stretches, Accounting, Occupant, Window, LOOKBACK_NS};
 use punctual_trace::capture::Captured;
-use punctual_trace::event::{softirq_name, EventKind, STATE_MASK, STATE_PREEMPTED};
+use punctual_trace::event::{softirq_name, Event, EventKind, STATE_MASK, STATE_PREEMPTED};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -295,11 +295,16 @@ impl Evidence<'_> {
         )
     }
 
-    /// `victim`'s kernel priority as the last switch to it on `cpu` at or before `to` gave it.
-    fn prio_of(&self, cpu: u32, victim: i32, to: u64) -> Option<i32> {
+    /// The latest event on `cpu` at or before `to` that `f` makes something of.
+    fn last_on<T>(&self, cpu: u32, to: u64, f: impl Fn(&Event) -> Option<T>) -> Option<T> {
         let ev = self.trace.cpu_events(cpu as usize)?;
         let b = ev.partition_point(|e| e.ts <= to);
-        ev[..b].iter().rev().find_map(|e| match e.kind {
+        ev[..b].iter().rev().find_map(f)
+    }
+
+    /// `victim`'s kernel priority as the last switch to it on `cpu` at or before `to` gave it.
+    fn prio_of(&self, cpu: u32, victim: i32, to: u64) -> Option<i32> {
+        self.last_on(cpu, to, |e| match e.kind {
             EventKind::Switch {
                 next_pid,
                 next_prio,
@@ -311,9 +316,7 @@ impl Evidence<'_> {
 
     /// How `victim` last left `cpu` at or before `to`: when, and its state (`prev_state`).
     fn left_as(&self, cpu: u32, victim: i32, to: u64) -> Option<(u64, u64)> {
-        let ev = self.trace.cpu_events(cpu as usize)?;
-        let b = ev.partition_point(|e| e.ts <= to);
-        ev[..b].iter().rev().find_map(|e| match e.kind {
+        self.last_on(cpu, to, |e| match e.kind {
             EventKind::Switch {
                 prev_pid,
                 prev_state,
@@ -816,13 +819,10 @@ fn loop_stopped_after(
         .zip(marks.skip(1))
         .max_by_key(|(a, b)| b.saturating_sub(*a))
         .unwrap_or((h.at, h.at));
-    let running = events[..events.partition_point(|e| e.ts <= gap_from)]
-        .iter()
-        .rev()
-        .find_map(|e| match e.kind {
-            EventKind::Switch { next_pid, .. } => Some(next_pid),
-            _ => None,
-        });
+    let running = ev.last_on(r.cpu, gap_from, |e| match e.kind {
+        EventKind::Switch { next_pid, .. } => Some(next_pid),
+        _ => None,
+    });
     if running != Some(h.tid) || gap_to - gap_from < h.bookkeeping.saturating_add(lateness / 2) {
         return a;
     }
