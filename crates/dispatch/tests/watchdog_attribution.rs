@@ -46,8 +46,16 @@ fn a_cpu_starved_by_another_process_does_not_trip_the_watchdog_and_is_reported()
     let (h2, done) = (hb.clone(), Arc::new(AtomicBool::new(false)));
     let d2 = done.clone();
     let idle = std::thread::spawn(move || {
-        // On the dispatcher's CPU, as a dispatcher is: once its sleep ends it waits there.
+        // On the dispatcher's CPU and real-time, as a dispatcher is: once its sleep ends it waits
+        // there, runnable, behind the spinner. (A normal-class stand-in got turns from the
+        // kernel's fair server and slept again, which the watchdog rightly read as blocked.)
         punctual_rt::affinity::set(0, &[cpu]).unwrap();
+        let p = libc::sched_param { sched_priority: 97 };
+        // SAFETY: pid 0 is the calling thread; the call only reads `p`, a live local.
+        assert_eq!(
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) },
+            0
+        );
         h2[0].publish_thread();
         while !d2.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(5));
