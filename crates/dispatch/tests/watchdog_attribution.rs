@@ -52,10 +52,8 @@ fn a_cpu_starved_by_another_process_does_not_trip_the_watchdog_and_is_reported()
         punctual_rt::affinity::set(0, &[cpu]).unwrap();
         let p = libc::sched_param { sched_priority: 97 };
         // SAFETY: pid 0 is the calling thread; the call only reads `p`, a live local.
-        assert_eq!(
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) },
-            0
-        );
+        let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+        assert_eq!(set, 0);
         h2[0].publish_thread();
         while !d2.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(5));
