@@ -573,15 +573,6 @@ fn watch_floor(
         .map_err(|e| Failure::system(format!("watching the floor: {e}")))
 }
 
-/// Where `--explain-trace` kept a row's trace, or why it could not.
-fn kept_in(t: &punctual_explain::Trace) -> Option<Result<String, String>> {
-    t.captured.kept_in.as_ref().map(|k| {
-        k.as_ref()
-            .map(|p| p.display().to_string())
-            .map_err(String::clone)
-    })
-}
-
 /// (a) and (b): processes that time themselves, their late releases reported with their figures.
 fn measure_self_timed(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(), Failure> {
     cell.floor = watch_floor(ctx, &punctual_rt::online_cpus(), row)?;
@@ -601,7 +592,7 @@ fn measure_self_timed(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(
     collect(children, cell, &mut late);
     if let Some(x) = explainer {
         let trace = x.stop()?;
-        cell.trace_file = kept_in(&trace);
+        cell.trace_file = trace.captured.kept_in_text();
         let x = trace.explain(&late.0, &[(0, late.1)]);
         cell.causes = Some(x.tally(0));
         cell.examples = Some(x.examples_json());
@@ -766,7 +757,7 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
             to: r.actual,
         });
         trace.captured.stalls.extend(stalls);
-        cell.trace_file = kept_in(&trace);
+        cell.trace_file = trace.captured.kept_in_text();
         records.extend(held.0);
         unlogged.push((HELD_SERIES, held.1));
         let mut x = trace.explain(&records, &unlogged);

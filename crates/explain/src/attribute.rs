@@ -482,7 +482,10 @@ fn explain_window(
             deciding.by = others;
         }
     }
-    let prio = ev.prio_of(cpu, victim, to);
+    // Only a loop behind with its own work is told apart by it (see `cause_of`).
+    let prio = (waiter == Waiter::Loop && behind)
+        .then(|| ev.prio_of(cpu, victim, to))
+        .flatten();
     let Some((mut cause, top, held)) = decide(
         &deciding,
         (waiter, prio),

@@ -140,11 +140,7 @@ impl CaptureStats {
                 .filter(|(i, _)| c.idle_polled.get(*i).copied().unwrap_or(false))
                 .map(|(_, &cpu)| cpu)
                 .collect(),
-            kept_in: c.kept_in.as_ref().map(|k| {
-                k.as_ref()
-                    .map(|p| p.display().to_string())
-                    .map_err(String::clone)
-            }),
+            kept_in: c.kept_in_text(),
         }
     }
 

@@ -273,6 +273,15 @@ impl Captured {
 }
 
 impl Captured {
+    /// [`Captured::kept_in`] as text: the file's path as it is shown, or why it was not written.
+    pub fn kept_in_text(&self) -> Option<Result<String, String>> {
+        self.kept_in.as_ref().map(|k| {
+            k.as_ref()
+                .map(|p| p.display().to_string())
+                .map_err(String::clone)
+        })
+    }
+
     /// Write the capture as a punctual trace file (docs/trace-format.md), to be read back by
     /// `punctual trace analyze`: every CPU's events in time order, the tasks and IRQs named.
     /// `command` is the command line that made it. Returns the events written.
