@@ -296,7 +296,8 @@ pub struct LoopEnd {
     pub woke_late_stolen: u64,
     /// Releases spun through without sleeping: closer than the kernel can wake the loop.
     pub spun_through: u64,
-    /// Waits before a spin for a client on the loop's CPU to finish with a release due first.
+    /// Waits, before a sleep or a spin, for a client on the loop's CPU to finish with a release
+    /// due first.
     pub yields: u64,
     /// `--explain`: where the loop stalled in its own short work or waiting for a due timer.
     pub stalls: StallLog,
@@ -466,9 +467,11 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         if breathed {
             breathe(clock, &mut breather, &mut end, act_at);
         }
-        let w = wait_for(clock, &*actions, act_at, m, &mut end.yields);
-        // Only a real kernel sleep says anything about wake-up latency (a loop running behind does not sleep).
-        let slept = w.sleep_to > now;
+        let Waited {
+            wake: w,
+            slept,
+            on_client,
+        } = wait_for(clock, &*actions, act_at, m, &mut end.yields, &mut breather);
         note_wait(&mut end.stalls, &w, slept);
         slept_once |= slept;
         let late_wake = slept
@@ -498,7 +501,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             slept,
             woke: w.woke,
             last_read,
-            own_from: between.own_from(act_at, behind || slept || last_read.is_some()),
+            own_from: between.own_from(act_at, behind || slept || on_client || last_read.is_some()),
         };
         between.done(done);
         let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
@@ -547,8 +550,21 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     end
 }
 
+/// How the loop waited for a release ([`wait_for`]).
+struct Waited {
+    wake: punctual_time::Wake,
+    /// It slept in the kernel on a timer: only such a wake-up says anything about the kernel's
+    /// wake-up latency (a loop running behind, or one a client woke, did not).
+    slept: bool,
+    /// It blocked first until a client on its CPU came back (its own work did not run on).
+    on_client: bool,
+}
+
 /// The wait for a release at `act_at`: a kernel sleep to the margin `m` before it, then the
 /// clients on the loop's CPU let finish ([`yield_to_clients`], counted in `yields`), then the spin.
+/// When the loop is to sleep while a client on its CPU is still busy with a release due before
+/// `act_at`, it blocks until that client comes back first, instead of setting a timer that
+/// would preempt the client should it run late (the loop outranks its clients).
 #[inline(always)]
 fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
@@ -556,20 +572,37 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     act_at: u64,
     m: u64,
     yields: &mut u64,
-) -> punctual_time::Wake {
-    hybrid_until_then(clock, act_at, m, || {
+    breather: &mut Breather,
+) -> Waited {
+    let sleep_to = act_at.saturating_sub(m);
+    let mut on_client = false;
+    if clock.now().saturating_add(MIN_SLEEP_NS) < sleep_to {
+        let waited = yield_to_clients(clock, actions, act_at);
+        *yields += waited;
+        on_client = waited > 0;
+        if on_client {
+            breather.blocked(clock.now());
+        }
+    }
+    let from = clock.now();
+    let wake = hybrid_until_then(clock, act_at, m, || {
         let waited = yield_to_clients(clock, actions, act_at);
         *yields += waited;
         waited > 0
-    })
+    });
+    Waited {
+        slept: from < wake.sleep_to,
+        wake,
+        on_client,
+    }
 }
 
 /// How long after its instant a busy client still holds the loop back: one that has not come
 /// back for its next release by then is stuck or at long work, and the loop's releases come first.
 pub const CLIENT_WAIT_MAX_NS: u64 = 500_000;
 
-/// Before spinning to `act_at`, let a client on the loop's CPU that is still busy with a release
-/// due before `act_at` finish with it: block until it comes back for its next release (it wakes
+/// Before sleeping or spinning to `act_at`, let a client on the loop's CPU that is still busy with
+/// a release due before `act_at` finish with it: block until it comes back for its next release (it wakes
 /// the loop as it does), at most until `act_at`. The loop (FIFO 90) outranks its clients (FIFO
 /// 80): measured under disk load, when an interrupt delayed a client on the loop's CPU by 20-40
 /// us its instant fell inside the loop's spin for the next hand-over, which held it 100-240 us

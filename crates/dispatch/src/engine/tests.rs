@@ -191,8 +191,8 @@ fn loop_cfg<'a>(start: u64, end: u64) -> LoopConfig<'a> {
     }
 }
 
-fn run(
-    clock: &ManualClock,
+fn run<C: Clock + ?Sized>(
+    clock: &C,
     slots: &[SlotSpec],
     fake: &mut Fake,
     events: &[Event],
@@ -213,8 +213,8 @@ fn run(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_capped(
-    clock: &ManualClock,
+fn run_capped<C: Clock + ?Sized>(
+    clock: &C,
     slots: &[SlotSpec],
     fake: &mut Fake,
     events: &[Event],
@@ -1517,47 +1517,58 @@ fn a_hand_over_reached_late_from_the_loops_bookkeeping_keeps_where_it_began() {
     assert!(w.usual < 1_000, "{w:?}");
 }
 
-/// The loop releasing every 1 ms from 1 ms (a fixed 100 us margin) until `end`, beside a client
-/// on its CPU whose instant falls 40 us before the loop's second release, inside its spin; a
-/// `stuck` client never reads its clock.
-fn beside_a_client(stuck: bool, end: u64) -> Fake {
-    let clock = ManualClock::new(0, 10);
+/// The loop releasing every 1 ms from 1 ms (a `margin`) until `end`, beside a client on its CPU
+/// with its instant at `instant` (busy with it until it has read its clock there; `None`: no
+/// client); a `stuck` client never reads its clock. With every kernel sleep the loop took, from
+/// and to.
+fn beside_a_client(
+    instant: Option<u64>,
+    stuck: bool,
+    end: u64,
+    margin: MarginPolicy,
+) -> (Fake, Run, Vec<(u64, u64)>) {
+    let clock = SleepLog {
+        clock: ManualClock::with_wake_latency(0, 10, |_| 15_000),
+        sleeps: Default::default(),
+    };
     let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
-    let mut fake = Fake::new(&clock, 1);
-    fake.client_here = Some(CLIENTS_INSTANT);
+    let mut fake = Fake::new(&clock.clock, 1);
+    fake.client_here = instant;
     fake.client_stuck = stuck;
-    let fixed = MarginPolicy::Fixed(100_000);
-    run(&clock, &slots, &mut fake, &[], &[None], end, fixed);
-    fake
+    let r = run(&clock, &slots, &mut fake, &[], &[None], end, margin);
+    let sleeps = clock.sleeps.into_inner().unwrap();
+    (fake, r, sleeps)
 }
 
+/// 40 us before the loop's second release, inside its 100 us spin.
 const CLIENTS_INSTANT: u64 = 2_000_000 - 40_000;
+const FIXED_100_US: MarginPolicy = MarginPolicy::Fixed(100_000);
 
 #[test]
 fn the_loop_lets_a_client_on_its_cpu_take_its_instant_before_spinning_across_it() {
-    let fake = beside_a_client(false, 3_500_000);
+    let (fake, _, sleeps) = beside_a_client(Some(CLIENTS_INSTANT), false, 3_500_000, FIXED_100_US);
     let t = CLIENTS_INSTANT;
+    let back = t + crate::budget::CLIENT_READ_NS;
     let asked = fake.asked.borrow();
-    // Woken 100 us before its release, the loop found the client still busy with its release and
-    // waited for it instead of spinning across its instant; it asked again once the client had
-    // read its clock and come back, and only then spun.
+    // Before sleeping to its second release, the loop found the client still busy with a
+    // release due first and waited for it instead of setting a timer that could fire over it
+    // (the client late) or spinning across its instant; it asked again once the client had read
+    // its clock and come back, and only then spun.
     let first = asked.iter().position(|a| a.1 == Some(t)).expect("asked");
     assert!(
-        asked[first].0 >= 1_900_000 && asked[first].0 < t,
+        asked[first].0 >= 1_000_000 && asked[first].0 < 1_100_000,
         "{asked:?}"
     );
     let next = asked[first + 1];
+    assert!(next.1.is_none() && next.0 >= back, "{asked:?}");
     assert!(
-        next.1.is_none() && next.0 >= t + crate::budget::CLIENT_READ_NS,
-        "{asked:?}"
+        sleeps
+            .iter()
+            .all(|&(from, to)| to <= 1_000_000 || from >= back),
+        "a timer while the client was busy: {sleeps:?}"
     );
     // Its own release still went out on time, and the one after it was never held back.
-    let second = fake.log[1];
-    assert!(
-        second.3 >= 2_000_000 && second.3 < 2_000_100,
-        "{:?}",
-        fake.log
-    );
+    second_on_time(&fake);
     assert_eq!(
         asked.iter().filter(|a| a.1.is_some()).count(),
         1,
@@ -1567,33 +1578,34 @@ fn the_loop_lets_a_client_on_its_cpu_take_its_instant_before_spinning_across_it(
 
 #[test]
 fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release() {
-    let fake = beside_a_client(true, 4_500_000);
+    let (fake, _, _) = beside_a_client(Some(CLIENTS_INSTANT), true, 4_500_000, FIXED_100_US);
     assert_eq!(fake.log.len(), 4, "{:?}", fake.log);
+    // Each release at its instant, give or take the loop's clock reads after its wait (10 ns each
+    // on this clock).
     for (_, target, _, at) in &fake.log {
-        assert!(*at >= *target && *at < target + 100, "{:?}", fake.log);
+        assert!(*at >= *target && *at < target + 200, "{:?}", fake.log);
     }
-    // It waited for the client before the second release, until that release (it asked again
-    // when its wait ended); before the later ones the client had been busy longer than
-    // CLIENT_WAIT_MAX_NS, and the loop asked once each and spun.
+    // It waited for the client from its first release until its second (it asked again when
+    // its wait ended), and after it until the client had been busy CLIENT_WAIT_MAX_NS past its
+    // instant. After that it asked three more times (before spinning to the third release,
+    // before sleeping and before spinning to the fourth) and never waited again (a wait ends in
+    // one more question).
     let asked = fake.asked.borrow();
-    let near = |r: u64| {
-        asked
-            .iter()
-            .filter(|a| a.0 > r - 200_000 && a.0 < r + 1_000)
-            .count()
-    };
-    assert_eq!(near(2_000_000), 2, "{asked:?}");
-    assert!(
-        asked.iter().any(|a| a.0 >= 2_000_000 && a.0 < 2_001_000),
-        "{asked:?}"
-    );
-    assert_eq!((near(3_000_000), near(4_000_000)), (1, 1), "{asked:?}");
+    let t = CLIENTS_INSTANT;
+    let ended = |at: u64| asked.iter().any(|a| a.0 >= at && a.0 < at + 1_000);
+    assert!(ended(2_000_000), "{asked:?}");
+    assert!(ended(t + CLIENT_WAIT_MAX_NS), "{asked:?}");
+    let later = asked
+        .iter()
+        .filter(|a| a.0 > t + CLIENT_WAIT_MAX_NS + 1_000)
+        .count();
+    assert_eq!(later, 3, "{asked:?}");
 }
 
-/// A manual clock that keeps the length of every sleep.
+/// A manual clock that keeps every sleep: from when, to when it was asked to end.
 struct SleepLog {
     clock: ManualClock,
-    sleeps: std::sync::Mutex<Vec<u64>>,
+    sleeps: std::sync::Mutex<Vec<(u64, u64)>>,
 }
 
 impl Clock for SleepLog {
@@ -1602,12 +1614,56 @@ impl Clock for SleepLog {
     }
 
     fn sleep_until(&self, t: u64) {
-        self.sleeps
-            .lock()
-            .unwrap()
-            .push(t.saturating_sub(self.clock.peek()));
+        self.sleeps.lock().unwrap().push((self.clock.peek(), t));
         self.clock.sleep_until(t);
     }
+}
+
+#[test]
+fn a_client_due_well_before_the_loops_wake_up_is_waited_for_then_the_loop_sleeps() {
+    // The client's instant 500 us before the loop's second release: the loop waits for it to
+    // come back, then sleeps to its margin as usual, and its release is on time.
+    let t = 1_500_000;
+    let (fake, _, sleeps) = beside_a_client(Some(t), false, 2_500_000, FIXED_100_US);
+    let back = t + crate::budget::CLIENT_READ_NS;
+    assert!(
+        sleeps
+            .iter()
+            .any(|&(from, to)| from >= back && to == 1_900_000),
+        "{sleeps:?}"
+    );
+    second_on_time(&fake);
+}
+
+/// The loop's second release (due at 2 ms) went out within 100 ns of its instant.
+fn second_on_time(fake: &Fake) {
+    let second = fake.log[1];
+    assert!(
+        second.3 >= 2_000_000 && second.3 < 2_000_100,
+        "{:?}",
+        fake.log
+    );
+}
+
+#[test]
+fn waiting_for_a_client_teaches_the_margin_nothing() {
+    // An automatic margin learns the kernel's wake-ups (15 us here). A wait for the client that
+    // ends after the loop's planned wake-up (here at the loop's release: the client comes back
+    // 3 us after it) is no kernel wake-up: the margin and the count of late wake-ups come out
+    // as in the same run without the client. The loop waited twice: before its second release
+    // (until it) and before its third (until the client came back).
+    let (_, alone, _) = beside_a_client(None, false, 4_500_000, MarginPolicy::Auto);
+    let (_, beside, _) = beside_a_client(
+        Some(2_000_000 - 2_000),
+        false,
+        4_500_000,
+        MarginPolicy::Auto,
+    );
+    assert_eq!(
+        (beside.end.margin_ns, beside.end.woke_late),
+        (alone.end.margin_ns, alone.end.woke_late)
+    );
+    assert_eq!(beside.end.yields, 2);
 }
 
 /// A loop waiting 1 s for its release blocks in slices no longer than its breathers' interval,
@@ -1624,7 +1680,7 @@ fn a_long_wait_is_cut_at_the_breathers_interval() {
         let (_, stats) = run_events(&clock, &clock.clock, &events, every, 0, &hb);
         assert_eq!(stats[0].releases, 1);
         let sleeps = clock.sleeps.lock().unwrap();
-        let most = *sleeps.iter().max().unwrap();
+        let most = sleeps.iter().map(|(from, to)| to - from).max().unwrap();
         assert!(
             most <= longest && most > longest / 2,
             "{most} ns against {longest}"
