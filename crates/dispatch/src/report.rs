@@ -298,7 +298,7 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
         };
         let yields = if c.yields > 0 {
             format!(
-                ", waited {} time(s) for a client on its CPU before spinning",
+                ", waited {} time(s) for a client on its CPU to finish first",
                 c.yields
             )
         } else {

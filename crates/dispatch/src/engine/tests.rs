@@ -1602,6 +1602,31 @@ fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release
     assert_eq!(later, 3, "{asked:?}");
 }
 
+/// `--explain`: a wait for a client that the loop came back from after its own release is logged
+/// as its own short work, from before the wait to its first clock read after (where the trace
+/// shows it on its CPU and silent, the host held it); one it came back from in time is not.
+#[test]
+fn a_wait_for_a_client_that_ends_past_the_release_is_logged_as_a_stall() {
+    for (stuck, logged) in [(true, 1), (false, 0)] {
+        let clock = ManualClock::new(0, 10);
+        let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+        let mut fake = Fake::new(&clock, 1);
+        fake.client_here = Some(CLIENTS_INSTANT);
+        fake.client_stuck = stuck;
+        let (_, le) = run_explained_end(&clock, &slots, &mut fake, 2_500_000, FIXED_100_US);
+        let (stalls, _) = le.stalls.into_stalls();
+        let waits: Vec<_> = stalls
+            .iter()
+            .filter(|s| s.from < 1_100_000 && s.to >= 2_000_000)
+            .collect();
+        assert_eq!(waits.len(), logged, "stuck {stuck}: {stalls:?}");
+        if let Some(s) = waits.first() {
+            assert_eq!(s.kind, punctual_explain::StallKind::Busy);
+            assert!(s.from >= 1_000_000 && s.to < 2_001_000, "{s:?}");
+        }
+    }
+}
+
 /// A manual clock that keeps every sleep: from when, to when it was asked to end.
 struct SleepLog {
     clock: ManualClock,
