@@ -31,6 +31,8 @@ struct Fake {
     client_here: Option<u64>,
     /// The client never acknowledges.
     client_stuck: bool,
+    /// A wait for the client comes back this long after its timeout.
+    wait_overshoot: u64,
     asked: std::cell::RefCell<Vec<(u64, Option<u64>)>>,
 }
 
@@ -56,6 +58,7 @@ impl Fake {
             stall_after: std::cell::Cell::new(None),
             client_here: None,
             client_stuck: false,
+            wait_overshoot: 0,
             asked: Default::default(),
         }
     }
@@ -128,7 +131,12 @@ impl Actions for Fake {
             .client_here
             .filter(|_| !self.client_stuck)
             .map_or(u64::MAX, |t| t + crate::budget::CLIENT_READ_NS);
-        self.clock.advance(back.saturating_sub(now).min(timeout_ns));
+        let waited = back.saturating_sub(now);
+        if waited < timeout_ns {
+            self.clock.advance(waited);
+        } else {
+            self.clock.advance(timeout_ns + self.wait_overshoot);
+        }
     }
     fn handed(&self, action: u16) -> Option<Handed> {
         // The release the last report was about: the one before the last firing, or the last
@@ -1602,27 +1610,26 @@ fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release
     assert_eq!(later, 3, "{asked:?}");
 }
 
-/// `--explain`: a wait for a client that the loop came back from after its own release is logged
-/// as its own short work, from before the wait to its first clock read after (where the trace
-/// shows it on its CPU and silent, the host held it); one it came back from in time is not.
+/// `--explain`: a wait for a client that the loop came back from 30 us after its timeout (its
+/// own release) is logged as a timer's, from the timeout to its first clock read after (where
+/// the trace shows the guest silent while it was due, or the loop back on its CPU and silent,
+/// the host held it); a wait the client ended in time is not.
 #[test]
-fn a_wait_for_a_client_that_ends_past_the_release_is_logged_as_a_stall() {
+fn a_wait_for_a_client_that_ends_past_its_timeout_is_logged_as_a_stall() {
     for (stuck, logged) in [(true, 1), (false, 0)] {
         let clock = ManualClock::new(0, 10);
         let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
         let mut fake = Fake::new(&clock, 1);
         fake.client_here = Some(CLIENTS_INSTANT);
         fake.client_stuck = stuck;
+        fake.wait_overshoot = 30_000;
         let (_, le) = run_explained_end(&clock, &slots, &mut fake, 2_500_000, FIXED_100_US);
         let (stalls, _) = le.stalls.into_stalls();
-        let waits: Vec<_> = stalls
-            .iter()
-            .filter(|s| s.from < 1_100_000 && s.to >= 2_000_000)
-            .collect();
+        let waits: Vec<_> = stalls.iter().filter(|s| s.from == 2_000_000).collect();
         assert_eq!(waits.len(), logged, "stuck {stuck}: {stalls:?}");
         if let Some(s) = waits.first() {
-            assert_eq!(s.kind, punctual_explain::StallKind::Busy);
-            assert!(s.from >= 1_000_000 && s.to < 2_001_000, "{s:?}");
+            assert_eq!(s.kind, punctual_explain::StallKind::Timer);
+            assert!(s.to >= 2_030_000 && s.to < 2_031_000, "{s:?}");
         }
     }
 }
