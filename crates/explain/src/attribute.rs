@@ -744,6 +744,12 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             false,
         );
         if !matches!(held.cause, Cause::WakePath | Cause::Unexplained) && held.held_ns * 2 > took {
+            // The loop on the client's CPU after the hand-over: stopped there, or its own doing.
+            let held = if held.cause == Cause::Dispatcher && h.cpu == r.cpu {
+                loop_stopped_after(ev, r, &h, lateness, held)
+            } else {
+                held
+            };
             return held.said_first(format!(
                 "its wake-up took {} against a lead of {}",
                 punctual_time::format_ns(took),
