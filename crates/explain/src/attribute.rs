@@ -28,7 +28,9 @@
 //! was at least [`STEAL_COUNTER_MIN_NS`] (the counter's 10 ms resolution says nothing shorter).
 
 use crate::record::{Handover, LateRelease, OwnWork, Stall, StallKind, Waiter, WorkKind};
-use crate::timeline::{account, dark_stretches, Accounting, Occupant, Window, LOOKBACK_NS};
+use crate::timeline::{
+    account, dark_stretches, Accounting, CpuFacts, Occupant, Window, LOOKBACK_NS,
+};
 use punctual_trace::capture::Captured;
 use punctual_trace::event::{softirq_name, Event, EventKind, STATE_MASK, STATE_PREEMPTED};
 use serde::{Deserialize, Serialize};
@@ -179,6 +181,7 @@ pub fn dark_by_cpu(
 ) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
     let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
     let mut idle_known: std::collections::HashMap<u32, bool> = Default::default();
+    let mut handlers: std::collections::HashMap<u32, Option<u64>> = Default::default();
     let sleepers = records
         .iter()
         .filter(|r| r.waiter == Waiter::Sleeper && r.handover.is_none())
@@ -200,12 +203,17 @@ pub fn dark_by_cpu(
                     .any(|e| matches!(e.kind, EventKind::CpuIdle { .. }))
         });
         let poll = trace.poll_state(s.cpu as usize);
-        out.entry(s.cpu).or_default().extend(dark_stretches(
-            events,
-            &s,
-            poll,
-            (known, trace.virtualized),
-        ));
+        let usual = *handlers
+            .entry(s.cpu)
+            .or_insert_with(|| crate::timeline::handler_usual(events));
+        let facts = CpuFacts {
+            idle_known: known,
+            virtualized: trace.virtualized,
+            handler_usual: usual,
+        };
+        out.entry(s.cpu)
+            .or_default()
+            .extend(dark_stretches(events, &s, poll, facts));
     }
     for v in out.values_mut() {
         v.sort_unstable();
