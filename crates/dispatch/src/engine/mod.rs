@@ -563,9 +563,12 @@ struct Waited {
 /// The wait for a release at `act_at`: a kernel sleep to the margin `m` before it, then the
 /// clients on the loop's CPU let finish ([`yield_to_clients`], counted in `end.yields`), then the
 /// spin.
+///
 /// When the loop is to sleep while a client on its CPU is still busy with a release due before
 /// `act_at`, it blocks until that client comes back first, instead of setting a timer that
-/// would preempt the client should it run late (the loop outranks its clients).
+/// would preempt the client should it run late (the loop outranks its clients). A wait that
+/// found the client already back did not block; the watchdog's own look at the thread's state
+/// covers that.
 #[inline(always)]
 fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
@@ -602,13 +605,13 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
 /// back for its next release by then is stuck or at long work, and the loop's releases come first.
 pub const CLIENT_WAIT_MAX_NS: u64 = 500_000;
 
-/// Before sleeping or spinning to `act_at`, let a client on the loop's CPU that is still busy with
-/// a release due before `act_at` finish with it: block until it comes back for its next release (it wakes
-/// the loop as it does), at most until `act_at`. The loop (FIFO 90) outranks its clients (FIFO
-/// 80): measured under disk load, when an interrupt delayed a client on the loop's CPU by 20-40
-/// us its instant fell inside the loop's spin for the next hand-over, which held it 100-240 us
-/// more (`dispatcher` at 438 of 853 late releases of kurt-periodic's (c) disk 20). Returns how
-/// many times it waited.
+/// Before sleeping or spinning to `act_at`, let a client on the loop's CPU that is still busy
+/// with a release due before `act_at` finish with it: block until it comes back for its next
+/// release (it wakes the loop as it does), at most until `act_at`. The loop (FIFO 90) outranks
+/// its clients (FIFO 80): measured under disk load, when an interrupt delayed a client on the
+/// loop's CPU by 20-40 us its instant fell inside the loop's spin for the next hand-over, which
+/// held it 100-240 us more (`dispatcher` at 438 of 853 late releases of kurt-periodic's (c) disk
+/// 20). Returns how many times it waited.
 ///
 /// A wait the loop came back from after its timeout is logged in `stalls` as a timer's, from the
 /// timeout to its first clock read after: where the trace shows the guest silent while that
