@@ -180,8 +180,7 @@ pub fn dark_by_cpu(
     records: &[LateRelease],
 ) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
     let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
-    let mut idle_known: std::collections::HashMap<u32, bool> = Default::default();
-    let mut handlers: std::collections::HashMap<u32, Option<u64>> = Default::default();
+    let mut facts: std::collections::HashMap<u32, CpuFacts> = Default::default();
     let sleepers = records
         .iter()
         .filter(|r| r.waiter == Waiter::Sleeper && r.handover.is_none())
@@ -196,24 +195,18 @@ pub fn dark_by_cpu(
         let Some(events) = trace.cpu_events(s.cpu as usize) else {
             continue;
         };
-        let known = *idle_known.entry(s.cpu).or_insert_with(|| {
-            trace.idle_unsaid(s.cpu as usize).is_some()
+        let cpu_facts = *facts.entry(s.cpu).or_insert_with(|| CpuFacts {
+            idle_known: trace.idle_unsaid(s.cpu as usize).is_some()
                 || events
                     .iter()
-                    .any(|e| matches!(e.kind, EventKind::CpuIdle { .. }))
+                    .any(|e| matches!(e.kind, EventKind::CpuIdle { .. })),
+            virtualized: trace.virtualized,
+            handler_usual: crate::timeline::handler_usual(events),
         });
         let poll = trace.poll_state(s.cpu as usize);
-        let usual = *handlers
-            .entry(s.cpu)
-            .or_insert_with(|| crate::timeline::handler_usual(events));
-        let facts = CpuFacts {
-            idle_known: known,
-            virtualized: trace.virtualized,
-            handler_usual: usual,
-        };
         out.entry(s.cpu)
             .or_default()
-            .extend(dark_stretches(events, &s, poll, facts));
+            .extend(dark_stretches(events, &s, poll, cpu_facts));
     }
     for v in out.values_mut() {
         v.sort_unstable();
@@ -753,11 +746,7 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         );
         if !matches!(held.cause, Cause::WakePath | Cause::Unexplained) && held.held_ns * 2 > took {
             // The loop on the client's CPU after the hand-over: stopped there, or its own doing.
-            let held = if held.cause == Cause::Dispatcher && h.cpu == r.cpu {
-                loop_stopped_after(ev, r, &h, lateness, held)
-            } else {
-                held
-            };
+            let held = loop_stopped_after(ev, r, &h, lateness, held);
             return held.said_first(format!(
                 "its wake-up took {} against a lead of {}",
                 punctual_time::format_ns(took),
@@ -798,13 +787,12 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         (_, Some(s)) if on_cpu_in_time && a.cause == Cause::WakePath => {
             back_in_then_stopped(ev, r.cpu, (s, r.target, r.actual), a)
         }
-        _ if a.cause == Cause::Dispatcher && h.cpu == r.cpu => {
-            loop_stopped_after(ev, r, &h, lateness, a)
-        }
-        _ => a,
+        _ => loop_stopped_after(ev, r, &h, lateness, a),
     }
 }
 
+/// `a` unless it names the dispatcher for a client on the dispatcher's own CPU.
+///
 /// A client on the dispatcher's CPU held by the loop itself after the hand-over: between handing
 /// over and its next wait the loop only does its bookkeeping (`h.bookkeeping`, this run's 99th
 /// percentile). The longest stretch of the window with no guest event, while the loop had the
@@ -819,6 +807,9 @@ fn loop_stopped_after(
     lateness: u64,
     a: Attribution,
 ) -> Attribution {
+    if a.cause != Cause::Dispatcher || h.cpu != r.cpu {
+        return a;
+    }
     let Some(events) = ev
         .trace
         .cpu_events(r.cpu as usize)

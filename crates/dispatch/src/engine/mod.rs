@@ -581,18 +581,14 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     let sleep_to = act_at.saturating_sub(m);
     let mut on_client = false;
     if clock.now().saturating_add(MIN_SLEEP_NS) < sleep_to {
-        let waited = yield_to_clients(clock, actions, act_at, &mut end.stalls);
-        end.yields += waited;
-        on_client = waited > 0;
+        on_client = yield_to_clients(clock, actions, act_at, end);
         if on_client {
             breather.blocked(clock.now());
         }
     }
     let from = clock.now();
     let wake = hybrid_until_then(clock, act_at, m, || {
-        let waited = yield_to_clients(clock, actions, act_at, &mut end.stalls);
-        end.yields += waited;
-        waited > 0
+        yield_to_clients(clock, actions, act_at, end)
     });
     Waited {
         slept: from < wake.sleep_to,
@@ -611,9 +607,9 @@ pub const CLIENT_WAIT_MAX_NS: u64 = 500_000;
 /// its clients (FIFO 80): measured under disk load, when an interrupt delayed a client on the
 /// loop's CPU by 20-40 us its instant fell inside the loop's spin for the next hand-over, which
 /// held it 100-240 us more (`dispatcher` at 438 of 853 late releases of kurt-periodic's (c) disk
-/// 20). Returns how many times it waited.
+/// 20). Counts each wait in `end.yields`; returns whether it waited.
 ///
-/// A wait the loop came back from after its timeout is logged in `stalls` as a timer's, from the
+/// A wait the loop came back from after its timeout is logged in `end.stalls` as a timer's, from the
 /// timeout to its first clock read after: where the trace shows the guest silent while that
 /// timer was due (and nothing woke the loop), or the loop back on its CPU before that read,
 /// `--explain` reads the host's. Measured (seventh session): a client on the loop's CPU "ran"
@@ -623,14 +619,14 @@ fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     actions: &A,
     act_at: u64,
-    stalls: &mut StallLog,
-) -> u64 {
-    let mut waited = 0;
+    end: &mut LoopEnd,
+) -> bool {
+    let mut waited = false;
     let mut due = None;
     loop {
         let now = clock.now();
         if let Some(due) = due.take().filter(|&due| now > due) {
-            stalls.note(StallKind::Timer, due, now);
+            end.stalls.note(StallKind::Timer, due, now);
         }
         let Some((t, action)) = actions
             .busy_here(act_at)
@@ -644,7 +640,8 @@ fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
         due = Some(until);
         actions.wait_client(action, until - now);
-        waited += 1;
+        end.yields += 1;
+        waited = true;
     }
 }
 
