@@ -65,6 +65,7 @@ pub fn start_trace(cpus: &[usize]) -> Result<Capture, punctual_trace::TraceError
         max_events: MAX_EVENTS,
         drain_interval: Duration::from_millis(50),
         drain_off: cpus.to_vec(),
+        ..CaptureConfig::default()
     })
 }
 

@@ -15,8 +15,9 @@ use crate::kernel::instance::{instance_name, orphan_instances, Instance};
 use crate::kernel::page::{parse_page, Missed};
 use crate::kernel::tracefs::Tracefs;
 use crate::kernel::KernelEvent;
+use crate::ring::{ChunkPool, ChunkRing};
 use crate::TraceError;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -33,6 +34,9 @@ pub struct CaptureConfig {
     pub buffer_kb: u64,
     /// The most events kept in memory, over all CPUs (about 48 bytes each).
     pub max_events: usize,
+    /// Room for events allocated (and, under `mlockall`, locked) when the capture starts, so the
+    /// drain does not map memory while a run goes on; at most `max_events`.
+    pub reserve_events: usize,
     /// Longest sleep of the drain between passes (also the steal sampling interval).
     pub drain_interval: Duration,
     /// CPUs the drain thread keeps off (a shielded CPU); empty: it runs anywhere.
@@ -45,6 +49,8 @@ impl Default for CaptureConfig {
             cpus: Vec::new(),
             buffer_kb: 2048,
             max_events: 4 << 20,
+            // 12 MiB: a 10 s row of 30 processes, or the 10 us plan for 20 s.
+            reserve_events: 256 << 10,
             drain_interval: Duration::from_millis(50),
             drain_off: Vec::new(),
         }
@@ -603,7 +609,8 @@ struct DrainState {
     layout: PageLayout,
     per_cpu_cap: usize,
     out: Captured,
-    rings: Vec<VecDeque<Event>>,
+    rings: Vec<ChunkRing>,
+    pool: ChunkPool,
     held: usize,
 }
 
@@ -621,7 +628,8 @@ impl DrainState {
             decoder,
             layout,
             per_cpu_cap: (cfg.max_events / n.max(1)).max(1024),
-            rings: (0..n).map(|_| VecDeque::new()).collect(),
+            rings: (0..n).map(|_| ChunkRing::default()).collect(),
+            pool: ChunkPool::reserve(cfg.reserve_events.min(cfg.max_events)),
             held: 0,
             out: Captured {
                 start_ns,
@@ -682,7 +690,8 @@ impl DrainState {
             std::thread::sleep(interval / 10);
         }
         self.out.end_ns = now_mono();
-        self.out.events = self.rings.into_iter().map(Vec::from).collect();
+        let pool = &mut self.pool;
+        self.out.events = self.rings.iter_mut().map(|r| r.take_all(pool)).collect();
         self.out.drain_cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
         self.out.put_back_idle_exits();
         Ok(self.out)
@@ -708,14 +717,8 @@ impl DrainState {
     /// names beyond [`MAX_COMMS`]: a later snapshot covers `at` on.
     fn forget_before(&mut self, at: u64) {
         for (i, ring) in self.rings.iter_mut().enumerate() {
-            let n = ring.partition_point(|e| e.ts < at);
-            ring.drain(..n);
-            self.held -= n;
+            self.held -= ring.forget_before(at, &mut self.pool);
             self.out.covered_from[i] = self.out.covered_from[i].max(at);
-            // The room a burst took is given back.
-            if ring.capacity() > 4 * ring.len().max(1024) {
-                ring.shrink_to(2 * ring.len().max(1024));
-            }
         }
         let s = &mut self.out.steal;
         let keep = s.partition_point(|x| x.ts < at).saturating_sub(1);
@@ -811,19 +814,13 @@ impl DrainState {
         self.out.seen_by_cpu[i] += 1;
         let ring = &mut self.rings[i];
         if ring.len() >= self.per_cpu_cap {
-            if let Some(old) = ring.pop_front() {
+            if let Some(old) = ring.pop_front(&mut self.pool) {
                 self.out.evicted += 1;
                 self.held -= 1;
                 self.out.covered_from[i] = self.out.covered_from[i].max(old.ts + 1);
             }
         }
-        // Pages of one CPU arrive in order; an event out of order (clock step) goes in place.
-        if ring.back().is_some_and(|b| b.ts > e.ts) {
-            let at = ring.partition_point(|x| x.ts <= e.ts);
-            ring.insert(at, e);
-        } else {
-            ring.push_back(e);
-        }
+        ring.push(e, &mut self.pool);
         self.held += 1;
         self.out.peak_events = self.out.peak_events.max(self.held);
     }

@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod measure;
 pub mod record;
 pub mod render;
+pub mod ring;
 pub mod synth;
 
 pub use error::TraceError;
