@@ -158,6 +158,23 @@ pub fn place_clients(
     (0..n).map(|i| cpus[i % cpus.len()]).collect()
 }
 
+/// The CPU a shield should hold: `preferred`, unless it is `busy_irq` (the CPU taking the most
+/// device interrupts) and another CPU is online, then the last other one. A shield moves every
+/// IRQ it can, but a managed one (a single-queue disk's) stays, and its interrupts and the
+/// softirqs they raise land among the shielded releases: under disk load, (d)'s 30 clients read
+/// `softirq` BLOCK 495-628 times in 10 s on the disk's CPU.
+pub fn quiet_cpu(preferred: usize, online: &[usize], busy_irq: Option<usize>) -> usize {
+    match busy_irq {
+        Some(b) if b == preferred => online
+            .iter()
+            .rev()
+            .copied()
+            .find(|&c| c != b)
+            .unwrap_or(preferred),
+        _ => preferred,
+    }
+}
+
 /// The online CPU that took the most device interrupts (numbered IRQs of /proc/interrupts) over
 /// `watch`, if any took at least 100 a second.
 pub fn busiest_irq_cpu(watch: std::time::Duration) -> Option<usize> {
@@ -383,5 +400,15 @@ mod tests {
             u64::MAX,
             "nothing on CPU 2"
         );
+    }
+
+    #[test]
+    fn a_shield_keeps_off_the_cpu_of_the_busiest_device_interrupt() {
+        assert_eq!(quiet_cpu(1, &[0, 1], Some(1)), 0);
+        assert_eq!(quiet_cpu(1, &[0, 1], Some(0)), 1);
+        assert_eq!(quiet_cpu(1, &[0, 1], None), 1);
+        assert_eq!(quiet_cpu(15, &(0..16).collect::<Vec<_>>(), Some(15)), 14);
+        // Nowhere else to go.
+        assert_eq!(quiet_cpu(0, &[0], Some(0)), 0);
     }
 }

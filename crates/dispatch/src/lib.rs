@@ -33,8 +33,8 @@ mod teardown;
 pub mod watchdog;
 
 pub use budget::{
-    busiest_irq_cpu, cpu_spin, dispatch_margin_cap, place_clients, releases_per_second, spin_cap,
-    wake_lead_cap, wake_lead_caps,
+    busiest_irq_cpu, cpu_spin, dispatch_margin_cap, place_clients, quiet_cpu, releases_per_second,
+    spin_cap, wake_lead_cap, wake_lead_caps,
 };
 pub use config::{DispatchError, RunConfig, DISPATCH_SPIN_BUDGET, WAKE_SPIN_BUDGET};
 pub use interference::{

@@ -639,7 +639,17 @@ fn wake_plan(n: usize, cpu: usize, dur: u64, channels: &[String]) -> Plan {
 
 /// (c) and (d): processes released by the dispatcher, whose late releases it keeps.
 fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(), Failure> {
-    let (n, cpu, dur) = (cell.n, row.cpu, row.dur);
+    let shielded = cell.mode == Mode::WakeShielded;
+    let online = punctual_rt::online_cpus();
+    let busy = punctual_dispatch::busiest_irq_cpu(std::time::Duration::from_millis(200));
+    // (d) shields a CPU without the busiest device interrupt, which may be one the shield cannot
+    // move (design.md, "Leads, caps and placement").
+    let cpu = if shielded {
+        punctual_dispatch::quiet_cpu(row.cpu, &online, busy)
+    } else {
+        row.cpu
+    };
+    let (n, dur) = (cell.n, row.dur);
     let tag = std::process::id();
     let channels: Vec<String> = (0..n).map(|i| format!("kurt-{tag}-{i}")).collect();
     let mut plan = wake_plan(n, cpu, dur, &channels);
@@ -654,7 +664,6 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
     if let Some(av) = &avoided {
         cell.interference = Some((av.interference.lost_share(), av.hit_share));
     }
-    let shielded = cell.mode == Mode::WakeShielded;
     // (c): the processes on the CPUs without the dispatcher (and without the busiest device
     // interrupt when more remain; on every CPU when fewer than two remain), round robin in phase
     // order, each lead capped by its CPU's releases and, on a CPU shared with the dispatcher, by
@@ -663,8 +672,7 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
     let placement = if shielded {
         vec![cpu; n]
     } else {
-        let busy = punctual_dispatch::busiest_irq_cpu(std::time::Duration::from_millis(200));
-        punctual_dispatch::place_clients(n, &[cpu], &punctual_rt::online_cpus(), busy)
+        punctual_dispatch::place_clients(n, &[cpu], &online, busy)
     };
     // In (d) the clients share the shielded CPU with the dispatcher, which therefore keeps its
     // margin to the spin budget (a CPU with wake actions does: a first quick run, before it did,
@@ -715,11 +723,7 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
     } else {
         None
     };
-    let floor_cpus = if shielded {
-        vec![cpu]
-    } else {
-        punctual_rt::online_cpus()
-    };
+    let floor_cpus = if shielded { vec![cpu] } else { online };
     let explain = row.explain.map(|x| ExplainConfig {
         quiet: if shielded { vec![cpu] } else { Vec::new() },
         ..x.clone()
@@ -1058,7 +1062,7 @@ pub fn tables(m: &Model) -> Vec<Table> {
         t.note("All modes spread their phases evenly over the period and run at FIFO 80 with locked memory; (c) adds punctual's dispatcher (FIFO 90) on the last CPU,");
         t.note("and shifts its phases away from the interruptions a 0.5 s watch of the CPUs found before each row (run --avoid-interference);");
         t.note("its processes are pinned round robin to the CPUs without the dispatcher (to every CPU when fewer than two remain), each lead capped by its own CPU's releases.");
-        t.note("(d) is (c) in real-time mode: the processes pinned to the dispatcher's CPU, which a shield empties of every other movable task and IRQ (KURT_PROCS).");
+        t.note("(d) is (c) in real-time mode: the processes pinned to the dispatcher's CPU, which a shield empties of every other movable task and IRQ (KURT_PROCS); under a busy device interrupt, on another CPU than that interrupt's.");
         t.note("host steal: the share of the CPUs' time the hypervisor took while the row ran (/proc/stat); releases inside it are late whatever the method.");
         tables.push(t);
     }
