@@ -4,13 +4,6 @@ fn main() {
     let t = punctual_trace::file::read_trace_file(std::path::Path::new(&args[1]))
         .expect("readable trace");
     let pid: Option<i32> = args.get(2).map(|p| p.parse().unwrap());
-    if pid.is_none() {
-        let mut comms: Vec<_> = t.comms.iter().collect();
-        comms.sort();
-        for (p, name) in comms {
-            println!("# comm {p} {name}");
-        }
-    }
     for e in &t.events {
         let s = format!("{:?}", e.kind);
         if let Some(p) = pid {

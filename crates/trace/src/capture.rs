@@ -49,8 +49,9 @@ impl Default for CaptureConfig {
             cpus: Vec::new(),
             buffer_kb: 2048,
             max_events: 4 << 20,
-            // 12 MiB: a 10 s row of 30 processes, or the 10 us plan for 20 s.
-            reserve_events: 256 << 10,
+            // 48 MiB. A 10 s kurt-periodic row here takes 0.6-1.0 Mi events (50,000-83,000 a
+            // second on 2 CPUs), a minute's 500 us replay 0.53 Mi; 256 Ki was outgrown mid-row.
+            reserve_events: 1 << 20,
             drain_interval: Duration::from_millis(50),
             drain_off: Vec::new(),
         }
