@@ -36,11 +36,16 @@ fn a_shielded_cpu_with_only_in_loop_actions_spins_between_releases_500us_apart()
         let doc: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         let n = doc["series"][0]["count"].as_u64().unwrap();
+        let missed = doc["series"][0]["missed_periods"].as_u64().unwrap();
         let through = doc["dispatchers"][0]["spun_through"].as_u64().unwrap();
+        // Every one of the 2,000 periods is run or counted missed. How many a stall (another
+        // test binary's exit, a stopped vCPU) skips is the machine's, not the dispatcher's; the
+        // ratios below need only enough releases to mean something.
+        assert_eq!(n + missed, 2_000, "{n} releases, {missed} missed");
+        assert!(n >= 1_000, "{n} releases, {missed} missed");
         (n, through)
     };
     let (n, through) = run("plain.toml", &text);
-    assert!(n >= 1_900, "{n} releases");
     assert!(
         through * 10 < n,
         "unshielded: spun through {through} of {n}"
@@ -49,7 +54,6 @@ fn a_shielded_cpu_with_only_in_loop_actions_spins_between_releases_500us_apart()
         "shielded.toml",
         &text.replace("[plan]\n", "[plan]\nshield = true\n"),
     );
-    assert!(n >= 1_900, "{n} releases");
     assert!(
         through * 10 >= n * 9,
         "shielded: spun through {through} of {n}"
