@@ -291,6 +291,11 @@ impl StallLog {
         }
     }
 
+    /// How long a stretch must be to be kept (`u64::MAX` for a log that keeps nothing).
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
     pub fn into_stalls(self) -> (Vec<Stall>, u64) {
         (self.stalls, self.dropped)
     }

@@ -896,6 +896,25 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
     }
 
+    /// The loop's way into a wait for a client and back (ninth session): dark while it still
+    /// held the CPU silent before it blocked, not while the client ran, and not its short way back.
+    #[test]
+    fn a_busy_stall_across_a_block_is_dark_only_where_the_loop_held_the_cpu() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0 + 50 * US, 0, 0, 0, 90);
+        s.switch(T0 + 237 * US, 0, 90, SLEEPING, 500);
+        s.waking(T0 + 380 * US, 0, 90);
+        s.switch(T0 + 381 * US, 0, 500, PREEMPTED, 90);
+        let t = s.build();
+        let d = dark_stretches(
+            &t.events,
+            &stall(StallKind::Busy, 100, 384),
+            None,
+            facts(true, true),
+        );
+        assert_eq!(us(d), vec![(100, 237)]);
+    }
+
     /// A timer that was due is dark until its wake-up whoever ran (a due timer interrupts them),
     /// then not while the loop waits for its CPU, and dark again from its switch-in to its first
     /// clock read.

@@ -450,10 +450,6 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let auto = matches!(cfg.margin, MarginPolicy::Auto);
         let m = first_margin(cfg, m, end.spun_through == 0 && !slept_once);
         let gap = act_at.saturating_sub(now);
-        // The steal reading is refreshed only where it costs no release: before a long sleep.
-        if gap > STEAL_READ_ROOM_NS {
-            steal.refresh(now);
-        }
         // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
         // release): a sleep would only make the release late, so the loop spins through.
         let dense = gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap;
@@ -471,10 +467,19 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             wake: w,
             slept,
             on_client,
-        } = wait_for(clock, &*actions, act_at, m, &mut end, &mut breather);
+        } = wait_for(
+            clock,
+            &*actions,
+            act_at,
+            m,
+            &mut end,
+            &mut breather,
+            (!breathed).then_some(now),
+            |at| steal.before_sleep(at, act_at, &mut margin),
+        );
         note_wait(&mut end.stalls, &w, slept);
         slept_once |= slept;
-        let late_wake = slept
+        steal.pending = slept
             .then(|| note_wake(&w, &mut breather, &mut end, &mut margin))
             .flatten();
         let slot = r.slot;
@@ -531,14 +536,9 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         heartbeat
             .margin_ns
             .store(margin.margin(), Ordering::Relaxed);
-        match late_wake {
-            // A late wake-up while the hypervisor held the CPU says nothing about the kernel: the
-            // margin does not chase it (no margin covers stolen time).
-            Some(_) if steal.moved(done) => end.woke_late_stolen += 1,
-            Some(l) => margin.observe(l),
-            None => {}
-        }
     }
+    steal.judge(clock.now(), &mut margin);
+    end.woke_late_stolen = steal.stolen_wakes;
     collect_owed_reports(slots, stats, actions);
     let usual = between.usual();
     for st in stats.iter_mut() {
@@ -560,9 +560,10 @@ struct Waited {
     on_client: bool,
 }
 
-/// The wait for a release at `act_at`: a kernel sleep to the margin `m` before it, then the
-/// clients on the loop's CPU let finish ([`yield_to_clients`], counted in `end.yields`), then the
-/// spin.
+/// The wait for a release at `act_at`: the clients on the loop's CPU let finish
+/// ([`yield_to_clients`], counted in `end.yields`; `from` the loop's clock read before, for
+/// `--explain`), then `before_sleep` given the clock, a kernel sleep to the margin `m` before
+/// it, and the spin.
 ///
 /// When the loop is to sleep while a client on its CPU is still busy with a release due before
 /// `act_at`, it blocks until that client comes back first, instead of setting a timer that
@@ -570,6 +571,7 @@ struct Waited {
 /// found the client already back did not block; the watchdog's own look at the thread's state
 /// covers that.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     actions: &A,
@@ -577,18 +579,23 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     m: u64,
     end: &mut LoopEnd,
     breather: &mut Breather,
+    from: Option<u64>,
+    before_sleep: impl FnOnce(u64),
 ) -> Waited {
     let sleep_to = act_at.saturating_sub(m);
     let mut on_client = false;
-    if clock.now().saturating_add(MIN_SLEEP_NS) < sleep_to {
-        on_client = yield_to_clients(clock, actions, act_at, end);
+    let mut now = clock.now();
+    if now.saturating_add(MIN_SLEEP_NS) < sleep_to {
+        on_client = yield_to_clients(clock, actions, act_at, end, from);
         if on_client {
-            breather.blocked(clock.now());
+            now = clock.now();
+            breather.blocked(now);
         }
     }
+    before_sleep(now);
     let from = clock.now();
     let wake = hybrid_until_then(clock, act_at, m, || {
-        yield_to_clients(clock, actions, act_at, end)
+        yield_to_clients(clock, actions, act_at, end, None)
     });
     Waited {
         slept: from < wake.sleep_to,
@@ -615,22 +622,41 @@ pub const CLIENT_WAIT_MAX_NS: u64 = 500_000;
 /// `--explain` reads the host's. Measured (seventh session): a client on the loop's CPU "ran"
 /// 365 us past its instant with no guest event while the wait's 155 us timer was due, and 1.9-5.7
 /// ms stretches after a client woke the loop read `dispatcher`.
+///
+/// From `from`, the loop's clock read before (the top of the loop, after its bookkeeping), to the
+/// read after its first question it did only short work, logged as such: a client handed a
+/// release waits for that stretch, and one the guest's trace shows silent is the host's
+/// (measured, eighth session: a (d) client handed over 183 us early waited 279 us of silence on
+/// its CPU for the loop to block, which read `dispatcher` for want of the loop's reads there).
+/// So is its way into the wait until it blocks (a futex call that arms a timer) and back from
+/// it, logged from the read before the wait to the one after when the client came back later
+/// than the bound past its instant (ninth session: 137 us of silence between the loop's last read
+/// and the futex call's first event, with the client handed its release waiting).
 fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     actions: &A,
     act_at: u64,
     end: &mut LoopEnd,
+    mut from: Option<u64>,
 ) -> bool {
     let mut waited = false;
     let mut due = None;
+    // The read before the last wait, and the instant of the client it waited for.
+    let mut asked: Option<(u64, u64)> = None;
     loop {
+        let busy = actions.busy_here(act_at);
         let now = clock.now();
+        if let Some(from) = from.take() {
+            end.stalls.note(StallKind::Busy, from, now);
+        }
         if let Some(due) = due.take().filter(|&due| now > due) {
             end.stalls.note(StallKind::Timer, due, now);
         }
-        let Some((t, action)) = actions
-            .busy_here(act_at)
-            .filter(|&(t, _)| now < t.saturating_add(CLIENT_WAIT_MAX_NS))
+        let bound = end.stalls.threshold();
+        if let Some((at, _)) = asked.take().filter(|&(_, t)| now > t.saturating_add(bound)) {
+            end.stalls.note(StallKind::Busy, at, now);
+        }
+        let Some((t, action)) = busy.filter(|&(t, _)| now < t.saturating_add(CLIENT_WAIT_MAX_NS))
         else {
             return waited;
         };
@@ -639,6 +665,7 @@ fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
             return waited;
         }
         due = Some(until);
+        asked = Some((now, t));
         actions.wait_client(action, until - now);
         end.yields += 1;
         waited = true;
@@ -680,8 +707,8 @@ fn note_wait(stalls: &mut StallLog, w: &punctual_time::sleep::Wake, slept: bool)
 }
 
 /// What a kernel sleep's wake-up says: the loop blocked until it woke; one on time teaches the
-/// margin; a late one is counted and returned, judged after the action (reading the stolen time
-/// never delays a release).
+/// margin; a late one is counted and returned, judged before the loop's next sleep (reading the
+/// stolen time never delays a release, nor a client handed one: [`StealWatch`]).
 fn note_wake(
     w: &punctual_time::sleep::Wake,
     breather: &mut Breather,
@@ -760,11 +787,22 @@ impl<'a> Breather<'a> {
     }
 }
 
-/// The CPU's stolen time as the loop last read it.
+/// The CPU's stolen time as the loop last read it, and the late wake-up it is yet to judge by it.
+///
+/// Reading it (`/proc/stat`) is a system call: 3 us at the median pinned at FIFO 90 here, 156 us
+/// at the 99.9th percentile and 384 us at most (against 54 us and 159 us for 5 us of plain
+/// spinning), and longer with more CPUs and interrupts to sum. So the loop reads it only before a
+/// sleep, once the clients on its CPU had their turn: after a hand-over to one of them, the
+/// client waits for every microsecond the loop keeps its CPU.
 struct StealWatch<'a> {
     source: Option<&'a dyn StolenTime>,
     seen: u64,
     read_at: u64,
+    /// The last release's kernel wake-up came this late after its timer: judged before the next
+    /// sleep.
+    pending: Option<u64>,
+    /// Late wake-ups during which the hypervisor took the CPU.
+    stolen_wakes: u64,
 }
 
 impl<'a> StealWatch<'a> {
@@ -773,6 +811,28 @@ impl<'a> StealWatch<'a> {
             source,
             seen: source.map_or(0, |s| s.total_ns()),
             read_at: now,
+            pending: None,
+            stolen_wakes: 0,
+        }
+    }
+
+    /// Before the loop sleeps to a release at `act_at` (its clients had their turn): the late
+    /// wake-up left to judge is judged, and the reading refreshed where the sleep has room.
+    #[inline(always)]
+    fn before_sleep(&mut self, now: u64, act_at: u64, margin: &mut AutoMargin) {
+        self.judge(now, margin);
+        if act_at.saturating_sub(now) > STEAL_READ_ROOM_NS {
+            self.refresh(now);
+        }
+    }
+
+    /// A late wake-up while the hypervisor held the CPU says nothing about the kernel: the
+    /// margin does not chase it (no margin covers stolen time); any other teaches it.
+    fn judge(&mut self, now: u64, margin: &mut AutoMargin) {
+        match self.pending.take() {
+            Some(_) if self.moved(now) => self.stolen_wakes += 1,
+            Some(l) => margin.observe(l),
+            None => {}
         }
     }
 

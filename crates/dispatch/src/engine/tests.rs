@@ -33,6 +33,11 @@ struct Fake {
     client_stuck: bool,
     /// A wait for the client comes back this long after its timeout.
     wait_overshoot: u64,
+    /// The first question that finds the client busy takes this long (the loop's way to its wait
+    /// stalls there).
+    stall_in_question: std::cell::Cell<Option<u64>>,
+    /// The client comes back this long after reading its clock at its instant.
+    back_late: u64,
     asked: std::cell::RefCell<Vec<(u64, Option<u64>)>>,
 }
 
@@ -59,6 +64,8 @@ impl Fake {
             client_here: None,
             client_stuck: false,
             wait_overshoot: 0,
+            stall_in_question: std::cell::Cell::new(None),
+            back_late: 0,
             asked: Default::default(),
         }
     }
@@ -121,6 +128,11 @@ impl Actions for Fake {
             .client_here
             .filter(|&t| t < before && self.client_busy_at(now));
         self.asked.borrow_mut().push((now, said));
+        if said.is_some() {
+            if let Some(ns) = self.stall_in_question.take() {
+                self.clock.advance(ns);
+            }
+        }
         said.map(|t| (t, 0))
     }
     fn wait_client(&self, _: u16, timeout_ns: u64) {
@@ -130,7 +142,9 @@ impl Actions for Fake {
         let back = self
             .client_here
             .filter(|_| !self.client_stuck)
-            .map_or(u64::MAX, |t| t + crate::budget::CLIENT_READ_NS);
+            .map_or(u64::MAX, |t| {
+                t + crate::budget::CLIENT_READ_NS + self.back_late
+            });
         let waited = back.saturating_sub(now);
         if waited < timeout_ns {
             self.clock.advance(waited);
@@ -696,10 +710,6 @@ fn run_one(
     shielded: bool,
     steal: Option<&dyn StolenTime>,
 ) -> (Run, Fake) {
-    let slots = vec![task("a", 0, period, 0, None, MissPolicy::Skip)];
-    let mut fake = Fake::new(clock, 1);
-    let mut stats = vec![SlotStats::new(false)];
-    let progress = vec![SlotProgress::default()];
     let cfg = LoopConfig {
         interval: period,
         margin_cap,
@@ -707,9 +717,19 @@ fn run_one(
         steal,
         ..loop_cfg(1_000_000, 1_000_000 + runs_for)
     };
+    run_one_as(clock, &cfg, |_| {})
+}
+
+/// One task of `cfg.interval` on a CPU as `cfg` says, its actions set up by `setup`.
+fn run_one_as(clock: &ManualClock, cfg: &LoopConfig, setup: impl FnOnce(&mut Fake)) -> (Run, Fake) {
+    let slots = vec![task("a", 0, cfg.interval, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(clock, 1);
+    setup(&mut fake);
+    let mut stats = vec![SlotStats::new(false)];
+    let progress = vec![SlotProgress::default()];
     let end = dispatch(
         clock,
-        &cfg,
+        cfg,
         &slots,
         &mut stats,
         &mut fake,
@@ -719,6 +739,11 @@ fn run_one(
         StallLog::off(),
     );
     (Run { stats, end }, fake)
+}
+
+/// A clock whose sleeps wake 5 us after their timer, those due in `due` `late` after it.
+fn waking_late_in(due: std::ops::Range<u64>, late: u64) -> ManualClock {
+    ManualClock::with_wake_latency(0, 10, move |t| if due.contains(&t) { late } else { 5_000 })
 }
 
 /// A clock whose sleeps wake `latency` late, counting them.
@@ -1426,13 +1451,7 @@ fn the_loop_logs_a_stall_in_its_own_bookkeeping() {
 #[test]
 fn the_loop_logs_a_wake_up_that_came_after_its_instant() {
     // 1 ms task; every wake-up 5 us after the timer, the one due just before 3 ms 60 us after.
-    let clock = ManualClock::with_wake_latency(0, 10, |t| {
-        if (2_900_000..3_000_000).contains(&t) {
-            60_000
-        } else {
-            5_000
-        }
-    });
+    let clock = waking_late_in(2_900_000..3_000_000, 60_000);
     let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
     let mut fake = Fake::new(&clock, 1);
     let (_, le) = run_explained_end(
@@ -1632,6 +1651,109 @@ fn a_wait_for_a_client_that_ends_past_its_timeout_is_logged_as_a_stall() {
             assert!(s.to >= 2_030_000 && s.to < 2_031_000, "{s:?}");
         }
     }
+}
+
+/// `--explain`, the loop beside a client on its CPU (instant `CLIENTS_INSTANT`), with `setup`
+/// applied: its `Busy` stalls, and when it first asked about the client and found it busy.
+fn busy_stalls_beside_a_client(
+    setup: impl FnOnce(&mut Fake),
+) -> (Vec<punctual_explain::Stall>, u64) {
+    let clock = ManualClock::new(0, 10);
+    let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
+    let mut fake = Fake::new(&clock, 1);
+    fake.client_here = Some(CLIENTS_INSTANT);
+    setup(&mut fake);
+    let (_, le) = run_explained_end(&clock, &slots, &mut fake, 2_500_000, FIXED_100_US);
+    let (stalls, _) = le.stalls.into_stalls();
+    let asked = fake.asked.borrow();
+    let question = asked.iter().find(|a| a.1.is_some()).expect("asked").0;
+    let busy = stalls
+        .into_iter()
+        .filter(|s| s.kind == punctual_explain::StallKind::Busy)
+        .collect();
+    (busy, question)
+}
+
+/// `--explain`: from the top of the loop to its wait for a client on its CPU (which waits for the
+/// loop to block) the loop does only short work; a stall there is logged, from the loop's read
+/// at the top.
+#[test]
+fn the_loop_logs_a_stall_on_its_way_to_block_for_a_client() {
+    for (stall, logged) in [(40_000, 1), (0, 0)] {
+        let (busy, question) =
+            busy_stalls_beside_a_client(|f| f.stall_in_question.set(Some(stall)));
+        assert_eq!(busy.len(), logged, "stall {stall}: {busy:?} at {question}");
+        if let Some(s) = busy.first() {
+            assert!(s.from <= question && question - s.from < 1_000, "{s:?}");
+            assert!(s.to >= question + stall, "{s:?} at {question}");
+        }
+    }
+}
+
+/// `--explain`: a client that came back late (the bound past its instant) may have waited for
+/// the loop to block: the loop's way into its wait and back is logged, from its read before the
+/// wait to the one after; a client back in time logs nothing.
+#[test]
+fn the_loop_logs_its_wait_for_a_client_that_came_back_late() {
+    for (late, logged) in [(20_000, 1), (0, 0)] {
+        let (busy, question) = busy_stalls_beside_a_client(|f| f.back_late = late);
+        let back = CLIENTS_INSTANT + crate::budget::CLIENT_READ_NS + late;
+        assert_eq!(busy.len(), logged, "late {late}: {busy:?} at {question}");
+        if let Some(s) = busy.first() {
+            assert!(
+                s.from >= question && s.from - question < 1_000,
+                "{s:?} at {question}"
+            );
+            assert!(s.to >= back && s.to - back < 1_000, "{s:?}");
+        }
+    }
+}
+
+/// A steal meter that keeps when it was read.
+struct ReadLog {
+    clock: ManualClock,
+    reads: std::cell::RefCell<Vec<u64>>,
+}
+
+impl StolenTime for ReadLog {
+    fn total_ns(&self) -> u64 {
+        self.reads.borrow_mut().push(self.clock.peek());
+        0
+    }
+}
+
+/// The loop reads its steal meter (`/proc/stat`: 3 us at the median here, 156 us at the 99.9th
+/// percentile, 384 us at most, pinned at FIFO 90) to refresh it before a long sleep and to judge
+/// a late wake-up, but only after a client on its CPU, handed a release the loop's read would
+/// hold it from, came back.
+#[test]
+fn the_loop_reads_the_stolen_time_only_after_a_client_on_its_cpu_came_back() {
+    // A 3 ms task from 1 ms: the 52 ms release is the first after a refresh is due (50 ms), and
+    // its wake-up comes 50 us after its instant; the client beside it has its instant at 52.5 ms.
+    let clock = waking_late_in(51_800_000..52_000_000, 150_000);
+    let meter = ReadLog {
+        clock: clock.clone(),
+        reads: Default::default(),
+    };
+    let instant = 52_500_000;
+    let cfg = LoopConfig {
+        margin: FIXED_100_US,
+        interval: 3_000_000,
+        steal: Some(&meter),
+        ..loop_cfg(1_000_000, 60_000_000)
+    };
+    let (Run { end, .. }, _) = run_one_as(&clock, &cfg, |f| f.client_here = Some(instant));
+    assert_eq!((end.woke_late, end.woke_late_stolen), (1, 0));
+    let back = instant + crate::budget::CLIENT_READ_NS;
+    let reads = meter.reads.into_inner();
+    assert!(
+        reads.iter().all(|&r| !(52_000_000..back).contains(&r)),
+        "read while the client waited: {reads:?}"
+    );
+    assert!(
+        reads.iter().any(|&r| (back..55_000_000).contains(&r)),
+        "{reads:?}"
+    );
 }
 
 /// A manual clock that keeps every sleep: from when, to when it was asked to end.
