@@ -475,13 +475,13 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             &mut end,
             &mut breather,
             (!breathed).then_some(now),
-            |at| steal.before_sleep(at, act_at, &mut margin),
+            |at| steal.before_sleep(at, act_at, m, &mut margin),
         );
         note_wait(&mut end.stalls, &w, slept);
         slept_once |= slept;
-        steal.pending = slept
-            .then(|| note_wake(&w, &mut breather, &mut end, &mut margin))
-            .flatten();
+        if slept {
+            note_wake(&w, &mut breather, &mut end, &mut margin, &mut steal);
+        }
         let slot = r.slot;
         let spec = &slots[slot];
         heartbeat.begin(spec.action, w.done);
@@ -707,24 +707,25 @@ fn note_wait(stalls: &mut StallLog, w: &punctual_time::sleep::Wake, slept: bool)
 }
 
 /// What a kernel sleep's wake-up says: the loop blocked until it woke; one on time teaches the
-/// margin; a late one is counted and returned, judged before the loop's next sleep (reading the
-/// stolen time never delays a release, nor a client handed one: [`StealWatch`]).
+/// margin; a late one is counted and left to `steal` to judge before the loop next sleeps
+/// (reading the stolen time never delays a release, nor a client handed one: [`StealWatch`]).
 fn note_wake(
     w: &punctual_time::sleep::Wake,
     breather: &mut Breather,
     end: &mut LoopEnd,
     margin: &mut AutoMargin,
-) -> Option<u64> {
+    steal: &mut StealWatch,
+) {
     if w.woke <= w.sleep_to {
-        return None;
+        return;
     }
     breather.blocked(w.woke);
     if w.woke_late() {
         end.woke_late += 1;
-        return Some(w.sleep_latency());
+        steal.pending = Some(w.sleep_latency());
+        return;
     }
     margin.observe(w.sleep_latency());
-    None
 }
 
 /// When a loop that has not blocked for a long time (dense releases) takes a short breather, so
@@ -816,12 +817,16 @@ impl<'a> StealWatch<'a> {
         }
     }
 
-    /// Before the loop sleeps to a release at `act_at` (its clients had their turn): the late
-    /// wake-up left to judge is judged, and the reading refreshed where the sleep has room.
+    /// Before the loop sleeps to a release at `act_at` with the margin `m` (its clients had their
+    /// turn): the late wake-up left to judge is judged where the loop will sleep (the read
+    /// shortens the sleep, not the release), and the reading refreshed where the sleep has room.
     #[inline(always)]
-    fn before_sleep(&mut self, now: u64, act_at: u64, margin: &mut AutoMargin) {
-        self.judge(now, margin);
-        if act_at.saturating_sub(now) > STEAL_READ_ROOM_NS {
+    fn before_sleep(&mut self, now: u64, act_at: u64, m: u64, margin: &mut AutoMargin) {
+        let room = act_at.saturating_sub(now);
+        if room > m.saturating_add(MIN_SLEEP_NS) {
+            self.judge(now, margin);
+        }
+        if room > STEAL_READ_ROOM_NS {
             self.refresh(now);
         }
     }

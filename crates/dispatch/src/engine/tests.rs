@@ -1756,6 +1756,58 @@ fn the_loop_reads_the_stolen_time_only_after_a_client_on_its_cpu_came_back() {
     );
 }
 
+/// A late wake-up is judged (the meter read) only where the loop will sleep: not before a
+/// release it spins to at once, which the read would make late.
+#[test]
+fn a_late_wake_up_is_judged_where_the_loop_sleeps_not_before_a_release_due_at_once() {
+    // Two 1 ms tasks 20 us apart from 1 ms; the wake-up for the 3 ms pair comes 30 us late, so
+    // its second release is due as the first is done.
+    let clock = waking_late_in(2_900_000..3_000_000, 130_000);
+    let meter = ReadLog {
+        clock: clock.clone(),
+        reads: Default::default(),
+    };
+    let slots = vec![
+        task("a", 0, 1_000_000, 0, None, MissPolicy::Skip),
+        task("b", 1, 1_000_000, 20_000, None, MissPolicy::Skip),
+    ];
+    let mut fake = Fake::new(&clock, 2);
+    let mut stats = vec![SlotStats::new(false), SlotStats::new(false)];
+    let progress = vec![SlotProgress::default(), SlotProgress::default()];
+    let cfg = LoopConfig {
+        margin: FIXED_100_US,
+        steal: Some(&meter),
+        ..loop_cfg(1_000_000, 5_000_000)
+    };
+    let end = dispatch(
+        &clock,
+        &cfg,
+        &slots,
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(false),
+        &progress,
+        &Heartbeat::default(),
+        StallLog::off(),
+    );
+    assert_eq!(end.woke_late, 1);
+    let second = fake
+        .log
+        .iter()
+        .find(|l| l.0 == 1 && l.1 == 3_020_000)
+        .expect("fired")
+        .3;
+    let reads = meter.reads.into_inner();
+    assert!(
+        !reads.iter().any(|&r| (2_900_000..second).contains(&r)),
+        "read before the pair's second release ({second}): {reads:?}"
+    );
+    assert!(
+        reads.iter().any(|&r| (second..3_900_000).contains(&r)),
+        "not judged before the next sleep: {reads:?}"
+    );
+}
+
 /// A manual clock that keeps every sleep: from when, to when it was asked to end.
 struct SleepLog {
     clock: ManualClock,
