@@ -211,8 +211,9 @@ impl LateLog {
 
 pub use punctual_trace::capture::{Stall, StallKind};
 
-/// Stalls a thread logs at most (32 bytes each: 512 KiB).
-pub const STALL_CAPACITY: usize = 16 * 1024;
+/// Stalls a thread logs at most (32 bytes each: 2 MiB). A loop beside clients on its CPU logs up
+/// to 2,000 a second under disk load (kurt-periodic's (d) rows, ninth session): a 10 s row fits.
+pub const STALL_CAPACITY: usize = 64 * 1024;
 
 /// The longest a stall may take before it is logged, whatever the bound: the host's stops on this
 /// project's VM are 25-200 us, and a thread's own short work takes under a microsecond.
