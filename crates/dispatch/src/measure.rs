@@ -129,7 +129,7 @@ pub fn run_plan_traced(
     let mut out = crate::execute_with(prepared, &cfg, stop, progress, heartbeats)?;
     let (records, unlogged) = out.late_releases();
     let mut trace = explainer.stop()?;
-    trace.captured.stalls = out.stalls();
+    trace.add_stalls(out.stalls());
     Ok((out, trace, records, unlogged))
 }
 

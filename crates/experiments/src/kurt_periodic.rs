@@ -760,7 +760,7 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
             from: r.target,
             to: r.actual,
         });
-        trace.captured.stalls.extend(stalls);
+        trace.add_stalls(stalls);
         cell.trace_file = trace.captured.kept_in_text();
         records.extend(held.0);
         unlogged.push((HELD_SERIES, held.1));

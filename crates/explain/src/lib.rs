@@ -106,17 +106,26 @@ impl KeepTrace {
 
     /// Write `c` to the next file: its path, or why it could not be written.
     fn write(&self, c: &punctual_trace::capture::Captured) -> Result<std::path::PathBuf, String> {
-        let path = self.next_path();
-        let command: Vec<String> = std::env::args().collect();
-        let write = || -> std::io::Result<()> {
-            let f = std::io::BufWriter::new(std::fs::File::create(&path)?);
-            c.write_file(f, &command)?;
-            Ok(())
-        };
-        write()
-            .map(|()| path.clone())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        write_kept(&self.next_path(), c)
     }
+}
+
+/// Write `c` to `path` as a trace file, with this process's command line: the path, or why it
+/// could not be written.
+fn write_kept(
+    path: &std::path::Path,
+    c: &punctual_trace::capture::Captured,
+) -> Result<std::path::PathBuf, String> {
+    let command: Vec<String> = std::env::args().collect();
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        c.write_file(&mut f, &command)?;
+        f.flush()
+    };
+    write()
+        .map(|()| path.to_path_buf())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 impl ExplainConfig {
@@ -196,6 +205,21 @@ impl Trace {
     pub fn explain(&self, records: &[LateRelease], unlogged: &[(u32, u64)]) -> Explanation {
         explain(&self.captured, self.bound, records, unlogged)
     }
+
+    /// Add the measuring threads' stalls, handed over once the run is done (the trace stops
+    /// first). A trace kept in a file (`--explain-trace`) is written again with them, so the file
+    /// holds all the explanation was read from; written at [`Explainer::stop`] already, it keeps
+    /// the events whatever happens after.
+    pub fn add_stalls(&mut self, stalls: impl IntoIterator<Item = Stall>) {
+        let before = self.captured.stalls.len();
+        self.captured.stalls.extend(stalls);
+        if self.captured.stalls.len() == before {
+            return;
+        }
+        if let Some(Ok(path)) = self.captured.kept_in.clone() {
+            self.captured.kept_in = Some(write_kept(&path, &self.captured));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -213,6 +237,37 @@ mod keep_tests {
         let bare = super::KeepTrace::new("late");
         bare.next_path();
         assert_eq!(bare.next_path(), std::path::Path::new("late-2"));
+    }
+
+    /// The stalls the run hands over after the trace stopped reach the kept file: read back, it
+    /// holds every stall the explanation read.
+    #[test]
+    fn a_kept_trace_is_written_again_with_the_stalls_handed_over_after_it_stopped() {
+        use punctual_trace::capture::{Stall, StallKind};
+        let dir = tempfile::tempdir().unwrap();
+        let keep = super::KeepTrace::new(dir.path().join("late.trace"));
+        let mut captured = punctual_trace::synth::Synth::new(1, 1_000, 9_000_000).captured();
+        captured.kept_in = Some(keep.write(&captured));
+        let mut trace = super::Trace {
+            captured,
+            bound: 10_000,
+        };
+        let stall = |tid, from| Stall {
+            tid,
+            cpu: 0,
+            kind: StallKind::Busy,
+            from,
+            to: from + 50_000,
+        };
+        trace.add_stalls([stall(7, 2_000)]);
+        trace.add_stalls([stall(8, 5_000)]);
+        let path = trace.captured.kept_in.clone().unwrap().unwrap();
+        let t = punctual_trace::file::read_trace_file(&path).unwrap();
+        assert!(t.integrity.complete(), "{}", t.integrity.describe());
+        assert_eq!(
+            t.trailer.unwrap().stalls,
+            vec![stall(7, 2_000), stall(8, 5_000)]
+        );
     }
 }
 

@@ -13,4 +13,18 @@ fn main() {
         }
         println!("{:>16} cpu{} {s}", e.ts, e.cpu);
     }
+    // The measuring threads' stalls (`--explain-trace` files), after the events.
+    for st in t.trailer.iter().flat_map(|t| &t.stalls) {
+        if pid.is_none_or(|p| p == st.tid) {
+            println!(
+                "stall {:?} tid {} cpu{} {}..{} ({} ns)",
+                st.kind,
+                st.tid,
+                st.cpu,
+                st.from,
+                st.to,
+                st.to - st.from
+            );
+        }
+    }
 }

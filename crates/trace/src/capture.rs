@@ -108,7 +108,7 @@ pub struct StealSample {
 /// own clock reads bound it: its CPU's trace then says whether the guest did anything there.
 /// Logged by the thread when longer than its log's threshold; a kernel trace cannot tell a busy
 /// thread from a stopped virtual CPU, but the thread knows what it was doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stall {
     pub tid: i32,
     pub cpu: u32,
@@ -119,7 +119,8 @@ pub struct Stall {
 }
 
 /// What the thread was doing in a [`Stall`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StallKind {
     /// Work of its own known to be short (bookkeeping between releases, a hand-over's system
     /// call, one step of a spin), on the CPU throughout unless a switch says otherwise.
@@ -341,6 +342,7 @@ impl Captured {
                     )
                 })
                 .collect(),
+            stalls: self.stalls.clone(),
             ..Trailer::default()
         };
         let events = w.events();
@@ -847,7 +849,15 @@ mod tests {
                 handled: true,
             },
         );
-        let c = s.captured();
+        let mut c = s.captured();
+        let stall = Stall {
+            tid: 7,
+            cpu: 0,
+            kind: StallKind::Timer,
+            from: 3_000,
+            to: 4_500,
+        };
+        c.stalls.push(stall);
         let mut bytes = Vec::new();
         let n = c
             .write_file(&mut bytes, &["punctual".into(), "run".into()])
@@ -863,6 +873,8 @@ mod tests {
         );
         assert_eq!(t.header.command, vec!["punctual", "run"]);
         assert_eq!(t.header.cpus, vec![0, 1]);
+        // With the measuring threads' stalls, from which the attribution read it.
+        assert_eq!(t.trailer.map(|t| t.stalls), Some(vec![stall]));
     }
 
     #[test]

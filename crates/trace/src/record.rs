@@ -339,6 +339,7 @@ pub fn record(
         ),
         target_status,
         sole_runners: sole.iter().map(|(cpu, r)| (*cpu, r.tid)).collect(),
+        stalls: Vec::new(),
     };
     let events = sink.writer.events();
     let bytes = sink.writer.bytes_written();

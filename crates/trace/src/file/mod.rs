@@ -107,6 +107,10 @@ pub struct Trailer {
     /// exactly one: on a CPU with no `sched_switch` in the trace, it held the CPU all along.
     #[serde(default)]
     pub sole_runners: BTreeMap<u32, i32>,
+    /// The measuring threads' stalls (`--explain`'s captures): with them a kept trace explains
+    /// again as it did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<crate::capture::Stall>,
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
