@@ -23,6 +23,7 @@ pub mod measure;
 pub mod record;
 pub mod render;
 pub mod ring;
+pub mod stall;
 pub mod synth;
 
 pub use error::TraceError;

@@ -110,7 +110,7 @@ pub struct Trailer {
     /// The measuring threads' stalls (`--explain`'s captures): with them a kept trace explains
     /// again as it did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stalls: Vec<crate::capture::Stall>,
+    pub stalls: Vec<crate::stall::Stall>,
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
