@@ -111,21 +111,28 @@ impl KeepTrace {
 }
 
 /// Write `c` to `path` as a trace file, with this process's command line: the path, or why it
-/// could not be written.
+/// could not be written. Written beside it first and renamed over it, so a write that fails (a
+/// full disk) leaves a file written before whole.
 fn write_kept(
     path: &std::path::Path,
     c: &punctual_trace::capture::Captured,
 ) -> Result<std::path::PathBuf, String> {
     let command: Vec<String> = std::env::args().collect();
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
     let write = || -> std::io::Result<()> {
         use std::io::Write;
-        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&partial)?);
         c.write_file(&mut f, &command)?;
-        f.flush()
+        f.flush()?;
+        drop(f);
+        std::fs::rename(&partial, path)
     };
-    write()
-        .map(|()| path.to_path_buf())
-        .map_err(|e| format!("{}: {e}", path.display()))
+    write().map(|()| path.to_path_buf()).map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        format!("{}: {e}", path.display())
+    })
 }
 
 impl ExplainConfig {
@@ -268,6 +275,12 @@ mod keep_tests {
             t.trailer.unwrap().stalls,
             vec![stall(7, 2_000), stall(8, 5_000)]
         );
+        // Nothing left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("late.trace")]);
     }
 }
 
