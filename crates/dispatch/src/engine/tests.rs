@@ -245,11 +245,6 @@ fn run_capped<C: Clock + ?Sized>(
     margin: MarginPolicy,
     margin_cap: u64,
 ) -> Run {
-    let mut stats: Vec<SlotStats> = slots
-        .iter()
-        .map(|_| SlotStats::new(fake.delegated))
-        .collect();
-    let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
     let cfg = LoopConfig {
         margin,
         margin_cap,
@@ -257,9 +252,25 @@ fn run_capped<C: Clock + ?Sized>(
         event_slot,
         ..loop_cfg(1_000_000, end)
     };
+    run_as(clock, &cfg, slots, fake)
+}
+
+/// `slots` on one CPU as `cfg` says, without `--explain`; what each slot published matches what
+/// it counted.
+fn run_as<C: Clock + ?Sized>(
+    clock: &C,
+    cfg: &LoopConfig,
+    slots: &[SlotSpec],
+    fake: &mut Fake,
+) -> Run {
+    let mut stats: Vec<SlotStats> = slots
+        .iter()
+        .map(|_| SlotStats::new(fake.delegated))
+        .collect();
+    let progress: Vec<SlotProgress> = slots.iter().map(|_| SlotProgress::default()).collect();
     let e = dispatch(
         clock,
-        &cfg,
+        cfg,
         slots,
         &mut stats,
         fake,
@@ -725,20 +736,8 @@ fn run_one_as(clock: &ManualClock, cfg: &LoopConfig, setup: impl FnOnce(&mut Fak
     let slots = vec![task("a", 0, cfg.interval, 0, None, MissPolicy::Skip)];
     let mut fake = Fake::new(clock, 1);
     setup(&mut fake);
-    let mut stats = vec![SlotStats::new(false)];
-    let progress = vec![SlotProgress::default()];
-    let end = dispatch(
-        clock,
-        cfg,
-        &slots,
-        &mut stats,
-        &mut fake,
-        &AtomicBool::new(false),
-        &progress,
-        &Heartbeat::default(),
-        StallLog::off(),
-    );
-    (Run { stats, end }, fake)
+    let run = run_as(clock, cfg, &slots, &mut fake);
+    (run, fake)
 }
 
 /// A clock whose sleeps wake 5 us after their timer, those due in `due` `late` after it.
@@ -1773,24 +1772,12 @@ fn a_late_wake_up_is_judged_where_the_loop_sleeps_not_before_a_release_due_at_on
         task("b", 1, 1_000_000, 20_000, None, MissPolicy::Skip),
     ];
     let mut fake = Fake::new(&clock, 2);
-    let mut stats = vec![SlotStats::new(false), SlotStats::new(false)];
-    let progress = vec![SlotProgress::default(), SlotProgress::default()];
     let cfg = LoopConfig {
         margin: FIXED_100_US,
         steal: Some(&meter),
         ..loop_cfg(1_000_000, 5_000_000)
     };
-    let end = dispatch(
-        &clock,
-        &cfg,
-        &slots,
-        &mut stats,
-        &mut fake,
-        &AtomicBool::new(false),
-        &progress,
-        &Heartbeat::default(),
-        StallLog::off(),
-    );
+    let Run { end, .. } = run_as(&clock, &cfg, &slots, &mut fake);
     assert_eq!(end.woke_late, 1);
     let second = fake
         .log
