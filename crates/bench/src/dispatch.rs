@@ -266,18 +266,10 @@ fn raise_events(
         rec.record(sh.woke_at.load(Ordering::Acquire).saturating_sub(t0));
         next += cfg.interval_ns;
         let now = read_clock(mono);
-        if now >= next {
-            // Releases already past (only those inside the run count as missed).
-            let last = now.min(end.saturating_sub(1));
-            let passed = if last >= next {
-                (last - next) / cfg.interval_ns + 1
-            } else {
-                0
-            };
-            let missed = (now - next) / cfg.interval_ns + 1;
-            rec.add_missed(passed);
-            next += missed * cfg.interval_ns;
-        }
+        // Releases already past (only those inside the run count as missed).
+        let passed = punctual_stats::Passed::at(next, now, cfg.interval_ns, end);
+        rec.add_missed(passed.missed);
+        next += passed.step * cfg.interval_ns;
     }
     Ok((rec, events))
 }

@@ -25,7 +25,7 @@ use punctual_result::doc::kind;
 use punctual_result::{Failure, Fallback, ResultDoc, Series, Table};
 use punctual_rt::{Policy, RtWant};
 use punctual_session::{Ctx, Figure, LiveSpec, Measurement, Report};
-use punctual_stats::Recorder;
+use punctual_stats::{Passed, Recorder};
 use punctual_time::clock::{read_clock, sleep_abs, sleep_rel};
 use punctual_time::MarginPolicy;
 use std::io::BufRead;
@@ -252,11 +252,10 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
                 let t = now();
                 note(t, t - next, &mut interval, &mut lateness);
                 next += period;
-                if t >= next {
-                    let missed = (t - next) / period + 1;
-                    lateness.add_missed(missed);
-                    next += missed * period;
-                }
+                // A stall past `until` steps over releases the run never had: not missed.
+                let passed = Passed::at(next, t, period, until);
+                lateness.add_missed(passed.missed);
+                next += passed.step * period;
             }
         }
         Mode::Wake | Mode::WakeShielded => {

@@ -7,7 +7,7 @@ use crate::LatencyError;
 use punctual_explain::{LateLog, LateRelease};
 use punctual_result::Fallback;
 use punctual_rt::{setup_current_thread, Policy, ThreadRequest};
-use punctual_stats::{LiveHistogram, Recorder};
+use punctual_stats::{LiveHistogram, Passed, Recorder};
 use punctual_time::clock::{read_clock, sleep_abs, thread_cpu_time};
 use punctual_time::{format_ns, ClockId, MarginPolicy};
 use std::io::Write;
@@ -339,20 +339,16 @@ fn measure<W: Waiter>(w: &mut W, sched: Schedule, stop: &AtomicBool, sink: Sink<
         if w.self_scheduled() && obs.done >= next {
             // Releases already in the past: count them (only those inside the run), then resume at the
             // first future one.
-            let missed = (obs.done - next) / interval + 1;
-            let inside = if next < deadline {
-                (deadline - next - 1) / interval + 1
-            } else {
-                0
-            };
-            rec.add_missed(missed.min(inside));
+            let passed = Passed::at(next, obs.done, interval, deadline);
+            rec.add_missed(passed.missed);
             if let Some(h) = live {
-                h.add_missed(missed.min(inside));
+                h.add_missed(passed.missed);
             }
             if late.enabled() {
-                log_missed(late, series, next, interval, missed.min(inside), obs.done);
+                log_missed(late, series, next, interval, passed.missed, obs.done);
             }
-            let Some(resumed) = missed
+            let Some(resumed) = passed
+                .step
                 .checked_mul(interval)
                 .and_then(|d| next.checked_add(d))
             else {

@@ -8,11 +8,13 @@
 
 mod encode;
 pub mod live;
+mod passed;
 mod recorder;
 mod summary;
 
 pub use encode::{decode_histogram, encode_histogram, HistogramError, HISTOGRAM_ENCODING};
 pub use live::{LiveCounts, LiveHistogram};
+pub use passed::Passed;
 pub use recorder::{MergeError, Recorder, HIGHEST_NS, LOWEST_NS, SIGNIFICANT_DIGITS};
 pub use summary::{exact_nearest_rank, Percentiles, Summary, Within, PERCENTILES, WITHIN_NS};
 
