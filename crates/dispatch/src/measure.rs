@@ -129,7 +129,8 @@ pub fn run_plan_traced(
     let mut out = crate::execute_with(prepared, &cfg, stop, progress, heartbeats)?;
     let (records, unlogged) = out.late_releases();
     let mut trace = explainer.stop()?;
-    trace.add_stalls(out.stalls());
+    let stalls = out.stalls();
+    trace.add_stalls(stalls, out.stalls_dropped());
     Ok((out, trace, records, unlogged))
 }
 

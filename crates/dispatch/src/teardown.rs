@@ -72,6 +72,11 @@ impl Outcome {
             .flat_map(|c| std::mem::take(&mut c.stalls))
             .collect()
     }
+
+    /// The stalls the loops' logs had no room for.
+    pub fn stalls_dropped(&self) -> u64 {
+        self.cpus.iter().map(|c| c.stalls_dropped).sum()
+    }
 }
 
 pub struct Outcome {

@@ -192,10 +192,14 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
         Some(b) if !mode.released() => LateLog::new(b, CHILD_LATE_CAPACITY),
         _ => LateLog::off(),
     };
-    let mut held = match late_bound {
+    let client_log = || match late_bound {
         Some(b) if mode.released() => LateLog::new(b, CHILD_LATE_CAPACITY),
         _ => LateLog::off(),
     };
+    // A wake client's stretches past the bound where it did only its own few stores between two
+    // clock reads: from its spin's end to its read after the wait (`held`, KURT's interval), and
+    // from that read back to its next wait (`back`, a stall only: no release is judged there).
+    let (mut held, mut back) = (client_log(), client_log());
     // A wake client's class comes with its attach (FLAG_REALTIME).
     let (_held, fallbacks) = if mode.released() {
         (Vec::new(), Vec::new())
@@ -261,30 +265,18 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
         Mode::Wake | Mode::WakeShielded => {
             let ch = channel.ok_or("wake mode needs --channel")?;
             let mut p = Periodic::attach(ch, FLAG_REALTIME).map_err(|e| e.to_string())?;
+            let mut returned = None;
             loop {
+                if let Some(from) = returned {
+                    stretch(&mut back, from, now());
+                }
                 match p.wait_next_period() {
                     Ok(r) => {
                         let t = now();
-                        let ran = r.target + r.lateness;
-                        if held.is_late(t.saturating_sub(ran)) {
-                            let (tid, cpu) = punctual_explain::here();
-                            held.push(LateRelease {
-                                series: HELD_SERIES,
-                                tid,
-                                cpu,
-                                // Released by the dispatcher, past its release on its own: no
-                                // timer of its own was due (`Sleeper` would say one was).
-                                waiter: Waiter::Client,
-                                target: ran,
-                                actual: t,
-                                handover: None,
-                                behind: false,
-                                last_read: None,
-                                own_work: None,
-                            });
-                        }
+                        stretch(&mut held, r.target + r.lateness, t);
                         note(t, r.lateness, &mut interval, &mut lateness);
                         lateness.add_missed(r.missed);
+                        returned = Some(t);
                     }
                     Err(punctual_periodic::PeriodicError::Channel(
                         punctual_periodic::channel::ChannelError::Ended(_),
@@ -296,6 +288,7 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
     }
     let (records, dropped) = late.into_records();
     let (held, held_dropped) = held.into_records();
+    let (back, back_dropped) = back.into_records();
     let v = serde_json::json!({
         "interval": Series::from_recorder("interval", kind::INTERVAL_DEVIATION, None, &interval),
         "lateness": Series::from_recorder("lateness", kind::LATENESS, None, &lateness),
@@ -305,9 +298,34 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
         // [spin end, read, tid, cpu] of each held read (wake modes).
         "held": held.iter().map(|r| [r.target, r.actual, r.tid as u64, r.cpu as u64]).collect::<Vec<_>>(),
         "held_dropped": held_dropped,
+        // [read after the wait, read before the next, tid, cpu] of each way back (wake modes).
+        "back": back.iter().map(|r| [r.target, r.actual, r.tid as u64, r.cpu as u64]).collect::<Vec<_>>(),
+        "back_dropped": back_dropped,
         "fallbacks": fallbacks,
     });
     Ok(v.to_string())
+}
+
+/// A wake client's stretch `[from, to]` between two of its clock reads, kept in `log` when
+/// longer than its bound.
+fn stretch(log: &mut LateLog, from: u64, to: u64) {
+    if log.is_late(to.saturating_sub(from)) {
+        let (tid, cpu) = punctual_explain::here();
+        log.push(LateRelease {
+            series: HELD_SERIES,
+            tid,
+            cpu,
+            // Released by the dispatcher, past its release on its own: no timer of its own was
+            // due (`Sleeper` would say one was).
+            waiter: Waiter::Client,
+            target: from,
+            actual: to,
+            handover: None,
+            behind: false,
+            last_read: None,
+            own_work: None,
+        });
+    }
 }
 
 /// One measured configuration.
@@ -335,6 +353,8 @@ pub struct Cell {
     pub examples: Option<serde_json::Value>,
     /// `--explain-trace`: the file the row's trace was kept in, or why it could not be written.
     pub trace_file: Option<Result<String, String>>,
+    /// Stalls the row's threads (dispatcher and processes) had no room to log.
+    pub stalls_dropped: u64,
     /// What the processes could not have (FIFO or mlockall refused), each once.
     pub fallbacks: Vec<Fallback>,
     /// (c) and (d): the dispatcher's margin and the processes' leads at the end of the row
@@ -359,6 +379,7 @@ impl Cell {
             floor: Default::default(),
             examples: None,
             trace_file: None,
+            stalls_dropped: 0,
             fallbacks: Vec::new(),
             dispatcher: None,
         }
@@ -443,11 +464,7 @@ fn spawn_children(
 
 /// The children's figures merged into `cell`; their late releases (self-timed modes) added to
 /// `late`, with the ones they had no room for.
-fn collect(
-    children: Vec<std::process::Child>,
-    cell: &mut Cell,
-    late: &mut (Vec<LateRelease>, u64),
-) {
+fn collect(children: Vec<std::process::Child>, cell: &mut Cell, late: &mut Reports) {
     for c in children {
         let Ok(out) = c.wait_with_output() else {
             cell.failures += 1;
@@ -463,30 +480,58 @@ fn collect(
     }
 }
 
-/// One process's report line (see [`body`]) merged into `cell` and `late`: its late releases
-/// (self-timed modes, series 0) or its held reads (wake modes, [`HELD_SERIES`]), with the ones it
-/// had no room for. A line that does not parse is a failed process.
-fn add_report(line: &str, cell: &mut Cell, late: &mut (Vec<LateRelease>, u64)) {
+/// What the processes of a row reported for `--explain`.
+#[derive(Debug, Default)]
+struct Reports {
+    /// Their late releases (self-timed modes, series 0) or held reads (wake modes,
+    /// [`HELD_SERIES`]).
+    late: Vec<LateRelease>,
+    /// Those they had no room for.
+    dropped: u64,
+    /// A wake client's ways back to its wait past the bound: its own stores, `Busy` stalls.
+    back: Vec<Stall>,
+    back_dropped: u64,
+}
+
+/// A report's `[from, to, tid, cpu]` rows.
+fn report_rows(v: &serde_json::Value) -> impl Iterator<Item = [u64; 4]> + '_ {
+    v.as_array().into_iter().flatten().map(|r| {
+        let f = |i: usize| r.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        [f(0), f(1), f(2), f(3)]
+    })
+}
+
+/// One process's report line (see [`body`]) merged into `cell` and `late`, with what it had no
+/// room for. A line that does not parse is a failed process.
+fn add_report(line: &str, cell: &mut Cell, late: &mut Reports) {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
         cell.failures += 1;
         return;
     };
-    late.1 += v["late_dropped"].as_u64().unwrap_or(0) + v["held_dropped"].as_u64().unwrap_or(0);
-    let late_ones = v["late"].as_array().into_iter().flatten().map(|r| (0, r));
-    let held = v["held"].as_array().into_iter().flatten();
-    for (series, r) in late_ones.chain(held.map(|r| (HELD_SERIES, r))) {
-        let f = |i: usize| r.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
-        late.0.push(LateRelease {
+    let count = |k: &str| v[k].as_u64().unwrap_or(0);
+    late.dropped += count("late_dropped") + count("held_dropped");
+    late.back_dropped += count("back_dropped");
+    late.back.extend(report_rows(&v["back"]).map(|f| Stall {
+        tid: f[2] as i32,
+        cpu: f[3] as u32,
+        kind: StallKind::Busy,
+        from: f[0],
+        to: f[1],
+    }));
+    let late_ones = report_rows(&v["late"]).map(|r| (0, r));
+    let held = report_rows(&v["held"]).map(|r| (HELD_SERIES, r));
+    for (series, f) in late_ones.chain(held) {
+        late.late.push(LateRelease {
             series,
-            tid: f(2) as i32,
-            cpu: f(3) as u32,
+            tid: f[2] as i32,
+            cpu: f[3] as u32,
             waiter: if series == HELD_SERIES {
                 Waiter::Client
             } else {
                 Waiter::Sleeper
             },
-            target: f(0),
-            actual: f(1),
+            target: f[0],
+            actual: f[1],
             handover: None,
             behind: false,
             last_read: None,
@@ -587,12 +632,12 @@ fn measure_self_timed(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(
         &[],
         bound,
     )?;
-    let mut late = (Vec::new(), 0);
+    let mut late = Reports::default();
     collect(children, cell, &mut late);
     if let Some(x) = explainer {
         let trace = x.stop()?;
         cell.trace_file = trace.captured.kept_in_text();
-        let x = trace.explain(&late.0, &[(0, late.1)]);
+        let x = trace.explain(&late.late, &[(0, late.dropped)]);
         cell.causes = Some(x.tally(0));
         cell.examples = Some(x.examples_json());
     }
@@ -749,20 +794,22 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
     }
     cell.dispatcher = Some(dispatcher_facts(&out));
     // The processes end with their channels; their held reads join the dispatcher's records.
-    let mut held = (Vec::new(), 0);
+    let mut held = Reports::default();
     collect(children, cell, &mut held);
     if let Some((mut trace, mut records, mut unlogged)) = traced {
-        let stalls = held.0.iter().map(|r| Stall {
+        let stalls = held.late.iter().map(|r| Stall {
             tid: r.tid,
             cpu: r.cpu,
             kind: StallKind::Busy,
             from: r.target,
             to: r.actual,
         });
-        trace.add_stalls(stalls);
+        // A held read that did not fit is not a stall either.
+        trace.add_stalls(stalls.chain(held.back), held.back_dropped + held.dropped);
         cell.trace_file = trace.captured.kept_in_text();
-        records.extend(held.0);
-        unlogged.push((HELD_SERIES, held.1));
+        cell.stalls_dropped = trace.captured.stalls_dropped;
+        records.extend(held.late);
+        unlogged.push((HELD_SERIES, held.dropped));
         let mut x = trace.explain(&records, &unlogged);
         cell.held = Some(x.tally(HELD_SERIES));
         // The lateness series' examples are of its late releases.
@@ -1268,6 +1315,18 @@ pub fn explain_table(cells: &[Cell]) -> Table {
             cells.len()
         ));
     }
+    let dropped: Vec<String> = cells
+        .iter()
+        .filter(|c| c.stalls_dropped > 0)
+        .map(|c| format!("{} ({})", row_name(c), c.stalls_dropped))
+        .collect();
+    if !dropped.is_empty() {
+        t.note(format!(
+            "stalls the threads' logs had no room for, so a late release there may read as \
+             punctual's own: {}.",
+            dropped.join(", ")
+        ));
+    }
     trace_files_note(&mut t, cells);
     t
 }
@@ -1442,7 +1501,7 @@ mod tests {
             .expect("fallbacks are reported")
             .len();
         let mut cell = Cell::new(Mode::Abs, false, 1);
-        let mut late = (Vec::new(), 0);
+        let mut late = Reports::default();
         add_report(&line, &mut cell, &mut late);
         assert_eq!(cell.failures, 0);
         // One release every 2 ms for 20 ms; one a loaded machine made it miss is counted so.
@@ -1450,7 +1509,7 @@ mod tests {
         assert_eq!(ran + cell.lateness.missed_periods(), 10);
         assert_eq!(cell.interval.count(), ran - 1);
         assert_eq!(
-            late.0.len() as u64 + late.1,
+            late.late.len() as u64 + late.dropped,
             ran,
             "a bound of 0 keeps every release"
         );
@@ -1551,22 +1610,32 @@ mod tests {
     }
 
     /// A wake client's held reads come back in their own series, with the ones it had no room
-    /// for; its late releases are the dispatcher's to report.
+    /// for; its late releases are the dispatcher's to report. Its ways back to its wait are
+    /// stalls only.
     #[test]
     fn a_wake_clients_held_reads_are_kept_apart_from_late_releases() {
         let line = serde_json::json!({
             "late": [], "late_dropped": 0,
             "held": [[1_000_000, 1_150_000, 42, 1]], "held_dropped": 3,
+            "back": [[1_150_000, 1_400_000, 42, 1]], "back_dropped": 2,
         });
         let mut cell = Cell::new(Mode::WakeShielded, false, 1);
-        let mut held = (Vec::new(), 0);
+        let mut held = Reports::default();
         add_report(&line.to_string(), &mut cell, &mut held);
-        assert_eq!(held.1, 3);
-        let r = held.0[0];
-        assert_eq!(held.0.len(), 1);
+        assert_eq!(held.dropped, 3);
+        let r = held.late[0];
+        assert_eq!(held.late.len(), 1);
         assert_eq!((r.series, r.tid, r.cpu), (HELD_SERIES, 42, 1));
         assert_eq!(r.waiter, Waiter::Client, "no timer of its own was due");
         assert_eq!((r.target, r.lateness()), (1_000_000, 150_000));
+        let back = Stall {
+            tid: 42,
+            cpu: 1,
+            kind: StallKind::Busy,
+            from: 1_150_000,
+            to: 1_400_000,
+        };
+        assert_eq!((held.back, held.back_dropped), (vec![back], 2));
     }
 
     /// `--explain-trace`: the note names the first and last row's files, and a row whose trace
@@ -1587,10 +1656,16 @@ mod tests {
             Cell {
                 causes: Some(Tally::default()),
                 trace_file: Some(Ok("/x/t-3".into())),
+                stalls_dropped: 7,
                 ..Cell::new(Mode::WakeShielded, true, 30)
             },
         ];
         let text = explain_table(&cells).render_at(punctual_result::table::Width::Unlimited);
+        // Only the row whose logs overflowed is named.
+        assert!(
+            text.contains("read as punctual's own: (d) 30 disk (7)."),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "(punctual trace analyze FILE): (c) 1 idle in /x/t to (d) 30 disk in /x/t-3"
@@ -1603,6 +1678,7 @@ mod tests {
         );
         let none = explain_table(&cells[..0]).render_at(punctual_result::table::Width::Unlimited);
         assert!(!none.contains("kernel traces kept"), "{none}");
+        assert!(!none.contains("no room"), "{none}");
     }
 
     /// A row with held reads says how many and why under the table; a row without says nothing.

@@ -217,10 +217,12 @@ impl Trace {
     /// first). A trace kept in a file (`--explain-trace`) is written again with them, so the file
     /// holds all the explanation was read from; written at [`Explainer::stop`] already, it keeps
     /// the events whatever happens after.
-    pub fn add_stalls(&mut self, stalls: impl IntoIterator<Item = Stall>) {
+    /// `dropped`: those the threads' logs had no room for, shown with the capture's figures.
+    pub fn add_stalls(&mut self, stalls: impl IntoIterator<Item = Stall>, dropped: u64) {
         let before = self.captured.stalls.len();
         self.captured.stalls.extend(stalls);
-        if self.captured.stalls.len() == before {
+        self.captured.stalls_dropped += dropped;
+        if self.captured.stalls.len() == before && dropped == 0 {
             return;
         }
         if let Some(Ok(path)) = self.captured.kept_in.clone() {
@@ -266,15 +268,15 @@ mod keep_tests {
             from,
             to: from + 50_000,
         };
-        trace.add_stalls([stall(7, 2_000)]);
-        trace.add_stalls([stall(8, 5_000)]);
+        trace.add_stalls([stall(7, 2_000)], 0);
+        trace.add_stalls([stall(8, 5_000)], 3);
         let path = trace.captured.kept_in.clone().unwrap().unwrap();
         let t = punctual_trace::file::read_trace_file(&path).unwrap();
         assert!(t.integrity.complete(), "{}", t.integrity.describe());
-        assert_eq!(
-            t.trailer.unwrap().stalls,
-            vec![stall(7, 2_000), stall(8, 5_000)]
-        );
+        let trailer = t.trailer.unwrap();
+        assert_eq!(trailer.stalls, vec![stall(7, 2_000), stall(8, 5_000)]);
+        // And how many the logs had no room for.
+        assert_eq!(trailer.stalls_dropped, 3);
         // Nothing left beside it.
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()

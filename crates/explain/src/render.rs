@@ -64,6 +64,14 @@ pub fn tables(x: &Explanation, names: &[(u32, String)]) -> Vec<Table> {
         c.evicted,
         c.lost
     ));
+    if c.stalls_dropped > 0 {
+        t.note(format!(
+            "{} of the timing threads' {} stalls did not fit their logs; a late release in one \
+             may read as punctual's own.",
+            c.stalls_dropped,
+            c.stalls + c.stalls_dropped
+        ));
+    }
     match &c.kept_in {
         Some(Ok(path)) => {
             t.note(format!(
@@ -167,4 +175,28 @@ pub fn into_report(
         svg: svg.map_err(|e| punctual_result::Failure::system(e.to_string()))?,
     });
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stalls the threads had no room for are said under the table, with how many were logged;
+    /// a run that logged them all says nothing of it.
+    #[test]
+    fn the_table_says_when_stalls_did_not_fit_the_logs() {
+        let mut x = Explanation::default();
+        x.capture.stalls = 5;
+        let text = |x: &Explanation| {
+            tables(x, &[(0, "plan".into())])[0].render_at(punctual_result::table::Width::Unlimited)
+        };
+        assert!(!text(&x).contains("did not fit"), "{}", text(&x));
+        x.capture.stalls_dropped = 2;
+        assert!(
+            text(&x).contains("2 of the timing threads' 7 stalls did not fit their logs"),
+            "{}",
+            text(&x)
+        );
+        assert_eq!(x.capture.to_json(10_000)["stalls_dropped"], 2);
+    }
 }

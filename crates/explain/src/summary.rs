@@ -112,6 +112,10 @@ pub struct CaptureStats {
     pub idle_polled: Vec<usize>,
     /// `--explain-trace`: the file the trace was kept in, or why it could not be written.
     pub kept_in: Option<Result<String, String>>,
+    /// The measuring threads' stalls read beside the events, and those their logs had no room
+    /// for (a stretch not logged reads as the thread's own).
+    pub stalls: u64,
+    pub stalls_dropped: u64,
 }
 
 impl CaptureStats {
@@ -141,6 +145,8 @@ impl CaptureStats {
                 .map(|(_, &cpu)| cpu)
                 .collect(),
             kept_in: c.kept_in_text(),
+            stalls: c.stalls.len() as u64,
+            stalls_dropped: c.stalls_dropped,
         }
     }
 
@@ -162,6 +168,8 @@ impl CaptureStats {
             "idle_polled_cpus": self.idle_polled,
             "trace_file": self.kept_in.as_ref().and_then(|k| k.as_ref().ok()),
             "trace_file_error": self.kept_in.as_ref().and_then(|k| k.as_ref().err()),
+            "stalls": self.stalls,
+            "stalls_dropped": self.stalls_dropped,
         })
     }
 }

@@ -156,8 +156,10 @@ pub struct Captured {
     pub seen_by_cpu: Vec<u64>,
     /// Switches out of idle the kernel did not record, put back ([`crate::idle_exit`]).
     pub idle_exits: crate::idle_exit::Repair,
-    /// The measuring threads' own stalls over the capture (given by the run, not the kernel).
+    /// The measuring threads' own stalls over the capture (given by the run, not the kernel),
+    /// and those their logs had no room for.
     pub stalls: Vec<Stall>,
+    pub stalls_dropped: u64,
 }
 
 impl Captured {
@@ -318,6 +320,7 @@ impl Captured {
                 })
                 .collect(),
             stalls: self.stalls.clone(),
+            stalls_dropped: self.stalls_dropped,
             ..Trailer::default()
         };
         let events = w.events();

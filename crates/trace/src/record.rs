@@ -340,6 +340,7 @@ pub fn record(
         target_status,
         sole_runners: sole.iter().map(|(cpu, r)| (*cpu, r.tid)).collect(),
         stalls: Vec::new(),
+        stalls_dropped: 0,
     };
     let events = sink.writer.events();
     let bytes = sink.writer.bytes_written();

@@ -387,7 +387,7 @@ impl Measurement for Replay {
         if let Some(x) = explainer {
             let (records, dropped) = r.0.timing.late_records();
             let mut trace = x.stop()?;
-            trace.add_stalls(std::mem::take(&mut r.0.stalls));
+            trace.add_stalls(std::mem::take(&mut r.0.stalls), r.0.stalls_dropped);
             self.explained = Some(trace.explain(&records, &[(0, dropped)]));
         }
         Ok(ReplayOutcome {

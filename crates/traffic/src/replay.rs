@@ -761,8 +761,10 @@ pub struct Replayed {
     pub breathers: u64,
     /// The loop was stopped before the last send.
     pub stopped: bool,
-    /// `--explain`: where the loop stalled ([`punctual_explain::Stall`]).
+    /// `--explain`: where the loop stalled ([`punctual_explain::Stall`]), and the stalls its log
+    /// had no room for.
     pub stalls: Vec<punctual_explain::Stall>,
+    pub stalls_dropped: u64,
     /// With kernel stamps: CLOCK_REALTIME - CLOCK_MONOTONIC (ns) before and after the run; the
     /// first converts the stamps, a difference means the realtime clock was stepped.
     pub stamp_offset: Option<(i64, i64)>,
@@ -874,6 +876,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         .as_ref()
         .map(|p| (p.offset, crate::txstamp::realtime_offset()));
     let timing = actions.timing;
+    let (stalls, stalls_dropped) = out.stalls.into_stalls();
     Replayed {
         stamp_offset,
         stopped: timing.sent < total,
@@ -882,7 +885,8 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         woke_late: out.woke_late,
         spun_through: out.spun_through,
         breathers: out.breathers,
-        stalls: out.stalls.into_stalls().0,
+        stalls,
+        stalls_dropped,
     }
 }
 

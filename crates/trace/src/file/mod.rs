@@ -111,6 +111,13 @@ pub struct Trailer {
     /// again as it did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<crate::stall::Stall>,
+    /// Stalls the threads' logs had no room for: their stretches were not read as the threads'.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stalls_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
