@@ -328,12 +328,13 @@ fn spawn_sampler(
             }
             // SAFETY: plain syscall.
             punctual_explain::own_thread(unsafe { libc::gettid() });
+            let mut reader = crate::share::TaskReader::default();
             while !stop.load(Ordering::Relaxed) {
                 std::thread::park_timeout(std::time::Duration::from_nanos(step));
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let tasks = crate::share::run_tasks(skip.load(Ordering::Relaxed));
+                let tasks = reader.sample(skip.load(Ordering::Relaxed));
                 let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
                 let t = now();
                 if let Some(e) = g.watch.sample(t, &tasks) {
