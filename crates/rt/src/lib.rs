@@ -30,7 +30,10 @@ pub mod slack;
 pub mod stacked;
 mod state;
 mod task;
-pub use task::{is_realtime, parent_pid, runnable_tasks, stat_fields, threads, ProcStat, Runnable};
+pub use task::{
+    is_realtime, parent_pid, pidfd_exited, pidfd_open, runnable_tasks, stat_fields, threads,
+    ProcStat, Runnable,
+};
 pub mod thread;
 
 pub use affinity::{

@@ -41,6 +41,31 @@ impl ProcStat {
     }
 }
 
+/// A pidfd for process `pid` (`pidfd_open`, Linux 5.3): it names that process and no other for
+/// as long as it is held, and becomes readable when the process exits. `None` where the kernel has
+/// no pidfds or the process is gone.
+pub fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain system call; a non-negative result is a new file descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a descriptor pidfd_open just created; nothing else owns it.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process behind a pidfd has exited: one `poll` that does not wait (no `/proc`
+/// read, whose open alone took up to hundreds of microseconds here under load).
+pub fn pidfd_exited(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack, a descriptor the caller holds, no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
+}
+
 /// Start time of a task in clock ticks since boot (field 22 of /proc/PID/stat).
 pub fn task_start_time(pid: i32) -> Option<u64> {
     ProcStat::of(pid)?.field(22)

@@ -208,14 +208,6 @@ impl<W: Write> Sink<W> {
     }
 }
 
-fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: plain system call; a non-negative result is a new file descriptor we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a non-negative result is a descriptor pidfd_open just created; nothing else owns it.
-    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
-}
-
 /// Check that a command can be started (found, executable) before anything changes on the system.
 pub fn check_command(argv: &[String]) -> Result<(), TraceError> {
     let Some(prog) = argv.first() else {
@@ -292,7 +284,9 @@ pub fn record(
         stop,
         deadline: cfg.duration.map(|d| start_ns + d),
         interval: cfg.drain_interval,
-        child_fd: child.as_ref().and_then(|c| pidfd_open(c.id() as i32)),
+        child_fd: child
+            .as_ref()
+            .and_then(|c| punctual_rt::pidfd_open(c.id() as i32)),
     };
     let mut drain = Drain {
         pipes: &pipes,
