@@ -67,6 +67,9 @@ pub struct Release {
     pub missed: u64,
     /// The kernel (or the dispatcher's wake) came after the instant itself: spinning could not help.
     pub woke_late: bool,
+    /// The task's first clock read after its wait in the kernel returned, before any spin
+    /// (CLOCK_MONOTONIC, ns): up to there since it asked, it was asleep or on its way in and out.
+    pub woke: u64,
 }
 
 enum Mode {
@@ -260,6 +263,7 @@ impl Periodic {
                     lateness: w.lateness(),
                     missed,
                     woke_late: w.woke_late(),
+                    woke: w.woke,
                 }
             }
             Mode::Client { chan, margin_hint } => {
@@ -313,6 +317,7 @@ impl Periodic {
                     lateness,
                     missed,
                     woke_late,
+                    woke,
                 }
             }
         };
@@ -411,6 +416,8 @@ mod tests {
         let r = p.wait_next_period().unwrap();
         assert!(r.woke_late);
         assert!((40_000..41_000).contains(&r.lateness), "{r:?}");
+        // Woken by the kernel 40 us late (and a clock read's step), done at that read.
+        assert_eq!(r.woke, r.target + r.lateness, "{r:?}");
         assert_eq!(p.margin(), 0);
     }
 
@@ -494,6 +501,9 @@ mod tests {
         for (r, &target) in out.iter().zip(&targets) {
             assert_eq!(r.target, target);
             assert!(!r.woke_late || r.lateness > 0);
+            // Woken before its spin ended, late exactly when after the instant.
+            assert!(r.woke <= r.target + r.lateness, "{r:?}");
+            assert_eq!(r.woke_late, r.woke > r.target, "{r:?}");
         }
     }
 }
