@@ -267,18 +267,18 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
         Mode::Wake | Mode::WakeShielded => {
             let ch = channel.ok_or("wake mode needs --channel")?;
             let mut p = Periodic::attach(ch, FLAG_REALTIME).map_err(|e| e.to_string())?;
-            let mut returned = None;
+            // From before its first wait too: a client waiting for its first release wakes each
+            // 100 ms to ask after its dispatcher (a poll), on the CPU the others' releases use.
+            let mut returned = now();
             loop {
                 match p.wait_next_period() {
                     Ok(r) => {
                         let t = now();
-                        if let Some(from) = returned {
-                            stretch(&mut back, from, r.woke);
-                        }
+                        stretch(&mut back, returned, r.woke);
                         stretch(&mut held, r.target + r.lateness, t);
                         note(t, r.lateness, &mut interval, &mut lateness);
                         lateness.add_missed(r.missed);
-                        returned = Some(t);
+                        returned = t;
                     }
                     Err(punctual_periodic::PeriodicError::Channel(
                         punctual_periodic::channel::ChannelError::Ended(_),
@@ -300,7 +300,8 @@ pub fn body(spec: &ChildSpec) -> Result<String, String> {
         // [spin end, read, tid, cpu] of each held read (wake modes).
         "held": held.iter().map(|r| [r.target, r.actual, r.tid as u64, r.cpu as u64]).collect::<Vec<_>>(),
         "held_dropped": held_dropped,
-        // [read after the wait, read before the next, tid, cpu] of each way back (wake modes).
+        // [read after a release (or before the first wait), first read after the next wake-up,
+        // tid, cpu] (wake modes).
         "back": back.iter().map(|r| [r.target, r.actual, r.tid as u64, r.cpu as u64]).collect::<Vec<_>>(),
         "back_dropped": back_dropped,
         "fallbacks": fallbacks,
@@ -490,7 +491,7 @@ struct Reports {
     late: Vec<LateRelease>,
     /// Those they had no room for.
     dropped: u64,
-    /// A wake client's ways back to its wait past the bound: its own stores, `Busy` stalls.
+    /// A wake client's ways back to its wait, one a release: its own stores, `Busy` stalls.
     back: Vec<Stall>,
     back_dropped: u64,
 }

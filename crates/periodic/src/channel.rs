@@ -409,10 +409,11 @@ fn alive(pid: i32, start: u64) -> bool {
 /// The dispatcher a client attached to, asked after each of the client's waits that timed out
 /// whether it is still there.
 ///
-/// A pidfd answers with one `poll`. Reading `/proc/PID/stat` for the start time (the fallback, on
-/// kernels without pidfds) held the client's CPU at its real-time priority for 150-300 us in
-/// kurt-periodic's (d) rows: every client waiting for its first release times out each 100 ms,
-/// and 4 of 6 late releases put on another client there were behind one doing this (issue 26).
+/// A pidfd answers with one `poll`; the fallback, on kernels without pidfds, reads
+/// `/proc/PID/stat` for the start time (an `open` there took up to 457 us on this VM). Every
+/// client waiting for its first release times out each 100 ms, on a CPU other clients' releases
+/// use, and in kurt-periodic's (d) rows such clients were seen holding it 150-650 us without a
+/// guest event (issue 26; not the read alone: some still did with the pidfd).
 struct Owner {
     pid: i32,
     start: u64,
