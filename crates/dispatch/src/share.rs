@@ -319,13 +319,13 @@ impl TaskReader {
                     .map(|p| (p, false)),
             );
         }
-        let mut walked = Vec::new();
+        // A set: a run may start hundreds of processes.
+        let mut walked = std::collections::HashSet::new();
         let mut buf = [0u8; 4096];
         while let Some((pid, own)) = frontier.pop() {
-            if walked.contains(&pid) {
+            if !walked.insert(pid) {
                 continue;
             }
-            walked.push(pid);
             let p = match self.procs.entry(pid) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
@@ -344,7 +344,7 @@ impl TaskReader {
                 }
             };
             // The iterator rewinds the directory when dropped: the next walk reads it afresh.
-            let tids: Vec<i32> = p
+            let mut tids: Vec<i32> = p
                 .tasks
                 .iter()
                 .flatten()
@@ -383,7 +383,8 @@ impl TaskReader {
                 let kids = text.split_whitespace().filter_map(|c| c.parse().ok());
                 frontier.extend(kids.map(|c| (c, false)));
             }
-            p.children.retain(|t, _| tids.contains(t));
+            tids.sort_unstable();
+            p.children.retain(|t, _| tids.binary_search(t).is_ok());
         }
         self.procs.retain(|pid, _| walked.contains(pid));
     }
