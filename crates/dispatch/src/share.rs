@@ -350,6 +350,12 @@ impl TaskReader {
                 .flatten()
                 .filter_map(|e| e.file_name().to_str().ok()?.parse().ok())
                 .collect();
+            // Ended (a directory kept open lists nothing then): forgotten, so that a process
+            // given its pid later is opened afresh at the next walk.
+            if tids.is_empty() {
+                self.procs.remove(&pid);
+                continue;
+            }
             for &tid in &tids {
                 self.open.entry(tid).or_insert_with(|| {
                     let open = |f| std::fs::File::open(task_path(pid, tid, f));
