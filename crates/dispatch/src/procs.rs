@@ -37,31 +37,3 @@ pub fn descendants(root: i32) -> Vec<i32> {
     }
     out
 }
-
-/// Every descendant process of `root` from the kernel's `children` lists (each task's children,
-/// CONFIG_PROC_CHILDREN), which costs a few reads instead of a scan of /proc; the scan when the lists
-/// are missing.
-pub fn descendants_fast(root: i32) -> Vec<i32> {
-    if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
-        return descendants(root);
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(p) = frontier.pop() {
-        for t in tasks_of(p) {
-            let Ok(list) = std::fs::read_to_string(format!("/proc/{p}/task/{t}/children")) else {
-                continue;
-            };
-            for c in list
-                .split_whitespace()
-                .filter_map(|c| c.parse::<i32>().ok())
-            {
-                if !out.contains(&c) {
-                    out.push(c);
-                    frontier.push(c);
-                }
-            }
-        }
-    }
-    out
-}

@@ -28,8 +28,8 @@
 //! dense), so a healthy run never trips it.
 
 use crate::engine::Heartbeat;
+pub use crate::procs::descendants;
 use crate::procs::tasks_of;
-pub use crate::procs::{descendants, descendants_fast};
 use punctual_time::clock::read_clock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
