@@ -32,7 +32,9 @@ use crate::timeline::{
     account, dark_stretches, Accounting, CpuFacts, Occupant, Window, LOOKBACK_NS,
 };
 use punctual_trace::capture::Captured;
-use punctual_trace::event::{softirq_name, Event, EventKind, STATE_MASK, STATE_PREEMPTED};
+use punctual_trace::event::{
+    leave_reason, softirq_name, Event, EventKind, Leave, STATE_MASK, STATE_PREEMPTED,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -111,6 +113,8 @@ pub struct Attribution {
     pub cpu: Option<u32>,
     /// Time the winning cause held in the window.
     pub held_ns: u64,
+    /// The task whose time decided it, when the offender is a task (its pid).
+    pub holder: Option<i32>,
     /// One line on how it was decided (for `--explain-detail` and tests).
     pub why: String,
 }
@@ -128,6 +132,7 @@ impl Attribution {
             offender: None,
             cpu: None,
             held_ns: 0,
+            holder: None,
             why: why.into(),
         }
     }
@@ -137,7 +142,8 @@ impl Attribution {
 pub struct Evidence<'a> {
     pub trace: &'a Captured,
     /// punctual's own threads in the run: the dispatchers that handed releases over, the
-    /// clients they released and the threads declared with [`crate::record::own_thread`] (the
+    /// clients they released, the threads that logged stalls, the trace's drain thread and the
+    /// threads declared with [`crate::record::own_thread`] (the
     /// watchdog). One of them holding a victim's CPU is punctual's doing
     /// (`dispatcher`: its loop, or its placement of clients), not another task's.
     pub own: std::collections::HashSet<i32>,
@@ -151,10 +157,13 @@ impl<'a> Evidence<'a> {
     pub fn new(trace: &'a Captured, records: &[LateRelease]) -> Evidence<'a> {
         let mut own: std::collections::HashSet<i32> =
             crate::record::own_threads().into_iter().collect();
-        // The trace's own drain thread.
-        if trace.drain_tid > 0 {
-            own.insert(trace.drain_tid);
-        }
+        // The trace's own drain thread, and the measuring threads that logged stalls (a run's
+        // wake clients log one every release, late or not).
+        own.extend(
+            std::iter::once(trace.drain_tid)
+                .chain(trace.stalls.iter().map(|s| s.tid))
+                .filter(|&t| t > 0),
+        );
         for r in records {
             if let Some(h) = r.handover {
                 own.insert(h.tid);
@@ -324,6 +333,18 @@ impl Evidence<'_> {
                 ..
             } if prev_pid == victim => Some((e.ts, prev_state)),
             _ => None,
+        })
+    }
+
+    /// Whether `pid` left `cpu` blocked or asleep (not preempted) in `(from, to]`.
+    pub fn left_waiting(&self, cpu: u32, pid: i32, from: u64, to: u64) -> bool {
+        let Some(ev) = self.trace.cpu_events(cpu as usize) else {
+            return false;
+        };
+        let inside = ev.partition_point(|e| e.ts <= from)..ev.partition_point(|e| e.ts <= to);
+        ev[inside].iter().any(|e| {
+            matches!(e.kind, EventKind::Switch { prev_pid, prev_state, .. }
+                if prev_pid == pid && leave_reason(prev_state) != Leave::Preempted)
         })
     }
 
@@ -532,15 +553,16 @@ fn explain_window(
             }
         }
     }
+    let named = cause != Cause::Steal;
     Attribution {
         cause,
-        offender: if cause == Cause::Steal {
-            None
-        } else {
-            offender(ev, top)
-        },
+        offender: named.then(|| offender(ev, top)).flatten(),
         cpu: Some(cpu),
         held_ns: held,
+        holder: match top {
+            Occupant::Task { pid, .. } | Occupant::Throttled { pid, .. } if named => Some(pid),
+            _ => None,
+        },
         why,
     }
 }
@@ -639,6 +661,7 @@ fn silent_then_steal(
         offender: None,
         cpu: Some(cpu),
         held_ns: seen.saturating_sub(from),
+        holder: None,
         why: format!(
             "{said}, and CPU {cpu} logged no guest event in between: the virtual CPU was not \
              running ({})",
@@ -758,6 +781,7 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
             offender: None,
             cpu: Some(r.cpu),
             held_ns: took - planned_lead,
+            holder: None,
             why: format!(
                 "its wake-up took {}, within the {} its wake-ups need, but the lead was {}",
                 punctual_time::format_ns(took),

@@ -254,6 +254,65 @@ fn inherit_in_chains(records: &[LateRelease], attributed: &mut [Attribution]) {
     }
 }
 
+/// A client's release decided by another client of the run holding its CPU (`dispatcher`: that
+/// client is punctual's) takes that client's cause when the holder was itself late and stayed
+/// there: its latest late release `j` came due no later than this one's instant and ran before
+/// this one did, it did not leave its CPU to wait between its late read and this instant (the
+/// trace shows it), and this release is late by at most the holder's lateness plus the bound (on
+/// time, the holder would have left this one within it). Otherwise the holder was there on time,
+/// spinning or on its way back, and the placement that put both on one CPU is punctual's own.
+/// Measured on this VM (kurt-periodic (c)/(d), 2026-11-30): a client whose hand-over came late
+/// after the loop's timer was held by the host (`steal`) returned inside the next client's
+/// window, which read `dispatcher`.
+fn inherit_behind_clients(
+    ev: &Evidence,
+    bound: u64,
+    records: &[LateRelease],
+    attributed: &mut [Attribution],
+) {
+    // Per client thread, its late releases in the order they came due.
+    let mut late_of: std::collections::HashMap<i32, Vec<usize>> = Default::default();
+    for (i, r) in records.iter().enumerate() {
+        if r.handover.is_some() {
+            late_of.entry(r.tid).or_default().push(i);
+        }
+    }
+    for v in late_of.values_mut() {
+        v.sort_by_key(|&i| (records[i].target, i));
+    }
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    order.sort_by_key(|&i| (records[i].target, i));
+    for i in order {
+        let r = &records[i];
+        let Some(p) = attributed[i]
+            .holder
+            .filter(|&p| attributed[i].cause == Cause::Dispatcher && p != r.tid)
+        else {
+            continue;
+        };
+        let Some(&j) = late_of.get(&p).and_then(|v| {
+            v.iter()
+                .rev()
+                .find(|&&j| records[j].target <= r.target && records[j].actual <= r.actual)
+        }) else {
+            continue;
+        };
+        let x = &records[j];
+        let stayed = x.actual >= r.target || !ev.left_waiting(x.cpu, p, x.actual, r.target);
+        if !stayed || r.lateness() > x.lateness().saturating_add(bound) {
+            continue;
+        }
+        let mut a = attributed[j].clone();
+        a.why = format!(
+            "behind client pid {p}, on its CPU since its own release {} earlier, late by {}: {}",
+            punctual_time::format_ns(r.target - x.target),
+            punctual_time::format_ns(x.lateness()),
+            a.why
+        );
+        attributed[i] = a;
+    }
+}
+
 /// Attributions kept one by one for `--json`'s detail and tests.
 pub const KEEP_DETAILS: usize = 4096;
 
@@ -312,6 +371,7 @@ pub fn explain(
     };
     let mut attributed: Vec<Attribution> = records.iter().map(|r| attribute(&ev, r)).collect();
     inherit_in_chains(records, &mut attributed);
+    inherit_behind_clients(&ev, bound, records, &mut attributed);
     for (r, a) in records.iter().zip(attributed) {
         out.series.entry(r.series).or_default().add(&a);
         if out.worst.len() < KEEP_WORST

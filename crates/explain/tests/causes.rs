@@ -2,7 +2,9 @@
 //! and the attribution must name it (and by name where the cause has one).
 
 use punctual_explain::attribute::{attribute, Evidence, STEAL_COUNTER_MIN_NS};
-use punctual_explain::{explain, Cause, Handover, LateRelease, OwnWork, Waiter, WorkKind};
+use punctual_explain::{
+    explain, Cause, Handover, LateRelease, OwnWork, Stall, StallKind, Waiter, WorkKind,
+};
 use punctual_trace::capture::StealSample;
 use punctual_trace::event::{EventKind, Vector};
 use punctual_trace::synth::{Synth, PREEMPTED, SLEEPING};
@@ -1183,4 +1185,104 @@ fn a_wake_up_held_by_another_task_past_a_capped_lead_names_the_task() {
     );
     assert_eq!(a.cause, Cause::Task, "{a:?}");
     assert!(a.offender.unwrap().starts_with("hog (pid 400, normal"));
+}
+
+#[test]
+fn a_client_held_by_another_client_still_late_from_its_own_release_takes_that_ones_cause() {
+    const CLIENT2: i32 = 8;
+    let p = T0 + 10_000 * US;
+    // Both clients on CPU 0, the dispatcher on CPU 1. A FIFO 99 hog keeps CPU 1 from p-10 us to
+    // p+200 us: the first client's hand-over (planned at p, instant p+100 us) goes out at
+    // p+205 us and it reads its clock at p+210 us. Its way back keeps CPU 0 to p+260 us. The
+    // second's hand-over, after the loop caught up, is on time (p+215 us for p+230 us), but it
+    // runs only once the first has left: at p+262 us.
+    let trace = |first_waits: bool| {
+        let mut s = synth().task(CLIENT2, CLIENT2, "client2");
+        switch(&mut s, p - 1_000 * US, 1, 0, 0, DISPATCHER, 9);
+        switch(&mut s, p - 10 * US, 1, DISPATCHER, PREEMPTED, 400, 0);
+        switch(&mut s, p + 200 * US, 1, 400, SLEEPING, DISPATCHER, 9);
+        waking(&mut s, p + 205 * US, 1, CLIENT, 19);
+        switch(&mut s, p + 208 * US, 0, 0, 0, CLIENT, 19);
+        if first_waits {
+            // It waits again between its late release and the second's instant, and comes back.
+            switch(&mut s, p + 212 * US, 0, CLIENT, SLEEPING, 0, 120);
+            waking(&mut s, p + 220 * US, 0, CLIENT, 19);
+            switch(&mut s, p + 221 * US, 0, 0, 0, CLIENT, 19);
+        }
+        waking(&mut s, p + 215 * US, 1, CLIENT2, 19);
+        switch(&mut s, p + 216 * US, 1, DISPATCHER, SLEEPING, 0, 120);
+        switch(&mut s, p + 260 * US, 0, CLIENT, SLEEPING, CLIENT2, 19);
+        s
+    };
+    let first = |actual| client(p + 100 * US, actual, handover(p, p + 205 * US, 30 * US));
+    let second = LateRelease {
+        tid: CLIENT2,
+        ..client(
+            p + 230 * US,
+            p + 262 * US,
+            handover(p + 215 * US, p + 216 * US, 30 * US),
+        )
+    };
+    let s = trace(false);
+    // Alone, the second's window holds only the first client. Not known as punctual's, it is
+    // another task; once it logged a stall (the wake clients log their way back every release),
+    // it is punctual's own.
+    let alone = cause_of(&s, &second);
+    assert_eq!(alone.cause, Cause::Task, "{alone:?}");
+    let mut known = s.captured();
+    known.stalls.push(Stall {
+        tid: CLIENT,
+        cpu: 0,
+        kind: StallKind::Busy,
+        from: p - 9_990 * US,
+        to: p - 9_989 * US,
+    });
+    let alone = attribute(
+        &Evidence::new(&known, std::slice::from_ref(&second)),
+        &second,
+    );
+    assert_eq!(alone.cause, Cause::Dispatcher, "{alone:?}");
+    assert_eq!(alone.holder, Some(CLIENT), "{alone:?}");
+    let x = explain(&s.captured(), 10 * US, &[first(p + 210 * US), second], &[]);
+    assert_eq!(x.details[0].1.cause, Cause::Task, "{:?}", x.details[0]);
+    let (_, a) = &x.details[1];
+    assert_eq!(a.cause, Cause::Task, "{a:?}");
+    assert!(
+        a.offender.as_deref().unwrap().starts_with("hog (pid 400, "),
+        "{a:?}"
+    );
+    assert!(
+        a.why
+            .starts_with("behind client pid 7, on its CPU since its own release 130 us earlier"),
+        "{a:?}"
+    );
+    // The first client on time: it is not among the late, and the second stays punctual's own.
+    let x = explain(&known, 10 * US, &[second], &[]);
+    assert_eq!(
+        x.details[0].1.cause,
+        Cause::Dispatcher,
+        "{:?}",
+        x.details[0]
+    );
+    // Late by only 12 us: on time it would still have held the second 20 us past its bound.
+    let x = explain(&s.captured(), 10 * US, &[first(p + 112 * US), second], &[]);
+    assert_eq!(
+        x.details[1].1.cause,
+        Cause::Dispatcher,
+        "{:?}",
+        x.details[1]
+    );
+    // Between its late release and the second's instant it waited: its hold is a new stint.
+    let x = explain(
+        &trace(true).captured(),
+        10 * US,
+        &[first(p + 210 * US), second],
+        &[],
+    );
+    assert_eq!(
+        x.details[1].1.cause,
+        Cause::Dispatcher,
+        "{:?}",
+        x.details[1]
+    );
 }
