@@ -20,7 +20,7 @@
 //! - RLIMIT_RTTIME and the block watch bound only a continuous hold; [`crate::share`] bounds the
 //!   share of each CPU the run's real-time tasks (its own threads, exec children, wake clients it
 //!   spawned) hold over a sliding window (5 s by default): the spin budget (50 %) for the programs
-//!   the plan starts, 95 % for everything together. Sampled every 100 ms.
+//!   the plan starts, 95 % for everything together. Sampled every watchdog tick (0.5 s by default).
 //!
 //! Tripping demotes every real-time thread of this process and of its descendants (exec children,
 //! spawned wake clients) to SCHED_OTHER, stops the run and records why; the binary exits with 3.
@@ -415,12 +415,15 @@ impl Watchdog {
             seen: vec![Baseline::default(); cpus.len()],
             held: held.clone(),
         };
-        // The share is sampled every 100 ms (the other checks ride along). Reading /proc for every
-        // task of the run takes 0.15-0.9 ms under load: at FIFO 99 on the clients' CPUs that was
-        // the `punctual-watchd` of kurt-periodic's late releases (issue 26). A normal-class thread
-        // samples instead; the watchdog only reads its verdict, and samples itself (as before)
-        // when the sampler has not managed to for a second (real-time work holding every CPU).
-        let step = tick.min(100_000_000);
+        // The share is sampled every tick (0.5 s at the default threshold, ten samples a 5 s
+        // window; the other checks ride along). Reading /proc for every task of the run takes
+        // 0.15-0.9 ms under load: at FIFO 99 on the clients' CPUs that was the `punctual-watchd`
+        // of kurt-periodic's late releases (issue 26). A normal-class thread samples instead; the
+        // watchdog only reads its verdict, and samples itself (as before) when the sampler has not
+        // managed to for a second (real-time work holding every CPU). Where no CPU is free of
+        // clients, both still hold a client's CPU now and then: every 100 ms, they were named for
+        // 1-3 late releases of a 10 s kurt-periodic (c) row (2026-11-30); each tick, 5 times less.
+        let step = tick;
         let watchdog_tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
         let sampled: Option<Arc<Mutex<Sampled>>> =
             mode.share.clone().filter(|_| realtime).map(|limits| {
