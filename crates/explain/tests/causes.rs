@@ -1286,3 +1286,49 @@ fn a_client_held_by_another_client_still_late_from_its_own_release_takes_that_on
         x.details[1]
     );
 }
+
+#[test]
+fn a_wake_up_held_by_a_task_and_the_host_together_past_a_capped_lead_is_not_the_lead() {
+    let t = T0 + 10_000 * US;
+    // As measured (kurt-periodic (c) 30 disk): the lead was capped at 245 us, the client's
+    // wake-ups need 1.69 ms, and this one took 1.31 ms. A normal task in the kernel kept CPU 0
+    // from the hand-over to the client's switch-in, charged for `charged` of it; the rest the
+    // scheduler did not charge (the host had the vCPU).
+    let trace = |charged: u64| {
+        let mut s = synth();
+        switch(&mut s, t - 3_000 * US, 0, CLIENT, SLEEPING, 400, 120);
+        s.event(
+            t - 250 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 400,
+                runtime: 100 * US,
+            },
+        );
+        waking(&mut s, t - 245 * US, 1, CLIENT, 19);
+        vector(&mut s, 0, t + 400 * US, t + 460 * US, Vector::LocalTimer);
+        s.event(
+            t + 1_065 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: 400,
+                runtime: charged,
+            },
+        );
+        switch(&mut s, t + 1_065 * US, 0, 400, PREEMPTED, CLIENT, 19);
+        s
+    };
+    let r = client(
+        t,
+        t + 1_066 * US,
+        handover(t - 245 * US, t - 245 * US, 1_690 * US),
+    );
+    // 700 us charged, a 60 us tick, the rest not charged: neither holds half the 1.31 ms,
+    // together all of it.
+    let a = cause_of(&trace(700 * US), &r);
+    assert_ne!(a.cause, Cause::Lead, "{a:?}");
+    assert!(matches!(a.cause, Cause::Steal | Cause::Task), "{a:?}");
+    // Charged for all of it: the task alone.
+    let a = cause_of(&trace(1_285 * US), &r);
+    assert_eq!(a.cause, Cause::Task, "{a:?}");
+}
