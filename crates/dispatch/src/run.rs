@@ -7,7 +7,8 @@ use crate::engine::{self, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotStat
 use crate::interference::on_grid;
 use crate::setup::{CpuPrep, Prepared};
 use crate::teardown::{
-    end_clients, gather_results, join_dispatchers, CpuDone, CpuResult, Outcome, OVERRUN_GRACE_NS,
+    end_clients, gather_results, join_dispatchers, CpuDone, CpuResult, Dispatcher, EndedGuard,
+    Outcome, OVERRUN_GRACE_NS,
 };
 use crate::{share, watchdog};
 use punctual_plan::Plan;
@@ -193,7 +194,7 @@ fn spawn_dispatcher(
     prep: CpuPrep,
     shared: &Shared,
     cfg: &RunConfig,
-) -> Result<std::thread::JoinHandle<Option<CpuDone>>, DispatchError> {
+) -> Result<Dispatcher, DispatchError> {
     let settings = ThreadSettings {
         req: ThreadRequest {
             cpu: Some(prep.cpu),
@@ -208,11 +209,20 @@ fn spawn_dispatcher(
         explain_bound: cfg.explain_bound,
     };
     let shared = shared.clone();
-    std::thread::Builder::new()
+    let ended: Arc<AtomicBool> = Default::default();
+    let guard = EndedGuard {
+        ended: ended.clone(),
+        joiner: std::thread::current(),
+    };
+    let handle = std::thread::Builder::new()
         .name(format!("punctual-d{}", prep.cpu))
         .stack_size(512 << 10)
-        .spawn(move || dispatcher_thread(ci, prep, &shared, settings))
-        .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))
+        .spawn(move || {
+            let _ended = guard;
+            dispatcher_thread(ci, prep, &shared, settings)
+        })
+        .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))?;
+    Ok(Dispatcher { handle, ended })
 }
 
 /// One dispatcher thread: set itself up, meet the others twice (ready, then the start instant),

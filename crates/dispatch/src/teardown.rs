@@ -109,12 +109,55 @@ pub const OVERRUN_GRACE_NS: u64 = 30_000_000_000;
 /// behind, and the CPUs whose thread was still running [`OVERRUN_GRACE_NS`] after the plan's end.
 type Joined = (Vec<CpuDone>, Vec<usize>, Option<Vec<usize>>);
 
+/// A dispatcher thread, with a flag its body sets when it is over (however it ended).
+pub(crate) struct Dispatcher {
+    pub handle: std::thread::JoinHandle<Option<CpuDone>>,
+    pub ended: std::sync::Arc<AtomicBool>,
+}
+
+impl Dispatcher {
+    /// Its body is over (joining it returns at once) or the thread has finished.
+    fn done(&self) -> bool {
+        self.ended.load(Ordering::Acquire) || self.handle.is_finished()
+    }
+}
+
+impl From<std::thread::JoinHandle<Option<CpuDone>>> for Dispatcher {
+    fn from(handle: std::thread::JoinHandle<Option<CpuDone>>) -> Dispatcher {
+        Dispatcher {
+            handle,
+            ended: Default::default(),
+        }
+    }
+}
+
+/// Dropped at the end of a dispatcher thread's body (a panic too): sets its [`Dispatcher::ended`]
+/// and wakes the thread that joins the dispatchers, which waits parked in between.
+pub(crate) struct EndedGuard {
+    pub ended: std::sync::Arc<AtomicBool>,
+    pub joiner: std::thread::Thread,
+}
+
+impl Drop for EndedGuard {
+    fn drop(&mut self) {
+        self.ended.store(true, Ordering::Release);
+        self.joiner.unpark();
+    }
+}
+
+/// How long the joining thread waits parked between its checks of a trip and the plan's end,
+/// unless a dispatcher's end wakes it. It polled every 10 ms before: 100 timer interrupts and
+/// wake-ups a second of an unpinned thread, which on a machine whose every CPU has wake clients
+/// (kurt-periodic (c) on 2 CPUs) came at clients' instants (2026-11-30: a `punctual` thread of
+/// normal class woken every 10 ms, each wake-up a local timer interrupt of 7-8 us there).
+const JOIN_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Waits for the dispatcher threads; if the watchdog trips and a thread stays stuck, leaves it
 /// behind. `end`: the plan's end and the run's stop flag; a thread still running
 /// [`OVERRUN_GRACE_NS`] after it is stopped (a loop that never reached the end must not hold the
 /// run for ever), and left behind if it has not ended a second later.
 pub(crate) fn join_dispatchers(
-    handles: Vec<std::thread::JoinHandle<Option<CpuDone>>>,
+    handles: Vec<Dispatcher>,
     cpu_list: &[usize],
     wd: Option<&watchdog::Watchdog>,
     end: Option<(u64, &AtomicBool)>,
@@ -123,7 +166,7 @@ pub(crate) fn join_dispatchers(
     let mut overran: Option<(std::time::Instant, Vec<usize>)> = None;
     let mut stuck = Vec::new();
     loop {
-        if handles.iter().all(|h| h.is_finished()) {
+        if handles.iter().all(Dispatcher::done) {
             break;
         }
         if tripped_at.is_none() && wd.is_some_and(|w| w.tripped().is_some()) {
@@ -132,7 +175,7 @@ pub(crate) fn join_dispatchers(
         if let Some((end, stop)) = end.filter(|_| overran.is_none()) {
             if read_clock(libc::CLOCK_MONOTONIC) > end.saturating_add(OVERRUN_GRACE_NS) {
                 let running = handles.iter().zip(cpu_list);
-                let cpus = running.filter(|(h, _)| !h.is_finished()).map(|(_, &c)| c);
+                let cpus = running.filter(|(h, _)| !h.done()).map(|(_, &c)| c);
                 overran = Some((std::time::Instant::now(), cpus.collect()));
                 stop.store(true, Ordering::SeqCst);
             }
@@ -141,12 +184,12 @@ pub(crate) fn join_dispatchers(
         if since.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(1)) {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::park_timeout(JOIN_POLL);
     }
     let mut done = Vec::new();
     for (h, &cpu) in handles.into_iter().zip(cpu_list) {
-        if h.is_finished() {
-            match h.join() {
+        if h.done() {
+            match h.handle.join() {
                 Ok(Some(d)) => done.push(d),
                 Ok(None) => {}
                 Err(_) => {
@@ -234,8 +277,13 @@ mod tests {
         // The plan ended a grace and a second ago.
         let end = read_clock(libc::CLOCK_MONOTONIC) - OVERRUN_GRACE_NS - 1_000_000_000;
         let t0 = std::time::Instant::now();
-        let (done, stuck, overran) =
-            join_dispatchers(vec![obeys, deaf], &[3, 5], None, Some((end, &*stop))).unwrap();
+        let (done, stuck, overran) = join_dispatchers(
+            vec![obeys.into(), deaf.into()],
+            &[3, 5],
+            None,
+            Some((end, &*stop)),
+        )
+        .unwrap();
         assert!(stop.load(Ordering::SeqCst), "the run was not stopped");
         assert!(done.is_empty());
         assert_eq!(overran, Some(vec![3, 5]));
@@ -249,12 +297,40 @@ mod tests {
     }
 
     #[test]
+    fn a_dispatchers_end_sets_its_flag_and_wakes_the_joiner_before_the_thread_is_gone() {
+        let ended: Arc<AtomicBool> = Default::default();
+        let guard = EndedGuard {
+            ended: ended.clone(),
+            joiner: std::thread::current(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            drop(guard);
+            // The thread lingers past its body.
+            let _ = rx.recv();
+            None
+        });
+        let d = Dispatcher { handle, ended };
+        // Not a blocking receive here: std's channels park this thread and would take the token.
+        while !d.done() {
+            std::thread::yield_now();
+        }
+        assert!(!d.handle.is_finished(), "the thread itself is still there");
+        // The guard unparked this thread: a park returns at once, not after a minute.
+        let t0 = std::time::Instant::now();
+        std::thread::park_timeout(std::time::Duration::from_secs(60));
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+        let _ = tx.send(());
+        assert!(d.handle.join().unwrap().is_none());
+    }
+
+    #[test]
     fn dispatchers_that_end_by_the_plans_end_are_not_reported() {
         let stop = AtomicBool::new(false);
         let quick = std::thread::spawn(|| None);
         let end = read_clock(libc::CLOCK_MONOTONIC) + 60_000_000_000;
         let (_, stuck, overran) =
-            join_dispatchers(vec![quick], &[1], None, Some((end, &stop))).unwrap();
+            join_dispatchers(vec![quick.into()], &[1], None, Some((end, &stop))).unwrap();
         assert_eq!((stuck, overran), (vec![], None));
         assert!(!stop.load(Ordering::SeqCst));
     }
