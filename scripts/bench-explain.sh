@@ -17,8 +17,10 @@
 # It ends with the issue's targets, each PASS or FAIL with the measured figure. Every document
 # lands in $OUT (default target/bench/explain). Needs root (tracefs, shields) and a release build.
 # Another punctual's shield on the CPU (a test elsewhere) makes a shielded run wait for it (up to 2 min).
-# Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=120] [ONLY=abcd] [CPU=N] scripts/bench-explain.sh [full]
+# Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=120] [ONLY=abcd] [CPU=N] [TRACES=1] scripts/bench-explain.sh [full]
 # PUNCTUAL=/path/to/punctual measures that binary instead of building the release one.
+# TRACES=1 keeps the kernel traces b, c and d were explained from in $OUT/traces (--explain-trace;
+# a full run's kurt-periodic rows take about 250 MB), to read a late release again afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${PUNCTUAL:-}" ] || cargo build --release -q -p punctual
@@ -32,6 +34,8 @@ full=""
 [ "${1:-}" = full ] || [ -n "${FULL:-}" ] && full=1
 mkdir -p "$out"
 only=${ONLY:-abcd}
+# --explain-trace FILE for part $1, when TRACES=1.
+kept() { [ -n "${TRACES:-}" ] && mkdir -p "$out/traces" && printf '%s\n' --explain-trace "$out/traces/$1.trace"; return 0; }
 for part in a b c d; do
   case $only in *$part*) rm -f "$out"/targets-$part.tsv ;; esac
 done
@@ -405,8 +409,9 @@ fi
 if [[ $only == *b* ]]; then
 echo
 if [ -n "$full" ]; then q=(); echo "== b. kurt-periodic (full), explained"; else q=(--quick); echo "== b. kurt-periodic --quick, explained"; fi
-show "punctual experiment run kurt-periodic ${q[*]} --no-store --json $out/kurt.json --figures $out/kurt-figures"
-again "$out/kurt.err" taskset -c "$all" "$P" experiment run kurt-periodic "${q[@]}" --no-store \
+mapfile -t kt < <(kept kurt)
+show "punctual experiment run kurt-periodic ${q[*]} --no-store${kt[*]:+ ${kt[*]}} --json $out/kurt.json --figures $out/kurt-figures"
+again "$out/kurt.err" taskset -c "$all" "$P" experiment run kurt-periodic "${q[@]}" --no-store "${kt[@]}" \
   --json "$out/kurt.json" --figures "$out/kurt-figures" > "$out/kurt.txt" || true
 sed -n '/^Table 4.1/,$p' "$out/kurt.txt" | grep -v '^ *[0-9]* *thesis' || cat "$out/kurt.err"
 python3 "$H" kurt "$out"
@@ -427,8 +432,9 @@ name = "fast"
 period = "10us"
 action = { kind = "mark" }
 TOML
-show "punctual run $out/dense-10us.toml -D $dur --no-store --explain --json $out/dense-10us.json"
-again "$out/dense-10us.err" taskset -c "$all" "$P" run "$out/dense-10us.toml" -D "$dur" --no-store --explain \
+mapfile -t kt < <(kept dense-10us)
+show "punctual run $out/dense-10us.toml -D $dur --no-store --explain${kt[*]:+ ${kt[*]}} --json $out/dense-10us.json"
+again "$out/dense-10us.err" taskset -c "$all" "$P" run "$out/dense-10us.toml" -D "$dur" --no-store --explain "${kt[@]}" \
   --json "$out/dense-10us.json" > "$out/dense-10us.txt" || true
 cat "$out/dense-10us.txt"
 python3 "$H" dense "$out"
@@ -456,9 +462,10 @@ PY
 # The receiver: takes every datagram with the kernel's receive timestamp, stops 2 s after the last.
 python3 "$H" receive "$port" "$out/receiver.json" & rx=$!
 sleep 0.5
-show "punctual traffic replay $out/udp.pcap --udp-to 127.0.0.1:$port --interval 500us -a $cpu --shield --explain --no-store --json $out/replay.json"
+mapfile -t kt < <(kept replay)
+show "punctual traffic replay $out/udp.pcap --udp-to 127.0.0.1:$port --interval 500us -a $cpu --shield --explain${kt[*]:+ ${kt[*]}} --no-store --json $out/replay.json"
 again "$out/replay.err" taskset -c "$all" "$P" traffic replay "$out/udp.pcap" --udp-to "127.0.0.1:$port" --interval 500us \
-  -a "$cpu" --shield --explain --no-store --json "$out/replay.json" > "$out/replay.txt" || kill "$rx" 2>/dev/null || true
+  -a "$cpu" --shield --explain "${kt[@]}" --no-store --json "$out/replay.json" > "$out/replay.txt" || kill "$rx" 2>/dev/null || true
 wait "$rx" || true
 rx=""
 cat "$out/replay.txt"
