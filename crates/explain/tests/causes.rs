@@ -106,6 +106,18 @@ fn handover(planned: u64, at: u64, lead_needed: u64) -> Handover {
     }
 }
 
+/// `tid` logged a 1 us stall on CPU 0 at `at` (far from what a test reads): it is one of
+/// punctual's measuring threads.
+fn logged_a_stall(c: &mut punctual_trace::capture::Captured, tid: i32, at: u64) {
+    c.stalls.push(Stall {
+        tid,
+        cpu: 0,
+        kind: StallKind::Busy,
+        from: at,
+        to: at + US,
+    });
+}
+
 fn cause_of(s: &Synth, r: &LateRelease) -> punctual_explain::Attribution {
     let c = s.captured();
     attribute(&Evidence::new(&c, std::slice::from_ref(r)), r)
@@ -1230,13 +1242,7 @@ fn a_client_held_by_another_client_still_late_from_its_own_release_takes_that_on
     let alone = cause_of(&s, &second);
     assert_eq!(alone.cause, Cause::Task, "{alone:?}");
     let mut known = s.captured();
-    known.stalls.push(Stall {
-        tid: CLIENT,
-        cpu: 0,
-        kind: StallKind::Busy,
-        from: p - 9_990 * US,
-        to: p - 9_989 * US,
-    });
+    logged_a_stall(&mut known, CLIENT, p - 9_990 * US);
     let alone = attribute(
         &Evidence::new(&known, std::slice::from_ref(&second)),
         &second,
@@ -1331,4 +1337,45 @@ fn a_wake_up_held_by_a_task_and_the_host_together_past_a_capped_lead_is_not_the_
     // Charged for all of it: the task alone.
     let a = cause_of(&trace(1_285 * US), &r);
     assert_eq!(a.cause, Cause::Task, "{a:?}");
+}
+
+#[test]
+fn a_wake_up_interrupt_a_cpu_running_punctuals_thread_did_not_take_with_no_guest_event_is_steal() {
+    const SAMPLER: i32 = 500;
+    let t = T0 + 10_000 * US;
+    // As measured (kurt-periodic (c) 10 idle): punctual's share sampler runs on CPU 0; the client
+    // is woken from CPU 1 54 us before its instant; CPU 0 takes the rescheduling interrupt 89 us
+    // later, nothing else on it in between, and the client runs 5 us after that.
+    let trace = |running: i32, tick: bool| {
+        let mut s = synth().task(SAMPLER, 1, "punctual-share");
+        switch(&mut s, t - 3_000 * US, 0, 0, 0, running, 120);
+        waking(&mut s, t - 54 * US, 1, CLIENT, 19);
+        if tick {
+            vector(&mut s, 0, t - 20 * US, t - 12 * US, Vector::LocalTimer);
+        }
+        vector(&mut s, 0, t + 35 * US, t + 36 * US, Vector::Reschedule);
+        switch(&mut s, t + 40 * US, 0, running, PREEMPTED, CLIENT, 19);
+        s
+    };
+    let r = client(t, t + 42 * US, handover(t - 54 * US, t - 54 * US, 30 * US));
+    let on = |s: &Synth, vm: bool| {
+        let mut c = s.captured();
+        c.virtualized = vm;
+        // The sampler is punctual's: a measuring thread, known by a stall it logged.
+        logged_a_stall(&mut c, SAMPLER, t - 9_000 * US);
+        attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r)
+    };
+    let a = on(&trace(SAMPLER, false), true);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    // The CPU took a timer interrupt meanwhile: it ran, and the sampler held it.
+    let a = on(&trace(SAMPLER, true), true);
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
+    // Not under a hypervisor: no such reading.
+    let a = on(&trace(SAMPLER, false), false);
+    assert_eq!(a.cause, Cause::Dispatcher, "{a:?}");
+    // Another task there may have had the vCPU in the host on its behalf (a device it drives):
+    // it is named.
+    let a = on(&trace(400, false), true);
+    assert_eq!(a.cause, Cause::Task, "{a:?}");
+    assert_eq!(a.holder, Some(400), "{a:?}");
 }
