@@ -249,8 +249,8 @@ const CURRENT_SEARCH: usize = 4096;
 /// that long, or the vCPU is in the hypervisor on the guest's behalf (a device access the host
 /// emulates). punctual's threads (the share sampler, the trace's drain) touch no device, so with
 /// nothing at all in between, the vCPU was not running. Another task's stretch is left to it: in
-/// a kurt-periodic (c) 30 disk row the same pattern came 4,177 times in 10 s, median 22.5 us,
-/// over the disk load's tasks, whose I/O the host emulates.
+/// a kurt-periodic (c) 30 disk row the same pattern came 4,177 times in 10 s (median 22.5 us),
+/// 4,072 of them over the disk load's task, whose I/O the host emulates.
 /// Measured on this VM (kurt-periodic (c) 10 idle, 2026-11-30): a client woken 54 us before its
 /// instant onto a CPU running punctual's share sampler took the interrupt 89 us later, with no
 /// event on that CPU in between, while the scheduler charged the sampler only 139 of its 219 us
