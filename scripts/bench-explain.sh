@@ -20,7 +20,7 @@
 # Usage: [ROUNDS=3] [DURATION=10s] [REPLAY_N=120000] [COST_NS=120] [ONLY=abcd] [CPU=N] [TRACES=1] scripts/bench-explain.sh [full]
 # PUNCTUAL=/path/to/punctual measures that binary instead of building the release one.
 # TRACES=1 keeps the kernel traces b, c and d were explained from in $OUT/traces (--explain-trace;
-# a full run's kurt-periodic rows take about 250 MB), to read a late release again afterwards.
+# a full run took 125 MB, 117 MB of them kurt-periodic's rows), to read a late release again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${PUNCTUAL:-}" ] || cargo build --release -q -p punctual
