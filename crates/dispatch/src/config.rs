@@ -54,6 +54,9 @@ pub struct RunConfig {
     /// lead-in (the grid the offsets were chosen on, see
     /// [`phase_around_interference`](crate::phase_around_interference)).
     pub start_grid: Option<(u64, u64)>,
+    /// The interference watched before the run, measured on that grid: tasks that move during
+    /// the run keep clear of it ([`rephase`](crate::rephase)).
+    pub avoid: Option<std::sync::Arc<punctual_plan::admission::Interference>>,
     /// Indices into the plan's tasks whose offsets were automatic and may move during the run when
     /// their late releases line up ([`rephase`](crate::rephase)); empty: every task keeps its
     /// phase.
@@ -83,6 +86,7 @@ impl Default for RunConfig {
             shielded: false,
             spin_budget: DISPATCH_SPIN_BUDGET,
             start_grid: None,
+            avoid: None,
             movable: Vec::new(),
             explain_bound: None,
             wake_lead: None,

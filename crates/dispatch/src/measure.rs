@@ -304,6 +304,7 @@ impl RunPlan {
                     r.phased = av.given.clone();
                     self.admission = r;
                     self.cfg.start_grid = Some(av.grid);
+                    self.cfg.avoid = Some(Arc::new(av.interference.clone()));
                     self.avoidance = Some(av);
                 } else {
                     for (&i, o) in self.auto_tasks.iter().zip(plain) {

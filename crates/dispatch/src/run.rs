@@ -76,6 +76,7 @@ pub fn execute_with(
         progress,
         heartbeats,
         plan,
+        avoid: cfg.avoid.clone(),
     };
     let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
     let mut handles = Vec::new();
@@ -177,6 +178,7 @@ struct Shared {
     progress: Arc<[SlotProgress]>,
     heartbeats: Arc<[Heartbeat]>,
     plan: Arc<Plan>,
+    avoid: Option<Arc<punctual_plan::admission::Interference>>,
 }
 
 /// A dispatcher thread's settings, taken from the [`RunConfig`].
@@ -289,6 +291,7 @@ fn dispatcher_thread(
             0
         },
         steal: steal.as_ref().map(|s| s as &dyn engine::StolenTime),
+        avoid: shared.avoid.as_deref(),
         events: &shared.plan.events,
         event_slot: &prep.event_slot,
     };

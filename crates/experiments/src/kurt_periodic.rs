@@ -732,6 +732,9 @@ fn measure_released(ctx: &Ctx, cell: &mut Cell, row: &RowSettings) -> Result<(),
             .collect(),
         cpus: vec![cpu],
         duration: Some(dur),
+        avoid: avoided
+            .as_ref()
+            .map(|av| std::sync::Arc::new(av.interference.clone())),
         start_grid: avoided.map(|av| av.grid),
         shielded,
         // As `run --avoid-interference`: the automatic phases may move during the run when a

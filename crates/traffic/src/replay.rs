@@ -849,6 +849,8 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
                 0
             },
             steal: settings.steal,
+            // The replay's sends have no automatic phase to move.
+            avoid: None,
             events: &events,
             event_slot: &event_slot,
         };

@@ -281,9 +281,19 @@ pub struct LoopConfig<'a> {
     pub spin_below: u64,
     /// The CPU's stolen time (`None`: not known; every late wake-up then counts as the kernel's).
     pub steal: Option<&'a dyn StolenTime>,
+    /// The interference watched before the run (`--avoid-interference`), which a task that
+    /// moves during the run keeps clear of ([`crate::rephase`]).
+    pub avoid: Option<&'a punctual_plan::admission::Interference>,
     pub events: &'a [Event],
     /// For each plan action: the slot its events count in on this CPU (`None`: not on this CPU).
     pub event_slot: &'a [Option<usize>],
+}
+
+impl<'a> LoopConfig<'a> {
+    /// The watched interference with the run's start, for a move ([`crate::rephase::next_shift`]).
+    pub(super) fn avoiding(&self) -> Option<crate::rephase::Avoid<'a>> {
+        self.avoid.map(|i| (i, self.start))
+    }
 }
 
 #[derive(Default)]
@@ -524,7 +534,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             stats[slot].handed_own_from = timed.own_from;
         }
         if spec.movable {
-            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated);
+            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated, cfg);
         }
         if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
             if stats[slot].late.enabled() {

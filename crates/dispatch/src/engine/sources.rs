@@ -99,7 +99,9 @@ impl Sources {
         r: &Release,
         t: &Timed,
         delegated: bool,
+        cfg: &LoopConfig,
     ) {
+        let avoid = cfg.avoiding();
         let w = &mut self.windows[r.slot];
         let previous = w.released(r.seq);
         let seen = if delegated {
@@ -117,13 +119,13 @@ impl Sources {
         let Some((k, late)) = seen else { return };
         w.observe(k, late);
         match w.verdict() {
-            Verdict::Move => match rephase::next_shift(r.slot, slots, &self.shift) {
+            Verdict::Move => match rephase::next_shift(r.slot, slots, &self.shift, avoid) {
                 Some(shift) => {
                     self.shift[r.slot] = shift;
                     self.windows[r.slot].moved(r.seq + 1);
                     st.rephased += 1;
                 }
-                None => match rephase::group_shift(r.slot, slots, &self.shift) {
+                None => match rephase::group_shift(r.slot, slots, &self.shift, avoid) {
                     // The group turns together: this task from its next release on, the others
                     // from the one already in the heap, whose time to act moves with it (a
                     // release acted on at the old phase would hand over `delta` early, and the

@@ -208,6 +208,7 @@ fn loop_cfg<'a>(start: u64, end: u64) -> LoopConfig<'a> {
         shielded: false,
         spin_below: 0,
         steal: None,
+        avoid: None,
         events: &[],
         event_slot: &[None],
     }
@@ -1363,6 +1364,7 @@ fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
         breather_every: Some(100_000_000),
         shielded: true,
         spin_below: SHIELDED_SPIN_BELOW_NS,
+        avoid: None,
         events: &events,
         event_slot: &[Some(0)],
         ..loop_cfg(1_000_000, u64::MAX)
