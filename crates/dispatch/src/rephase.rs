@@ -446,7 +446,7 @@ mod tests {
         // A stop watched once near the first candidate does not keep the task from it.
         let once = Interference::new(start - 500 * MS, start, [(start - 10 * MS + step, 15_000)]);
         assert_eq!(next_shift(0, &one, &[0], Some((&once, start))), Some(step));
-        // The tick near every candidate: no move.
+        // Interference near every candidate: no move.
         let everywhere = (0..500_000).map(|k| (start - 500 * MS + k * 1_000, 100));
         let all = Interference::new(start - 500 * MS, start, everywhere);
         assert_eq!(next_shift(0, &one, &[0], Some((&all, start))), None);
