@@ -122,6 +122,8 @@ impl Dispatcher {
     }
 }
 
+/// A bare thread as a dispatcher whose flag is never set (tests that join plain threads).
+#[cfg(test)]
 impl From<std::thread::JoinHandle<Option<CpuDone>>> for Dispatcher {
     fn from(handle: std::thread::JoinHandle<Option<CpuDone>>) -> Dispatcher {
         Dispatcher {

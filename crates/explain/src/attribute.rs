@@ -418,7 +418,7 @@ impl Evidence<'_> {
     }
 
     /// Whether `pid` left `cpu` blocked or asleep (not preempted) in `(from, to]`.
-    pub fn left_waiting(&self, cpu: u32, pid: i32, from: u64, to: u64) -> bool {
+    pub(crate) fn left_waiting(&self, cpu: u32, pid: i32, from: u64, to: u64) -> bool {
         let Some(ev) = self.trace.cpu_events(cpu as usize) else {
             return false;
         };
