@@ -15,7 +15,7 @@ pub mod units;
 pub use clock::{Clock, ClockId, ManualClock, SystemClock};
 pub use margin::{AutoMargin, MarginPolicy};
 pub use percent::{parse_percent_in, PercentError};
-pub use sleep::{hybrid_until, hybrid_until_then, Wake};
+pub use sleep::{hybrid_until, hybrid_until_primed, hybrid_until_then, Prime, Wake};
 pub use units::{
     format_ns, parse_count, parse_duration, parse_duration_hinting, parse_duration_ns,
     DurationError,

@@ -23,6 +23,9 @@ pub struct Wake {
     /// The longest step of the spin (from one clock read to the next), `(woke, woke)` when it did
     /// not spin: a thread reading its clock does nothing else, so a long step is time it did not run.
     pub longest_step: (u64, u64),
+    /// The clock reads around the [`Prime`] call made during the spin (`None`: none was made).
+    /// Neither it nor the spin's steps include the other.
+    pub primed: Option<(u64, u64)>,
 }
 
 impl Wake {
@@ -60,6 +63,30 @@ pub fn hybrid_until_then<C: Clock + ?Sized>(
     margin: u64,
     before_spin: impl FnOnce() -> bool,
 ) -> Wake {
+    hybrid_until_primed(clock, target, margin, before_spin, None::<Prime<fn()>>)
+}
+
+/// A call made once during the spin, `lead` before the target: work that readies the action due
+/// at the target (a send that sends nothing, to bring the kernel's send path back into the CPU's
+/// caches). It is made at the first clock read at or after `target - lead`, and only while at
+/// least half of `lead` is left, so a late wake-up skips it rather than let it run into the
+/// target.
+pub struct Prime<F: FnOnce()> {
+    pub lead: u64,
+    pub call: F,
+}
+
+/// [`hybrid_until_then`], with `prime` called once during the spin (see [`Prime`]); the spin
+/// starts again from a fresh clock read after it, and the two reads around it are
+/// [`Wake::primed`].
+#[inline]
+pub fn hybrid_until_primed<C: Clock + ?Sized, F: FnOnce()>(
+    clock: &C,
+    target: u64,
+    margin: u64,
+    before_spin: impl FnOnce() -> bool,
+    mut prime: Option<Prime<F>>,
+) -> Wake {
     let sleep_to = target.saturating_sub(margin);
     if clock.now() < sleep_to {
         clock.sleep_until(sleep_to);
@@ -68,7 +95,19 @@ pub fn hybrid_until_then<C: Clock + ?Sized>(
     let start = if before_spin() { clock.now() } else { woke };
     let (mut before, mut now) = (start, start);
     let mut longest = (start, start);
-    while now < target {
+    let mut primed = None;
+    loop {
+        if let Some(p) = prime.take_if(|p| now >= target.saturating_sub(p.lead)) {
+            if target.saturating_sub(now) >= p.lead / 2 {
+                (p.call)();
+                let after = clock.now();
+                primed = Some((now, after));
+                (before, now) = (after, after);
+            }
+        }
+        if now >= target {
+            break;
+        }
         std::hint::spin_loop();
         before = now;
         now = clock.now();
@@ -83,6 +122,7 @@ pub fn hybrid_until_then<C: Clock + ?Sized>(
         done: now,
         before_done: before,
         longest_step: longest,
+        primed,
     }
 }
 
@@ -121,6 +161,63 @@ mod tests {
         );
         assert!(w.longest_step.1 - w.longest_step.0 <= 25, "{w:?}");
         assert!(w.done >= 1_000_000 && w.lateness() <= 25, "{w:?}");
+    }
+
+    /// A wait for 1 ms with a 100 us margin, primed 20 us before by `call`.
+    fn primed(clock: &ManualClock, call: impl FnOnce()) -> Wake {
+        let prime = Some(Prime { lead: 20_000, call });
+        hybrid_until_primed(clock, 1_000_000, 100_000, || false, prime)
+    }
+
+    #[test]
+    fn a_prime_is_called_once_its_lead_before_the_target_and_is_no_step_of_the_spin() {
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 30_000);
+        let calls = std::cell::Cell::new(Vec::new());
+        let w = primed(&clock, || {
+            let mut v = calls.take();
+            v.push(clock.now());
+            calls.set(v);
+            clock.advance(4_000);
+        });
+        let calls = calls.take();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert!(calls[0] >= 980_000 && calls[0] < 980_100, "{calls:?}");
+        let (from, to) = w.primed.expect("primed");
+        assert!(
+            from >= 980_000 && to - from >= 4_000 && to - from < 4_100,
+            "{w:?}"
+        );
+        // The spin went on to the target from the read after the call, which no step spans.
+        assert!(w.longest_step.1 - w.longest_step.0 <= 25, "{w:?}");
+        assert!(w.done >= 1_000_000 && w.lateness() <= 25, "{w:?}");
+        assert!(w.before_done > to, "{w:?}");
+    }
+
+    #[test]
+    fn a_wake_up_with_less_than_half_the_lead_left_skips_the_prime() {
+        // Woken 8 us before the target, under half the 20 us lead.
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 92_000);
+        let called = std::cell::Cell::new(false);
+        let w = primed(&clock, || called.set(true));
+        assert!(!called.get());
+        assert_eq!(w.primed, None);
+        assert!(w.done >= 1_000_000 && w.lateness() <= 25, "{w:?}");
+        // Woken 12 us before: the prime is made at once.
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 88_000);
+        let w = primed(&clock, || called.set(true));
+        assert!(called.get());
+        assert!(w.primed.is_some_and(|(a, _)| a < 988_100), "{w:?}");
+    }
+
+    #[test]
+    fn a_prime_that_runs_past_the_target_leaves_no_read_before_it() {
+        let clock = ManualClock::with_wake_latency(0, 25, |_| 30_000);
+        let w = primed(&clock, || clock.advance(50_000));
+        let (_, to) = w.primed.expect("primed");
+        // The wait returns at the read after the call: nothing says the thread only read its
+        // clock across the target.
+        assert_eq!((w.done, w.before_done), (to, to), "{w:?}");
+        assert!(w.lateness() >= 30_000, "{w:?}");
     }
 
     /// A clock whose `n`th read jumps `by` ns (the thread stopped there).

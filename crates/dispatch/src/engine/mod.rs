@@ -29,7 +29,7 @@ use punctual_explain::{LateLog, StallKind, StallLog};
 use punctual_periodic::channel::Ack;
 use punctual_plan::Event;
 use punctual_stats::{LiveHistogram, Recorder};
-use punctual_time::{hybrid_until_then, AutoMargin, Clock, MarginPolicy};
+use punctual_time::{hybrid_until_primed, AutoMargin, Clock, MarginPolicy, Prime};
 use record::{collect_owed_reports, count_missed, log_late, log_missed, publish, record_release};
 pub use record::{LOG_MISSED_MAX, OWN_WORK_NS};
 use sources::{Sources, Timed};
@@ -96,6 +96,13 @@ pub trait Actions {
     /// for actions that judge their own lateness, as a replay's sends do).
     #[inline(always)]
     fn spin_read(&mut self, _action: u16, _last_read: Option<u64>) {}
+    /// How long before the action's instant the loop calls [`Actions::prime`], once, during its
+    /// spin (`None`: it does not). See [`punctual_time::Prime`].
+    fn prime_lead(&self, _action: u16) -> Option<u64> {
+        None
+    }
+    /// Ready the action due soon without performing it (a send that sends nothing).
+    fn prime(&self, _action: u16) {}
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
     /// The earliest instant before `before` of a release handed to a client on the loop's own CPU
@@ -480,7 +487,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         } = wait_for(
             clock,
             &*actions,
-            act_at,
+            (act_at, slots[r.slot].action),
             m,
             &mut end,
             &mut breather,
@@ -573,7 +580,7 @@ struct Waited {
 /// The wait for a release at `act_at`: the clients on the loop's CPU let finish
 /// ([`yield_to_clients`], counted in `end.yields`; `from` the loop's clock read before, for
 /// `--explain`), then `before_sleep` given the clock, a kernel sleep to the margin `m` before
-/// it, and the spin.
+/// it, and the spin, which primes `action` where it asks to be ([`Actions::prime_lead`]).
 ///
 /// When the loop is to sleep while a client on its CPU is still busy with a release due before
 /// `act_at`, it blocks until that client comes back first, instead of setting a timer that
@@ -585,13 +592,19 @@ struct Waited {
 fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     actions: &A,
-    act_at: u64,
+    (act_at, action): (u64, u16),
     m: u64,
     end: &mut LoopEnd,
     breather: &mut Breather,
     from: Option<u64>,
     before_sleep: impl FnOnce(u64),
 ) -> Waited {
+    let prime = actions.prime_lead(action).map(|lead| Prime {
+        lead,
+        call: || actions.prime(action),
+    });
+    // A primed action is woken for at least its prime's lead before it.
+    let m = prime.as_ref().map_or(m, |p| m.max(p.lead));
     let sleep_to = act_at.saturating_sub(m);
     let mut on_client = false;
     let mut now = clock.now();
@@ -604,9 +617,13 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     }
     before_sleep(now);
     let from = clock.now();
-    let wake = hybrid_until_then(clock, act_at, m, || {
-        yield_to_clients(clock, actions, act_at, end, None)
-    });
+    let wake = hybrid_until_primed(
+        clock,
+        act_at,
+        m,
+        || yield_to_clients(clock, actions, act_at, end, None),
+        prime,
+    );
     Waited {
         slept: from < wake.sleep_to,
         wake,
@@ -710,13 +727,16 @@ fn first_margin(cfg: &LoopConfig, m: u64, first: bool) -> u64 {
 
 /// `--explain`: where the wait for a release stalled. A wake-up within the margin is only the
 /// kernel's usual latency (on this VM about 20 us, at every sleep): only one that came after the
-/// instant is kept, from when the timer was due; and the spin's longest step.
+/// instant is kept, from when the timer was due; the spin's longest step; and its prime call.
 #[inline(always)]
 fn note_wait(stalls: &mut StallLog, w: &punctual_time::sleep::Wake, slept: bool) {
     if slept && w.woke_late() {
         stalls.note(StallKind::Timer, w.sleep_to, w.woke);
     }
     stalls.note(StallKind::Busy, w.longest_step.0, w.longest_step.1);
+    if let Some((from, to)) = w.primed {
+        stalls.note(StallKind::Busy, from, to);
+    }
 }
 
 /// What a kernel sleep's wake-up says: the loop blocked until it woke; one on time teaches the
