@@ -22,7 +22,7 @@ pub use attribute::{Attribution, Cause};
 pub use feed::LateFeed;
 pub use record::{
     here, own_thread, Handover, LateLog, LateRelease, OwnWork, Stall, StallKind, StallLog, Waiter,
-    WorkKind, LOG_CAPACITY, STALL_CAPACITY, STALL_LOG_NS,
+    WorkKind, LOG_CAPACITY, STALL_CAPACITY, STALL_CAPACITY_MAX, STALL_LOG_NS,
 };
 pub use summary::{explain, Explanation, Tally};
 

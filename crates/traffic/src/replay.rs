@@ -865,11 +865,14 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
     }
     let mut events: Vec<Event> = Vec::with_capacity(EVENT_CHUNK);
     let mut out = LoopEnd {
-        // One log for every chunk (made here, in the sending thread, before the first send).
-        stalls: settings.explain_bound.map_or_else(
-            punctual_explain::StallLog::off,
-            punctual_explain::StallLog::new,
-        ),
+        // One log for every chunk (made here, in the sending thread, before the first send),
+        // with room for two stalls a send (the send, its prime).
+        stalls: settings
+            .explain_bound
+            .map_or_else(punctual_explain::StallLog::off, |b| {
+                let sends = usize::try_from(schedule.total()).unwrap_or(usize::MAX);
+                punctual_explain::StallLog::with_capacity(b, sends.saturating_mul(2))
+            }),
         ..LoopEnd::default()
     };
     let total = schedule.total();
