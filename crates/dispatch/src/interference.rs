@@ -72,6 +72,38 @@ impl Avoidance {
     }
 }
 
+/// Watch `cpus` with a busy loop at `sched` (`punctual bench gaps`' loop) for
+/// [`INTERFERENCE_WATCH_NS`]: the gaps over [`INTERFERENCE_THRESHOLD_NS`] it saw, on
+/// CLOCK_MONOTONIC, over the window every CPU watched. `stop` (SIGINT/SIGTERM) ends the watch at once
+/// with [`DispatchError::Interrupted`].
+pub fn watch_interference(
+    cpus: &[usize],
+    sched: punctual_rt::SchedParams,
+    stop: &AtomicBool,
+) -> Result<Interference, DispatchError> {
+    let out = punctual_bench::gaps::run(
+        &punctual_bench::gaps::GapsConfig {
+            cpus: cpus.to_vec(),
+            duration_ns: INTERFERENCE_WATCH_NS,
+            threshold_ns: INTERFERENCE_THRESHOLD_NS,
+            sched,
+            hz: None,
+        },
+        stop,
+    )
+    .map_err(|e| DispatchError::System(format!("watching the CPUs for interference: {e}")))?;
+    if stop.load(Ordering::Relaxed) {
+        return Err(DispatchError::Interrupted);
+    }
+    let from = out.cpus.iter().map(|c| c.began_ns).max().unwrap_or(0);
+    let to = out.cpus.iter().map(|c| c.ended_ns).min().unwrap_or(0);
+    Ok(Interference::new(
+        from,
+        to,
+        out.cpus.iter().flat_map(|c| c.starts.iter().copied()),
+    ))
+}
+
 /// Watch every online CPU with a busy loop at `sched` (`punctual bench gaps`' loop) for
 /// [`INTERFERENCE_WATCH_NS`], then give the plan's `offset = "auto"` tasks offsets that keep
 /// their releases out of the gaps seen (the timer tick and other periodic interruptions come back
@@ -98,27 +130,8 @@ pub fn phase_around_interference(
         return Ok(None);
     };
     let cpus = punctual_rt::online_cpus();
-    let out = punctual_bench::gaps::run(
-        &punctual_bench::gaps::GapsConfig {
-            cpus: cpus.clone(),
-            duration_ns: INTERFERENCE_WATCH_NS,
-            threshold_ns: INTERFERENCE_THRESHOLD_NS,
-            sched,
-            hz: None,
-        },
-        stop,
-    )
-    .map_err(|e| DispatchError::System(format!("watching the CPUs for interference: {e}")))?;
-    if stop.load(Ordering::Relaxed) {
-        return Err(DispatchError::Interrupted);
-    }
-    let from = out.cpus.iter().map(|c| c.began_ns).max().unwrap_or(0);
-    let to = out.cpus.iter().map(|c| c.ended_ns).min().unwrap_or(0);
-    let interference = Interference::new(
-        from,
-        to,
-        out.cpus.iter().flat_map(|c| c.starts.iter().copied()),
-    );
+    let interference = watch_interference(&cpus, sched, stop)?;
+    let from = interference.from;
     let share = |p: &Plan| {
         let hits: f64 = auto
             .iter()

@@ -38,8 +38,8 @@ pub use budget::{
 };
 pub use config::{DispatchError, RunConfig, DISPATCH_SPIN_BUDGET, WAKE_SPIN_BUDGET};
 pub use interference::{
-    on_grid, phase_around_interference, Avoidance, INTERFERENCE_MAX_HYPERPERIOD,
-    INTERFERENCE_THRESHOLD_NS, INTERFERENCE_WATCH_NS,
+    on_grid, phase_around_interference, watch_interference, Avoidance,
+    INTERFERENCE_MAX_HYPERPERIOD, INTERFERENCE_THRESHOLD_NS, INTERFERENCE_WATCH_NS,
 };
 pub use run::{execute, execute_with, heartbeats_for, live_progress_for, progress_for};
 pub use setup::{prepare, Prepared, SlotInfo};

@@ -398,6 +398,31 @@ impl Interference {
     }
 }
 
+impl Interference {
+    /// For instants `from + phase + k * period`: the phase in `[0, period)` (tried 1 us apart, or
+    /// 1,000 spread evenly over a period longer than 1 ms) whose instants fell in the fewest
+    /// windows, then came within `guard` of
+    /// the fewest; with that share of its instants in a window, and the mean share over every
+    /// phase tried (what a start at any instant gets on average).
+    pub fn quietest_phase(&self, period: u64, guard: u64) -> (u64, f64, f64) {
+        let steps = (period / 1_000).clamp(1, 1_000);
+        let cost = |ph: u64| {
+            let t = self.from.saturating_add(ph);
+            (self.hit_share(t, period), self.near_share(t, period, guard))
+        };
+        let tried: Vec<(u64, (f64, f64))> = (0..steps)
+            .map(|k| part(period, k, steps))
+            .map(|ph| (ph, cost(ph)))
+            .collect();
+        let mean = tried.iter().map(|(_, c)| c.0).sum::<f64>() / tried.len() as f64;
+        let (phase, (hit, _)) = tried
+            .into_iter()
+            .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(a.1 .1.total_cmp(&b.1 .1)))
+            .unwrap_or((0, (0.0, 0.0)));
+        (phase, hit, mean)
+    }
+}
+
 /// Give every `offset = "auto"` task an offset that keeps its releases away from all others on its
 /// CPU. Tasks sharing one period with nothing else on the CPU are spread evenly; otherwise each is
 /// placed greedily (shortest period first) at the grid offset whose nearest neighbour is farthest.

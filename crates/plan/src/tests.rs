@@ -543,6 +543,30 @@ fn interference_counts_the_releases_that_fall_in_a_window() {
     assert_eq!(m.windows(), &[(5, 30), (40, 45)]);
 }
 
+/// A 500 us stream against the tick (60 us at 4 ms boundaries) and a host's 50 us at 750 us every
+/// 10 ms: the quietest phase keeps every send out of both and a guard away, where a start at any
+/// instant would lose some.
+#[test]
+fn the_quietest_phase_of_a_stream_misses_the_tick_and_the_host() {
+    let t0 = 5_000_000_000;
+    let inf = tick_and_host(t0);
+    let (phase, hit, mean) = inf.quietest_phase(500_000, admission::AVOID_GUARD);
+    assert_eq!(hit, 0.0);
+    assert_eq!(
+        inf.near_share(t0 + phase, 500_000, admission::AVOID_GUARD),
+        0.0
+    );
+    assert!(phase < 500_000);
+    // The tick covers 60 of every 500 us of phase, the host 50: about a fifth of the phases lose
+    // a send in 8 or in 20 to them.
+    assert!(mean > 0.01 && mean < 0.05, "{mean}");
+    // Phase 0 sits on the tick: 1 send in 8.
+    assert_eq!(inf.hit_share(t0, 500_000), 0.125);
+    // A period with no room at all: the least bad phase, and nothing panics.
+    let full = admission::Interference::new(0, 1_000_000, [(0, 1_000_000)]);
+    assert_eq!(full.quietest_phase(500_000, 0).1, 1.0);
+}
+
 #[test]
 fn auto_offsets_keep_evenly_spread_releases_out_of_measured_interference() {
     let names: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();

@@ -192,6 +192,11 @@ pub struct Replay {
     /// `--explain`: trace the run and attribute every gap off by more than the bound.
     pub explain: Option<punctual_explain::ExplainConfig>,
     explained: Option<punctual_explain::Explanation>,
+    /// `--avoid-interference`: start a fixed-spacing replay at the phase of its spacing that a
+    /// watch of the sending CPU found quietest ([`Replay::quiet_grid`]).
+    pub avoid_interference: bool,
+    /// What that watch saw and chose, for the result document.
+    avoided: Option<serde_json::Value>,
 }
 
 pub struct ReplayOutcome {
@@ -224,7 +229,86 @@ impl Replay {
             progress: Arc::new([SlotProgress::default()]),
             explain: None,
             explained: None,
+            avoid_interference: false,
+            avoided: None,
         }
+    }
+
+    /// What the replay was asked to do, for the result document's settings.
+    fn settings(&self, s: &mut serde_json::Map<String, serde_json::Value>) {
+        let l = &self.loaded;
+        s.insert("file".into(), self.cfg.file.display().to_string().into());
+        s.insert("format".into(), l.format.name().into());
+        s.insert("link_type".into(), u32::from(l.link).into());
+        s.insert("target".into(), self.describe.clone().into());
+        s.insert("timing".into(), timing_json(self.cfg.schedule.timing));
+        s.insert("loops".into(), self.cfg.schedule.loops.into());
+        s.insert("limit".into(), self.cfg.schedule.limit.into());
+        s.insert("partial".into(), self.cfg.partial.into());
+        s.insert("cpu".into(), self.cfg.cpu.into());
+        s.insert("shielded".into(), self.cfg.shielded.into());
+        s.insert("txtime".into(), self.txtime_json());
+        if let Some(a) = &self.avoided {
+            s.insert("interference".into(), a.clone());
+        }
+    }
+
+    /// `--avoid-interference`: watch the sending CPU (every CPU when not pinned) as `run
+    /// --avoid-interference` does, and return the grid of the spacing's quietest phase (its
+    /// sends fell in the fewest gaps the watch saw: the tick's, a host's periodic stop), for the
+    /// first send. `None` when the spacing is not a whole number of nanoseconds of 1 us or more
+    /// (the capture's own timing, or a rate that does not divide a second).
+    fn quiet_grid(&mut self, ctx: &Ctx) -> Result<Option<(u64, u64)>, Failure> {
+        let spacing = match self.cfg.schedule.timing {
+            Timing::Interval(i) => Some(i),
+            Timing::Pps(p) if p > 0 && 1_000_000_000 % p == 0 => Some(1_000_000_000 / p),
+            _ => None,
+        };
+        let Some(spacing) = spacing.filter(|&s| s >= 1_000) else {
+            ctx.note(
+                "--avoid-interference: not applied: the sends have no fixed spacing of a whole \
+                 number of nanoseconds (give --interval, or --pps dividing a second)",
+            );
+            return Ok(None);
+        };
+        let cpus = self
+            .cfg
+            .cpu
+            .map_or_else(punctual_rt::online_cpus, |c| vec![c]);
+        let sched = punctual_rt::SchedParams {
+            policy: ctx.rt.policy,
+            priority: ctx.rt.priority.min(98),
+        };
+        ctx.step("watching for interference");
+        let inf = punctual_dispatch::watch_interference(&cpus, sched, ctx.stop())?;
+        ctx.step("");
+        let guard = punctual_plan::admission::AVOID_GUARD;
+        let (phase, hit, mean) = inf.quietest_phase(spacing, guard);
+        ctx.note(format!(
+            "interference: watched CPU {} for {}: {:.2} % of the time taken away ({} gaps over \
+             {}); the sends start at the phase of their {} spacing where {:.2} % of them fell in \
+             a gap (a start at any instant: {:.2} % on average)",
+            punctual_rt::format_cpu_list(&cpus),
+            format_ns(inf.to.saturating_sub(inf.from)),
+            inf.lost_share() * 100.0,
+            inf.windows().len(),
+            format_ns(punctual_dispatch::INTERFERENCE_THRESHOLD_NS),
+            format_ns(spacing),
+            hit * 100.0,
+            mean * 100.0,
+        ));
+        self.avoided = Some(json!({
+            "cpus": cpus,
+            "watched_ns": inf.to.saturating_sub(inf.from),
+            "threshold_ns": punctual_dispatch::INTERFERENCE_THRESHOLD_NS,
+            "gaps": inf.windows().len(),
+            "lost_share": inf.lost_share(),
+            "hit_share": hit,
+            "mean_hit_share": mean,
+            "phase_ns": phase,
+            "grid_ns": spacing,
+        }));
+        Ok(Some((inf.from + phase, spacing)))
     }
 
     /// What the sending socket could not give: kernel transmit stamps, `--txtime`.
@@ -328,6 +412,11 @@ impl Measurement for Replay {
             self.describe,
             format_ns(self.expected_ns())
         ));
+        let grid = if self.avoid_interference {
+            self.quiet_grid(ctx)?
+        } else {
+            None
+        };
         let (store, schedule) = (&self.loaded.store, &self.loaded.schedule);
         let (margin, cpu, progress) = (self.cfg.margin, self.cfg.cpu, &*self.progress);
         let shielded = self.cfg.shielded;
@@ -360,7 +449,10 @@ impl Measurement for Replay {
                     .map_err(|e| Failure::system(format!("the sending thread: {e}")))?;
                 let steal = cpu.and_then(punctual_rt::host::CpuSteal::open);
                 let settings = LoopSettings {
-                    start: read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,
+                    start: punctual_dispatch::on_grid(
+                        read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,
+                        grid,
+                    ),
                     margin,
                     shielded,
                     breather_every: Some(BREATHER_EVERY_NS),
@@ -403,18 +495,7 @@ impl Measurement for Replay {
         doc.settings.fallbacks.extend(self.socket_fallbacks());
         let l = &self.loaded;
         let t = &o.replayed.timing;
-        let s = &mut doc.settings.extra;
-        s.insert("file".into(), self.cfg.file.display().to_string().into());
-        s.insert("format".into(), l.format.name().into());
-        s.insert("link_type".into(), u32::from(l.link).into());
-        s.insert("target".into(), self.describe.clone().into());
-        s.insert("timing".into(), timing_json(self.cfg.schedule.timing));
-        s.insert("loops".into(), self.cfg.schedule.loops.into());
-        s.insert("limit".into(), self.cfg.schedule.limit.into());
-        s.insert("partial".into(), self.cfg.partial.into());
-        s.insert("cpu".into(), self.cfg.cpu.into());
-        s.insert("shielded".into(), self.cfg.shielded.into());
-        s.insert("txtime".into(), self.txtime_json());
+        self.settings(&mut doc.settings.extra);
         let spacing = l.schedule.spacing();
         doc.series = vec![
             Series::from_recorder("send lateness", kind::LATENESS, self.cfg.cpu, &t.lateness)

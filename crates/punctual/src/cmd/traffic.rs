@@ -93,6 +93,11 @@ pub struct ReplayArgs {
     /// How early to stop sleeping and start spinning before each send (a duration, or auto).
     #[arg(long, value_name = "DURATION|auto")]
     pub spin_margin: Option<MarginPolicy>,
+    /// Watch the sending CPU for 0.5 s first and start the sends at the phase of their fixed
+    /// spacing (--interval, or --pps dividing a second) that keeps them out of the interruptions
+    /// seen (the timer tick, a host's periodic stop).
+    #[arg(long)]
+    pub avoid_interference: bool,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -148,5 +153,6 @@ fn replay(a: ReplayArgs, env: &Env) -> anyhow::Result<Exit> {
     let mut m = Replay::new(cfg, loaded, sender);
     m.shield = shield;
     m.explain = explain;
+    m.avoid_interference = a.avoid_interference;
     Ok(drive(&mut m, &outputs, env)?)
 }
