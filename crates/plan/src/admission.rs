@@ -396,14 +396,12 @@ impl Interference {
             hit as f64 / n as f64
         }
     }
-}
 
-impl Interference {
     /// For instants `from + phase + k * period`: the phase in `[0, period)` (tried 1 us apart, or
     /// 1,000 spread evenly over a period longer than 1 ms) whose instants fell in the fewest
-    /// windows, then came within `guard` of
-    /// the fewest; with that share of its instants in a window, and the mean share over every
-    /// phase tried (what a start at any instant gets on average).
+    /// windows, then came within `guard` of the fewest; with that share of its instants in a
+    /// window, and the mean share over every phase tried (what a start at any instant gets on
+    /// average).
     pub fn quietest_phase(&self, period: u64, guard: u64) -> (u64, f64, f64) {
         let steps = (period / 1_000).clamp(1, 1_000);
         let cost = |ph: u64| {
