@@ -60,11 +60,11 @@ pub trait Sender: Send {
 }
 
 /// How long before a send the replay primes its sender ([`Sender::prime`]). Measured on this
-/// project's VM (2026-11-30, a plain C sender beside the same with a probe 20 us before each
-/// send, 20,000 UDP sends 500 us apart to loopback, three rounds): the path from the call to the
-/// kernel's transmit stamp took p99 7.6-8.3 us against 9.7-10.6 us, and more than 5 us over its
-/// median 0.41-0.51 % of the time against 0.78-1.29 %. A probe 200 us before helped in one round
-/// of two.
+/// project's VM (2026-11-30, `scripts/bench-send-prime.sh`: a plain C sender with and without a
+/// probe 20 us before each send, 20,000 UDP sends 500 us apart to loopback, three rounds): the
+/// path from the call to the kernel's transmit stamp took p99 7.4-7.6 us against 9.3-10.6 us, and
+/// more than 5 us over its median 0.19-0.26 % of the time against 0.63-1.33 %. A probe 200 us
+/// before helped in one round of two (docs/benchmarks.md, "Priming the send").
 pub const PRIME_LEAD_NS: u64 = 20_000;
 
 /// `MSG_PROBE`: the kernel runs a UDP send as far as its route and returns before it allocates
