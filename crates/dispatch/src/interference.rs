@@ -44,13 +44,9 @@ impl Avoidance {
     /// One line for stderr.
     pub fn summary(&self) -> String {
         format!(
-            "interference: watched CPU {} for {}: {:.2} % of the time taken away ({} gaps over {}); \
-             automatic offsets put {:.2} % of their releases in a gap (plain phasing: {:.2} %); the plan starts on a {} grid",
-            punctual_rt::format_cpu_list(&self.cpus),
-            punctual_time::format_ns(self.interference.to.saturating_sub(self.interference.from)),
-            self.interference.lost_share() * 100.0,
-            self.interference.windows().len(),
-            punctual_time::format_ns(INTERFERENCE_THRESHOLD_NS),
+            "{}; automatic offsets put {:.2} % of their releases in a gap (plain phasing: {:.2} %); \
+             the plan starts on a {} grid",
+            describe_watch(&self.cpus, &self.interference),
             self.hit_share * 100.0,
             self.plain_hit_share * 100.0,
             punctual_time::format_ns(self.grid.1),
@@ -59,17 +55,40 @@ impl Avoidance {
 
     /// For the result document's settings.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "cpus": self.cpus,
-            "watched_ns": self.interference.to.saturating_sub(self.interference.from),
-            "threshold_ns": INTERFERENCE_THRESHOLD_NS,
-            "gaps": self.interference.windows().len(),
-            "lost_share": self.interference.lost_share(),
-            "hit_share": self.hit_share,
-            "plain_hit_share": self.plain_hit_share,
-            "grid_ns": self.grid.1,
-        })
+        let mut m = watch_json(&self.cpus, &self.interference);
+        m.insert("hit_share".into(), self.hit_share.into());
+        m.insert("plain_hit_share".into(), self.plain_hit_share.into());
+        m.insert("grid_ns".into(), self.grid.1.into());
+        serde_json::Value::Object(m)
     }
+}
+
+/// What a watch of `cpus` ([`watch_interference`]) saw, as the start of a line for stderr:
+/// "interference: watched CPU 1 for 500 ms: 1.84 % of the time taken away (202 gaps over 5 us)".
+pub fn describe_watch(cpus: &[usize], inf: &Interference) -> String {
+    format!(
+        "interference: watched CPU {} for {}: {:.2} % of the time taken away ({} gaps over {})",
+        punctual_rt::format_cpu_list(cpus),
+        punctual_time::format_ns(inf.to.saturating_sub(inf.from)),
+        inf.lost_share() * 100.0,
+        inf.windows().len(),
+        punctual_time::format_ns(INTERFERENCE_THRESHOLD_NS),
+    )
+}
+
+/// What a watch of `cpus` saw, for a result document's settings; what was chosen from it is added
+/// by the caller.
+pub fn watch_json(
+    cpus: &[usize],
+    inf: &Interference,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("cpus".into(), cpus.into());
+    m.insert("watched_ns".into(), inf.to.saturating_sub(inf.from).into());
+    m.insert("threshold_ns".into(), INTERFERENCE_THRESHOLD_NS.into());
+    m.insert("gaps".into(), inf.windows().len().into());
+    m.insert("lost_share".into(), inf.lost_share().into());
+    m
 }
 
 /// Watch `cpus` with a busy loop at `sched` (`punctual bench gaps`' loop) for

@@ -38,7 +38,7 @@ pub use budget::{
 };
 pub use config::{DispatchError, RunConfig, DISPATCH_SPIN_BUDGET, WAKE_SPIN_BUDGET};
 pub use interference::{
-    on_grid, phase_around_interference, watch_interference, Avoidance,
+    describe_watch, on_grid, phase_around_interference, watch_interference, watch_json, Avoidance,
     INTERFERENCE_MAX_HYPERPERIOD, INTERFERENCE_THRESHOLD_NS, INTERFERENCE_WATCH_NS,
 };
 pub use run::{execute, execute_with, heartbeats_for, live_progress_for, progress_for};

@@ -285,29 +285,19 @@ impl Replay {
         let guard = punctual_plan::admission::AVOID_GUARD;
         let (phase, hit, mean) = inf.quietest_phase(spacing, guard);
         ctx.note(format!(
-            "interference: watched CPU {} for {}: {:.2} % of the time taken away ({} gaps over \
-             {}); the sends start at the phase of their {} spacing where {:.2} % of them fell in \
+            "{}; the sends start at the phase of their {} spacing where {:.2} % of them fell in \
              a gap (a start at any instant: {:.2} % on average)",
-            punctual_rt::format_cpu_list(&cpus),
-            format_ns(inf.to.saturating_sub(inf.from)),
-            inf.lost_share() * 100.0,
-            inf.windows().len(),
-            format_ns(punctual_dispatch::INTERFERENCE_THRESHOLD_NS),
+            punctual_dispatch::describe_watch(&cpus, &inf),
             format_ns(spacing),
             hit * 100.0,
             mean * 100.0,
         ));
-        self.avoided = Some(json!({
-            "cpus": cpus,
-            "watched_ns": inf.to.saturating_sub(inf.from),
-            "threshold_ns": punctual_dispatch::INTERFERENCE_THRESHOLD_NS,
-            "gaps": inf.windows().len(),
-            "lost_share": inf.lost_share(),
-            "hit_share": hit,
-            "mean_hit_share": mean,
-            "phase_ns": phase,
-            "grid_ns": spacing,
-        }));
+        let mut m = punctual_dispatch::watch_json(&cpus, &inf);
+        m.insert("hit_share".into(), hit.into());
+        m.insert("mean_hit_share".into(), mean.into());
+        m.insert("phase_ns".into(), phase.into());
+        m.insert("grid_ns".into(), spacing.into());
+        self.avoided = Some(serde_json::Value::Object(m));
         Ok(Some((inf.from + phase, spacing)))
     }
 
