@@ -45,6 +45,7 @@ fn a_cpu_starved_by_another_process_does_not_trip_the_watchdog_and_is_reported()
     let hb: Arc<[Heartbeat]> = vec![Heartbeat::default()].into();
     let (h2, done) = (hb.clone(), Arc::new(AtomicBool::new(false)));
     let d2 = done.clone();
+    let (ready, set_up) = std::sync::mpsc::channel();
     let idle = std::thread::spawn(move || {
         // On the dispatcher's CPU and real-time, as a dispatcher is: once its sleep ends it waits
         // there, runnable, behind the spinner. (A normal-class stand-in got turns from the
@@ -55,10 +56,16 @@ fn a_cpu_starved_by_another_process_does_not_trip_the_watchdog_and_is_reported()
         let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
         assert_eq!(set, 0);
         h2[0].publish_thread();
+        ready.send(()).unwrap();
         while !d2.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(5));
         }
     });
+    // Only once the stand-in is set up and published. A stand-in still on its way to the CPU
+    // when the spinner took it ran there only from the fair server's share: with its set-up
+    // delayed 10 ms it published 0.86-0.95 s after the spinner started, and 1.2 s was then
+    // barely long enough to see 200 ms held (it failed once in four suite runs, 2026-11-30).
+    set_up.recv().unwrap();
     // Started first, so it does not inherit the RLIMIT_RTTIME the watchdog sets on this process.
     let spinner = punctual_testkit::Spinner::start(cpu, Some(98));
     let stop = Arc::new(AtomicBool::new(false));
