@@ -19,6 +19,11 @@ pub const MAX_RELEASES: u64 = 5_000_000;
 /// When avoiding interference, releases also keep this far from a measured window if they can: the
 /// first position clear of every window sits right at one's end, where a slightly longer tick hits it.
 pub const AVOID_GUARD: u64 = 25_000;
+/// And, if they can, this long after a window's end: the stretch before a release is where its
+/// dispatcher wakes and hands it over (a `wake` lead starts at 200 us and learns down to 40-70 us
+/// here). A release 67 us after the tick's window, clear of the guard, still had its hand-over
+/// land on the tick and its client 17-21 us late (kurt-periodic (d) 1 process, 2026-11-30, b51).
+pub const AVOID_LEAD_SPAN: u64 = 250_000;
 /// The longest hyperperiod walked in full.
 pub const MAX_HORIZON: u64 = 60_000_000_000;
 /// Automatic phasing keeps at most this many releases of a CPU's timeline as neighbours, and scores
@@ -358,14 +363,10 @@ impl Interference {
         self.windows.iter().map(|(s, e)| e - s).sum::<u64>() as f64 / span as f64
     }
 
-    /// Whether a window comes within `guard` of `t`.
-    fn covers(&self, t: u64, guard: u64) -> bool {
-        let i = self
-            .windows
-            .partition_point(|w| w.1.saturating_add(guard) <= t);
-        self.windows
-            .get(i)
-            .is_some_and(|w| w.0 <= t.saturating_add(guard))
+    /// Whether a window overlaps `(lo, hi]` (or holds `lo`).
+    fn touches(&self, lo: u64, hi: u64) -> bool {
+        let i = self.windows.partition_point(|w| w.1 <= lo);
+        self.windows.get(i).is_some_and(|w| w.0 <= hi)
     }
 
     /// Share of the instants `phase + k * period` (any integer k) inside the measured span that fell
@@ -376,6 +377,19 @@ impl Interference {
 
     /// [`Interference::hit_share`], counting a window that comes within `guard` of an instant.
     pub fn near_share(&self, phase: u64, period: u64, guard: u64) -> f64 {
+        self.share_where(phase, period, |t| {
+            self.touches(t.saturating_sub(guard), t.saturating_add(guard))
+        })
+    }
+
+    /// [`Interference::hit_share`], counting a window that ended less than `span` before an
+    /// instant: the stretch in which a release is prepared and handed over.
+    pub fn lead_share(&self, phase: u64, period: u64, span: u64) -> f64 {
+        self.share_where(phase, period, |t| self.touches(t.saturating_sub(span), t))
+    }
+
+    /// Share of the instants `phase + k * period` inside the measured span for which `hit` holds.
+    fn share_where(&self, phase: u64, period: u64, hit_at: impl Fn(u64) -> bool) -> f64 {
         if period == 0 || self.to <= self.from {
             return 0.0;
         }
@@ -387,7 +401,7 @@ impl Interference {
         let (mut n, mut hit) = (0u64, 0u64);
         while t < self.to {
             n += 1;
-            hit += self.covers(t, guard) as u64;
+            hit += hit_at(t) as u64;
             t = t.saturating_add(period);
         }
         if n == 0 {
@@ -398,26 +412,68 @@ impl Interference {
     }
 
     /// For instants `from + phase + k * period`: the phase in `[0, period)` (tried 1 us apart, or
-    /// 1,000 spread evenly over a period longer than 1 ms) whose instants fell in the fewest
-    /// windows, then came within `guard` of the fewest; with that share of its instants in a
+    /// 1,000 spread evenly over a period longer than 1 ms) of least [`Interference::cost`]: fewest
+    /// in a window, then within `guard` of one, then just after one; with that share of its instants in a
     /// window, and the mean share over every phase tried (what a start at any instant gets on
     /// average).
     pub fn quietest_phase(&self, period: u64, guard: u64) -> (u64, f64, f64) {
         let steps = (period / 1_000).clamp(1, 1_000);
-        let cost = |ph: u64| {
-            let t = self.from.saturating_add(ph);
-            (self.hit_share(t, period), self.near_share(t, period, guard))
-        };
-        let tried: Vec<(u64, (f64, f64))> = (0..steps)
+        let tried: Vec<(u64, Cost)> = (0..steps)
             .map(|k| part(period, k, steps))
-            .map(|ph| (ph, cost(ph)))
+            .map(|ph| (ph, self.cost(self.from.saturating_add(ph), period, guard)))
             .collect();
-        let mean = tried.iter().map(|(_, c)| c.0).sum::<f64>() / tried.len() as f64;
-        let (phase, (hit, _)) = tried
+        let mean = tried.iter().map(|(_, c)| c.hit).sum::<f64>() / tried.len() as f64;
+        let (phase, cost) = tried
             .into_iter()
-            .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(a.1 .1.total_cmp(&b.1 .1)))
-            .unwrap_or((0, (0.0, 0.0)));
-        (phase, hit, mean)
+            .min_by(|a, b| a.1.cmp(&b.1))
+            .unwrap_or((0, Cost::default()));
+        (phase, cost.hit, mean)
+    }
+
+    /// What placing instants `phase + k * period` here costs, in the order it counts: the share
+    /// that fell in a window, then within `guard` of one, then within [`AVOID_LEAD_SPAN`] after one.
+    pub fn cost(&self, phase: u64, period: u64, guard: u64) -> Cost {
+        Cost {
+            hit: self.hit_share(phase, period),
+            near: self.near_share(phase, period, guard),
+            lead: self.lead_share(phase, period, AVOID_LEAD_SPAN),
+        }
+    }
+}
+
+/// Shares of a task's (or a stream's) instants that measured interference hit, came near, or
+/// came just before ([`Interference::cost`]); compared in that order, and summed over tasks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    pub hit: f64,
+    pub near: f64,
+    pub lead: f64,
+}
+
+impl Cost {
+    fn cmp(&self, other: &Cost) -> std::cmp::Ordering {
+        self.hit
+            .total_cmp(&other.hit)
+            .then(self.near.total_cmp(&other.near))
+            .then(self.lead.total_cmp(&other.lead))
+    }
+
+    /// In parts per thousand: what the greedy placement compares before the distance to other
+    /// releases (a share that differs by less does not outweigh it).
+    fn permille(&self) -> (u64, u64, u64) {
+        let pm = |x: f64| (x * 1000.0).round() as u64;
+        (pm(self.hit), pm(self.near), pm(self.lead))
+    }
+}
+
+impl std::ops::Add for Cost {
+    type Output = Cost;
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            hit: self.hit + o.hit,
+            near: self.near + o.near,
+            lead: self.lead + o.lead,
+        }
     }
 }
 
@@ -431,9 +487,9 @@ pub fn phase(plan: &mut Plan, run_cpus: &[usize]) -> Vec<(String, u64)> {
 
 /// [`phase`], and with `avoid = Some((interference, start))` also away from measured interference,
 /// for a plan that will start at `start` or a whole number of hyperperiods after it: evenly spread
-/// tasks are shifted together to the position whose releases fell in the fewest windows, and a
-/// greedily placed task takes, among the grid offsets that fell in the fewest windows, the one
-/// farthest from its neighbours.
+/// tasks are shifted together to the position of least [`Interference::cost`] (fewest releases in a
+/// window, then near one, then just after one), and a greedily placed task takes, among the grid
+/// offsets of least cost, the one farthest from its neighbours.
 pub fn phase_avoiding(
     plan: &mut Plan,
     run_cpus: &[usize],
@@ -480,15 +536,12 @@ pub fn phase_avoiding(
                     (0..steps)
                         .map(|s| part(p0 / n, s, steps))
                         .map(|sh| {
-                            let cost = comb(sh).fold((0.0, 0.0), |(hit, near), o| {
-                                (
-                                    hit + inf.hit_share(start.saturating_add(o), p0),
-                                    near + inf.near_share(start.saturating_add(o), p0, AVOID_GUARD),
-                                )
+                            let cost = comb(sh).fold(Cost::default(), |c, o| {
+                                c + inf.cost(start.saturating_add(o), p0, AVOID_GUARD)
                             });
                             (sh, cost)
                         })
-                        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(a.1 .1.total_cmp(&b.1 .1)))
+                        .min_by(|a, b| a.1.cmp(&b.1))
                         .map_or(0, |(sh, _)| sh)
                 }
                 None => 0,
@@ -518,19 +571,15 @@ pub fn phase_avoiding(
         for &i in &auto {
             let p = plan.tasks[i].period;
             let steps = 256u64.min(p);
-            // Windows hit, then windows near (in parts per thousand), then distance.
+            // Windows hit, near, just before (in parts per thousand), then distance.
             let hits = |o: u64| match avoid {
-                Some((inf, start)) => (
-                    (inf.hit_share(start.saturating_add(o), p) * 1000.0).round() as u64,
-                    (inf.near_share(start.saturating_add(o), p, AVOID_GUARD) * 1000.0).round()
-                        as u64,
-                ),
-                None => (0, 0),
+                Some((inf, start)) => inf.cost(start.saturating_add(o), p, AVOID_GUARD).permille(),
+                None => (0, 0, 0),
             };
             let fewest = (0..steps)
                 .map(|s| hits(part(p, s, steps)))
                 .min()
-                .unwrap_or((0, 0));
+                .unwrap_or((0, 0, 0));
             let mut best = (0u64, 0u64); // (score, offset)
             for s in 0..steps {
                 let o = part(p, s, steps);

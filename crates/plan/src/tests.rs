@@ -944,3 +944,29 @@ fn memory_amplification_a_small_plan_cannot_repeat_past_a_million_events() {
         1_000_000
     );
 }
+
+/// A lone `wake` task of 10 ms against the tick (60 us at 4 ms boundaries): the first phase clear
+/// of the tick and its guard sits 85 us after it, where the hand-over, one lead earlier, falls on
+/// the tick again (kurt-periodic (d) 1 process, b51). Its releases keep the lead span clear, and
+/// so does a stream's quietest phase.
+#[test]
+fn auto_offsets_keep_the_stretch_before_each_release_clear_of_the_tick() {
+    let t0 = 5_000_000_000;
+    let inf = tick_and_host(t0);
+    let mut p = tasks_plan(&[("p0", "10ms", "auto", None)]);
+    admission::phase_avoiding(&mut p, &[1], Some((&inf, t0)));
+    let o = p.tasks[0].offset.ns();
+    let span = admission::AVOID_LEAD_SPAN;
+    assert_eq!(
+        inf.lead_share(t0 + o, 10_000_000, span),
+        0.0,
+        "offset {o} ns"
+    );
+    assert_eq!(inf.hit_share(t0 + o, 10_000_000), 0.0);
+    // A 500 us stream: its quietest phase has no send within the span after a window when one
+    // exists (the tick every 4 ms and the host every 10 ms leave room).
+    let (phase, hit, _) = inf.quietest_phase(500_000, admission::AVOID_GUARD);
+    assert_eq!(hit, 0.0);
+    let lead = inf.lead_share(t0 + phase, 500_000, admission::AVOID_LEAD_SPAN);
+    assert!(lead < 0.2, "{lead}");
+}
