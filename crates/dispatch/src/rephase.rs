@@ -312,6 +312,80 @@ fn apart(s: &SlotSpec, a: u64, o: &SlotSpec, b: u64) -> bool {
     )
 }
 
+/// Late events of one stream at a fixed spacing (a replay's sends), by index, kept to see whether
+/// they line up: interference with a period of `d` events sitting on one phase of them (on this
+/// VM the host stops a vCPU for 55-70 us every 10 ms, drifting against the guest's clock: in one
+/// replay trace 184 of 259 late sends in 2 s were one send in 20, the 10 ms's).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LateEvents {
+    ring: [u64; EVENT_RING],
+    len: usize,
+    next: usize,
+}
+
+/// Late events [`LateEvents`] keeps.
+pub const EVENT_RING: usize = 16;
+/// Of them, how many must fall on one spacing's class, among its last [`EVENT_RING`] members:
+/// half of those late. A send late by chance (1 in 100 here) puts 8 in one class of 16 about
+/// never; a stop sitting on the class makes nearly all of its members late.
+pub const EVENT_LINED: usize = 8;
+/// The longest spacing looked for, in events (a 10 ms period at 10 us apart).
+pub const EVENT_MAX_SPACING: u64 = 1_000;
+
+impl LateEvents {
+    /// Event `k` was late (events come in increasing order). Returns the smallest spacing `d`
+    /// (2 or more) at which the late events kept line up: over the span they cover (at most
+    /// [`EVENT_RING`] of the class), [`EVENT_LINED`] or more are `k - j * d`, at least half of
+    /// that class was late, and the other events were late less than a quarter as often (a slow
+    /// stream, late at every event, is late in every class alike).
+    pub fn late(&mut self, k: u64) -> Option<u64> {
+        self.ring[self.next] = k;
+        self.next = (self.next + 1) % EVENT_RING;
+        self.len = (self.len + 1).min(EVENT_RING);
+        if self.len < EVENT_LINED {
+            return None;
+        }
+        let kept = &self.ring[..self.len];
+        let oldest = kept.iter().copied().min().unwrap_or(k);
+        let lined = |d: u64| {
+            let lo = oldest.max(k.saturating_sub((EVENT_RING as u64 - 1) * d));
+            let (n, members) = (k - lo + 1, (k - lo) / d + 1);
+            let within = kept.iter().filter(|&&e| e >= lo && e <= k).count() as u64;
+            let hits = kept
+                .iter()
+                .filter(|&&e| e >= lo && e <= k && (k - e).is_multiple_of(d))
+                .count() as u64;
+            hits >= EVENT_LINED as u64
+                && hits * 2 >= members
+                && (within - hits) * 4 * members < hits * (n - members)
+        };
+        kept.iter()
+            .filter_map(|&e| k.checked_sub(e))
+            .filter(|&d| (2..=EVENT_MAX_SPACING).contains(&d))
+            .filter(|&d| lined(d))
+            .min()
+    }
+
+    /// Forget the late events kept (the stream moved: they say nothing of its new phase).
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.next = 0;
+    }
+}
+
+/// The shift (from the stream's start, `current` now) for the rest of a stream of events
+/// `spacing` apart whose late ones line up: forward by the first multiple of [`STEP`] of the
+/// spacing (modulo it) whose instants keep clear of the periodic interference watched before the
+/// run. `None`: every try comes near it.
+pub fn stream_shift(current: u64, spacing: u64, avoid: Option<Avoid>) -> Option<u64> {
+    let step = ((spacing as f64 * STEP) as u64).max(1);
+    (1..=TRIES).find_map(|c| {
+        let delta = (c * step) % spacing;
+        let cand = current.saturating_add(delta);
+        (delta > 0 && quiet(avoid, cand, spacing)).then_some(cand)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,5 +635,69 @@ mod tests {
         w.observe(99, true);
         assert_eq!(w.verdict(), Verdict::Move);
         assert_eq!(w.moves(), 0);
+    }
+
+    #[test]
+    fn late_events_lined_up_at_one_spacing_are_found_and_scattered_ones_are_not() {
+        // Every 20th event late from 1,000 on: found at the 8th, with its spacing.
+        let mut l = LateEvents::default();
+        let found: Vec<Option<u64>> = (0..8).map(|j| l.late(1_000 + 20 * j)).collect();
+        assert_eq!(&found[..7], &[None; 7]);
+        assert_eq!(found[7], Some(20));
+        // With others late between them (one every other period), still found.
+        let mut l = LateEvents::default();
+        let mut got = None;
+        for j in 0..8u64 {
+            assert_eq!(got, None);
+            if j % 2 == 1 {
+                l.late(2_000 + 20 * j + 7);
+            }
+            got = l.late(2_000 + 20 * j + 10);
+        }
+        assert_eq!(got, Some(20));
+        // Scattered late events (no common spacing), and consecutive ones: nothing.
+        let mut l = LateEvents::default();
+        for k in [
+            3u64, 50, 51, 130, 211, 300, 417, 512, 640, 701, 833, 900, 1_001,
+        ] {
+            assert_eq!(l.late(k), None, "{k}");
+        }
+        let mut l = LateEvents::default();
+        assert!((0..40u64).all(|k| l.late(k).is_none()));
+        // One class, but fewer than half of its members late (2 in 5): nothing.
+        let mut l = LateEvents::default();
+        assert!([0u64, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30, 32]
+            .iter()
+            .all(|j| l.late(j * 20).is_none()));
+        // Cleared after a move: it takes eight more.
+        let mut l = LateEvents::default();
+        (0..8u64).for_each(|j| {
+            l.late(20 * j);
+        });
+        l.clear();
+        assert!((8..15u64).all(|j| l.late(20 * j).is_none()));
+        assert_eq!(l.late(20 * 15), Some(20));
+    }
+
+    #[test]
+    fn a_stream_moves_forward_by_a_step_and_keeps_off_the_watched_tick() {
+        // 500 us apart, at phase 100 us: the first step (191 us) is clear without a watch.
+        assert_eq!(
+            stream_shift(100_000, 500_000, None),
+            Some(100_000 + 190_983)
+        );
+        // A tick at 4 ms boundaries + 280-340 us: the first step lands on it every eighth
+        // send, so the next clear multiple is taken.
+        let t0 = 1_000_000_000u64;
+        let ticks = (0..125).map(|k| (t0 + k * 4_000_000 + 280_000, 60_000));
+        let inf = punctual_plan::admission::Interference::new(t0, t0 + 500_000_000, ticks);
+        let s = stream_shift(100_000, 500_000, Some((&inf, t0))).unwrap();
+        assert!(s > 100_000 && s < 600_000, "{s}");
+        assert_ne!(s, 100_000 + 190_983);
+        assert!(inf.near_share(t0 + s, 500_000, punctual_plan::admission::AVOID_GUARD) <= 0.1);
+        // Nowhere clear: no move.
+        let all =
+            punctual_plan::admission::Interference::new(t0, t0 + 500_000_000, [(t0, 500_000_000)]);
+        assert_eq!(stream_shift(0, 500_000, Some((&all, t0))), None);
     }
 }

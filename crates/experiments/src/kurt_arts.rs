@@ -286,6 +286,7 @@ impl KurtArts {
                     steal: None,
                     txtime_lead: 0,
                     explain_bound: None,
+                    avoid: None,
                 };
                 let progress = [SlotProgress::default()];
                 let r = replay(

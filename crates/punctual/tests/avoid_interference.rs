@@ -126,11 +126,22 @@ fn a_replay_avoiding_interference_starts_at_its_quietest_phase() {
     );
     // The phase chosen is the quietest one tried: never worse than the mean over all of them.
     assert!((0.0..=1.0).contains(&hit) && hit <= mean + 1e-9, "{inf}");
+    // The moves during the run are listed (50 sends are too few to line eight late ones up at
+    // a spacing, so none is expected, but the list is there either way), and said.
+    let moved = doc["traffic"]["sends_moved"].as_array().expect("a list");
+    for m in moved {
+        assert!(m["late_every"].as_u64().unwrap() >= 2, "{m}");
+        assert!(m["shift_ns"].as_u64().unwrap() > 0, "{m}");
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("--avoid-interference: the sends "), "{out}");
     // The capture's own timing (1 ms, but not fixed) has no phase to choose: said, not watched.
     let json = dir.path().join("own.json");
     let o = replay(&["--limit", "5"], &json);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("--avoid-interference: not applied"), "{err}");
-    assert!(valid_doc(&json)["settings"].get("interference").is_none());
+    let doc = valid_doc(&json);
+    assert!(doc["settings"].get("interference").is_none());
+    assert!(doc["traffic"]["sends_moved"].is_null());
 }

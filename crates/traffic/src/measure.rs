@@ -195,8 +195,10 @@ pub struct Replay {
     /// `--avoid-interference`: start a fixed-spacing replay at the phase of its spacing that a
     /// watch of the sending CPU found quietest ([`Replay::quiet_grid`]).
     pub avoid_interference: bool,
-    /// What that watch saw and chose, for the result document.
+    /// What that watch saw and chose, for the result document; what it saw, which the sends
+    /// keep clear of when they move during the run.
     avoided: Option<serde_json::Value>,
+    interference: Option<punctual_plan::admission::Interference>,
 }
 
 pub struct ReplayOutcome {
@@ -231,6 +233,7 @@ impl Replay {
             explained: None,
             avoid_interference: false,
             avoided: None,
+            interference: None,
         }
     }
 
@@ -298,7 +301,9 @@ impl Replay {
         m.insert("phase_ns".into(), phase.into());
         m.insert("grid_ns".into(), spacing.into());
         self.avoided = Some(serde_json::Value::Object(m));
-        Ok(Some((inf.from + phase, spacing)))
+        let grid = (inf.from + phase, spacing);
+        self.interference = Some(inf);
+        Ok(Some(grid))
     }
 
     /// What the sending socket could not give: kernel transmit stamps, `--txtime`.
@@ -409,6 +414,7 @@ impl Measurement for Replay {
         };
         let (store, schedule) = (&self.loaded.store, &self.loaded.schedule);
         let (margin, cpu, progress) = (self.cfg.margin, self.cfg.cpu, &*self.progress);
+        let avoid = grid.and(self.interference.as_ref());
         let shielded = self.cfg.shielded;
         for f in self.socket_fallbacks() {
             ctx.note(format!("fallback: {f}"));
@@ -451,6 +457,7 @@ impl Measurement for Replay {
                         .map(|s| s as &dyn punctual_dispatch::engine::StolenTime),
                     txtime_lead,
                     explain_bound,
+                    avoid,
                 };
                 let replayed = replay(
                     &SystemClock::monotonic(),
@@ -529,6 +536,13 @@ impl Measurement for Replay {
                     "tx_timestamps": self.stamps.as_ref().map(|_| "on").unwrap_or_else(|e| e),
                     "realtime_minus_monotonic_ns": o.replayed.stamp_offset.map(|(a, b)| [a, b]),
                 },
+                "sends_moved": self.interference.as_ref().map(|_| {
+                    o.replayed.moves.iter().map(|m| json!({
+                        "from_send": m.from,
+                        "late_every": m.every,
+                        "shift_ns": m.shift_ns,
+                    })).collect::<Vec<_>>()
+                }),
             }),
         );
         let mut tab = Table::new(&[
@@ -600,6 +614,9 @@ impl Measurement for Replay {
                 t.txtime_dropped
             ));
         }
+        if self.interference.is_some() {
+            text.push_str(&moves_text(&o.replayed.moves, spacing));
+        }
         let out = Report {
             tables: vec![tab],
             text,
@@ -621,6 +638,26 @@ impl Measurement for Replay {
     fn worst(&self, doc: &ResultDoc) -> Option<(u64, &'static str)> {
         doc.series.first().map(|s| (s.summary.max, "send lateness"))
     }
+}
+
+/// `--avoid-interference`: how often the sends moved during the run, and why.
+fn moves_text(moves: &[crate::replay::SendsMoved], spacing: f64) -> String {
+    let Some(last) = moves.last() else {
+        return "\n--avoid-interference: the sends kept their phase (no late sends lined up).\n"
+            .into();
+    };
+    let every: Vec<String> = moves.iter().map(|m| m.every.to_string()).collect();
+    format!(
+        "\n--avoid-interference: the sends moved {} time(s) during the run, when their late ones \
+         (over {}) lined up one in {} sends: something periodic sat on their phase. Each move made \
+         one gap longer by less than the {} spacing; the last left the sends {} after their \
+         schedule.\n",
+        moves.len(),
+        format_ns(punctual_dispatch::rephase::LATE_NS),
+        every.join(", "),
+        format_ns(spacing.round() as u64),
+        format_ns(last.shift_ns),
+    )
 }
 
 /// Where the actual send instants came from.

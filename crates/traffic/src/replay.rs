@@ -13,8 +13,10 @@ use punctual_dispatch::engine::{
     dispatch, Actions, Fired, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotSpec, SlotStats,
     StolenTime,
 };
+use punctual_dispatch::rephase::{self, LateEvents};
 use punctual_explain::{LateLog, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_periodic::channel::Ack;
+use punctual_plan::admission::Interference;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
 use punctual_time::{Clock, MarginPolicy};
@@ -464,7 +466,13 @@ pub struct Timing {
     pub gaps: u64,
     /// Online regression of the error (actual - intended) on the intended instant.
     slope: Slope,
-    prev: Option<(u64, u64, BeforeSend)>,
+    /// The previous send: its schedule's instant (from the start), its instant, when it went.
+    prev: Option<(u64, u64, u64, BeforeSend)>,
+    /// `--avoid-interference`: the late sends (over [`rephase::LATE_NS`]) from `watch_from` on,
+    /// kept to see whether they line up ([`LateEvents`]), and the spacing (in sends) they lined
+    /// up at, for the loop to take and move the rest of the sends.
+    lined: Option<(LateEvents, u64)>,
+    pub lined_up: Option<u64>,
     /// `--explain`: every gap off by more than the log's bound, as the later of its two sends
     /// (series 0, the gap error). Keeps nothing unless given a bound.
     pub late: LateLog,
@@ -521,6 +529,8 @@ impl Timing {
             gaps: 0,
             slope: Slope::default(),
             prev: None,
+            lined: None,
+            lined_up: None,
             late: LateLog::off(),
         }
     }
@@ -532,8 +542,9 @@ impl Timing {
         self.lateness.record(actual.saturating_sub(target));
         self.slope
             .add(intended as f64, actual as f64 - target as f64);
-        if let Some((pt, pa, pb)) = self.prev {
-            let want = target - pt;
+        if let Some((pi, pt, pa, pb)) = self.prev {
+            // The schedule's gap, not the instants': a move of the sends costs its one gap.
+            let want = intended.saturating_sub(pi);
             let got = actual.saturating_sub(pa);
             let e = got.abs_diff(want);
             self.gap_error.record(e);
@@ -545,7 +556,12 @@ impl Timing {
             if e <= 0.07 * spacing {
                 self.gaps_within_7pct += 1;
             }
-            if self.late.is_late(e as u64) {
+            // The sends moved between the two (`--avoid-interference`): the loop held this one
+            // back from its schedule's instant on purpose, which is its own doing.
+            let moved = (target - pt).saturating_sub(want);
+            if moved > 0 && self.late.is_late(e as u64) {
+                log_move(&mut self.late, target - moved, actual);
+            } else if self.late.is_late(e as u64) {
                 // The gap is off because one of its sends was later than the other: that one.
                 let (t, a, b) = if actual.saturating_sub(target) >= pa.saturating_sub(pt) {
                     (target, actual, before)
@@ -555,7 +571,7 @@ impl Timing {
                 log_gap(&mut self.late, t, a, b);
             }
         }
-        self.prev = Some((target, actual, before));
+        self.prev = Some((intended, target, actual, before));
     }
 
     /// A send settled with its kernel stamp or without (then its instant before the send call).
@@ -572,7 +588,24 @@ impl Timing {
             at: s.w.before,
             last_read: s.w.last_read,
         };
-        self.add(s.w.target - start, s.w.target, actual, spacing, before);
+        let intended = s.w.target - s.w.shift - start;
+        self.add(intended, s.w.target, actual, spacing, before);
+        if let Some((late, from)) = self.lined.as_mut() {
+            if s.w.seq >= *from && actual.saturating_sub(s.w.target) > rephase::LATE_NS {
+                if let Some(d) = late.late(s.w.seq) {
+                    self.lined_up = Some(d);
+                }
+            }
+        }
+    }
+
+    /// The sends move from send `from` on: the late ones before say nothing of the new phase.
+    fn watch_from(&mut self, from: u64) {
+        if let Some((late, f)) = self.lined.as_mut() {
+            late.clear();
+            *f = from;
+        }
+        self.lined_up = None;
     }
 
     /// One message of the error queue.
@@ -642,6 +675,25 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
     });
 }
 
+/// `--explain`: the gap the sends' move made, as a release held from its schedule's instant
+/// `scheduled` to `actual` by the loop itself (`behind`: what ran meanwhile was its choice).
+#[cold]
+fn log_move(log: &mut LateLog, scheduled: u64, actual: u64) {
+    let (tid, cpu) = punctual_explain::here();
+    log.push(LateRelease {
+        series: 0,
+        tid,
+        cpu,
+        waiter: Waiter::Loop,
+        target: scheduled,
+        actual: actual.max(scheduled + 1),
+        handover: None,
+        behind: true,
+        last_read: None,
+        own_work: None,
+    });
+}
+
 /// The replay as the dispatch loop's one action: `fire` sends packet `schedule.packet(k)` for the
 /// send number k carried in the event.
 pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
@@ -657,9 +709,43 @@ pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
     lead: u64,
     /// The loop's spin read before the next send ([`Actions::spin_read`]).
     last_read: Option<u64>,
+    /// How far the sends moved from their schedule (`--avoid-interference`), and what it keeps
+    /// clear of when they move: the interference watched before the run.
+    shift: u64,
+    avoid: Option<&'a Interference>,
+    pub moves: Vec<SendsMoved>,
+}
+
+/// The sends moved during the run: their late ones had lined up (`--avoid-interference`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendsMoved {
+    /// The first send at the new phase.
+    pub from: u64,
+    /// The late sends lined up one in this many.
+    pub every: u64,
+    /// How far the sends are now from their schedule, ns (the move: this less the previous).
+    pub shift_ns: u64,
 }
 
 impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
+    /// The late sends lined up one in `every`: sends from `from` on move forward by a part of the
+    /// spacing that keeps them off the watched interference (`None` there: they stay), and the
+    /// watch starts afresh. Costs one gap (longer by the move).
+    #[cold]
+    fn move_sends(&mut self, from: u64, every: u64) {
+        let spacing = self.schedule.spacing() as u64;
+        let avoid = self.avoid.map(|inf| (inf, self.start));
+        if let Some(shift) = rephase::stream_shift(self.shift, spacing, avoid) {
+            self.shift = shift;
+            self.moves.push(SendsMoved {
+                from,
+                every,
+                shift_ns: shift,
+            });
+        }
+        self.timing.watch_from(from);
+    }
+
     /// Reads the stamps that have come, settling their sends (and older ones that got none).
     fn drain(&mut self) {
         let Some(p) = self.pending.as_mut() else {
@@ -692,14 +778,18 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
     /// The send at `target` that began at `before` (its stamp key `key`, result `ok`), settled now
     /// or left to await its stamp.
     #[inline(always)]
-    fn sent(&mut self, target: u64, before: u64, key: Option<u32>, ok: bool, next: Option<u64>) {
-        let (start, spacing) = (self.start, self.schedule.spacing());
+    fn sent(&mut self, k: u64, target: u64, before: u64, key: Option<u32>, ok: bool) {
+        let (start, spacing, shift) = (self.start, self.schedule.spacing(), self.shift);
+        let next = (k + 1 < self.schedule.total())
+            .then(|| start + self.schedule.at(k + 1, self.store.timestamps()) + shift);
         match (self.pending.as_mut(), key) {
             (Some(p), Some(key)) if ok => {
                 let t = &mut self.timing;
                 let w = Waiting {
                     key,
+                    seq: k,
                     target,
+                    shift,
                     before,
                     last_read: self.last_read,
                 };
@@ -715,7 +805,9 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
                 self.flush();
                 let w = Waiting {
                     key: 0,
+                    seq: k,
                     target,
+                    shift,
                     before,
                     last_read: self.last_read,
                 };
@@ -736,6 +828,10 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
     fn prime(&self, _: u16) {
         self.sender.prime();
     }
+    #[inline(always)]
+    fn event_shift(&self, _: u16) -> u64 {
+        self.shift
+    }
     fn delegated(&self, _: u16) -> bool {
         false
     }
@@ -751,9 +847,10 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
         let key = self.sender.stamp_key();
         let actual = self.clock.now();
         let r = self.sender.send(bytes, target);
-        let next = (k + 1 < self.schedule.total())
-            .then(|| self.start + self.schedule.at(k + 1, self.store.timestamps()));
-        self.sent(target, actual, key, r.is_ok(), next);
+        self.sent(k, target, actual, key, r.is_ok());
+        if let Some(d) = self.timing.lined_up.take() {
+            self.move_sends(k + 1, d);
+        }
         let error = match r {
             Ok(()) => false,
             Err(e) => {
@@ -791,6 +888,9 @@ pub struct LoopSettings<'a> {
     pub txtime_lead: u64,
     /// `--explain`: keep every gap off by more than this (ns) for attribution.
     pub explain_bound: Option<u64>,
+    /// `--avoid-interference` (sends at a fixed spacing): move the rest of the sends when their
+    /// late ones line up, keeping clear of this, watched before the run.
+    pub avoid: Option<&'a Interference>,
 }
 
 /// What a replay did.
@@ -811,6 +911,8 @@ pub struct Replayed {
     /// With kernel stamps: CLOCK_REALTIME - CLOCK_MONOTONIC (ns) before and after the run; the
     /// first converts the stamps, a difference means the realtime clock was stepped.
     pub stamp_offset: Option<(i64, i64)>,
+    /// `--avoid-interference`: each time the sends moved.
+    pub moves: Vec<SendsMoved>,
 }
 
 /// Sends every scheduled packet at `settings.start + schedule.at(k)` on `clock`, through the
@@ -859,7 +961,14 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         timing: Timing::new(),
         lead: settings.txtime_lead,
         last_read: None,
+        shift: 0,
+        avoid: settings.avoid,
+        moves: Vec::new(),
     };
+    // Only a stream at a fixed spacing has a phase to move.
+    if settings.avoid.is_some() && schedule.spacing() >= 1.0 {
+        actions.timing.lined = Some((LateEvents::default(), 0));
+    }
     if let Some(b) = settings.explain_bound {
         actions.timing.late = LateLog::new(b, punctual_explain::LOG_CAPACITY);
     }
@@ -923,9 +1032,11 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         .pending
         .as_ref()
         .map(|p| (p.offset, crate::txstamp::realtime_offset()));
+    let moves = std::mem::take(&mut actions.moves);
     let timing = actions.timing;
     let (stalls, stalls_dropped) = out.stalls.into_stalls();
     Replayed {
+        moves,
         stamp_offset,
         stopped: timing.sent < total,
         timing,
@@ -956,6 +1067,17 @@ mod tests {
         /// Whether it primes ([`Sender::prime`]), and the clock at each prime (each takes 6 us).
         primes: bool,
         primed: std::sync::Mutex<Vec<u64>>,
+        /// A stop of the CPU (`width` ns every `period` from `phase`, absolute): a send whose
+        /// successor (`spacing` later) falls in one holds the clock to its end.
+        stops: Option<Stops>,
+    }
+
+    #[derive(Clone, Copy)]
+    struct Stops {
+        period: u64,
+        phase: u64,
+        width: u64,
+        spacing: u64,
     }
 
     impl Sender for Logged {
@@ -965,6 +1087,15 @@ mod tests {
                 self.clock.advance(ns);
             }
             self.meant.push(at);
+            if let Some(st) = self.stops {
+                let next = at + st.spacing;
+                let into = (next + st.period - st.phase % st.period) % st.period;
+                if into < st.width {
+                    let end = next - into + st.width;
+                    let now = self.clock.peek();
+                    self.clock.advance(end.saturating_sub(now));
+                }
+            }
             if self
                 .fail_every
                 .is_some_and(|n| (self.sent.len() as u64).is_multiple_of(n))
@@ -1007,30 +1138,40 @@ mod tests {
         fail_every: Option<u64>,
         lead: u64,
     ) -> (Schedule, Logged, Replayed) {
-        run_with(s, cfg, fail_every, lead, None, None, false)
+        let o = Opts {
+            fail_every,
+            lead,
+            ..Opts::default()
+        };
+        run_with(s, cfg, o)
     }
 
-    /// A replay on a manual clock: `explain` its bound, `stall` a send that stalls, `primes`
-    /// whether the sender primes its sends.
-    fn run_with(
-        s: &PacketStore,
-        cfg: ScheduleConfig,
+    /// How a test replay runs: `explain` its bound, `stall` a send that stalls, `primes`
+    /// whether the sender primes its sends, `stops` the CPU's, `avoid` as `--avoid-interference`.
+    #[derive(Default)]
+    struct Opts<'a> {
         fail_every: Option<u64>,
         lead: u64,
         explain: Option<u64>,
         stall: Option<(usize, u64)>,
         primes: bool,
-    ) -> (Schedule, Logged, Replayed) {
+        stops: Option<Stops>,
+        avoid: Option<&'a Interference>,
+    }
+
+    /// A replay on a manual clock, from 1 ms.
+    fn run_with(s: &PacketStore, cfg: ScheduleConfig, o: Opts) -> (Schedule, Logged, Replayed) {
         let clock = ManualClock::new(0, 10);
         let sched = Schedule::new(&cfg, s.timestamps()).unwrap();
         let mut log = Logged {
             clock: clock.clone(),
             sent: vec![],
             meant: vec![],
-            fail_every,
-            stall,
-            primes,
+            fail_every: o.fail_every,
+            stall: o.stall,
+            primes: o.primes,
             primed: Default::default(),
+            stops: o.stops,
         };
         let settings = LoopSettings {
             start: 1_000_000,
@@ -1038,8 +1179,9 @@ mod tests {
             shielded: false,
             breather_every: None,
             steal: None,
-            txtime_lead: lead,
-            explain_bound: explain,
+            txtime_lead: o.lead,
+            explain_bound: o.explain,
+            avoid: o.avoid,
         };
         let progress = [SlotProgress::default()];
         let r = replay(
@@ -1097,7 +1239,12 @@ mod tests {
             loops: 1,
             limit: Some(100),
         };
-        let (sched, log, r) = run_with(&s, cfg, None, 0, Some(5_000), None, true);
+        let o = Opts {
+            explain: Some(5_000),
+            primes: true,
+            ..Opts::default()
+        };
+        let (sched, log, r) = run_with(&s, cfg, o);
         let primed = log.primed.lock().unwrap().clone();
         assert_eq!((log.sent.len(), primed.len()), (100, 100));
         for (k, ((at, _), p)) in log.sent.iter().zip(&primed).enumerate() {
@@ -1121,7 +1268,7 @@ mod tests {
             );
             assert!(st.to - st.from >= 6_000, "{st:?}");
         }
-        let (_, log, _) = run_with(&s, cfg, None, 0, None, None, false);
+        let (_, log, _) = run_with(&s, cfg, Opts::default());
         assert!(log.primed.lock().unwrap().is_empty());
     }
 
@@ -1166,7 +1313,12 @@ mod tests {
             limit: Some(EVENT_CHUNK as u64 + 1_000),
         };
         let k = EVENT_CHUNK + 500;
-        let (_, log, r) = run_with(&s, cfg, None, 0, Some(5_000), Some((k, 50_000)), false);
+        let o = Opts {
+            explain: Some(5_000),
+            stall: Some((k, 50_000)),
+            ..Opts::default()
+        };
+        let (_, log, r) = run_with(&s, cfg, o);
         assert_eq!(r.stalls.len(), 1, "{:?}", r.stalls);
         let st = r.stalls[0];
         assert_eq!(st.kind, punctual_explain::StallKind::Busy);
@@ -1177,7 +1329,11 @@ mod tests {
             log.sent[k].0
         );
         // Without --explain nothing is kept.
-        let (_, _, r) = run_with(&s, cfg, None, 0, None, Some((k, 50_000)), false);
+        let o = Opts {
+            stall: Some((k, 50_000)),
+            ..Opts::default()
+        };
+        let (_, _, r) = run_with(&s, cfg, o);
         assert!(r.stalls.is_empty());
     }
 
@@ -1317,6 +1473,7 @@ mod tests {
             stall: None,
             primes: false,
             primed: Default::default(),
+            stops: None,
         };
         let settings = LoopSettings {
             start: 0,
@@ -1326,6 +1483,7 @@ mod tests {
             steal: None,
             txtime_lead: 0,
             explain_bound: None,
+            avoid: None,
         };
         let progress = [SlotProgress::default()];
         let r = replay(
@@ -1339,5 +1497,79 @@ mod tests {
         );
         assert!(r.stopped);
         assert_eq!(r.timing.sent, 0);
+    }
+
+    /// `--avoid-interference`: a 60 us stop every 10 ms sits on one send in twenty of a 500 us
+    /// stream. The sends move once, by a part of the spacing, when eight late ones have lined
+    /// up; after it none is late, and the move costs its one gap. Without the option they stay
+    /// and one send in twenty stays late.
+    #[test]
+    fn sends_whose_late_ones_line_up_move_once_and_are_on_time_after() {
+        let s = store(1_000, 1_000);
+        let cfg = ScheduleConfig {
+            timing: T::Interval(500_000),
+            loops: 1,
+            limit: Some(1_000),
+        };
+        // Send 3 (and every 20th after it) is due at 2.5 ms + k * 10 ms: the stop begins 20 us
+        // before it.
+        let stops = Stops {
+            period: 10_000_000,
+            phase: 2_480_000,
+            width: 60_000,
+            spacing: 500_000,
+        };
+        let late = |log: &Logged, sched: &Schedule, shift: &dyn Fn(usize) -> u64| -> Vec<usize> {
+            (0..log.sent.len())
+                .filter(|&k| {
+                    let target = 1_000_000 + sched.at(k as u64, s.timestamps()) + shift(k);
+                    log.sent[k].0 > target + rephase::LATE_NS
+                })
+                .collect()
+        };
+        let quiet = Interference::new(0, 1_000_000, []);
+        let o = Opts {
+            stops: Some(stops),
+            avoid: Some(&quiet),
+            explain: Some(5_000),
+            ..Opts::default()
+        };
+        let (sched, log, mut r) = run_with(&s, cfg, o);
+        assert_eq!(log.sent.len(), 1_000);
+        assert_eq!(r.moves.len(), 1, "{:?}", r.moves);
+        let m = r.moves[0];
+        assert_eq!(m.every, 20);
+        assert!(m.shift_ns > 0 && m.shift_ns < 500_000, "{m:?}");
+        let shift = |k: usize| if k as u64 >= m.from { m.shift_ns } else { 0 };
+        let lates = late(&log, &sched, &shift);
+        assert_eq!(lates.len(), 8, "{lates:?}");
+        assert!(lates.iter().all(|&k| k % 20 == 3 && (k as u64) < m.from));
+        // Each late send makes two gaps late. The move comes right after the eighth (its
+        // stamp is the clock before the call here, known at once), so its gap is that send's
+        // second, longer by the move less the 40 us it was late: counted against the schedule.
+        assert_eq!(r.timing.gaps - r.timing.gaps_within_1pct, 8 * 2);
+        let moved_gap = r.timing.gap_error.max().unwrap();
+        let less = m.shift_ns - moved_gap;
+        assert!(
+            (39_000..41_000).contains(&less),
+            "{moved_gap} for a move of {}",
+            m.shift_ns
+        );
+        // --explain: the moved gap is the loop's own doing (held from its schedule's instant).
+        let (records, _) = r.timing.late_records();
+        assert_eq!(records.len(), 16);
+        let held: Vec<_> = records.iter().filter(|l| l.behind).collect();
+        assert_eq!(held.len(), 1, "{records:?}");
+        let scheduled = 1_000_000 + sched.at(m.from, s.timestamps());
+        assert_eq!(held[0].target, scheduled);
+        assert!(held[0].actual >= scheduled + m.shift_ns);
+        // Without the option: no move, and every twentieth send late to the end.
+        let o = Opts {
+            stops: Some(stops),
+            ..Opts::default()
+        };
+        let (sched, log, r) = run_with(&s, cfg, o);
+        assert!(r.moves.is_empty());
+        assert_eq!(late(&log, &sched, &|_| 0).len(), 50);
     }
 }

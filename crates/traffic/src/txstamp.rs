@@ -158,8 +158,13 @@ pub fn realtime_offset() -> i64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Waiting {
     pub key: u32,
+    /// The send's number.
+    pub seq: u64,
     /// Its instant on the schedule's clock (absolute).
     pub target: u64,
+    /// How far the sends had moved from their schedule when it went (`--avoid-interference`):
+    /// `target - shift` is the schedule's instant.
+    pub shift: u64,
     /// The clock read just before its send call.
     pub before: u64,
     /// The dispatch loop's clock read before the one that found the instant passed, when it spun
@@ -253,7 +258,9 @@ mod tests {
     fn w(key: u32) -> Waiting {
         Waiting {
             key,
+            seq: key as u64,
             target: key as u64 * 1_000,
+            shift: 0,
             before: key as u64 * 1_000 + 5,
             last_read: None,
         }

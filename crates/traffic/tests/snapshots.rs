@@ -81,6 +81,7 @@ fn replay_table_and_document() {
         steal: None,
         txtime_lead: 0,
         explain_bound: None,
+        avoid: None,
     };
     let replayed = replay(
         &clock,

@@ -42,6 +42,7 @@ fn settings(start: u64) -> LoopSettings<'static> {
         steal: None,
         txtime_lead: 0,
         explain_bound: None,
+        avoid: None,
     }
 }
 

@@ -103,6 +103,13 @@ pub trait Actions {
     }
     /// Ready the action due soon without performing it (a send that sends nothing).
     fn prime(&self, _action: u16) {}
+    /// How far the action's later events moved from the plan's instants (a replay's sends that
+    /// left a phase interference kept hitting, [`crate::rephase::stream_shift`]); 0: they did
+    /// not. Read for each event, so a move made in [`Actions::fire`] applies from the next one.
+    #[inline(always)]
+    fn event_shift(&self, _action: u16) -> u64 {
+        0
+    }
     /// The last report of a delegated action, after the loop ended.
     fn finish(&mut self, action: u16) -> Option<Ack>;
     /// The earliest instant before `before` of a release handed to a client on the loop's own CPU

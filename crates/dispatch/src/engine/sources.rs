@@ -189,7 +189,7 @@ impl Sources {
         let task_due = self.heap.peek().map(|d| (d.act_at.0, d.slot));
         let event_due = (self.ev < cfg.events.len()).then(|| {
             let e = &cfg.events[self.ev];
-            let t = cfg.start + e.at;
+            let t = cfg.start + e.at + actions.event_shift(e.action);
             (t.saturating_sub(actions.lead(e.action)), t)
         });
         let (act_at, from_event) = match (task_due, event_due) {
@@ -201,7 +201,8 @@ impl Sources {
         let (slot, target, seq, data): (usize, u64, u64, &[u8]) = if from_event {
             let e = &cfg.events[self.ev];
             let slot = cfg.event_slot[e.action as usize].expect("foreign events are skipped");
-            (slot, cfg.start + e.at, self.event_seq[slot], e.data())
+            let t = cfg.start + e.at + actions.event_shift(e.action);
+            (slot, t, self.event_seq[slot], e.data())
         } else {
             let (_, slot) = task_due.expect("chosen");
             let s = &slots[slot];

@@ -95,7 +95,8 @@ pub struct ReplayArgs {
     pub spin_margin: Option<MarginPolicy>,
     /// Watch the sending CPU for 0.5 s first and start the sends at the phase of their fixed
     /// spacing (--interval, or --pps dividing a second) that keeps them out of the interruptions
-    /// seen: the timer tick's above all (a host's periodic stop may drift onto them later).
+    /// seen: the timer tick's above all. During the run, move the rest of the sends by part of
+    /// the spacing when their late ones line up (a host's periodic stop drifting onto them).
     #[arg(long)]
     pub avoid_interference: bool,
     #[command(flatten)]
