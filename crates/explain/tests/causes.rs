@@ -325,6 +325,49 @@ fn a_hand_over_late_by_the_dispatchers_own_loop_is_the_dispatcher() {
     assert_eq!(a.cpu, Some(1));
 }
 
+/// Issue 26 (kurt-periodic (c) 30 disk, b52): the dispatcher handed over 7 us late, but the
+/// client's CPU was held by a normal task in the kernel (no preemption point) from before the
+/// hand-over until 11 us past the instant, its reschedule IPI notwithstanding: an earlier
+/// hand-over would not have run the client sooner. The task is the cause, by name.
+#[test]
+fn a_hand_over_a_little_late_to_a_cpu_another_task_held_past_the_instant_is_that_tasks() {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    // CPU 1: the dispatcher runs throughout and hands over at T-238 us (planned T-245 us).
+    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
+    waking(&mut s, t - 238 * US, 1, CLIENT, 19);
+    // CPU 0: the task (pid 300) from T-250 us, a reschedule IPI at T-213 us, off at T+11 us.
+    switch(&mut s, t - 250 * US, 0, 0, 0, 300, 120);
+    vector(&mut s, 0, t - 213 * US, t - 212 * US, Vector::Reschedule);
+    switch(&mut s, t + 11 * US, 0, 300, PREEMPTED, CLIENT, 19);
+    let a = cause_of(
+        &s,
+        &client(
+            t,
+            t + 20 * US,
+            handover(t - 245 * US, t - 238 * US, 100 * US),
+        ),
+    );
+    assert_eq!(a.cause, Cause::Task, "{a:?}");
+    assert!(
+        a.offender.as_deref().unwrap_or("").contains("rustc"),
+        "{a:?}"
+    );
+    assert_eq!(a.cpu, Some(0));
+    // A hand-over 240 us late to an idle CPU, which runs the client 16 us after it: the delay
+    // is most of the lateness, and the dispatcher's CPU is what is read.
+    let mut s = synth();
+    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
+    waking(&mut s, t - 5 * US, 1, CLIENT, 19);
+    switch(&mut s, t + 11 * US, 0, 0, 0, CLIENT, 19);
+    let a = cause_of(
+        &s,
+        &client(t, t + 20 * US, handover(t - 245 * US, t - 5 * US, 100 * US)),
+    );
+    assert_eq!(a.cpu, Some(1), "{a:?}");
+    assert!(a.why.starts_with("handed over 240 us after plan"), "{a:?}");
+}
+
 /// The dispatcher on CPU 1 since long before a release at `t`, charged for all of it; the client
 /// on CPU 0 woken by its hand-over at `at`, running 20 us later.
 fn handed_over_at(t: u64, at: u64) -> Synth {
