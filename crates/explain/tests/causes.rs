@@ -420,6 +420,39 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
     assert_ne!(c.cause, Cause::Steal, "{c:?}");
 }
 
+/// A client on the dispatcher's own CPU (real-time mode): the loop spun to a hand-over it made
+/// 10 us late with no guest event between its reads, and kept the CPU past the instant. The
+/// loop holding the client's CPU is the delay itself, not another task's hold: the stop between
+/// its reads is read, as for a client elsewhere (b53 counted the loop as a holder, and 700
+/// releases of the (c) and (d) rows read `dispatcher` instead).
+#[test]
+fn a_late_hand_over_to_a_client_on_the_loops_own_cpu_is_read_on_the_loops_side() {
+    let t = T0 + 10_000 * US;
+    let planned = t - 100 * US;
+    let at = planned + 10 * US;
+    let mut s = synth();
+    switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+    s.event(
+        t + 2_000 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 6_000 * US,
+        },
+    );
+    waking(&mut s, at + US, 0, CLIENT, 19);
+    switch(&mut s, t + 20 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
+    let mut h = handover(planned, at, 30 * US);
+    h.cpu = 0;
+    h.last_read = Some(planned - US);
+    let r = client(t, t + 25 * US, h);
+    let mut c = s.captured();
+    logged_a_stall(&mut c, DISPATCHER, T0 + 40_000 * US);
+    let a = attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(a.why.starts_with("handed over 10.0 us after plan"), "{a:?}");
+}
+
 /// The same hand-over reached late from the dispatcher's bookkeeping (no spin): its start, with
 /// that bookkeeping's usual time, shows the stop as the spin's reads do.
 #[test]
