@@ -809,10 +809,14 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
     // loop on a shared CPU) are the delay itself, and the host's holds are read on the
     // dispatcher's side as before (b53, counting the loop too, turned 700 such releases of the
     // (c) and (d) rows from `steal` to `dispatcher`).
-    let held_back = first_in.is_some_and(|s| {
-        let since_plan = s.saturating_sub(h.planned);
-        s > r.target && held_by_others(ev, r, (h.planned, s)).saturating_mul(2) > since_plan
-    });
+    // On the dispatcher's own CPU, what held the client there held the hand-over too, and the
+    // dispatcher's side names it (b54: a BLOCK softirq that delayed a hand-over on the shared
+    // CPU, skipped this way, left the loop's catching up to be named: 43 `dispatcher`).
+    let held_back = r.cpu != h.cpu
+        && first_in.is_some_and(|s| {
+            let since_plan = s.saturating_sub(h.planned);
+            s > r.target && held_by_others(ev, r, (h.planned, s)).saturating_mul(2) > since_plan
+        });
     if !on_cpu_in_time && !held_back && delay >= took.saturating_sub(planned_lead) {
         // Handed over late, and that is most of it: whatever kept the dispatcher from acting.
         let mut a = explain_window(

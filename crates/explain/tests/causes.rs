@@ -453,6 +453,42 @@ fn a_late_hand_over_to_a_client_on_the_loops_own_cpu_is_read_on_the_loops_side()
     assert!(a.why.starts_with("handed over 10.0 us after plan"), "{a:?}");
 }
 
+/// A client on the dispatcher's CPU whose hand-over a bottom half held back 150 us, the loop
+/// keeping the CPU after it past the instant: what held the hand-over is named, not the loop
+/// (b54's (c) 20 disk read 43 such `dispatcher` when the bottom half's hold skipped the
+/// hand-over's side).
+#[test]
+fn a_hand_over_held_back_by_a_bottom_half_on_the_shared_cpu_is_the_bottom_halfs() {
+    let t = T0 + 10_000 * US;
+    let (planned, at) = (t - 200 * US, t - 40 * US);
+    let mut s = synth();
+    switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+    s.event(
+        t + 2_000 * US,
+        0,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 6_000 * US,
+        },
+    );
+    s.span(
+        0,
+        planned - 5 * US,
+        planned + 150 * US,
+        EventKind::SoftirqEntry { vec: 4 },
+        EventKind::SoftirqExit { vec: 4 },
+    );
+    waking(&mut s, at + US, 0, CLIENT, 19);
+    switch(&mut s, t + 20 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
+    let mut h = handover(planned, at, 30 * US);
+    h.cpu = 0;
+    let r = client(t, t + 25 * US, h);
+    let mut c = s.captured();
+    logged_a_stall(&mut c, DISPATCHER, T0 + 40_000 * US);
+    let a = attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r);
+    assert_eq!(a.cause, Cause::Softirq, "{a:?}");
+}
+
 /// The same hand-over reached late from the dispatcher's bookkeeping (no spin): its start, with
 /// that bookkeeping's usual time, shows the stop as the spin's reads do.
 #[test]
