@@ -420,16 +420,15 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
     assert_ne!(c.cause, Cause::Steal, "{c:?}");
 }
 
-/// A client on the dispatcher's own CPU (real-time mode): the loop spun to a hand-over it made
-/// 10 us late with no guest event between its reads, and kept the CPU past the instant. The
-/// loop holding the client's CPU is the delay itself, not another task's hold: the stop between
-/// its reads is read, as for a client elsewhere (b53 counted the loop as a holder, and 700
-/// releases of the (c) and (d) rows read `dispatcher` instead).
-#[test]
-fn a_late_hand_over_to_a_client_on_the_loops_own_cpu_is_read_on_the_loops_side() {
-    let t = T0 + 10_000 * US;
-    let planned = t - 100 * US;
-    let at = planned + 10 * US;
+/// The dispatcher (logged as punctual's) on CPU 0 since long before a release at `t`, charged
+/// for all of it, with `hold` (the trace's own additions) and a client of the same CPU handed
+/// over at `at` and switched in at T+20 us, when the loop sleeps: the release's cause.
+fn shared_cpu(
+    t: u64,
+    (planned, at): (u64, u64),
+    last_read: Option<u64>,
+    hold: impl Fn(&mut Synth),
+) -> punctual_explain::Attribution {
     let mut s = synth();
     switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
     s.event(
@@ -440,15 +439,28 @@ fn a_late_hand_over_to_a_client_on_the_loops_own_cpu_is_read_on_the_loops_side()
             runtime: 6_000 * US,
         },
     );
+    hold(&mut s);
     waking(&mut s, at + US, 0, CLIENT, 19);
     switch(&mut s, t + 20 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
     let mut h = handover(planned, at, 30 * US);
     h.cpu = 0;
-    h.last_read = Some(planned - US);
+    h.last_read = last_read;
     let r = client(t, t + 25 * US, h);
     let mut c = s.captured();
     logged_a_stall(&mut c, DISPATCHER, T0 + 40_000 * US);
-    let a = attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r);
+    attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r)
+}
+
+/// A client on the dispatcher's own CPU (real-time mode): the loop spun to a hand-over it made
+/// 10 us late with no guest event between its reads, and kept the CPU past the instant. The
+/// loop holding the client's CPU is the delay itself, not another task's hold: the stop between
+/// its reads is read, as for a client elsewhere (b53 counted the loop as a holder, and 700
+/// releases of the (c) and (d) rows read `dispatcher` instead).
+#[test]
+fn a_late_hand_over_to_a_client_on_the_loops_own_cpu_is_read_on_the_loops_side() {
+    let t = T0 + 10_000 * US;
+    let planned = t - 100 * US;
+    let a = shared_cpu(t, (planned, planned + 10 * US), Some(planned - US), |_| {});
     assert_eq!(a.cause, Cause::Steal, "{a:?}");
     assert!(a.why.starts_with("handed over 10.0 us after plan"), "{a:?}");
 }
@@ -460,32 +472,16 @@ fn a_late_hand_over_to_a_client_on_the_loops_own_cpu_is_read_on_the_loops_side()
 #[test]
 fn a_hand_over_held_back_by_a_bottom_half_on_the_shared_cpu_is_the_bottom_halfs() {
     let t = T0 + 10_000 * US;
-    let (planned, at) = (t - 200 * US, t - 40 * US);
-    let mut s = synth();
-    switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
-    s.event(
-        t + 2_000 * US,
-        0,
-        EventKind::StatRuntime {
-            pid: DISPATCHER,
-            runtime: 6_000 * US,
-        },
-    );
-    s.span(
-        0,
-        planned - 5 * US,
-        planned + 150 * US,
-        EventKind::SoftirqEntry { vec: 4 },
-        EventKind::SoftirqExit { vec: 4 },
-    );
-    waking(&mut s, at + US, 0, CLIENT, 19);
-    switch(&mut s, t + 20 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
-    let mut h = handover(planned, at, 30 * US);
-    h.cpu = 0;
-    let r = client(t, t + 25 * US, h);
-    let mut c = s.captured();
-    logged_a_stall(&mut c, DISPATCHER, T0 + 40_000 * US);
-    let a = attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r);
+    let planned = t - 200 * US;
+    let a = shared_cpu(t, (planned, t - 40 * US), None, |s| {
+        s.span(
+            0,
+            planned - 5 * US,
+            planned + 150 * US,
+            EventKind::SoftirqEntry { vec: 4 },
+            EventKind::SoftirqExit { vec: 4 },
+        );
+    });
     assert_eq!(a.cause, Cause::Softirq, "{a:?}");
 }
 
