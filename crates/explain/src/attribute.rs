@@ -9,7 +9,8 @@
 //! 2. the client on its CPU (S) by T                       -> its CPU over [T, A], as below
 //! 3. lateness = d + (S - H) - lead with d = H - planned:
 //!    d the larger part                                    -> the dispatcher's CPU over [planned, H]
-//!    (unless S > T and others held the client's CPU for most of [planned, S]: on to 4)
+//!    (unless S > T and the guest's other work held the client's CPU, not the dispatcher's,
+//!    for most of [planned, S]: on to 4)
 //! 4. planned lead < lead needed, wake-up S - H <= needed  -> lead (unless other occupants had
 //!    the client's CPU for most of [H, S] together: the largest)
 //! 5. the client's CPU over [H, A]                          -> the occupant with the most time
@@ -800,18 +801,15 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         .and_then(|a| a.first_switched_in);
     let took = first_in.unwrap_or(r.actual).saturating_sub(h.at);
     let on_cpu_in_time = first_in.is_some_and(|s| s <= r.target);
-    // A client switched in late because others held its CPU for most of the time from the
-    // planned hand-over came in when they let go: a hand-over on time would not have brought it
-    // sooner. Measured (kurt-periodic (c) 30 disk, b52): a hand-over 6.7 us late, and the
-    // client's CPU held by the disk load in the kernel for 224 us after its reschedule IPI,
-    // until 11 us past the instant, read `dispatcher`.
-    // Only the guest's other work counts: punctual's own threads holding the client's CPU (the
-    // loop on a shared CPU) are the delay itself, and the host's holds are read on the
-    // dispatcher's side as before (b53, counting the loop too, turned 700 such releases of the
-    // (c) and (d) rows from `steal` to `dispatcher`).
-    // On the dispatcher's own CPU, what held the client there held the hand-over too, and the
-    // dispatcher's side names it (b54: a BLOCK softirq that delayed a hand-over on the shared
-    // CPU, skipped this way, left the loop's catching up to be named: 43 `dispatcher`).
+    // A client that came in after its instant because the guest's other work (tasks not
+    // punctual's, interrupts, bottom halves) held its CPU for most of the time since the planned
+    // hand-over came in when that work let go: a hand-over on time would not have run it sooner.
+    // b52's (c) 30 disk: hand-overs 7-13 us late to a CPU the disk load held in the kernel for
+    // 220-235 us past the client's reschedule IPI read `dispatcher`. Not counted as such holds:
+    // punctual's own threads (the loop on a shared CPU is the delay itself; b53 counted it and
+    // read 737 `dispatcher`) and the host (read on the dispatcher's side). Not on the
+    // dispatcher's own CPU, where what held the client held the hand-over too and that side
+    // names it (b54 skipped it there: a BLOCK softirq's hold read as the loop's catching up).
     let held_back = r.cpu != h.cpu
         && first_in.is_some_and(|s| {
             let since_plan = s.saturating_sub(h.planned);

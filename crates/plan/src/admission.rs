@@ -412,10 +412,10 @@ impl Interference {
     }
 
     /// For instants `from + phase + k * period`: the phase in `[0, period)` (tried 1 us apart, or
-    /// 1,000 spread evenly over a period longer than 1 ms) of least [`Interference::cost`]: fewest
-    /// in a window, then within `guard` of one, then just after one; with that share of its instants in a
-    /// window, and the mean share over every phase tried (what a start at any instant gets on
-    /// average).
+    /// 1,000 spread evenly over a period longer than 1 ms) of least [`Interference::cost`]:
+    /// fewest in a window, then within `guard` of one, then just after one; with that share of
+    /// its instants in a window, and the mean share over every phase tried (what a start at any
+    /// instant gets on average).
     pub fn quietest_phase(&self, period: u64, guard: u64) -> (u64, f64, f64) {
         let steps = (period / 1_000).clamp(1, 1_000);
         let tried: Vec<(u64, Cost)> = (0..steps)
@@ -458,11 +458,13 @@ impl Cost {
             .then(self.lead.total_cmp(&other.lead))
     }
 
-    /// In parts per thousand: what the greedy placement compares before the distance to other
-    /// releases (a share that differs by less does not outweigh it).
-    fn permille(&self) -> (u64, u64, u64) {
+    /// In parts per thousand, in a window and near one: what the greedy placement compares
+    /// before the distance to other releases (a share that differs by less does not outweigh
+    /// it). Not the lead span: a share that varies with nearly every offset would leave few to
+    /// choose from, and releases of different periods crowded together collide.
+    fn permille(&self) -> (u64, u64) {
         let pm = |x: f64| (x * 1000.0).round() as u64;
-        (pm(self.hit), pm(self.near), pm(self.lead))
+        (pm(self.hit), pm(self.near))
     }
 }
 
@@ -489,7 +491,7 @@ pub fn phase(plan: &mut Plan, run_cpus: &[usize]) -> Vec<(String, u64)> {
 /// for a plan that will start at `start` or a whole number of hyperperiods after it: evenly spread
 /// tasks are shifted together to the position of least [`Interference::cost`] (fewest releases in a
 /// window, then near one, then just after one), and a greedily placed task takes, among the grid
-/// offsets of least cost, the one farthest from its neighbours.
+/// offsets with the fewest in a window and then near one, the one farthest from its neighbours.
 pub fn phase_avoiding(
     plan: &mut Plan,
     run_cpus: &[usize],
@@ -571,15 +573,15 @@ pub fn phase_avoiding(
         for &i in &auto {
             let p = plan.tasks[i].period;
             let steps = 256u64.min(p);
-            // Windows hit, near, just before (in parts per thousand), then distance.
+            // Windows hit, then near (in parts per thousand), then distance.
             let hits = |o: u64| match avoid {
                 Some((inf, start)) => inf.cost(start.saturating_add(o), p, AVOID_GUARD).permille(),
-                None => (0, 0, 0),
+                None => (0, 0),
             };
             let fewest = (0..steps)
                 .map(|s| hits(part(p, s, steps)))
                 .min()
-                .unwrap_or((0, 0, 0));
+                .unwrap_or((0, 0));
             let mut best = (0u64, 0u64); // (score, offset)
             for s in 0..steps {
                 let o = part(p, s, steps);

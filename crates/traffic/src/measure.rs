@@ -195,9 +195,9 @@ pub struct Replay {
     /// `--avoid-interference`: start a fixed-spacing replay at the phase of its spacing that a
     /// watch of the sending CPU found quietest ([`Replay::quiet_grid`]).
     pub avoid_interference: bool,
-    /// What that watch saw and chose, for the result document; what it saw, which the sends
-    /// keep clear of when they move during the run.
+    /// What that watch saw and chose, for the result document.
     avoided: Option<serde_json::Value>,
+    /// What the watch saw, which the sends keep clear of when they move during the run.
     interference: Option<punctual_plan::admission::Interference>,
 }
 
