@@ -451,6 +451,11 @@ pub struct Cost {
 }
 
 impl Cost {
+    /// Whether this cost is below `other` (in a window, then near one, then just after one).
+    pub fn cheaper(&self, other: &Cost) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Less
+    }
+
     fn cmp(&self, other: &Cost) -> std::cmp::Ordering {
         self.hit
             .total_cmp(&other.hit)
