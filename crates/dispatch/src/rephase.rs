@@ -375,8 +375,9 @@ impl LateEvents {
 
 /// The shift (from the stream's start, `current` now) for the rest of a stream of events
 /// `spacing` apart whose late ones line up: forward by a multiple of [`STEP`] of the spacing
-/// (modulo it, the first [`TRIES`]) whose instants keep clear of the periodic interference
-/// watched before the run, the one of least [`Interference::cost`] (the first without a watch).
+/// (modulo it, the first [`TRIES`], at least a quarter of the spacing from the old phase) whose
+/// instants keep clear of the periodic interference watched before the run, the one of least
+/// [`Interference::cost`] (the first without a watch).
 /// The cost counts the stretch before each instant too: after one of b54's moves, made when only
 /// the guard counted, the late sends came one in 8, the tick's 4 ms. `None`: every try comes
 /// near it.
@@ -384,10 +385,15 @@ impl LateEvents {
 /// [`Interference::cost`]: punctual_plan::admission::Interference::cost
 pub fn stream_shift(current: u64, spacing: u64, avoid: Option<Avoid>) -> Option<u64> {
     let step = ((spacing as f64 * STEP) as u64).max(1);
+    // At least a quarter of the spacing away from where the late ones were, on either side: a
+    // step that comes back near the old phase (the eighth comes within 6 % of it) stays under
+    // the stop that set the move off (a first version, least cost alone, hopped 28-45 us at a
+    // time and moved 14 times in a minute).
+    let far = |delta: u64| delta.min(spacing - delta) >= spacing / 4;
     let quiet_ones = (1..=TRIES).filter_map(|c| {
         let delta = (c * step) % spacing;
         let cand = current.saturating_add(delta);
-        (delta > 0 && quiet(avoid, cand, spacing)).then_some(cand)
+        (delta > 0 && far(delta) && quiet(avoid, cand, spacing)).then_some(cand)
     });
     match avoid {
         None => quiet_ones.take(1).next(),
@@ -713,12 +719,23 @@ mod tests {
         assert!(s > 100_000 && s < 600_000, "{s}");
         assert_ne!(s, 100_000 + 190_983);
         assert!(inf.near_share(t0 + s, 500_000, punctual_plan::admission::AVOID_GUARD) <= 0.1);
-        // The second step (482 us) is clear of the tick but 142 us after it, where the loop
-        // wakes and primes the send; the third (173 us) leaves 333 us and is taken.
+        // Of the steps a quarter of the spacing or more away, the first lands on the tick, the
+        // fourth within the guard after it, the seventh 97 us after it (where the loop wakes and
+        // primes the send); the sixth leaves 406 us and is taken.
         let lead = punctual_plan::admission::AVOID_LEAD_SPAN;
-        assert!(inf.lead_share(t0 + 100_000 + 381_966, 500_000, lead) > 0.0);
-        assert_eq!(s, 100_000 + 72_949);
+        assert!(inf.lead_share(t0 + 100_000 + 336_881, 500_000, lead) > 0.0);
+        assert_eq!(s, 100_000 + 145_898);
         assert_eq!(inf.lead_share(t0 + s, 500_000, lead), 0.0);
+        // Never back near the old phase: of all the steps, the chosen one is a quarter of the
+        // spacing or more from it, with a watch or without.
+        for cur in (0..500_000).step_by(7_919) {
+            for avoid in [None, Some((&inf, t0))] {
+                if let Some(n) = stream_shift(cur, 500_000, avoid) {
+                    let d = (n - cur) % 500_000;
+                    assert!(d.min(500_000 - d) >= 125_000, "{cur} -> {n}");
+                }
+            }
+        }
         // Nowhere clear: no move.
         let all =
             punctual_plan::admission::Interference::new(t0, t0 + 500_000_000, [(t0, 500_000_000)]);
