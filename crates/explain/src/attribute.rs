@@ -9,7 +9,7 @@
 //! 2. the client on its CPU (S) by T                       -> its CPU over [T, A], as below
 //! 3. lateness = d + (S - H) - lead with d = H - planned:
 //!    d the larger part                                    -> the dispatcher's CPU over [planned, H]
-//!    (unless S > T and the guest's other work held the client's CPU, not the dispatcher's,
+//!    (unless S > T and something not punctual's held the client's CPU, not the dispatcher's,
 //!    for most of [planned, S]: on to 4)
 //! 4. planned lead < lead needed, wake-up S - H <= needed  -> lead (unless other occupants had
 //!    the client's CPU for most of [H, S] together: the largest)
@@ -801,15 +801,16 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         .and_then(|a| a.first_switched_in);
     let took = first_in.unwrap_or(r.actual).saturating_sub(h.at);
     let on_cpu_in_time = first_in.is_some_and(|s| s <= r.target);
-    // A client that came in after its instant because the guest's other work (tasks not
-    // punctual's, interrupts, bottom halves) held its CPU for most of the time since the planned
-    // hand-over came in when that work let go: a hand-over on time would not have run it sooner.
-    // b52's (c) 30 disk: hand-overs 7-13 us late to a CPU the disk load held in the kernel for
-    // 220-235 us past the client's reschedule IPI read `dispatcher`. Not counted as such holds:
-    // punctual's own threads (the loop on a shared CPU is the delay itself; b53 counted it and
-    // read 737 `dispatcher`) and the host (read on the dispatcher's side). Not on the
-    // dispatcher's own CPU, where what held the client held the hand-over too and that side
-    // names it (b54 skipped it there: a BLOCK softirq's hold read as the loop's catching up).
+    // A client that came in after its instant because something else held its CPU (another than
+    // the dispatcher's) for most of the time since the planned hand-over came in when that let
+    // go: a hand-over on time would not have run it sooner. b52's and b55's (c) 30 disk:
+    // hand-overs 7-14 us late to a CPU the disk load had taken from idle just before, past the
+    // client's reschedule IPI until after the instant, and charged 3-12 us of that 220-250 us
+    // (the rest the host's), read `dispatcher`. What holds: other tasks, interrupts, bottom
+    // halves and the host, not punctual's own threads (b53 counted the loop and read 737
+    // `dispatcher`). Not on the dispatcher's own CPU, where what held the client held the
+    // hand-over too and that side names it (b54 skipped it there: a BLOCK softirq's hold read as
+    // the loop's catching up).
     let held_back = r.cpu != h.cpu
         && first_in.is_some_and(|s| {
             let since_plan = s.saturating_sub(h.planned);
@@ -924,13 +925,13 @@ fn held_past_the_way_back(ev: &Evidence, r: &LateRelease, window: (u64, u64)) ->
     })
 }
 
-/// How long in `[from, to]` the client `r`'s CPU was held by the guest's other work: tasks not
-/// punctual's, interrupts, bottom halves, a normal task the fair server ran.
+/// How long in `[from, to]` the client `r`'s CPU was held by something not punctual's: other
+/// tasks, interrupts, bottom halves, a normal task the fair server ran, the host.
 fn held_by_others(ev: &Evidence, r: &LateRelease, window: (u64, u64)) -> u64 {
     held_by(ev, r, window, |c| {
         matches!(
             c,
-            Cause::Task | Cause::Irq | Cause::Softirq | Cause::Throttle
+            Cause::Task | Cause::Irq | Cause::Softirq | Cause::Throttle | Cause::Steal
         )
     })
 }
