@@ -6,6 +6,7 @@
 //! period. Everything here is fixed-size: it runs inside the loop and allocates nothing.
 
 use crate::slot::SlotSpec;
+use punctual_plan::admission::PhaseCosts;
 
 /// A release later than this counts as late here (missed releases too).
 pub const LATE_NS: u64 = 10_000;
@@ -376,35 +377,28 @@ impl LateEvents {
 /// The shift (from the stream's start, `current` now) for the rest of a stream of events
 /// `spacing` apart whose late ones line up: forward by a multiple of [`STEP`] of the spacing
 /// (modulo it, the first [`TRIES`], at least a quarter of the spacing from the old phase) whose
-/// instants keep clear of the periodic interference watched before the run, the one of least
-/// [`Interference::cost`] (the first without a watch).
-/// The cost counts the stretch before each instant too: after one of b54's moves, made when only
-/// the guard counted, the late sends came one in 8, the tick's 4 ms. `None`: every try comes
-/// near it.
-///
-/// [`Interference::cost`]: punctual_plan::admission::Interference::cost
-pub fn stream_shift(current: u64, spacing: u64, avoid: Option<Avoid>) -> Option<u64> {
+/// instants keep clear of the periodic interference watched before the run (near at most
+/// [`MOVE_NEAR_SHARE`] of them), the one of least cost (the first without a watch). `avoid`:
+/// the watch's costs by phase of the spacing, computed before the run (this runs inside the
+/// dispatch loop), and the stream's start. The cost counts the stretch before each instant too:
+/// after one of b54's moves, made when only the guard counted, the late sends came one in 8, the
+/// tick's 4 ms. `None`: every try comes near it.
+pub fn stream_shift(current: u64, spacing: u64, avoid: Option<(&PhaseCosts, u64)>) -> Option<u64> {
     let step = ((spacing as f64 * STEP) as u64).max(1);
     // At least a quarter of the spacing away from where the late ones were, on either side: a
     // step that comes back near the old phase (the eighth comes within 6 % of it) stays under
     // the stop that set the move off (a first version, least cost alone, hopped 28-45 us at a
     // time and moved 14 times in a minute).
     let far = |delta: u64| delta.min(spacing - delta) >= spacing / 4;
-    let quiet_ones = (1..=TRIES).filter_map(|c| {
-        let delta = (c * step) % spacing;
-        let cand = current.saturating_add(delta);
-        (delta > 0 && far(delta) && quiet(avoid, cand, spacing)).then_some(cand)
-    });
+    let tries = (1..=TRIES)
+        .map(|c| (c * step) % spacing)
+        .filter(|&delta| delta > 0 && far(delta))
+        .map(|delta| current.saturating_add(delta));
     match avoid {
-        None => quiet_ones.take(1).next(),
-        Some((inf, start)) => quiet_ones
-            .map(|cand| {
-                let at = start.saturating_add(cand);
-                (
-                    cand,
-                    inf.cost(at, spacing, punctual_plan::admission::AVOID_GUARD),
-                )
-            })
+        None => tries.take(1).next(),
+        Some((costs, start)) => tries
+            .map(|cand| (cand, costs.at(start.saturating_add(cand))))
+            .filter(|(_, cost)| cost.near <= MOVE_NEAR_SHARE)
             .reduce(|best, next| if next.1.cheaper(&best.1) { next } else { best })
             .map(|(cand, _)| cand),
     }
@@ -715,7 +709,9 @@ mod tests {
         let t0 = 1_000_000_000u64;
         let ticks = (0..125).map(|k| (t0 + k * 4_000_000 + 280_000, 60_000));
         let inf = punctual_plan::admission::Interference::new(t0, t0 + 500_000_000, ticks);
-        let s = stream_shift(100_000, 500_000, Some((&inf, t0))).unwrap();
+        let guard = punctual_plan::admission::AVOID_GUARD;
+        let costs = inf.phase_costs(500_000, guard);
+        let s = stream_shift(100_000, 500_000, Some((&costs, t0))).unwrap();
         assert!(s > 100_000 && s < 600_000, "{s}");
         assert_ne!(s, 100_000 + 190_983);
         assert!(inf.near_share(t0 + s, 500_000, punctual_plan::admission::AVOID_GUARD) <= 0.1);
@@ -729,7 +725,7 @@ mod tests {
         // Never back near the old phase: of all the steps, the chosen one is a quarter of the
         // spacing or more from it, with a watch or without.
         for cur in (0..500_000).step_by(7_919) {
-            for avoid in [None, Some((&inf, t0))] {
+            for avoid in [None, Some((&costs, t0))] {
                 if let Some(n) = stream_shift(cur, 500_000, avoid) {
                     let d = (n - cur) % 500_000;
                     assert!(d.min(500_000 - d) >= 125_000, "{cur} -> {n}");
@@ -739,6 +735,7 @@ mod tests {
         // Nowhere clear: no move.
         let all =
             punctual_plan::admission::Interference::new(t0, t0 + 500_000_000, [(t0, 500_000_000)]);
+        let all = all.phase_costs(500_000, guard);
         assert_eq!(stream_shift(0, 500_000, Some((&all, t0))), None);
     }
 }

@@ -325,6 +325,31 @@ fn a_hand_over_late_by_the_dispatchers_own_loop_is_the_dispatcher() {
     assert_eq!(a.cpu, Some(1));
 }
 
+/// The dispatcher on CPU 1 hands over at T-238 us (planned T-245 us) a client whose CPU 0 a
+/// normal task (pid 300) took at T-250 us and keeps, past a reschedule IPI at T-213 us, until
+/// T+11 us; the scheduler charges the task `charged` of that (`None`: no accounting, all of it).
+/// The client runs at T+20 us: its cause.
+fn held_past_the_instant(charged: Option<u64>) -> punctual_explain::Attribution {
+    let mut s = synth();
+    let t = T0 + 10_000 * US;
+    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
+    waking(&mut s, t - 238 * US, 1, CLIENT, 19);
+    switch(&mut s, t - 250 * US, 0, 0, 0, 300, 120);
+    vector(&mut s, 0, t - 213 * US, t - 212 * US, Vector::Reschedule);
+    if let Some(runtime) = charged {
+        s.event(t + 9 * US, 0, EventKind::StatRuntime { pid: 300, runtime });
+    }
+    switch(&mut s, t + 11 * US, 0, 300, PREEMPTED, CLIENT, 19);
+    cause_of(
+        &s,
+        &client(
+            t,
+            t + 20 * US,
+            handover(t - 245 * US, t - 238 * US, 100 * US),
+        ),
+    )
+}
+
 /// Issue 26: the dispatcher handed over 7 us late, but the client's CPU was held by a normal task
 /// (charged for it: in a kernel without preemption points) from before the hand-over until 11 us
 /// past the instant, its reschedule IPI notwithstanding: an earlier hand-over would not have run
@@ -332,23 +357,8 @@ fn a_hand_over_late_by_the_dispatchers_own_loop_is_the_dispatcher() {
 /// the host's: see the next test.)
 #[test]
 fn a_hand_over_a_little_late_to_a_cpu_another_task_held_past_the_instant_is_that_tasks() {
-    let mut s = synth();
     let t = T0 + 10_000 * US;
-    // CPU 1: the dispatcher runs throughout and hands over at T-238 us (planned T-245 us).
-    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
-    waking(&mut s, t - 238 * US, 1, CLIENT, 19);
-    // CPU 0: the task (pid 300) from T-250 us, a reschedule IPI at T-213 us, off at T+11 us.
-    switch(&mut s, t - 250 * US, 0, 0, 0, 300, 120);
-    vector(&mut s, 0, t - 213 * US, t - 212 * US, Vector::Reschedule);
-    switch(&mut s, t + 11 * US, 0, 300, PREEMPTED, CLIENT, 19);
-    let a = cause_of(
-        &s,
-        &client(
-            t,
-            t + 20 * US,
-            handover(t - 245 * US, t - 238 * US, 100 * US),
-        ),
-    );
+    let a = held_past_the_instant(None);
     assert_eq!(a.cause, Cause::Task, "{a:?}");
     assert!(
         a.offender.as_deref().unwrap_or("").contains("rustc"),
@@ -421,34 +431,12 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
     assert_ne!(c.cause, Cause::Steal, "{c:?}");
 }
 
-/// b55's (c) 30 disk: the same hand-over 14 us late, the task on the client's CPU charged only
-/// 3 us of its 254 us there (the host had the vCPU): the client would have been late whatever the
-/// hand-over, and the host is the cause.
+/// b55's (c) 30 disk: the same hand-over, the task on the client's CPU charged only 3 us of its
+/// 261 us there (the host had the vCPU): the client would have been late whatever the hand-over,
+/// and the host is the cause.
 #[test]
 fn a_hand_over_a_little_late_to_a_cpu_the_host_held_past_the_instant_is_steal() {
-    let mut s = synth();
-    let t = T0 + 10_000 * US;
-    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
-    waking(&mut s, t - 230 * US, 1, CLIENT, 19);
-    switch(&mut s, t - 231 * US, 0, 0, 0, 300, 120);
-    vector(&mut s, 0, t - 213 * US, t - 212 * US, Vector::Reschedule);
-    s.event(
-        t + 21 * US,
-        0,
-        EventKind::StatRuntime {
-            pid: 300,
-            runtime: 3 * US,
-        },
-    );
-    switch(&mut s, t + 23 * US, 0, 300, PREEMPTED, CLIENT, 19);
-    let a = cause_of(
-        &s,
-        &client(
-            t,
-            t + 34 * US,
-            handover(t - 244 * US, t - 230 * US, 2_000 * US),
-        ),
-    );
+    let a = held_past_the_instant(Some(3 * US));
     assert_eq!(a.cause, Cause::Steal, "{a:?}");
     assert_eq!(a.cpu, Some(0), "{a:?}");
 }

@@ -411,23 +411,34 @@ impl Interference {
         }
     }
 
-    /// For instants `from + phase + k * period`: the phase in `[0, period)` (tried 1 us apart, or
-    /// 1,000 spread evenly over a period longer than 1 ms) of least [`Interference::cost`]:
-    /// fewest in a window, then within `guard` of one, then just after one; with that share of
-    /// its instants in a window, and the mean share over every phase tried (what a start at any
-    /// instant gets on average).
+    /// For instants `from + phase + k * period`: the phase in `[0, period)` (of those
+    /// [`Interference::phase_costs`] tries) of least [`Interference::cost`]: fewest in a window,
+    /// then within `guard` of one, then just after one; with that share of its instants in a
+    /// window, and the mean share over every phase tried (what a start at any instant gets on
+    /// average).
     pub fn quietest_phase(&self, period: u64, guard: u64) -> (u64, f64, f64) {
+        self.phase_costs(period, guard).quietest()
+    }
+
+    /// The [`Interference::cost`] of instants `phase + k * period` for phases tried 1 us apart
+    /// (or 1,000 spread evenly over a period longer than 1 ms), from `from`: a table to look up
+    /// during a run, where walking the watch again for each phase took 158 us (release build).
+    pub fn phase_costs(&self, period: u64, guard: u64) -> PhaseCosts {
+        let period = period.max(1);
         let steps = (period / 1_000).clamp(1, 1_000);
-        let tried: Vec<(u64, Cost)> = (0..steps)
-            .map(|k| part(period, k, steps))
-            .map(|ph| (ph, self.cost(self.from.saturating_add(ph), period, guard)))
-            .collect();
-        let mean = tried.iter().map(|(_, c)| c.hit).sum::<f64>() / tried.len() as f64;
-        let (phase, cost) = tried
-            .into_iter()
-            .min_by(|a, b| a.1.cmp(&b.1))
-            .unwrap_or((0, Cost::default()));
-        (phase, cost.hit, mean)
+        PhaseCosts {
+            origin: self.from,
+            period,
+            costs: (0..steps)
+                .map(|k| {
+                    self.cost(
+                        self.from.saturating_add(part(period, k, steps)),
+                        period,
+                        guard,
+                    )
+                })
+                .collect(),
+        }
     }
 
     /// What placing instants `phase + k * period` here costs, in the order it counts: the share
@@ -438,6 +449,41 @@ impl Interference {
             near: self.near_share(phase, period, guard),
             lead: self.lead_share(phase, period, AVOID_LEAD_SPAN),
         }
+    }
+}
+
+/// [`Interference::cost`] by phase of one period ([`Interference::phase_costs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseCosts {
+    /// The instant of phase 0 (the watch's start) and the period.
+    origin: u64,
+    period: u64,
+    /// At phases `part(period, k, len)`.
+    costs: Vec<Cost>,
+}
+
+impl PhaseCosts {
+    /// The cost of instants a whole number of periods from `at`: the nearest phase tried.
+    pub fn at(&self, at: u64) -> Cost {
+        let n = self.costs.len() as u64;
+        let phase = (at as i128 - self.origin as i128).rem_euclid(self.period as i128) as u64;
+        let k =
+            ((phase as u128 * n as u128 + self.period as u128 / 2) / self.period as u128) as u64;
+        self.costs[(k % n) as usize]
+    }
+
+    /// The phase of least cost (the first of equals), its share in a window, and the mean share
+    /// over every phase tried.
+    pub fn quietest(&self) -> (u64, f64, f64) {
+        let n = self.costs.len() as u64;
+        let mean = self.costs.iter().map(|c| c.hit).sum::<f64>() / n as f64;
+        let (k, cost) = self
+            .costs
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.cmp(b.1))
+            .map_or((0, Cost::default()), |(k, c)| (k as u64, *c));
+        (part(self.period, k, n), cost.hit, mean)
     }
 }
 

@@ -197,8 +197,9 @@ pub struct Replay {
     pub avoid_interference: bool,
     /// What that watch saw and chose, for the result document.
     avoided: Option<serde_json::Value>,
-    /// What the watch saw, which the sends keep clear of when they move during the run.
-    interference: Option<punctual_plan::admission::Interference>,
+    /// What the watch saw, by phase of the spacing, which the sends keep clear of when they move
+    /// during the run.
+    interference: Option<punctual_plan::admission::PhaseCosts>,
 }
 
 pub struct ReplayOutcome {
@@ -285,8 +286,9 @@ impl Replay {
         ctx.step("watching for interference");
         let inf = punctual_dispatch::watch_interference(&cpus, sched, ctx.stop())?;
         ctx.step("");
-        let guard = punctual_plan::admission::AVOID_GUARD;
-        let (phase, hit, mean) = inf.quietest_phase(spacing, guard);
+        // The costs by phase choose the start and, looked up, where the sends move in the run.
+        let costs = inf.phase_costs(spacing, punctual_plan::admission::AVOID_GUARD);
+        let (phase, hit, mean) = costs.quietest();
         ctx.note(format!(
             "{}; the sends start at the phase of their {} spacing where {:.2} % of them fell in \
              a gap (a start at any instant: {:.2} % on average)",
@@ -301,9 +303,8 @@ impl Replay {
         m.insert("phase_ns".into(), phase.into());
         m.insert("grid_ns".into(), spacing.into());
         self.avoided = Some(serde_json::Value::Object(m));
-        let grid = (inf.from + phase, spacing);
-        self.interference = Some(inf);
-        Ok(Some(grid))
+        self.interference = Some(costs);
+        Ok(Some((inf.from + phase, spacing)))
     }
 
     /// What the sending socket could not give: kernel transmit stamps, `--txtime`.

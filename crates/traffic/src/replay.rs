@@ -16,7 +16,7 @@ use punctual_dispatch::engine::{
 use punctual_dispatch::rephase::{self, LateEvents};
 use punctual_explain::{LateLog, LateRelease, OwnWork, Waiter, WorkKind};
 use punctual_periodic::channel::Ack;
-use punctual_plan::admission::Interference;
+use punctual_plan::admission::PhaseCosts;
 use punctual_plan::{Event, MissPolicy};
 use punctual_stats::Recorder;
 use punctual_time::{Clock, MarginPolicy};
@@ -712,7 +712,7 @@ pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
     /// How far the sends moved from their schedule (`--avoid-interference`), and what it keeps
     /// clear of when they move: the interference watched before the run.
     shift: u64,
-    avoid: Option<&'a Interference>,
+    avoid: Option<&'a PhaseCosts>,
     pub moves: Vec<SendsMoved>,
 }
 
@@ -734,7 +734,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> ReplayActions<'_, C, S> {
     #[cold]
     fn move_sends(&mut self, from: u64, every: u64) {
         let spacing = self.schedule.spacing() as u64;
-        let avoid = self.avoid.map(|inf| (inf, self.start));
+        let avoid = self.avoid.map(|costs| (costs, self.start));
         if let Some(shift) = rephase::stream_shift(self.shift, spacing, avoid) {
             self.shift = shift;
             self.moves.push(SendsMoved {
@@ -889,8 +889,11 @@ pub struct LoopSettings<'a> {
     /// `--explain`: keep every gap off by more than this (ns) for attribution.
     pub explain_bound: Option<u64>,
     /// `--avoid-interference` (sends at a fixed spacing): move the rest of the sends when their
-    /// late ones line up, keeping clear of this, watched before the run.
-    pub avoid: Option<&'a Interference>,
+    /// late ones line up, keeping clear of the interference watched before the run (its costs by
+    /// phase of the spacing, [`Interference::phase_costs`]).
+    ///
+    /// [`Interference::phase_costs`]: punctual_plan::admission::Interference::phase_costs
+    pub avoid: Option<&'a PhaseCosts>,
 }
 
 /// What a replay did.
@@ -963,7 +966,8 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         last_read: None,
         shift: 0,
         avoid: settings.avoid,
-        moves: Vec::new(),
+        // Room for the moves of a long run, so a move does not allocate in the loop.
+        moves: Vec::with_capacity(64),
     };
     // Only a stream at a fixed spacing has a phase to move.
     if settings.avoid.is_some() && schedule.spacing() >= 1.0 {
@@ -1156,7 +1160,7 @@ mod tests {
         stall: Option<(usize, u64)>,
         primes: bool,
         stops: Option<Stops>,
-        avoid: Option<&'a Interference>,
+        avoid: Option<&'a PhaseCosts>,
     }
 
     /// A replay on a manual clock, from 1 ms.
@@ -1527,7 +1531,8 @@ mod tests {
                 })
                 .collect()
         };
-        let quiet = Interference::new(0, 1_000_000, []);
+        let quiet = punctual_plan::admission::Interference::new(0, 1_000_000, [])
+            .phase_costs(500_000, punctual_plan::admission::AVOID_GUARD);
         let o = Opts {
             stops: Some(stops),
             avoid: Some(&quiet),
