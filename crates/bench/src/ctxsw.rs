@@ -7,6 +7,7 @@
 use crate::shared::{on_thread, Child, ChildSetup, Pipe, SharedBox};
 use crate::BenchError;
 use punctual_result::Fallback;
+use punctual_rt::futex::{self, Scope};
 use punctual_rt::SchedParams;
 use punctual_stats::Recorder;
 use punctual_time::clock::read_clock;
@@ -88,21 +89,6 @@ struct Shared {
     turn: AtomicU32,
 }
 
-fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
-    // SAFETY: a valid futex word in shared memory; no timeout.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            op,
-            val,
-            std::ptr::null::<libc::timespec>(),
-            0usize,
-            0u32,
-        );
-    }
-}
-
 /// Wait until `word` holds `want` (sleeping in the kernel while it does not).
 #[inline]
 fn futex_wait_for(word: &AtomicU32, want: u32) {
@@ -111,14 +97,14 @@ fn futex_wait_for(word: &AtomicU32, want: u32) {
         if v == want {
             return;
         }
-        futex(word, libc::FUTEX_WAIT, v);
+        futex::wait(word, v, None, Scope::Shared);
     }
 }
 
 #[inline]
 fn futex_hand(word: &AtomicU32, to: u32) {
     word.store(to, Ordering::Release);
-    futex(word, libc::FUTEX_WAKE, 1);
+    futex::wake(word, 1, Scope::Shared);
 }
 
 pub fn run(cfg: &CtxswConfig, stop: &AtomicBool) -> Result<CtxswOutcome, BenchError> {

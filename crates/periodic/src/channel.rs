@@ -28,6 +28,7 @@
 //! field, and never spins past a release further ahead than the channel's declared lead.
 //! A socket whose dispatcher is gone (nobody listens) is removed by the next dispatcher.
 
+use punctual_rt::futex::{self, Scope};
 use std::ffi::CString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -368,38 +369,13 @@ fn check_page(fd: &OwnedFd) -> Result<(), String> {
 }
 
 fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a valid u32 in shared memory (no private flag: other processes wait on it).
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            0,
-            0,
-            0,
-        )
-    };
+    // No private flag: other processes wait on it.
+    futex::wake(word, u32::MAX, Scope::Shared);
 }
 
 /// Wait while `*word == expected`, at most `timeout_ns`. Spurious returns are fine.
 fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (timeout_ns / 1_000_000_000) as _,
-        tv_nsec: (timeout_ns % 1_000_000_000) as _,
-    };
-    // SAFETY: FUTEX_WAIT on a valid shared u32 with a relative timeout.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-            0,
-            0,
-        )
-    };
+    futex::wait(word, expected, Some(timeout_ns), Scope::Shared);
 }
 
 fn alive(pid: i32, start: u64) -> bool {

@@ -13,6 +13,7 @@ pub mod child;
 pub mod dma;
 pub mod env;
 pub mod error;
+pub mod futex;
 pub mod held;
 pub mod host;
 pub mod journal;
