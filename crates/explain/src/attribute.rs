@@ -472,9 +472,16 @@ fn cause_of(
         // A polling CPU notices a wake-up at once: past the victim's time, it was not running.
         Occupant::IdlePoll if vm => Cause::Steal,
         Occupant::IdlePoll => Cause::Unexplained,
-        Occupant::Task { pid, .. } | Occupant::Throttled { pid, .. } if own.contains(&pid) => {
+        Occupant::Task { pid, .. }
+        | Occupant::Throttled { pid, .. }
+        | Occupant::Held { pid, .. }
+            if own.contains(&pid) =>
+        {
             Cause::Dispatcher
         }
+        // Past the victim's wake-up, even a loop that chose to let it run (a breather) wanted
+        // its CPU back: what kept it is that task's.
+        Occupant::Held { .. } => Cause::Task,
         Occupant::Irq(_) | Occupant::Vector(_) => Cause::Irq,
         Occupant::Softirq(_) => Cause::Softirq,
         // A task that outranks the loop preempted it, behind or not (a FIFO 99 hog in the middle
@@ -536,7 +543,9 @@ fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
         Occupant::Irq(i) => ev.irq_name(i),
         Occupant::Vector(v) => v.name().to_string(),
         Occupant::Softirq(s) => format!("softirq {}", softirq_name(s)),
-        Occupant::Task { pid, prio } | Occupant::Throttled { pid, prio } => ev.task_name(pid, prio),
+        Occupant::Task { pid, prio }
+        | Occupant::Throttled { pid, prio }
+        | Occupant::Held { pid, prio } => ev.task_name(pid, prio),
         Occupant::Idle(Some(s)) => format!("idle state {s}"),
         Occupant::Idle(None) => "idle".into(),
         Occupant::OwnWake => "its wake-up interrupt".into(),
@@ -643,7 +652,13 @@ fn explain_window(
         cpu: Some(cpu),
         held_ns: held,
         holder: match top {
-            Occupant::Task { pid, .. } | Occupant::Throttled { pid, .. } if named => Some(pid),
+            Occupant::Task { pid, .. }
+            | Occupant::Throttled { pid, .. }
+            | Occupant::Held { pid, .. }
+                if named =>
+            {
+                Some(pid)
+            }
             _ => None,
         },
         why,

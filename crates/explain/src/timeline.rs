@@ -36,6 +36,10 @@ pub enum Occupant {
     /// A task of a lower class than the real-time victim ran while the victim was runnable: only
     /// RT throttling or the fair server let it.
     Throttled { pid: i32, prio: i32 },
+    /// A task of a lower class than the real-time victim that was on the CPU when the victim was
+    /// woken and kept it: the kernel did not preempt it (without kernel preemption, a kernel
+    /// thread runs on to its next scheduling point). The victim wanted the CPU from its wake-up.
+    Held { pid: i32, prio: i32 },
     /// The idle task (the cpuidle state it was in, if the kernel said).
     Idle(Option<u32>),
     /// The idle task polling (the CPU's `POLL` state): a wake-up reaches it at once, so time
@@ -169,6 +173,8 @@ impl State {
                 let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
                 if (self.chosen_over_victim || self.on_server && victim_rt) && self.victim_waiting {
                     Occupant::Throttled { pid, prio }
+                } else if self.victim_waiting && victim_rt && prio >= 100 {
+                    Occupant::Held { pid, prio }
                 } else {
                     Occupant::Task { pid, prio }
                 }
@@ -710,7 +716,10 @@ fn account_span_after(st: &mut State, w: &Window, a: u64, b: u64) {
         let o = st.occupant(w.victim);
         if matches!(
             o,
-            Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. }
+            Occupant::Victim
+                | Occupant::Task { .. }
+                | Occupant::Throttled { .. }
+                | Occupant::Held { .. }
         ) {
             st.own_spans.push((o, a, b));
         }
@@ -740,7 +749,10 @@ fn account_dark(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64
     if st.stack.is_empty()
         && matches!(
             st.occupant(w.victim),
-            Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. }
+            Occupant::Victim
+                | Occupant::Task { .. }
+                | Occupant::Throttled { .. }
+                | Occupant::Held { .. }
         )
     {
         st.own_spans.push((Occupant::Stolen, a, b));
@@ -761,7 +773,10 @@ fn account_lit(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64)
     }
     let o = st.occupant(w.victim);
     match o {
-        Occupant::Victim | Occupant::Task { .. } | Occupant::Throttled { .. } => {
+        Occupant::Victim
+        | Occupant::Task { .. }
+        | Occupant::Throttled { .. }
+        | Occupant::Held { .. } => {
             // Before its instant the victim is only early (clipped when settled).
             if b > w.from.saturating_sub(LOOKBACK_NS) {
                 st.own_spans.push((o, a, b));
@@ -1196,8 +1211,9 @@ mod tests {
         };
         let mut s = Synth::new(2, T0, T0 + 10_000 * US);
         // A normal task runs when the victim (FIFO 80: prio 19) is woken from CPU 1 at +20 us and
-        // keeps the CPU (a kernel that is not preemptible): that is the task's time. At +40 us it
-        // hands over to another normal task although the victim waits: the scheduler chose it.
+        // keeps the CPU (a kernel that is not preemptible): that is the task's time, held from the
+        // wake-up on. At +40 us it hands over to another normal task although the victim waits:
+        // the scheduler chose it.
         s.event(T0, 0, sw(0, 0, 300, 120));
         s.event(T0 + 40 * US, 0, sw(300, PREEMPTED, 301, 120));
         let t = s.build();
@@ -1217,7 +1233,14 @@ mod tests {
                 pid: 300,
                 prio: 120
             }),
-            30 * US
+            10 * US
+        );
+        assert_eq!(
+            a.of(Occupant::Held {
+                pid: 300,
+                prio: 120
+            }),
+            20 * US
         );
         assert_eq!(
             a.of(Occupant::Throttled {
@@ -1240,7 +1263,8 @@ mod tests {
         let mut s = Synth::new(2, T0, T0 + 10_000 * US);
         // A FIFO 99 spinner (prio 0) is preempted by a normal task (the kernel's fair server):
         // the victim (FIFO 80) woken at +20 us waits on the server until +60 us. The same task
-        // switched in from an idle CPU later keeps it after a wake-up: that is the task's own.
+        // switched in from an idle CPU later keeps it after a wake-up: that is the task's own
+        // (held from the wake-up on).
         s.event(T0, 0, sw(0, 120, 0, 900, 0));
         s.event(T0 + 5 * US, 0, sw(900, 0, PREEMPTED, 75, 110));
         s.event(T0 + 60 * US, 0, sw(75, 110, 1, 7, 19));
@@ -1275,7 +1299,8 @@ mod tests {
             dark: &[],
         });
         assert_eq!(own.of(throttled), 0);
-        assert_eq!(own.of(task), 40 * US);
+        assert_eq!(own.of(task), 10 * US);
+        assert_eq!(own.of(Occupant::Held { pid: 75, prio: 110 }), 30 * US);
     }
 
     #[test]

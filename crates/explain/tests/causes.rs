@@ -623,6 +623,43 @@ fn a_task_that_outranks_a_loop_behind_with_its_own_work_is_named() {
 }
 
 #[test]
+fn a_breather_a_kernel_thread_kept_past_the_loops_wake_up_is_that_threads() {
+    let t = T0 + 10_000 * US;
+    // The loop (FIFO 90) blocks in a breather at T-5 us and a normal kernel thread takes CPU 0.
+    // Its partner on CPU 1 wakes it at `woken`; the thread, not preemptible, keeps the CPU until
+    // T+100 us (this VM, 2026-11-30: a kworker kept it 136 us after the wake-up's IPI). Woken
+    // early, the wait is the thread's; woken late, the breather itself is the loop's.
+    for (woken, cause) in [(t + 3 * US, Cause::Task), (t + 90 * US, Cause::Dispatcher)] {
+        let mut s = synth();
+        switch(&mut s, t - 1_000 * US, 0, 0, 0, DISPATCHER, 9);
+        switch(&mut s, t - 5 * US, 0, DISPATCHER, SLEEPING, 300, 120);
+        s.event(
+            woken,
+            1,
+            EventKind::Waking {
+                pid: DISPATCHER,
+                prio: 9,
+                target_cpu: 0,
+            },
+        );
+        switch(&mut s, t + 100 * US, 0, 300, PREEMPTED, DISPATCHER, 9);
+        let mut r = own(DISPATCHER, Waiter::Loop, t, t + 101 * US);
+        r.behind = true;
+        let a = cause_of(&s, &r);
+        assert_eq!(a.cause, cause, "woken at T+{} us: {a:?}", (woken - t) / US);
+        if cause == Cause::Task {
+            assert!(
+                a.offender
+                    .as_deref()
+                    .unwrap_or("")
+                    .starts_with("rustc (pid 300"),
+                "{a:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_victim_on_its_cpu_past_its_instant_without_any_guest_event_was_not_running() {
     let mut s = synth();
     let t = T0 + 10_000 * US;
