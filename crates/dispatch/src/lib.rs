@@ -18,6 +18,7 @@ mod config;
 pub mod engine;
 mod interference;
 pub mod measure;
+pub mod partner;
 pub mod preflight;
 mod procs;
 pub mod rephase;

@@ -191,7 +191,7 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                 .iter()
                 .map(|c| {
                     serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
-                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "woke_late": c.woke_late,
+                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "breathers_partnered": c.breathers_partnered, "woke_late": c.woke_late,
                     "woke_late_stolen": c.woke_late_stolen, "spun_through": c.spun_through,
                     "yields": c.yields, "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
                 })
@@ -296,6 +296,11 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
         } else {
             String::new()
         };
+        let partnered = if c.breathers_partnered > 0 {
+            format!(" ({} woken by its partner thread)", c.breathers_partnered)
+        } else {
+            String::new()
+        };
         let yields = if c.yields > 0 {
             format!(
                 ", waited {} time(s) for a client on its CPU to finish first",
@@ -305,7 +310,7 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
             String::new()
         };
         t.note(format!(
-            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}, kernel woke late {}{stolen}{through}{yields}",
+            "dispatcher CPU {}: spin margin {}{cap}, CPU use {use_:.1} %, breathers {}{partnered}, kernel woke late {}{stolen}{through}{yields}",
             c.cpu,
             format_ns(c.margin_ns),
             c.breathers,

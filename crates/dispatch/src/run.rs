@@ -5,6 +5,7 @@
 use crate::config::{DispatchError, RunConfig};
 use crate::engine::{self, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotStats};
 use crate::interference::on_grid;
+use crate::partner::{partner_cpus, Breath, Partner};
 use crate::setup::{CpuPrep, Prepared};
 use crate::teardown::{
     end_clients, gather_results, join_dispatchers, CpuDone, CpuResult, Dispatcher, EndedGuard,
@@ -81,7 +82,7 @@ pub fn execute_with(
     let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
     let mut handles = Vec::new();
     for (ci, prep) in cpus.into_iter().enumerate() {
-        handles.push(spawn_dispatcher(ci, prep, &shared, cfg)?);
+        handles.push(spawn_dispatcher(ci, prep, &shared, cfg, &cpu_list)?);
     }
     shared.barrier.wait();
     let failed = shared.setup_error.lock().unwrap().clone();
@@ -196,7 +197,12 @@ fn spawn_dispatcher(
     prep: CpuPrep,
     shared: &Shared,
     cfg: &RunConfig,
+    dispatcher_cpus: &[usize],
 ) -> Result<Dispatcher, DispatchError> {
+    let clients: Vec<usize> = cfg.client_cpus.iter().map(|&(_, c)| c).collect();
+    let partner_cpus = cfg
+        .watchdog
+        .and_then(|_| partner_cpus(prep.cpu, &[&clients, dispatcher_cpus]));
     let settings = ThreadSettings {
         req: ThreadRequest {
             cpu: Some(prep.cpu),
@@ -221,7 +227,7 @@ fn spawn_dispatcher(
         .stack_size(512 << 10)
         .spawn(move || {
             let _ended = guard;
-            dispatcher_thread(ci, prep, &shared, settings)
+            dispatcher_thread(ci, prep, &shared, settings, partner_cpus)
         })
         .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))?;
     Ok(Dispatcher { handle, ended })
@@ -234,6 +240,7 @@ fn dispatcher_thread(
     mut prep: CpuPrep,
     shared: &Shared,
     settings: ThreadSettings,
+    partner_cpus: Option<Vec<usize>>,
 ) -> Option<CpuDone> {
     // Before the thread turns real-time: the watchdog tells its starvation from others' by it.
     shared.heartbeats[ci].publish_thread();
@@ -268,6 +275,14 @@ fn dispatcher_thread(
     }
     // Made (and its pages written) here, on the thread's own CPU, before the start instant.
     let stalls = engine::stall_log_for(&stats);
+    let partner = partner_cpus.and_then(|cpus| {
+        let prio = if settings.req.policy.is_realtime() {
+            settings.req.priority
+        } else {
+            0
+        };
+        Partner::start(&cpus, prio, &format!("punctual-b{}", prep.cpu))
+    });
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;
@@ -284,6 +299,7 @@ fn dispatcher_thread(
         interval: prep.interval,
         margin_cap: prep.margin_cap,
         breather_every: settings.breather_every,
+        partner: partner.as_ref().map(|p| p as &dyn Breath),
         shielded: prep.shielded,
         spin_below: if prep.spin_alone {
             engine::SHIELDED_SPIN_BELOW_NS
@@ -318,6 +334,7 @@ fn dispatcher_thread(
         margin_ns: le.margin_ns,
         margin_cap_ns: prep.margin_cap,
         breathers: le.breathers,
+        breathers_partnered: le.breathers_partnered,
         woke_late: le.woke_late,
         woke_late_stolen: le.woke_late_stolen,
         spun_through: le.spun_through,

@@ -21,6 +21,8 @@ pub struct CpuResult {
     /// The most the auto margin could grow to (`u64::MAX`: only the period's own bound).
     pub margin_cap_ns: u64,
     pub breathers: u64,
+    /// Of those, the ones a partner thread woke the loop from ([`crate::partner`]).
+    pub breathers_partnered: u64,
     pub woke_late: u64,
     /// Late wake-ups during which the hypervisor took the CPU (the margin did not follow them).
     pub woke_late_stolen: u64,

@@ -77,6 +77,7 @@ fn outcome(trip: Option<Trip>) -> Outcome {
             margin_ns: 12_000,
             margin_cap_ns: 454_545,
             breathers: 3,
+            breathers_partnered: 0,
             woke_late: 7,
             woke_late_stolen: 2,
             spun_through: 0,

@@ -283,6 +283,7 @@ impl KurtArts {
                     margin: MarginPolicy::Auto,
                     shielded: false,
                     breather_every: Some(500_000_000),
+                    partner: None,
                     steal: None,
                     txtime_lead: 0,
                     explain_bound: None,

@@ -1578,6 +1578,7 @@ mod tests {
                 margin_ns: 84_000,
                 margin_cap_ns: 125_000,
                 breathers: 3,
+                breathers_partnered: 0,
                 woke_late: 2,
                 woke_late_stolen: 0,
                 spun_through: 0,

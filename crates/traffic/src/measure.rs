@@ -14,6 +14,7 @@ use crate::txtime::NoTxTime;
 use crate::TrafficError;
 use pcap_file::DataLink;
 use punctual_dispatch::engine::SlotProgress;
+use punctual_dispatch::partner::{Breath, Partner};
 use punctual_dispatch::shield::{Shield, ShieldPlan};
 use punctual_measure::{Applied, Ctx, LiveSpec, Measurement, Report};
 use punctual_result::{doc::kind, Failure, Fallback, ResultDoc, Series, Table};
@@ -445,6 +446,14 @@ impl Measurement for Replay {
                 let guards = setup_current_thread(&req)
                     .map_err(|e| Failure::system(format!("the sending thread: {e}")))?;
                 let steal = cpu.and_then(punctual_rt::host::CpuSteal::open);
+                let prio = if req.policy.is_realtime() {
+                    req.priority
+                } else {
+                    0
+                };
+                let partner = cpu
+                    .and_then(|c| punctual_dispatch::partner::partner_cpus(c, &[]))
+                    .and_then(|cpus| Partner::start(&cpus, prio, "punctual-breath"));
                 let settings = LoopSettings {
                     start: punctual_dispatch::on_grid(
                         read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,
@@ -453,6 +462,7 @@ impl Measurement for Replay {
                     margin,
                     shielded,
                     breather_every: Some(BREATHER_EVERY_NS),
+                    partner: partner.as_ref().map(|p| p as &dyn Breath),
                     steal: steal
                         .as_ref()
                         .map(|s| s as &dyn punctual_dispatch::engine::StolenTime),
@@ -527,6 +537,7 @@ impl Measurement for Replay {
                 "woke_late": o.replayed.woke_late,
                 "spun_through": o.replayed.spun_through,
                 "breathers": o.replayed.breathers,
+                "breathers_partnered": o.replayed.breathers_partnered,
                 "expected_ns": o.expected_ns,
                 "send_instant": {
                     "source": measured_at(t),

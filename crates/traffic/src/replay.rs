@@ -883,6 +883,9 @@ pub struct LoopSettings<'a> {
     pub margin: MarginPolicy,
     pub shielded: bool,
     pub breather_every: Option<u64>,
+    /// Who wakes the loop from a breather that has no room between sends
+    /// ([`punctual_dispatch::partner`]; `None`: a timed sleep).
+    pub partner: Option<&'a dyn punctual_dispatch::partner::Breath>,
     pub steal: Option<&'a dyn StolenTime>,
     /// `--txtime` on the sender: packets are handed to the kernel this long before their instants.
     pub txtime_lead: u64,
@@ -905,6 +908,8 @@ pub struct Replayed {
     pub woke_late: u64,
     pub spun_through: u64,
     pub breathers: u64,
+    /// Of those, the ones a partner thread woke the loop from.
+    pub breathers_partnered: u64,
     /// The loop was stopped before the last send.
     pub stopped: bool,
     /// `--explain`: where the loop stalled ([`punctual_explain::Stall`]), and the stalls its log
@@ -1001,6 +1006,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
             interval: spacing,
             margin_cap,
             breather_every: settings.breather_every,
+            partner: settings.partner,
             shielded: settings.shielded,
             spin_below: if settings.shielded {
                 punctual_dispatch::engine::SHIELDED_SPIN_BELOW_NS
@@ -1027,6 +1033,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         out.stalls = le.stalls;
         out.margin_ns = le.margin_ns;
         out.breathers += le.breathers;
+        out.breathers_partnered += le.breathers_partnered;
         out.woke_late += le.woke_late;
         out.spun_through += le.spun_through;
         k0 = k1;
@@ -1048,6 +1055,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         woke_late: out.woke_late,
         spun_through: out.spun_through,
         breathers: out.breathers,
+        breathers_partnered: out.breathers_partnered,
         stalls,
         stalls_dropped,
     }
@@ -1182,6 +1190,7 @@ mod tests {
             margin: MarginPolicy::Auto,
             shielded: false,
             breather_every: None,
+            partner: None,
             steal: None,
             txtime_lead: o.lead,
             explain_bound: o.explain,
@@ -1484,6 +1493,7 @@ mod tests {
             margin: MarginPolicy::Auto,
             shielded: false,
             breather_every: None,
+            partner: None,
             steal: None,
             txtime_lead: 0,
             explain_bound: None,

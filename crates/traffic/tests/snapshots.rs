@@ -78,6 +78,7 @@ fn replay_table_and_document() {
         margin: MarginPolicy::Auto,
         shielded: false,
         breather_every: None,
+        partner: None,
         steal: None,
         txtime_lead: 0,
         explain_bound: None,

@@ -39,6 +39,7 @@ fn settings(start: u64) -> LoopSettings<'static> {
         margin: MarginPolicy::Auto,
         shielded: false,
         breather_every: Some(500_000_000),
+        partner: None,
         steal: None,
         txtime_lead: 0,
         explain_bound: None,

@@ -287,6 +287,9 @@ pub struct LoopConfig<'a> {
     pub margin_cap: u64,
     /// Force a short sleep when the loop has not blocked for this long (`None`: never).
     pub breather_every: Option<u64>,
+    /// Who wakes the loop from a breather that has no room between releases
+    /// ([`crate::partner`]; `None`: a timed sleep).
+    pub partner: Option<&'a dyn crate::partner::Breath>,
     /// The CPU is shielded: the auto margin is not bounded by half the interval.
     pub shielded: bool,
     /// With the auto margin, releases at most this far off are spun to, never slept towards (0:
@@ -314,6 +317,8 @@ impl<'a> LoopConfig<'a> {
 pub struct LoopEnd {
     pub margin_ns: u64,
     pub breathers: u64,
+    /// Of those, the ones a partner woke the loop from (no timer).
+    pub breathers_partnered: u64,
     /// Kernel wake-ups that came after the target itself.
     pub woke_late: u64,
     /// Of those, the ones during which the hypervisor took the CPU (left out of the margin).
@@ -437,7 +442,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     let mut margin = loop_margin(cfg);
     // Everything the loop keeps is allocated here, before the first release.
     let mut sources = Sources::new(cfg, slots, &*actions);
-    let mut breather = Breather::new(cfg.breather_every, clock.now(), heartbeat);
+    let mut breather = Breather::new(cfg.breather_every, clock.now(), heartbeat, cfg.partner);
     let mut steal = StealWatch::new(cfg.steal, clock.now());
     let mut slept_once = false;
     // How long the previous action ran (for --explain: a loop that arrives late because of it was
@@ -709,11 +714,18 @@ fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
     }
 }
 
-/// A breather before the release due at `act_at`. A pause is a wait for a timer too: one that
-/// ran past the release is a stall.
+/// A breather before the release due at `act_at`: woken by the partner where it stands by for
+/// one without room, else a timed pause. Either is a wait the loop chose: one that ran past the
+/// release is a stall.
 fn breathe<C: Clock + ?Sized>(clock: &C, breather: &mut Breather, end: &mut LoopEnd, act_at: u64) {
-    let due = clock.now() + BREATHER_NS;
-    clock.pause(BREATHER_NS);
+    let from = clock.now();
+    let due = if breather.partnered() {
+        end.breathers_partnered += 1;
+        from
+    } else {
+        clock.pause(BREATHER_NS);
+        from + BREATHER_NS
+    };
     end.breathers += 1;
     let woke = clock.now();
     breather.blocked(woke);
@@ -772,8 +784,11 @@ fn note_wake(
 /// lower-priority work on its CPU (kernel threads) gets to run, and RLIMIT_RTTIME and the
 /// watchdog see the loop block: where no release falls (the next one at least the breather and
 /// the kernel's wake-up away) when the plan has such room; in a plan without any, in the widest
-/// gap seen since the loop last blocked; and at once when twice overdue. A breather that lands on
-/// a release makes it late by the loop's own doing (`--explain`'s `dispatcher`).
+/// gap seen since the loop last blocked, or at once woken by the partner ([`crate::partner`]) when
+/// it stands by (told when the breather is due and whether the loop saw room, by plain stores; one
+/// not ready when due defers the breather, at most until twice overdue); and at once when twice
+/// overdue. A breather that lands on a release makes
+/// it late by the loop's own doing (`--explain`'s `dispatcher`).
 struct Breather<'a> {
     every: Option<u64>,
     last_block: u64,
@@ -781,16 +796,38 @@ struct Breather<'a> {
     widest: u64,
     /// Where the watchdog reads when the loop last blocked.
     heartbeat: &'a Heartbeat,
+    partner: Option<&'a dyn crate::partner::Breath>,
+    /// The first release is yet to come: the way to it is the run's lead-in, not a gap of the
+    /// plan (a loop that spun through it would otherwise wait for room that never comes).
+    first: bool,
+    /// The breather [`Breather::due`] said yes to is the partner's.
+    partnered: bool,
 }
 
 impl<'a> Breather<'a> {
-    fn new(every: Option<u64>, now: u64, heartbeat: &'a Heartbeat) -> Breather<'a> {
-        Breather {
+    fn new(
+        every: Option<u64>,
+        now: u64,
+        heartbeat: &'a Heartbeat,
+        partner: Option<&'a dyn crate::partner::Breath>,
+    ) -> Breather<'a> {
+        let b = Breather {
             every,
             last_block: now,
             widest: 0,
             heartbeat,
-        }
+            partner,
+            first: true,
+            partnered: false,
+        };
+        b.tell_due();
+        b
+    }
+
+    /// Take the breather [`Breather::due`] chose through the partner: `true` when it blocked
+    /// there (else the caller pauses on its timer).
+    fn partnered(&mut self) -> bool {
+        std::mem::take(&mut self.partnered) && self.partner.is_some_and(|p| p.breathe())
     }
 
     /// The longest sleep: [`SLEEP_SLICE_NS`], or the interval between breathers when shorter.
@@ -805,6 +842,15 @@ impl<'a> Breather<'a> {
         self.last_block = at;
         self.widest = 0;
         self.heartbeat.blocked(at);
+        self.tell_due();
+    }
+
+    /// Tell the partner when the next breather is due.
+    #[inline(always)]
+    fn tell_due(&self) {
+        if let (Some(p), Some(every)) = (self.partner, self.every) {
+            p.due_at(self.last_block.saturating_add(every));
+        }
     }
 
     /// Whether to breathe now, with the next action `gap` away, a margin `m` the loop would
@@ -818,13 +864,39 @@ impl<'a> Breather<'a> {
             .saturating_add(needed)
             .saturating_add(MIN_SLEEP_NS);
         let roomy_seen = self.widest >= room;
-        self.widest = self.widest.max(gap);
-        let unblocked = now.saturating_sub(self.last_block);
-        // A loop that will sleep before the release blocks anyway.
-        if unblocked <= every || gap >= m {
+        // A loop that will sleep before the release blocks anyway (and such a gap is no room to
+        // wait for: the sleep starts a new count).
+        if gap >= m {
             return false;
         }
-        gap >= room || (!roomy_seen && gap >= self.widest) || unblocked > every.saturating_mul(2)
+        if !std::mem::take(&mut self.first) {
+            self.widest = self.widest.max(gap);
+        }
+        if !roomy_seen && self.widest >= room {
+            if let Some(p) = self.partner {
+                p.room();
+            }
+        }
+        let unblocked = now.saturating_sub(self.last_block);
+        if unblocked <= every {
+            return false;
+        }
+        let overdue = unblocked > every.saturating_mul(2);
+        if gap >= room || overdue {
+            return true;
+        }
+        if roomy_seen {
+            return false;
+        }
+        // No room since the loop last blocked: the partner's breather (short: at once), once it
+        // stands by; without a partner, a timed one in the widest gap.
+        match self.partner {
+            Some(p) => {
+                self.partnered = p.ready();
+                self.partnered
+            }
+            None => gap >= self.widest,
+        }
     }
 }
 

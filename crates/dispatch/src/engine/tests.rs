@@ -205,6 +205,7 @@ fn loop_cfg<'a>(start: u64, end: u64) -> LoopConfig<'a> {
         interval: 1_000_000,
         margin_cap: u64::MAX,
         breather_every: None,
+        partner: None,
         shielded: false,
         spin_below: 0,
         steal: None,
@@ -1341,36 +1342,31 @@ fn the_heartbeat_says_when_the_loop_last_blocked() {
     assert!((900_000..1_000_000).contains(&last), "{last}");
 }
 
-#[test]
-fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
-    let clock = ManualClock::new(0, 100);
+/// `events` (from 1 ms on) on a shielded CPU whose loop spins through them all (it never blocks
+/// by itself), the shortest period `interval`, breathers due every 100 ms, with `partner` when
+/// given. Returns what the loop said and each firing; every event was released.
+fn spin_through(
+    clock: &ManualClock,
+    events: &[Event],
+    interval: u64,
+    partner: Option<&FakePartner>,
+) -> (LoopEnd, Fake) {
     let slots = event_slot();
-    // Bursts of events 10 us apart, then 150 us of room, over and over for 1 s.
-    let mut events = Vec::new();
-    let mut t = 0;
-    while t < 1_000_000_000 {
-        for k in 0..20 {
-            events.push(Event::new(t + k * 10_000, 0, &[]));
-        }
-        t += 20 * 10_000 + 150_000;
-    }
-    let n = events.len() as u64;
-    let mut fake = Fake::new(&clock, 1);
+    let mut fake = Fake::new(clock, 1);
     let mut stats = vec![SlotStats::new(false)];
     let progress = vec![SlotProgress::default()];
-    // A loop alone on a shielded CPU spins through it all (it never blocks by itself).
     let cfg = LoopConfig {
-        interval: 100_000,
+        interval,
         breather_every: Some(100_000_000),
+        partner: partner.map(|p| p as &dyn crate::partner::Breath),
         shielded: true,
         spin_below: SHIELDED_SPIN_BELOW_NS,
-        avoid: None,
-        events: &events,
+        events,
         event_slot: &[Some(0)],
         ..loop_cfg(1_000_000, u64::MAX)
     };
     let e = dispatch(
-        &clock,
+        clock,
         &cfg,
         &slots,
         &mut stats,
@@ -1380,8 +1376,28 @@ fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
         &Heartbeat::default(),
         StallLog::off(),
     );
+    assert_eq!(stats[0].releases, events.len() as u64);
+    (e, fake)
+}
+
+/// Bursts of events 10 us apart, then 150 us of room, over and over for 1 s ([`spin_through`]).
+fn bursts_with(partner: Option<&FakePartner>, clock: &ManualClock) -> (LoopEnd, Fake) {
+    let mut events = Vec::new();
+    let mut t = 0;
+    while t < 1_000_000_000 {
+        for k in 0..20 {
+            events.push(Event::new(t + k * 10_000, 0, &[]));
+        }
+        t += 20 * 10_000 + 150_000;
+    }
+    spin_through(clock, &events, 100_000, partner)
+}
+
+#[test]
+fn breathers_go_where_no_release_falls_when_the_plan_has_such_room() {
+    let clock = ManualClock::new(0, 100);
+    let (e, fake) = bursts_with(None, &clock);
     assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
-    assert_eq!(stats[0].releases, n);
     // Every breather fell in the room: not one release came late.
     let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
     assert!(worst < 5_000, "a release {worst} ns late");
@@ -1883,4 +1899,121 @@ fn a_long_wait_is_cut_at_the_breathers_interval() {
         );
         assert!(sleeps.len() as u64 >= 1_000_000_000 / longest);
     }
+}
+
+/// A breath partner on the manual clock: it stands by `ready_after` after the stand-by lead
+/// before a breather due without room, and a breather it wakes the loop from lasts `lasts`.
+struct FakePartner {
+    clock: ManualClock,
+    ready_after: u64,
+    lasts: u64,
+    due: AtomicU64,
+    roomy: AtomicBool,
+    rooms: AtomicU64,
+    served: AtomicU64,
+}
+
+impl FakePartner {
+    fn new(clock: &ManualClock, ready_after: u64, lasts: u64) -> Self {
+        FakePartner {
+            clock: clock.clone(),
+            ready_after,
+            lasts,
+            due: AtomicU64::new(u64::MAX),
+            roomy: AtomicBool::new(false),
+            rooms: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+        }
+    }
+}
+
+impl crate::partner::Breath for FakePartner {
+    fn due_at(&self, at: u64) {
+        self.roomy.store(false, Ordering::Relaxed);
+        self.due.store(at, Ordering::Relaxed);
+    }
+    fn room(&self) {
+        self.roomy.store(true, Ordering::Relaxed);
+        self.rooms.fetch_add(1, Ordering::Relaxed);
+    }
+    fn ready(&self) -> bool {
+        let due = self.due.load(Ordering::Relaxed);
+        let from = due
+            .saturating_sub(crate::partner::STAND_BY_LEAD_NS)
+            .saturating_add(self.ready_after);
+        !self.roomy.load(Ordering::Relaxed) && due != u64::MAX && self.clock.peek() >= from
+    }
+    fn breathe(&self) -> bool {
+        if !self.ready() {
+            return false;
+        }
+        self.clock.advance(self.lasts);
+        self.served.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+}
+
+/// One second of releases 10 us apart from 1 ms on, breathers due every 100 ms; a timed sleep
+/// wakes 26 us late (this VM's kernel); `partner` wakes the loop from them when given.
+/// Returns what the loop said and the latest release's lateness.
+fn dense_with(clock: &ManualClock, partner: Option<&FakePartner>) -> (LoopEnd, u64) {
+    let events: Vec<Event> = (0..100_000u64)
+        .map(|k| Event::new(k * 10_000, 0, &[]))
+        .collect();
+    let (e, fake) = spin_through(clock, &events, 10_000, partner);
+    let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
+    (e, worst)
+}
+
+fn vm_clock() -> ManualClock {
+    ManualClock::with_wake_latency(0, 100, |_| 26_000)
+}
+
+#[test]
+fn a_plan_without_room_breathes_through_its_partner_and_keeps_its_releases() {
+    // Alone, each 20 us breather on a 26 us wake-up makes releases late by tens of us.
+    let clock = vm_clock();
+    let (e, worst) = dense_with(&clock, None);
+    assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+    assert_eq!(e.breathers_partnered, 0);
+    assert!(
+        worst > 30_000,
+        "a timed breather made no release late: {worst} ns"
+    );
+    // The partner stands by 50 us into its lead and wakes the loop in 5 us.
+    let clock = vm_clock();
+    let p = FakePartner::new(&clock, 50_000, 5_000);
+    let (e, worst) = dense_with(&clock, Some(&p));
+    assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+    assert_eq!(e.breathers_partnered, e.breathers);
+    assert_eq!(p.served.load(Ordering::Relaxed), e.breathers);
+    // The loop never said it had room.
+    assert_eq!(p.rooms.load(Ordering::Relaxed), 0);
+    assert!(worst < 10_000, "a release {worst} ns late");
+}
+
+#[test]
+fn a_partner_that_never_stands_by_defers_the_breather_to_twice_overdue_then_the_timer() {
+    let clock = vm_clock();
+    let p = FakePartner::new(&clock, u64::MAX, 5_000);
+    let (e, _) = dense_with(&clock, Some(&p));
+    // Every 200 ms instead of 100 ms, each on the timer.
+    assert!((4..=6).contains(&e.breathers), "{}", e.breathers);
+    assert_eq!(e.breathers_partnered, 0);
+    assert_eq!(p.served.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_plan_with_room_tells_its_partner_and_breathes_on_its_timer() {
+    let clock = ManualClock::new(0, 100);
+    let p = FakePartner::new(&clock, 0, 5_000);
+    let (e, fake) = bursts_with(Some(&p), &clock);
+    assert!((8..=11).contains(&e.breathers), "{}", e.breathers);
+    assert_eq!(e.breathers_partnered, 0);
+    assert_eq!(p.served.load(Ordering::Relaxed), 0);
+    // Room was seen (and said) in every stretch between blocks.
+    assert!(p.rooms.load(Ordering::Relaxed) >= e.breathers);
+    // Every breather fell in the room: not one release came late.
+    let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
+    assert!(worst < 5_000, "a release {worst} ns late");
 }

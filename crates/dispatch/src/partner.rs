@@ -1,0 +1,349 @@
+//! The breath partner: a thread on another CPU that wakes a dispatch loop from its breather.
+//!
+//! A loop that never blocks by itself (releases closer than the kernel can wake it) must still
+//! block now and then: RLIMIT_RTTIME and the watchdog count from its last block, and lower-priority
+//! work on its CPU only runs then ([`crate::engine`]'s breathers). A timed sleep for that costs
+//! far more than it asks for on a virtual machine: arming the timer and its expiry both go through
+//! the host, so a 20 us sleep came back after 36-46 us at the median here (every release of a 10 us
+//! plan inside it late). Woken by a thread already running on another CPU, the same block lasts
+//! about 5 us at the median: no timer is armed, and the loop's CPU polls in idle (the run holds
+//! `cpu_dma_latency` at 0), so the wake-up needs no interrupt. Measured 2026-11-30 with 3,000
+//! blocks, FIFO 98 on CPU 1 and the waker on CPU 0 (`docs/benchmarks.md`).
+//!
+//! The loop makes no system call for its partner: each time it blocks it publishes when its next
+//! breather is due ([`Breath::due_at`]), and whether it saw room for a timed one ([`Breath::room`]).
+//! The partner sleeps on its own timer until [`STAND_BY_LEAD_NS`] before that instant, then, if the
+//! loop has neither blocked since nor seen room, says it is ready and spins. The loop then blocks on
+//! a futex with no timeout (arming one is the cost being avoided), only ever from that ready state.
+//! The partner watches the loop's charged runtime (its `schedstat`: the kernel charges it as it
+//! dequeues the loop), waits [`WAKE_AFTER_NS`] more for the loop's CPU to be in its idle loop, and
+//! wakes it, repeating the wake until the kernel says it found the loop asleep. A stand-by the loop
+//! did not use within [`STAND_BY_MAX_NS`] ends; the loop then keeps its timed sleep.
+
+use punctual_rt::futex::{self, Scope};
+use punctual_time::clock::{read_clock, voluntary_switches};
+use punctual_time::{Clock, SystemClock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// How long before a breather is due the partner stands by.
+pub const STAND_BY_LEAD_NS: u64 = 200_000;
+/// The longest one stand-by spins without the loop blocking; the partner then rests as long.
+pub const STAND_BY_MAX_NS: u64 = 2_000_000;
+/// How long the partner waits after the kernel charged the loop's runtime (it is being dequeued)
+/// before it wakes it: long enough for the loop's CPU to be in its idle loop, where a wake-up needs
+/// no interrupt. One that finds the loop still switching out goes by an IPI, which took 20-30 us
+/// here; the switch came 2-8 us after the charge in traced runs.
+pub const WAKE_AFTER_NS: u64 = 5_000;
+/// Without the loop's schedstat to watch: how long after the loop said it blocks.
+pub const UNSEEN_WAKE_AFTER_NS: u64 = 12_000;
+/// The longest the partner watches for the loop's dequeue before it wakes it anyway.
+pub const DEQUEUE_WAIT_MAX_NS: u64 = 50_000;
+/// How often a partner whose loop has no breather due looks again (and sees a stop).
+const IDLE_LOOK_NS: u64 = 100_000_000;
+
+/// What the dispatch loop tells and asks its partner. [`Partner`] is the real one; tests inject
+/// others. The first two are plain stores: the loop calls them between releases.
+pub trait Breath: Sync {
+    /// The loop blocked: its next breather is due at `at` (`u64::MAX`: none).
+    fn due_at(&self, at: u64);
+    /// The loop saw room for a timed breather since it last blocked: the partner is not needed
+    /// before it blocks again.
+    fn room(&self);
+    /// The partner spins ready: a breather now would be woken by it.
+    fn ready(&self) -> bool;
+    /// Block the calling thread until the partner wakes it. `false`: the partner was not ready,
+    /// or the thread came back without having blocked (nothing was done that counts as a block).
+    fn breathe(&self) -> bool;
+}
+
+const IDLE: u32 = 0;
+const READY: u32 = 1;
+const ASLEEP: u32 = 2;
+
+struct Words {
+    /// When the loop's next breather is due (`u64::MAX`: none).
+    due: AtomicU64,
+    /// The loop saw room since it last blocked.
+    roomy: AtomicBool,
+    /// IDLE, READY (set by the partner, spinning) or ASLEEP (set by the loop, which waits on it).
+    state: AtomicU32,
+    stop: AtomicBool,
+    /// Breathers the partner ended (the kernel found the loop asleep).
+    woken: AtomicU64,
+}
+
+/// A partner thread for one dispatch loop, on CPUs other than the loop's. Dropping it ends the
+/// thread (within [`IDLE_LOOK_NS`]).
+pub struct Partner {
+    words: Arc<Words>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Partner {
+    /// Start a partner for the calling thread (the loop) on `cpus` (which must not hold the
+    /// loop's CPU) at SCHED_FIFO `priority` (0, or a refusal: the normal class). `None` when no
+    /// CPU is given or the thread could not be started: the loop then breathes on its timer alone.
+    pub fn start(cpus: &[usize], priority: u32, name: &str) -> Option<Partner> {
+        if cpus.is_empty() {
+            return None;
+        }
+        let words = Arc::new(Words {
+            due: AtomicU64::new(u64::MAX),
+            roomy: AtomicBool::new(false),
+            state: AtomicU32::new(IDLE),
+            stop: AtomicBool::new(false),
+            woken: AtomicU64::new(0),
+        });
+        let w = words.clone();
+        // The calling thread is the loop: the partner watches its charged runtime.
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        let sched = std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
+        let cpus = cpus.to_vec();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let _ = punctual_rt::affinity::set(0, &cpus);
+                if priority > 0 {
+                    let p = libc::sched_param {
+                        sched_priority: priority as i32,
+                    };
+                    // SAFETY: sets the calling thread's own policy; a refusal leaves it normal.
+                    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                }
+                serve(&w, sched.as_ref());
+            })
+            .ok()?;
+        Some(Partner {
+            words,
+            thread: Some(thread),
+        })
+    }
+
+    /// Breathers this partner ended.
+    pub fn woken(&self) -> u64 {
+        self.words.woken.load(Ordering::Relaxed)
+    }
+}
+
+impl Breath for Partner {
+    fn due_at(&self, at: u64) {
+        self.words.roomy.store(false, Ordering::Relaxed);
+        self.words.due.store(at, Ordering::Release);
+    }
+
+    fn room(&self) {
+        self.words.roomy.store(true, Ordering::Relaxed);
+    }
+
+    fn ready(&self) -> bool {
+        self.words.state.load(Ordering::Acquire) == READY
+    }
+
+    fn breathe(&self) -> bool {
+        let st = &self.words.state;
+        if st
+            .compare_exchange(READY, ASLEEP, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        let before = voluntary_switches();
+        // Only the loop moves the word off ASLEEP, so this returns once the partner woke it (or
+        // on a signal: the switch count tells).
+        futex::wait(st, ASLEEP, None, Scope::Private);
+        st.store(IDLE, Ordering::Release);
+        voluntary_switches() > before
+    }
+}
+
+impl Drop for Partner {
+    fn drop(&mut self) {
+        self.words.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Where the partner of the loop on `cpu` runs: off the loop's CPU always, and off the CPUs of
+/// each of `avoid` (clients, other dispatchers: its stand-by spins at the loop's priority) while
+/// any other CPU remains, the first kept off longest. `None` on a machine of one CPU.
+pub fn partner_cpus(cpu: usize, avoid: &[&[usize]]) -> Option<Vec<usize>> {
+    let own = [cpu];
+    let tiers: Vec<&[usize]> = std::iter::once(&own[..])
+        .chain(avoid.iter().copied())
+        .collect();
+    punctual_rt::housekeeping_cpus(&tiers).filter(|c| !c.contains(&cpu))
+}
+
+fn now() -> u64 {
+    read_clock(libc::CLOCK_MONOTONIC)
+}
+
+/// The partner thread: sleep on its own timer until a breather of the loop's is near, then stand
+/// by and wake the loop from it.
+fn serve(w: &Words, sched: Option<&std::fs::File>) {
+    let clock = SystemClock::monotonic();
+    while !w.stop.load(Ordering::Acquire) {
+        let due = w.due.load(Ordering::Acquire);
+        let t = now();
+        let from = due.saturating_sub(STAND_BY_LEAD_NS);
+        if due == u64::MAX || t < from {
+            clock.sleep_until(from.min(t + IDLE_LOOK_NS));
+            continue;
+        }
+        if w.roomy.load(Ordering::Relaxed) {
+            // The loop will breathe in its room, and blocking there publishes a new due.
+            clock.sleep_until(t + STAND_BY_MAX_NS);
+            continue;
+        }
+        if !stand_by(w, sched, due) {
+            clock.sleep_until(now() + STAND_BY_MAX_NS);
+        }
+    }
+}
+
+/// The runtime the kernel charged the task of `f` (its `schedstat`, first field, ns). Read without
+/// allocating: about 1 us here.
+fn runtime(f: &std::fs::File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 96];
+    let n = f.read_at(&mut buf, 0).ok()?;
+    let field = buf[..n].split(|&b| b == b' ').next()?;
+    std::str::from_utf8(field).ok()?.trim().parse().ok()
+}
+
+/// One stand-by for the breather due at `due`: ready until the loop blocks on it (then wake it,
+/// `true`), blocks by itself (a new due, `true`), or [`STAND_BY_MAX_NS`] passed (`false`).
+/// `sched`: the loop thread's `schedstat`, whose charged runtime says when it left its CPU.
+fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
+    let st = &w.state;
+    if st
+        .compare_exchange(IDLE, READY, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return true;
+    }
+    let since = now();
+    loop {
+        if st.load(Ordering::Acquire) == ASLEEP {
+            break;
+        }
+        let over = now().saturating_sub(since) > STAND_BY_MAX_NS;
+        let moved = w.due.load(Ordering::Acquire) != due;
+        if over || moved || w.stop.load(Ordering::Acquire) {
+            // Whoever wins the word decides: the loop asleep on it, or the stand-by ending.
+            if st
+                .compare_exchange(READY, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return moved;
+            }
+        }
+        std::hint::spin_loop();
+    }
+    wake_when_off_cpu(w, sched);
+    true
+}
+
+/// The loop said it blocks: wake it once its CPU is in the idle loop.
+fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>) {
+    let st = &w.state;
+    // The loop's runtime as the kernel last charged it: charged again when it is dequeued.
+    let charged = sched.and_then(runtime);
+    let asked = now();
+    let mut after = WAKE_AFTER_NS;
+    match sched.filter(|_| charged.is_some()) {
+        Some(f) => {
+            while runtime(f) == charged && now().saturating_sub(asked) <= DEQUEUE_WAIT_MAX_NS {
+                std::hint::spin_loop();
+            }
+        }
+        None => after = UNSEEN_WAKE_AFTER_NS,
+    }
+    let from = now();
+    while now().saturating_sub(from) < after {
+        std::hint::spin_loop();
+    }
+    // A wake that finds nobody queued came before the loop slept: try again until one does, or
+    // the loop left the wait by itself (a signal).
+    while st.load(Ordering::Acquire) == ASLEEP {
+        if futex::wake(st, 1, Scope::Private) == 1 {
+            w.woken.fetch_add(1, Ordering::Relaxed);
+            break;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Wait (bounded) until the partner stands by.
+    fn until_ready(p: &Partner) {
+        let deadline = now() + 10_000_000_000;
+        while !p.ready() {
+            assert!(now() < deadline, "the partner never stood by");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    #[test]
+    fn every_breather_a_ready_partner_serves_is_a_real_block_it_ends() {
+        let p = Partner::start(&punctual_rt::online_cpus(), 0, "partner-test").unwrap();
+        let n = 50;
+        let mut served = 0;
+        p.due_at(now());
+        while served < n {
+            until_ready(&p);
+            // On a loaded machine the stand-by may end between the two calls.
+            if p.breathe() {
+                served += 1;
+                p.due_at(now());
+            }
+        }
+        // The partner counts a wake-up once the kernel said so, which may be after the loop ran.
+        let deadline = now() + 10_000_000_000;
+        while p.woken() < n {
+            assert!(now() < deadline, "woken {} of {n}", p.woken());
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert_eq!(p.woken(), n);
+    }
+
+    #[test]
+    fn a_partner_stands_by_only_near_a_breather_due_without_room_and_not_for_ever() {
+        let p = Partner::start(&punctual_rt::online_cpus(), 0, "partner-test").unwrap();
+        // Nothing due: not ready, and the loop must not block.
+        assert!(!p.ready());
+        assert!(!p.breathe());
+        // Due in a minute, or due now with room seen: nothing to stand by for.
+        p.due_at(now() + 60_000_000_000);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!p.ready());
+        p.due_at(now());
+        p.room();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!p.ready());
+        // Due now without room: it stands by, and ends the stand-by the loop does not use.
+        p.due_at(now());
+        until_ready(&p);
+        let t0 = now();
+        while p.ready() {
+            assert!(now() - t0 < 10_000_000_000, "the partner stood by for ever");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(p.woken(), 0);
+    }
+
+    #[test]
+    fn no_cpu_no_partner() {
+        assert!(Partner::start(&[], 0, "partner-test").is_none());
+    }
+}
