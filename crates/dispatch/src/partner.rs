@@ -23,7 +23,7 @@
 use punctual_rt::futex::{self, Scope};
 use punctual_time::clock::{read_clock, voluntary_switches};
 use punctual_time::{Clock, SystemClock};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -72,6 +72,8 @@ struct Words {
     stop: AtomicBool,
     /// Breathers the partner ended (the kernel found the loop asleep).
     woken: AtomicU64,
+    /// The partner thread's id, once it runs (0 before).
+    tid: AtomicI32,
 }
 
 /// A partner thread for one dispatch loop, on CPUs other than the loop's. Dropping it ends the
@@ -95,6 +97,7 @@ impl Partner {
             state: AtomicU32::new(IDLE),
             stop: AtomicBool::new(false),
             woken: AtomicU64::new(0),
+            tid: AtomicI32::new(0),
         });
         let w = words.clone();
         // The calling thread is the loop: the partner watches its charged runtime.
@@ -106,6 +109,10 @@ impl Partner {
             .name(name.into())
             .stack_size(64 << 10)
             .spawn(move || {
+                // One of punctual's own: `--explain` reads its turns on a CPU as the dispatcher's.
+                let (me, _) = punctual_explain::here();
+                punctual_explain::own_thread(me);
+                w.tid.store(me, Ordering::Release);
                 let _ = punctual_rt::affinity::set(0, &cpus);
                 if priority > 0 {
                     let p = libc::sched_param {
@@ -340,6 +347,20 @@ mod tests {
             std::thread::sleep(Duration::from_micros(200));
         }
         assert_eq!(p.woken(), 0);
+    }
+
+    #[test]
+    fn the_partner_thread_is_declared_punctuals_own_for_explain() {
+        let p = Partner::start(&punctual_rt::online_cpus(), 0, "partner-test").unwrap();
+        let deadline = now() + 10_000_000_000;
+        let tid = loop {
+            match p.words.tid.load(Ordering::Acquire) {
+                0 => assert!(now() < deadline, "the partner never ran"),
+                t => break t,
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(punctual_explain::record::own_threads().contains(&tid));
     }
 
     #[test]
