@@ -200,7 +200,7 @@ fn spawn_dispatcher(
     dispatcher_cpus: &[usize],
 ) -> Result<Dispatcher, DispatchError> {
     let clients: Vec<usize> = cfg.client_cpus.iter().map(|&(_, c)| c).collect();
-    let partner_cpus = cfg
+    let partner_on = cfg
         .watchdog
         .and_then(|_| partner_cpus(prep.cpu, &[&clients, dispatcher_cpus]));
     let settings = ThreadSettings {
@@ -227,7 +227,7 @@ fn spawn_dispatcher(
         .stack_size(512 << 10)
         .spawn(move || {
             let _ended = guard;
-            dispatcher_thread(ci, prep, &shared, settings, partner_cpus)
+            dispatcher_thread(ci, prep, &shared, settings, partner_on)
         })
         .map_err(|e| DispatchError::System(format!("starting a dispatcher thread: {e}")))?;
     Ok(Dispatcher { handle, ended })
@@ -240,7 +240,7 @@ fn dispatcher_thread(
     mut prep: CpuPrep,
     shared: &Shared,
     settings: ThreadSettings,
-    partner_cpus: Option<Vec<usize>>,
+    partner_on: Option<Vec<usize>>,
 ) -> Option<CpuDone> {
     // Before the thread turns real-time: the watchdog tells its starvation from others' by it.
     shared.heartbeats[ci].publish_thread();
@@ -275,7 +275,7 @@ fn dispatcher_thread(
     }
     // Made (and its pages written) here, on the thread's own CPU, before the start instant.
     let stalls = engine::stall_log_for(&stats);
-    let partner = partner_cpus.and_then(|cpus| {
+    let partner = partner_on.and_then(|cpus| {
         let prio = if settings.req.policy.is_realtime() {
             settings.req.priority
         } else {

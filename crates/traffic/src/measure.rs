@@ -451,9 +451,10 @@ impl Measurement for Replay {
                 } else {
                     0
                 };
-                let partner = cpu
-                    .and_then(|c| punctual_dispatch::partner::partner_cpus(c, &[]))
-                    .and_then(|cpus| Partner::start(&cpus, prio, "punctual-breath"));
+                let partner = cpu.and_then(|c| {
+                    let cpus = punctual_dispatch::partner::partner_cpus(c, &[])?;
+                    Partner::start(&cpus, prio, &format!("punctual-b{c}"))
+                });
                 let settings = LoopSettings {
                     start: punctual_dispatch::on_grid(
                         read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,

@@ -787,8 +787,8 @@ fn note_wake(
 /// gap seen since the loop last blocked, or at once woken by the partner ([`crate::partner`]) when
 /// it stands by (told when the breather is due and whether the loop saw room, by plain stores; one
 /// not ready when due defers the breather, at most until twice overdue); and at once when twice
-/// overdue. A breather that lands on a release makes
-/// it late by the loop's own doing (`--explain`'s `dispatcher`).
+/// overdue. A breather that lands on a release makes it late by the loop's own doing
+/// (`--explain`'s `dispatcher`).
 struct Breather<'a> {
     every: Option<u64>,
     last_block: u64,
@@ -881,22 +881,18 @@ impl<'a> Breather<'a> {
         if unblocked <= every {
             return false;
         }
-        let overdue = unblocked > every.saturating_mul(2);
-        if gap >= room || overdue {
+        if gap >= room {
             return true;
         }
-        if roomy_seen {
-            return false;
+        let overdue = unblocked > every.saturating_mul(2);
+        // No room since the loop last blocked: the partner's breather (short: at once) once it
+        // stands by, a timed one when twice overdue; without a partner, a timed one in the widest
+        // gap.
+        if let (Some(p), false) = (self.partner, roomy_seen) {
+            self.partnered = p.ready();
+            return self.partnered || overdue;
         }
-        // No room since the loop last blocked: the partner's breather (short: at once), once it
-        // stands by; without a partner, a timed one in the widest gap.
-        match self.partner {
-            Some(p) => {
-                self.partnered = p.ready();
-                self.partnered
-            }
-            None => gap >= self.widest,
-        }
+        overdue || (!roomy_seen && gap >= self.widest)
     }
 }
 
