@@ -22,7 +22,6 @@
 
 use punctual_rt::futex::{self, Scope};
 use punctual_time::clock::{read_clock, voluntary_switches};
-use punctual_time::{Clock, SystemClock};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -40,8 +39,13 @@ pub const WAKE_AFTER_NS: u64 = 5_000;
 pub const UNSEEN_WAKE_AFTER_NS: u64 = 12_000;
 /// The longest the partner watches for the loop's dequeue before it wakes it anyway.
 pub const DEQUEUE_WAIT_MAX_NS: u64 = 50_000;
-/// How often a partner whose loop has no breather due looks again (and sees a stop).
-const IDLE_LOOK_NS: u64 = 100_000_000;
+/// A plan whose releases on a CPU come closer than this has no room for a timed breather
+/// between two of them (20 us, the kernel's wake-up of 40-60 us here, and the shortest sleep
+/// worth its system call): only such a dispatcher gets a partner. Others never use one, and a
+/// partner's own timer wake-ups (8-25 us each here, at the loop's priority) fell on clients: in a
+/// full run where every dispatcher had one waking every 100 ms, kurt-periodic's (c) rows read 46
+/// `dispatcher` (7-10 before).
+pub const DENSE_BELOW_NS: u64 = 100_000;
 
 /// What the dispatch loop tells and asks its partner. [`Partner`] is the real one; tests inject
 /// others. The first two are plain stores: the loop calls them between releases.
@@ -69,7 +73,8 @@ struct Words {
     roomy: AtomicBool,
     /// IDLE, READY (set by the partner, spinning) or ASLEEP (set by the loop, which waits on it).
     state: AtomicU32,
-    stop: AtomicBool,
+    /// 1 once the partner is to end (a futex word: the partner sleeps on it).
+    stop: AtomicU32,
     /// Breathers the partner ended (the kernel found the loop asleep).
     woken: AtomicU64,
     /// The partner thread's id, once it runs (0 before).
@@ -77,7 +82,7 @@ struct Words {
 }
 
 /// A partner thread for one dispatch loop, on CPUs other than the loop's. Dropping it ends the
-/// thread (within [`IDLE_LOOK_NS`]).
+/// thread.
 pub struct Partner {
     words: Arc<Words>,
     thread: Option<JoinHandle<()>>,
@@ -95,7 +100,7 @@ impl Partner {
             due: AtomicU64::new(u64::MAX),
             roomy: AtomicBool::new(false),
             state: AtomicU32::new(IDLE),
-            stop: AtomicBool::new(false),
+            stop: AtomicU32::new(0),
             woken: AtomicU64::new(0),
             tid: AtomicI32::new(0),
         });
@@ -169,7 +174,8 @@ impl Breath for Partner {
 
 impl Drop for Partner {
     fn drop(&mut self) {
-        self.words.stop.store(true, Ordering::Release);
+        self.words.stop.store(1, Ordering::Release);
+        futex::wake(&self.words.stop, 1, Scope::Private);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -194,22 +200,33 @@ fn now() -> u64 {
 /// The partner thread: sleep on its own timer until a breather of the loop's is near, then stand
 /// by and wake the loop from it.
 fn serve(w: &Words, sched: Option<&std::fs::File>) {
-    let clock = SystemClock::monotonic();
-    while !w.stop.load(Ordering::Acquire) {
+    // Sleeps end at their time or at a stop.
+    let sleep_until = |t: u64| {
+        let d = t.saturating_sub(now());
+        if d > 0 {
+            futex::wait(&w.stop, 0, Some(d), Scope::Private);
+        }
+    };
+    while w.stop.load(Ordering::Acquire) == 0 {
         let due = w.due.load(Ordering::Acquire);
         let t = now();
         let from = due.saturating_sub(STAND_BY_LEAD_NS);
         if due == u64::MAX || t < from {
-            clock.sleep_until(from.min(t + IDLE_LOOK_NS));
+            // Nothing due yet: look again in a second (a loop that blocks by itself moves it on).
+            sleep_until(if due == u64::MAX {
+                t + 1_000_000_000
+            } else {
+                from
+            });
             continue;
         }
         if w.roomy.load(Ordering::Relaxed) {
             // The loop will breathe in its room, and blocking there publishes a new due.
-            clock.sleep_until(t + STAND_BY_MAX_NS);
+            sleep_until(t + STAND_BY_MAX_NS);
             continue;
         }
         if !stand_by(w, sched, due) {
-            clock.sleep_until(now() + STAND_BY_MAX_NS);
+            sleep_until(now() + STAND_BY_MAX_NS);
         }
     }
 }
@@ -242,7 +259,7 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
         }
         let over = now().saturating_sub(since) > STAND_BY_MAX_NS;
         let moved = w.due.load(Ordering::Acquire) != due;
-        if over || moved || w.stop.load(Ordering::Acquire) {
+        if over || moved || w.stop.load(Ordering::Acquire) != 0 {
             // Whoever wins the word decides: the loop asleep on it, or the stand-by ending.
             if st
                 .compare_exchange(READY, IDLE, Ordering::AcqRel, Ordering::Acquire)
@@ -330,13 +347,12 @@ mod tests {
         // Nothing due: not ready, and the loop must not block.
         assert!(!p.ready());
         assert!(!p.breathe());
-        // Due in a minute, or due now with room seen: nothing to stand by for.
-        p.due_at(now() + 60_000_000_000);
+        // Due in 2 s: nothing to stand by for yet. Then room seen: nothing past it either.
+        p.due_at(now() + 2_000_000_000);
         std::thread::sleep(Duration::from_millis(300));
         assert!(!p.ready());
-        p.due_at(now());
         p.room();
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(2_200));
         assert!(!p.ready());
         // Due now without room: it stands by, and ends the stand-by the loop does not use.
         p.due_at(now());

@@ -5,7 +5,7 @@
 use crate::config::{DispatchError, RunConfig};
 use crate::engine::{self, Heartbeat, LoopConfig, LoopEnd, SlotProgress, SlotStats};
 use crate::interference::on_grid;
-use crate::partner::{partner_cpus, Breath, Partner};
+use crate::partner::{partner_cpus, Breath, Partner, DENSE_BELOW_NS};
 use crate::setup::{CpuPrep, Prepared};
 use crate::teardown::{
     end_clients, gather_results, join_dispatchers, CpuDone, CpuResult, Dispatcher, EndedGuard,
@@ -202,6 +202,7 @@ fn spawn_dispatcher(
     let clients: Vec<usize> = cfg.client_cpus.iter().map(|&(_, c)| c).collect();
     let partner_on = cfg
         .watchdog
+        .filter(|_| prep.interval < DENSE_BELOW_NS)
         .and_then(|_| partner_cpus(prep.cpu, &[&clients, dispatcher_cpus]));
     let settings = ThreadSettings {
         req: ThreadRequest {

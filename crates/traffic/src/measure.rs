@@ -451,7 +451,9 @@ impl Measurement for Replay {
                 } else {
                     0
                 };
-                let partner = cpu.and_then(|c| {
+                // Only sends closer than a timed breather fits between need one.
+                let dense = schedule.spacing() < punctual_dispatch::partner::DENSE_BELOW_NS as f64;
+                let partner = cpu.filter(|_| dense).and_then(|c| {
                     let cpus = punctual_dispatch::partner::partner_cpus(c, &[])?;
                     Partner::start(&cpus, prio, &format!("punctual-b{c}"))
                 });
