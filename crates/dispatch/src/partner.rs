@@ -21,6 +21,7 @@
 //! did not use within [`STAND_BY_MAX_NS`] ends; the loop then keeps its timed sleep.
 
 use punctual_rt::futex::{self, Scope};
+use punctual_rt::SchedParams;
 use punctual_time::clock::{read_clock, voluntary_switches};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -90,9 +91,10 @@ pub struct Partner {
 
 impl Partner {
     /// Start a partner for the calling thread (the loop) on `cpus` (which must not hold the
-    /// loop's CPU) at SCHED_FIFO `priority` (0, or a refusal: the normal class). `None` when no
-    /// CPU is given or the thread could not be started: the loop then breathes on its timer alone.
-    pub fn start(cpus: &[usize], priority: u32, name: &str) -> Option<Partner> {
+    /// loop's CPU), in the loop's scheduling class and priority `sched` (a refusal leaves it in
+    /// the normal class). `None` when no CPU is given or the thread could not be started: the
+    /// loop then breathes on its timer alone.
+    pub fn start(cpus: &[usize], sched: SchedParams, name: &str) -> Option<Partner> {
         if cpus.is_empty() {
             return None;
         }
@@ -108,7 +110,7 @@ impl Partner {
         // The calling thread is the loop: the partner watches its charged runtime.
         // SAFETY: gettid has no arguments and cannot fail.
         let tid = unsafe { libc::gettid() };
-        let sched = std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
+        let stat = std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
         let cpus = cpus.to_vec();
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -119,14 +121,10 @@ impl Partner {
                 punctual_explain::own_thread(me);
                 w.tid.store(me, Ordering::Release);
                 let _ = punctual_rt::affinity::set(0, &cpus);
-                if priority > 0 {
-                    let p = libc::sched_param {
-                        sched_priority: priority as i32,
-                    };
-                    // SAFETY: sets the calling thread's own policy; a refusal leaves it normal.
-                    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                if sched.policy.is_realtime() {
+                    let _ = punctual_rt::sched::set_current(sched);
                 }
-                serve(&w, sched.as_ref());
+                serve(&w, stat.as_ref());
             })
             .ok()?;
         Some(Partner {
@@ -309,6 +307,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// The tests' partners run in the normal class (no privileges needed).
+    const NORMAL: SchedParams = SchedParams {
+        policy: punctual_rt::Policy::Other,
+        priority: 0,
+    };
+
     /// Wait (bounded) until the partner stands by.
     fn until_ready(p: &Partner) {
         let deadline = now() + 10_000_000_000;
@@ -320,7 +324,7 @@ mod tests {
 
     #[test]
     fn every_breather_a_ready_partner_serves_is_a_real_block_it_ends() {
-        let p = Partner::start(&punctual_rt::online_cpus(), 0, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
         let n = 50;
         let mut served = 0;
         p.due_at(now());
@@ -343,7 +347,7 @@ mod tests {
 
     #[test]
     fn a_partner_stands_by_only_near_a_breather_due_without_room_and_not_for_ever() {
-        let p = Partner::start(&punctual_rt::online_cpus(), 0, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
         // Nothing due: not ready, and the loop must not block.
         assert!(!p.ready());
         assert!(!p.breathe());
@@ -367,7 +371,7 @@ mod tests {
 
     #[test]
     fn the_partner_thread_is_declared_punctuals_own_for_explain() {
-        let p = Partner::start(&punctual_rt::online_cpus(), 0, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
         let deadline = now() + 10_000_000_000;
         let tid = loop {
             match p.words.tid.load(Ordering::Acquire) {
@@ -381,6 +385,6 @@ mod tests {
 
     #[test]
     fn no_cpu_no_partner() {
-        assert!(Partner::start(&[], 0, "partner-test").is_none());
+        assert!(Partner::start(&[], NORMAL, "partner-test").is_none());
     }
 }

@@ -13,7 +13,7 @@ use crate::teardown::{
 };
 use crate::{share, watchdog};
 use punctual_plan::Plan;
-use punctual_rt::{setup_current_thread, ThreadRequest};
+use punctual_rt::{setup_current_thread, SchedParams, ThreadRequest};
 use punctual_time::clock::{read_clock, thread_cpu_time};
 use punctual_time::{MarginPolicy, SystemClock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -199,11 +199,13 @@ fn spawn_dispatcher(
     cfg: &RunConfig,
     dispatcher_cpus: &[usize],
 ) -> Result<Dispatcher, DispatchError> {
-    let clients: Vec<usize> = cfg.client_cpus.iter().map(|&(_, c)| c).collect();
     let partner_on = cfg
         .watchdog
         .filter(|_| prep.interval < DENSE_BELOW_NS)
-        .and_then(|_| partner_cpus(prep.cpu, &[&clients, dispatcher_cpus]));
+        .and_then(|_| {
+            let clients: Vec<usize> = cfg.client_cpus.iter().map(|&(_, c)| c).collect();
+            partner_cpus(prep.cpu, &[&clients, dispatcher_cpus])
+        });
     let settings = ThreadSettings {
         req: ThreadRequest {
             cpu: Some(prep.cpu),
@@ -276,13 +278,13 @@ fn dispatcher_thread(
     }
     // Made (and its pages written) here, on the thread's own CPU, before the start instant.
     let stalls = engine::stall_log_for(&stats);
-    let partner = partner_on.and_then(|cpus| {
-        let prio = if settings.req.policy.is_realtime() {
-            settings.req.priority
-        } else {
-            0
+    // In the class and priority the loop got (after any fallback).
+    let partner = partner_on.zip(guards.as_ref()).and_then(|(cpus, g)| {
+        let sched = SchedParams {
+            policy: g.policy,
+            priority: g.priority,
         };
-        Partner::start(&cpus, prio, &format!("punctual-b{}", prep.cpu))
+        Partner::start(&cpus, sched, &format!("punctual-b{}", prep.cpu))
     });
     shared.barrier.wait();
     shared.barrier.wait();

@@ -61,6 +61,20 @@ fn vector(s: &mut Synth, cpu: u32, a: u64, b: u64, v: Vector) {
     );
 }
 
+/// The dispatcher on `cpu` from 4 ms before `t` on, charged by the scheduler for all of it (6 ms
+/// at `t` + 2 ms: it ran, whatever the window shows).
+fn loop_charged(s: &mut Synth, t: u64, cpu: u32) {
+    switch(s, t - 4_000 * US, cpu, 0, 0, DISPATCHER, 9);
+    s.event(
+        t + 2_000 * US,
+        cpu,
+        EventKind::StatRuntime {
+            pid: DISPATCHER,
+            runtime: 6_000 * US,
+        },
+    );
+}
+
 /// A self-timed release of `tid` on CPU 0 at `target`, run at `actual`.
 fn own(tid: i32, waiter: Waiter, target: u64, actual: u64) -> LateRelease {
     LateRelease {
@@ -438,15 +452,7 @@ fn a_late_hand_over_to_a_cpu_polling_in_idle_is_read_on_the_dispatchers_side() {
 /// on CPU 0 woken by its hand-over at `at`, running 20 us later.
 fn handed_over_at(t: u64, at: u64) -> Synth {
     let mut s = synth();
-    switch(&mut s, t - 4_000 * US, 1, 0, 0, DISPATCHER, 9);
-    s.event(
-        t + 2_000 * US,
-        1,
-        EventKind::StatRuntime {
-            pid: DISPATCHER,
-            runtime: 6_000 * US,
-        },
-    );
+    loop_charged(&mut s, t, 1);
     waking(&mut s, at + US, 1, CLIENT, 19);
     switch(&mut s, at + 20 * US, 0, 0, 0, CLIENT, 19);
     s
@@ -506,15 +512,7 @@ fn shared_cpu(
     hold: impl Fn(&mut Synth),
 ) -> punctual_explain::Attribution {
     let mut s = synth();
-    switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
-    s.event(
-        t + 2_000 * US,
-        0,
-        EventKind::StatRuntime {
-            pid: DISPATCHER,
-            runtime: 6_000 * US,
-        },
-    );
+    loop_charged(&mut s, t, 0);
     hold(&mut s);
     waking(&mut s, at + US, 0, CLIENT, 19);
     switch(&mut s, t + 20 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
@@ -917,20 +915,12 @@ fn a_spinning_loop_whose_clock_jumped_over_the_instant_with_no_guest_event_was_n
     // 60 us after: nothing ran between them but one read.
     let charged = |with_tick: bool| {
         let mut s = synth();
-        switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+        loop_charged(&mut s, t, 0);
         if with_tick {
             // 6 us of handler in the 60 us: the rest, charged to the loop, is the tick's entry
             // and exit (the loop only spun there).
             vector(&mut s, 0, t + 10 * US, t + 16 * US, Vector::LocalTimer);
         }
-        s.event(
-            t + 2_000 * US,
-            0,
-            EventKind::StatRuntime {
-                pid: DISPATCHER,
-                runtime: 6_000 * US,
-            },
-        );
         s
     };
     let spun = |behind: bool| LateRelease {
@@ -969,7 +959,7 @@ fn own_work_far_longer_than_usual_with_no_guest_event_was_not_running() {
     let t = T0 + 10_000 * US;
     let trace = |with_irq: bool| {
         let mut s = synth();
-        switch(&mut s, t - 4_000 * US, 0, 0, 0, DISPATCHER, 9);
+        loop_charged(&mut s, t, 0);
         if with_irq {
             s.span(
                 0,
@@ -982,14 +972,6 @@ fn own_work_far_longer_than_usual_with_no_guest_event_was_not_running() {
                 },
             );
         }
-        s.event(
-            t + 2_000 * US,
-            0,
-            EventKind::StatRuntime {
-                pid: DISPATCHER,
-                runtime: 6_000 * US,
-            },
-        );
         s
     };
     // Called the kernel 1 us after the instant; stamped 120 us after the instant.

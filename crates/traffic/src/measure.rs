@@ -446,16 +446,15 @@ impl Measurement for Replay {
                 let guards = setup_current_thread(&req)
                     .map_err(|e| Failure::system(format!("the sending thread: {e}")))?;
                 let steal = cpu.and_then(punctual_rt::host::CpuSteal::open);
-                let prio = if req.policy.is_realtime() {
-                    req.priority
-                } else {
-                    0
-                };
                 // Only sends closer than a timed breather fits between need one.
                 let dense = schedule.spacing() < punctual_dispatch::partner::DENSE_BELOW_NS as f64;
                 let partner = cpu.filter(|_| dense).and_then(|c| {
                     let cpus = punctual_dispatch::partner::partner_cpus(c, &[])?;
-                    Partner::start(&cpus, prio, &format!("punctual-b{c}"))
+                    let sched = punctual_rt::SchedParams {
+                        policy: guards.policy,
+                        priority: guards.priority,
+                    };
+                    Partner::start(&cpus, sched, &format!("punctual-b{c}"))
                 });
                 let settings = LoopSettings {
                     start: punctual_dispatch::on_grid(
