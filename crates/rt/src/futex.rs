@@ -27,10 +27,7 @@ impl Scope {
 /// when the word holds something else; a signal or a spurious wake-up returns early too, so
 /// callers check the word again.
 pub fn wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, scope: Scope) {
-    let ts = timeout_ns.map(|ns| libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as _,
-        tv_nsec: (ns % 1_000_000_000) as _,
-    });
+    let ts = timeout_ns.map(punctual_time::clock::timespec);
     let ts_ptr = ts
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
