@@ -36,6 +36,9 @@ pub const STAND_BY_MAX_NS: u64 = 2_000_000;
 /// no interrupt. One that finds the loop still switching out goes by an IPI, which took 20-30 us
 /// here; the switch came 2-8 us after the charge in traced runs.
 pub const WAKE_AFTER_NS: u64 = 5_000;
+/// How long a partner with nothing due sleeps before it looks again (the loop's first due wakes
+/// it before).
+pub const IDLE_LOOK_NS: u64 = 1_000_000_000;
 /// Without the loop's schedstat to watch: how long after the loop said it blocks.
 pub const UNSEEN_WAKE_AFTER_NS: u64 = 12_000;
 /// The longest the partner watches for the loop's dequeue before it wakes it anyway.
@@ -58,9 +61,10 @@ pub trait Breath: Sync {
     fn room(&self);
     /// The partner spins ready: a breather now would be woken by it.
     fn ready(&self) -> bool;
-    /// Block the calling thread until the partner wakes it. `false`: the partner was not ready,
-    /// or the thread came back without having blocked (nothing was done that counts as a block).
-    fn breathe(&self) -> bool;
+    /// Block the calling thread until the partner wakes it: when the partner sent the wake-up
+    /// that ended the block. `None`: the partner was not ready, or the thread came back without
+    /// having blocked (nothing was done that counts as a block).
+    fn breathe(&self) -> Option<u64>;
 }
 
 const IDLE: u32 = 0;
@@ -74,12 +78,25 @@ struct Words {
     roomy: AtomicBool,
     /// IDLE, READY (set by the partner, spinning) or ASLEEP (set by the loop, which waits on it).
     state: AtomicU32,
-    /// 1 once the partner is to end (a futex word: the partner sleeps on it).
+    /// 1 once the partner is to end.
     stop: AtomicU32,
+    /// The futex word the partner sleeps on: moved on, and woken, by a stop and by the loop's
+    /// first due.
+    bell: AtomicU32,
     /// Breathers the partner ended (the kernel found the loop asleep).
     woken: AtomicU64,
+    /// When the partner last called the kernel to wake the loop (its clock, before the call).
+    woke_at: AtomicU64,
     /// The partner thread's id, once it runs (0 before).
     tid: AtomicI32,
+}
+
+impl Words {
+    /// Wake the partner from its sleep.
+    fn ring(&self) {
+        self.bell.fetch_add(1, Ordering::Release);
+        futex::wake(&self.bell, 1, Scope::Private);
+    }
 }
 
 /// A partner thread for one dispatch loop, on CPUs other than the loop's. Dropping it ends the
@@ -103,7 +120,9 @@ impl Partner {
             roomy: AtomicBool::new(false),
             state: AtomicU32::new(IDLE),
             stop: AtomicU32::new(0),
+            bell: AtomicU32::new(0),
             woken: AtomicU64::new(0),
+            woke_at: AtomicU64::new(0),
             tid: AtomicI32::new(0),
         });
         let w = words.clone();
@@ -142,7 +161,14 @@ impl Partner {
 impl Breath for Partner {
     fn due_at(&self, at: u64) {
         self.words.roomy.store(false, Ordering::Relaxed);
-        self.words.due.store(at, Ordering::Release);
+        let before = self.words.due.swap(at, Ordering::AcqRel);
+        // The first due (the loop's start) ends the partner's wait for one: a partner started
+        // before it would otherwise sleep out its whole look and miss the first breather (b60's
+        // 10 us plan: the first came at twice overdue, 1 s into the run, and a kernel worker
+        // waiting since 57 ms was run over the loop by the fair server). A system call once.
+        if before == u64::MAX && at != u64::MAX {
+            self.words.ring();
+        }
     }
 
     fn room(&self) {
@@ -153,27 +179,28 @@ impl Breath for Partner {
         self.words.state.load(Ordering::Acquire) == READY
     }
 
-    fn breathe(&self) -> bool {
+    fn breathe(&self) -> Option<u64> {
         let st = &self.words.state;
         if st
             .compare_exchange(READY, ASLEEP, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return false;
+            return None;
         }
         let before = voluntary_switches();
         // Only the loop moves the word off ASLEEP, so this returns once the partner woke it (or
         // on a signal: the switch count tells).
         futex::wait(st, ASLEEP, None, Scope::Private);
+        let woke_at = self.words.woke_at.load(Ordering::Acquire);
         st.store(IDLE, Ordering::Release);
-        voluntary_switches() > before
+        (voluntary_switches() > before).then_some(woke_at)
     }
 }
 
 impl Drop for Partner {
     fn drop(&mut self) {
         self.words.stop.store(1, Ordering::Release);
-        futex::wake(&self.words.stop, 1, Scope::Private);
+        self.words.ring();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -198,21 +225,24 @@ fn now() -> u64 {
 /// The partner thread: sleep on its own timer until a breather of the loop's is near, then stand
 /// by and wake the loop from it.
 fn serve(w: &Words, sched: Option<&std::fs::File>) {
-    // Sleeps end at their time or at a stop.
-    let sleep_until = |t: u64| {
-        let d = t.saturating_sub(now());
-        if d > 0 {
-            futex::wait(&w.stop, 0, Some(d), Scope::Private);
-        }
-    };
     while w.stop.load(Ordering::Acquire) == 0 {
+        // Sleeps end at their time, at a stop, or when the loop tells its first due: the bell
+        // read before the due, so a ring between the two ends the sleep at once.
+        let bell = w.bell.load(Ordering::Acquire);
+        let sleep_until = |t: u64| {
+            let d = t.saturating_sub(now());
+            if d > 0 {
+                futex::wait(&w.bell, bell, Some(d), Scope::Private);
+            }
+        };
         let due = w.due.load(Ordering::Acquire);
         let t = now();
         let from = due.saturating_sub(STAND_BY_LEAD_NS);
         if due == u64::MAX || t < from {
-            // Nothing due yet: look again in a second (a loop that blocks by itself moves it on).
+            // Nothing due yet: until the loop tells one (or a look now and then), else until
+            // the stand-by (a loop that blocks by itself moves it on).
             sleep_until(if due == u64::MAX {
-                t + 1_000_000_000
+                t + IDLE_LOOK_NS
             } else {
                 from
             });
@@ -251,10 +281,15 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
         return true;
     }
     let since = now();
+    // The loop's runtime as charged while it still runs: the kernel charges it again as it
+    // dequeues the loop. (Read only once the loop said it blocks, that charge was often already
+    // made, and the wait for it ran out: 1 breather in 3 lasted 50 us more, b60 and after.)
+    let mut charged = None;
     loop {
         if st.load(Ordering::Acquire) == ASLEEP {
             break;
         }
+        charged = sched.and_then(runtime);
         let over = now().saturating_sub(since) > STAND_BY_MAX_NS;
         let moved = w.due.load(Ordering::Acquire) != due;
         if over || moved || w.stop.load(Ordering::Acquire) != 0 {
@@ -268,15 +303,14 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
         }
         std::hint::spin_loop();
     }
-    wake_when_off_cpu(w, sched);
+    wake_when_off_cpu(w, sched, charged);
     true
 }
 
-/// The loop said it blocks: wake it once its CPU is in the idle loop.
-fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>) {
+/// The loop said it blocks: wake it once its CPU is in the idle loop (`charged`: its runtime as
+/// last read before it said so).
+fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u64>) {
     let st = &w.state;
-    // The loop's runtime as the kernel last charged it: charged again when it is dequeued.
-    let charged = sched.and_then(runtime);
     let asked = now();
     let mut after = WAKE_AFTER_NS;
     match sched.filter(|_| charged.is_some()) {
@@ -294,6 +328,7 @@ fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>) {
     // A wake that finds nobody queued came before the loop slept: try again until one does, or
     // the loop left the wait by itself (a signal).
     while st.load(Ordering::Acquire) == ASLEEP {
+        w.woke_at.store(now(), Ordering::Release);
         if futex::wake(st, 1, Scope::Private) == 1 {
             w.woken.fetch_add(1, Ordering::Relaxed);
             break;
@@ -331,7 +366,7 @@ mod tests {
         while served < n {
             until_ready(&p);
             // On a loaded machine the stand-by may end between the two calls.
-            if p.breathe() {
+            if p.breathe().is_some() {
                 served += 1;
                 p.due_at(now());
             }
@@ -350,7 +385,7 @@ mod tests {
         let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
         // Nothing due: not ready, and the loop must not block.
         assert!(!p.ready());
-        assert!(!p.breathe());
+        assert!(p.breathe().is_none());
         // Due in 2 s: nothing to stand by for yet. Then room seen: nothing past it either.
         p.due_at(now() + 2_000_000_000);
         std::thread::sleep(Duration::from_millis(300));
@@ -367,6 +402,29 @@ mod tests {
             std::thread::sleep(Duration::from_micros(200));
         }
         assert_eq!(p.woken(), 0);
+    }
+
+    /// The partner started before the loop told its first due (as `run` starts it): that due
+    /// wakes it, rather than the partner sleeping out its idle look ([`IDLE_LOOK_NS`]).
+    #[test]
+    fn the_first_due_wakes_a_partner_started_before_it() {
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
+        // Let it reach its sleep with nothing due.
+        let deadline = now() + 10_000_000_000;
+        while p.words.tid.load(Ordering::Acquire) == 0 {
+            assert!(now() < deadline, "the partner never ran");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let told = now();
+        p.due_at(told);
+        while !p.ready() {
+            assert!(
+                now() - told < IDLE_LOOK_NS / 2,
+                "the partner slept on after the first due"
+            );
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     #[test]

@@ -338,8 +338,15 @@ impl Evidence<'_> {
         out
     }
 
-    /// Account `[from, to]` on `cpu` for `victim`.
-    fn window(&self, cpu: u32, victim: i32, from: u64, to: u64, after: u64) -> Option<Accounting> {
+    /// Account `[from, to]` on `cpu` for `victim` (`idle_chosen`: see [`Window::idle_chosen`]).
+    fn window(
+        &self,
+        cpu: u32,
+        victim: i32,
+        (from, to): (u64, u64),
+        after: u64,
+        idle_chosen: bool,
+    ) -> Option<Accounting> {
         let covered = self.trace.covered(cpu as usize)?;
         if from < covered || to > self.trace.end_ns {
             return None;
@@ -356,6 +363,7 @@ impl Evidence<'_> {
             poll_state: self.trace.poll_state(cpu as usize),
             idle_unsaid: self.trace.idle_unsaid(cpu as usize),
             dark: self.dark.get(&cpu).map_or(&[], Vec::as_slice),
+            idle_chosen,
         }))
     }
 
@@ -569,7 +577,9 @@ fn explain_window(
     lateness: u64,
     spun: bool,
 ) -> Attribution {
-    let Some(acc) = ev.window(cpu, victim, from, to, after) else {
+    // A loop behind its breather idled by its own choice until its partner woke it.
+    let idle_chosen = waiter == Waiter::Loop && behind;
+    let Some(acc) = ev.window(cpu, victim, (from, to), after, idle_chosen) else {
         return Attribution::unexplained(format!("CPU {cpu} not traced over the window"));
     };
     if acc.lost {
@@ -812,7 +822,7 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
     // When the client got its CPU after the hand-over (found on its CPU): on it by its instant,
     // only what came after the instant made it late.
     let first_in = ev
-        .window(r.cpu, r.tid, h.at, r.actual, r.target)
+        .window(r.cpu, r.tid, (h.at, r.actual), r.target, false)
         .and_then(|a| a.first_switched_in);
     let took = first_in.unwrap_or(r.actual).saturating_sub(h.at);
     let on_cpu_in_time = first_in.is_some_and(|s| s <= r.target);
@@ -973,7 +983,7 @@ fn held_by(
     (from, to): (u64, u64),
     counts: impl Fn(Occupant, Cause) -> bool,
 ) -> u64 {
-    let Some(acc) = ev.window(r.cpu, r.tid, from, to, r.target) else {
+    let Some(acc) = ev.window(r.cpu, r.tid, (from, to), r.target, false) else {
         return 0;
     };
     acc.by

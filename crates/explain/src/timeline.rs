@@ -117,6 +117,10 @@ pub struct Window<'a> {
     /// [`dark_stretches`]): the hypervisor's, whoever the trace says was on the CPU. In time
     /// order, not overlapping.
     pub dark: &'a [(u64, u64)],
+    /// The victim blocked by its own choice with no wake-up due until one is sent (a loop's
+    /// breather, woken by its partner): its CPU idling before that wake-up is the victim's own
+    /// time, polling or not.
+    pub idle_chosen: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +147,7 @@ struct State {
     poll: Option<u32>,
     victim_waiting: bool,
     victim_prio: Option<i32>,
+    idle_chosen: bool,
     /// Since the current task's last charge (`sched_stat_runtime`) or switch-in: when that was
     /// (`None`: not seen, so the next charge cannot be compared with the time that passed), and
     /// the stretches it ran, unclipped, so uncharged time can be placed in them.
@@ -167,7 +172,15 @@ impl State {
         match self.current {
             None => Occupant::Unknown,
             Some((p, _)) if p == victim => Occupant::Victim,
-            Some((0, _)) if self.idle.is_some() && self.idle == self.poll => Occupant::IdlePoll,
+            // Polling past the victim's wake-up (or, for a victim that did not choose to idle,
+            // past its instant: its wake-up was due).
+            Some((0, _))
+                if self.idle.is_some()
+                    && self.idle == self.poll
+                    && (self.victim_waiting || !self.idle_chosen) =>
+            {
+                Occupant::IdlePoll
+            }
             Some((0, _)) => Occupant::Idle(self.idle),
             Some((pid, prio)) => {
                 let victim_rt = self.victim_prio.is_some_and(|p| (0..100).contains(&p));
@@ -602,6 +615,7 @@ pub fn account(w: &Window) -> Accounting {
         poll: w.poll_state,
         victim_waiting: false,
         victim_prio: None,
+        idle_chosen: w.idle_chosen,
         charged_at: None,
         own_spans: Vec::new(),
     };
@@ -810,6 +824,7 @@ mod tests {
             poll_state: None,
             idle_unsaid: None,
             dark: &[],
+            idle_chosen: false,
         })
     }
 
@@ -1129,6 +1144,7 @@ mod tests {
                 poll_state: None,
                 idle_unsaid: None,
                 dark: &dark,
+                idle_chosen: false,
             })
         };
         // Another task's victim: the loop (pid 90) held the CPU 150 us, 80 of it dark; its charge
@@ -1227,6 +1243,7 @@ mod tests {
             poll_state: None,
             idle_unsaid: None,
             dark: &[],
+            idle_chosen: false,
         });
         assert_eq!(
             a.of(Occupant::Task {
@@ -1282,6 +1299,7 @@ mod tests {
             poll_state: None,
             idle_unsaid: None,
             dark: &[],
+            idle_chosen: false,
         });
         let throttled = Occupant::Throttled { pid: 75, prio: 110 };
         let task = Occupant::Task { pid: 75, prio: 110 };
@@ -1297,6 +1315,7 @@ mod tests {
             poll_state: None,
             idle_unsaid: None,
             dark: &[],
+            idle_chosen: false,
         });
         assert_eq!(own.of(throttled), 0);
         assert_eq!(own.of(task), 10 * US);

@@ -712,6 +712,35 @@ fn a_breather_a_kernel_thread_kept_past_the_loops_wake_up_is_that_threads() {
     }
 }
 
+/// A loop blocks in a breather at T-5 us on a CPU that polls in idle (under a hypervisor) and
+/// its partner wakes it without an interrupt. Idling until that wake-up was the loop's own choice
+/// (`dispatcher`), not a CPU that did not run; polling on past the wake-up is (`steal`). Before,
+/// both read `steal`: b60's 10 us plan had its breathers counted as the host's.
+#[test]
+fn a_breather_idling_until_its_partners_wake_up_is_the_dispatchers_own() {
+    let t = T0 + 10_000 * US;
+    for (woken, cause) in [(t + 40 * US, Cause::Dispatcher), (t - 3 * US, Cause::Steal)] {
+        let mut s = synth();
+        switch(&mut s, t - 1_000 * US, 0, 0, 0, DISPATCHER, 9);
+        switch(&mut s, t - 5 * US, 0, DISPATCHER, SLEEPING, 0, 120);
+        waking(&mut s, woken, 1, DISPATCHER, 9);
+        switch(&mut s, t + 42 * US, 0, 0, 0, DISPATCHER, 9);
+        let mut c = s.captured();
+        c.poll_state = vec![Some(0), Some(0)];
+        c.idle_polled = vec![true, true];
+        c.virtualized = true;
+        let mut r = own(DISPATCHER, Waiter::Loop, t, t + 45 * US);
+        r.behind = true;
+        let a = attribute(&Evidence::new(&c, std::slice::from_ref(&r)), &r);
+        assert_eq!(
+            a.cause,
+            cause,
+            "woken at T{:+} us: {a:?}",
+            (woken as i64 - t as i64) / 1_000
+        );
+    }
+}
+
 #[test]
 fn a_victim_on_its_cpu_past_its_instant_without_any_guest_event_was_not_running() {
     let mut s = synth();

@@ -38,36 +38,70 @@ impl Repair {
     }
 }
 
-/// The wake-ups in `events` (any CPU's, time order), by target CPU: `(ts, pid)` in time order.
+/// A wake-up aimed at a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wake {
+    pub ts: u64,
+    pub pid: i32,
+    /// The kernel found the target CPU polling in idle and sent no interrupt
+    /// (`sched_wake_idle_without_ipi` right after the wake-up, on the waker's CPU): when.
+    pub no_ipi: Option<u64>,
+}
+
+/// How close after a wake-up its `sched_wake_idle_without_ipi` comes (the same call: 1-2 us
+/// here).
+const NO_IPI_AFTER_NS: u64 = 50_000;
+
+/// The wake-ups in `events` (each CPU's in time order; CPUs in any order or interleaved), by
+/// target CPU, in time order.
 pub fn wakeups_by_cpu<'a>(
     events: impl IntoIterator<Item = &'a Event>,
-) -> std::collections::HashMap<u32, Vec<(u64, i32)>> {
-    let mut by: std::collections::HashMap<u32, Vec<(u64, i32)>> = Default::default();
+) -> std::collections::HashMap<u32, Vec<Wake>> {
+    let mut by: std::collections::HashMap<u32, Vec<Wake>> = Default::default();
+    // Per waker CPU, its latest wake-up: (target CPU, index in `by`).
+    let mut last: std::collections::HashMap<u32, (u32, usize)> = Default::default();
     for e in events {
-        if let EventKind::Waking {
-            pid, target_cpu, ..
-        }
-        | EventKind::Wakeup {
-            pid, target_cpu, ..
-        }
-        | EventKind::WakeupNew {
-            pid, target_cpu, ..
-        } = e.kind
-        {
-            if target_cpu >= 0 {
-                by.entry(target_cpu as u32).or_default().push((e.ts, pid));
+        match e.kind {
+            EventKind::Waking {
+                pid, target_cpu, ..
             }
+            | EventKind::Wakeup {
+                pid, target_cpu, ..
+            }
+            | EventKind::WakeupNew {
+                pid, target_cpu, ..
+            } if target_cpu >= 0 => {
+                let v = by.entry(target_cpu as u32).or_default();
+                v.push(Wake {
+                    ts: e.ts,
+                    pid,
+                    no_ipi: None,
+                });
+                last.insert(e.cpu, (target_cpu as u32, v.len() - 1));
+            }
+            EventKind::WakeIdleNoIpi { target_cpu } => {
+                if let Some(&(t, i)) = last.get(&e.cpu) {
+                    let w = &mut by.get_mut(&t).expect("recorded")[i];
+                    if t == target_cpu
+                        && w.no_ipi.is_none()
+                        && e.ts.saturating_sub(w.ts) <= NO_IPI_AFTER_NS
+                    {
+                        w.no_ipi = Some(e.ts);
+                    }
+                }
+            }
+            _ => {}
         }
     }
     for v in by.values_mut() {
-        v.sort_by_key(|&(t, _)| t);
+        v.sort_by_key(|w| w.ts);
     }
     by
 }
 
 /// The switches out of idle missing from `events` (one CPU's, time order), given the wake-ups
 /// aimed at that CPU (`(ts, pid)`, time order, from every CPU traced).
-pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[(u64, i32)]) -> (Vec<Event>, Repair) {
+pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[Wake]) -> (Vec<Event>, Repair) {
     let mut out = Vec::new();
     let mut r = Repair::default();
     let mut current: Option<i32> = None;
@@ -119,15 +153,17 @@ pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[(u64, i32)]) -> (V
                 ..
             } => {
                 if current == Some(0) && prev_pid != 0 {
-                    let lo = wakeups.partition_point(|&(t, _)| t < idle_since);
-                    let hi = wakeups.partition_point(|&(t, _)| t <= e.ts);
-                    let woke = wakeups[lo..hi]
-                        .iter()
-                        .rev()
-                        .find(|&&(_, p)| p == prev_pid)
-                        .map(|&(t, _)| t);
+                    let lo = wakeups.partition_point(|w| w.ts < idle_since);
+                    let hi = wakeups.partition_point(|w| w.ts <= e.ts);
+                    let woke = wakeups[lo..hi].iter().rev().find(|w| w.pid == prev_pid);
                     let placed = match woke {
-                        Some(tw) => Some(exits.iter().copied().find(|&x| x >= tw).unwrap_or(tw)),
+                        // The CPU polled: it saw the wake-up at once, whatever interrupt came
+                        // later (b60's 10 us plan: the loop read its clock 5.7 us after such a
+                        // wake-up, and the next handler on its CPU was the tick, 1.85 ms on).
+                        Some(&Wake {
+                            no_ipi: Some(at), ..
+                        }) => Some(at),
+                        Some(w) => Some(exits.iter().copied().find(|&x| x >= w.ts).unwrap_or(w.ts)),
                         None => resched.or(other_ipi),
                     };
                     // Only idle and this task ran since the last recorded switch (any other task
@@ -135,8 +171,8 @@ pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[(u64, i32)]) -> (V
                     // that did not take the CPU found it held: the task ran by then.
                     let held_by = wakeups[lo..hi]
                         .iter()
-                        .find(|&&(_, p)| p != prev_pid)
-                        .map(|&(t, _)| t);
+                        .find(|w| w.pid != prev_pid)
+                        .map(|w| w.ts);
                     let at = match (placed, held_by) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -228,6 +264,7 @@ mod tests {
         }
     }
     const TIMER: Vector = Vector::LocalTimer;
+    const CALL: Vector = Vector::CallFunctionSingle;
 
     #[test]
     fn a_task_woken_on_an_idle_cpu_runs_from_the_end_of_the_interrupt_that_woke_it() {
@@ -306,6 +343,52 @@ mod tests {
             .find(|e| matches!(e.kind, EventKind::Switch { next_pid: 9, .. }))
             .unwrap();
         assert_eq!((put.ts, put.cpu), (915, 1));
+    }
+
+    /// b60's 10 us plan: the partner on CPU 0 woke the loop on idle CPU 1 and the kernel sent no
+    /// interrupt (CPU 1 polled); the loop read its clock 5.7 us later, and the next handler on CPU 1
+    /// was the tick, 1.85 ms on. The switch goes at the wake-up, not at the tick.
+    #[test]
+    fn a_wake_up_without_an_interrupt_places_the_switch_at_the_wake_up_not_a_later_tick() {
+        let waking = |ts, pid, target_cpu| {
+            ev(
+                ts,
+                0,
+                EventKind::Waking {
+                    pid,
+                    prio: 1,
+                    target_cpu,
+                },
+            )
+        };
+        // Rounds of: pid 9 blocks on CPU 1 at `t`, CPU 0 wakes it at `t` + 100 (marking no
+        // interrupt sent to `no_ipi_to` right after, if any), a handler runs on CPU 1 at `t` +
+        // `at`; pid 9 leaves again at the next round. 1: no interrupt, then the tick, 1.84 ms
+        // on. 2: the IPI that delivered it. 3: a no-IPI mark for another CPU's wake-up.
+        let mut events = Vec::new();
+        for (t, no_ipi_to, v, at) in [
+            (0, Some(1), TIMER, 1_900),
+            (3_000, None, CALL, 230),
+            (4_000, Some(2), TIMER, 500),
+        ] {
+            events.push(ev(t + 100, 1, sw(9, 1, 0, 120)));
+            events.push(waking(t + 160, 9, 1));
+            if let Some(c) = no_ipi_to {
+                events.push(ev(t + 161, 0, EventKind::WakeIdleNoIpi { target_cpu: c }));
+            }
+            events.push(ev(t + at, 1, EventKind::VectorEntry { vector: v }));
+            events.push(ev(t + at + 10, 1, EventKind::VectorExit { vector: v }));
+        }
+        events.push(ev(5_000, 1, sw(9, 1, 0, 120)));
+        events.sort_by_key(|e| e.ts);
+        let (fixed, r) = repair_merged(events);
+        assert_eq!(r.inferred, 3);
+        let put: Vec<u64> = fixed
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Switch { next_pid: 9, .. }))
+            .map(|e| e.ts)
+            .collect();
+        assert_eq!(put, vec![161, 3_240, 4_510]);
     }
 
     #[test]

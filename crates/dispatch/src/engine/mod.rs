@@ -620,7 +620,8 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     let sleep_to = act_at.saturating_sub(m);
     let mut on_client = false;
     let mut now = clock.now();
-    if now.saturating_add(MIN_SLEEP_NS) < sleep_to {
+    let to_sleep = now.saturating_add(MIN_SLEEP_NS) < sleep_to;
+    if to_sleep {
         on_client = yield_to_clients(clock, actions, act_at, end, from);
         if on_client {
             now = clock.now();
@@ -628,7 +629,7 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
         }
     }
     before_sleep(now);
-    let from = clock.now();
+    let before = clock.now();
     let wake = hybrid_until_primed(
         clock,
         act_at,
@@ -636,8 +637,15 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
         || yield_to_clients(clock, actions, act_at, end, None),
         prime,
     );
+    let slept = before < wake.sleep_to;
+    // A loop that spins to the release went from its read at the top to the spin's first read
+    // with only short work: a stall there is logged like one in the spin (b60's 10 us plan: a
+    // release 35 us late over 18 us of guest silence read `dispatcher` for want of it).
+    if let (Some(top), false, false) = (from, to_sleep, slept) {
+        end.stalls.note(StallKind::Busy, top, wake.woke);
+    }
     Waited {
-        slept: from < wake.sleep_to,
+        slept,
         wake,
         on_client,
     }
@@ -719,9 +727,11 @@ fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
 /// release is a stall.
 fn breathe<C: Clock + ?Sized>(clock: &C, breather: &mut Breather, end: &mut LoopEnd, act_at: u64) {
     let from = clock.now();
-    let due = if breather.partnered() {
+    // The partner's wake-up is when the loop's was due: before it the loop idled by its own
+    // choice (`dispatcher`), after it its CPU had to bring it back.
+    let due = if let Some(woke_at) = breather.partnered() {
         end.breathers_partnered += 1;
-        from
+        woke_at.clamp(from, clock.now())
     } else {
         clock.pause(BREATHER_NS);
         from + BREATHER_NS
@@ -824,10 +834,13 @@ impl<'a> Breather<'a> {
         b
     }
 
-    /// Take the breather [`Breather::due`] chose through the partner: `true` when it blocked
-    /// there (else the caller pauses on its timer).
-    fn partnered(&mut self) -> bool {
-        std::mem::take(&mut self.partnered) && self.partner.is_some_and(|p| p.breathe())
+    /// Take the breather [`Breather::due`] chose through the partner: when the partner woke it,
+    /// if it blocked there (else the caller pauses on its timer).
+    fn partnered(&mut self) -> Option<u64> {
+        if !std::mem::take(&mut self.partnered) {
+            return None;
+        }
+        self.partner.and_then(|p| p.breathe())
     }
 
     /// The longest sleep: [`SLEEP_SLICE_NS`], or the interval between breathers when shorter.

@@ -25,6 +25,9 @@ struct Fake {
     /// After the nth firing, the loop's bookkeeping stalls this long (the clock jumps when the
     /// loop next asks whether the action is delegated, after the action's end).
     stall_after: std::cell::Cell<Option<(u64, u64)>>,
+    /// After the nth firing, the loop's way into its next wait stalls this long (the clock jumps
+    /// when the loop asks for the action's prime lead, after its read at the top).
+    stall_before_wait: std::cell::Cell<Option<(u64, u64)>>,
     /// A client on the loop's CPU with its instant here: it acknowledges once it has read its
     /// clock there ([`crate::budget::CLIENT_READ_NS`] past it); every question the loop asked,
     /// with when and the answer.
@@ -61,6 +64,7 @@ impl Fake {
             finished: false,
             leads: Vec::new(),
             stall_after: std::cell::Cell::new(None),
+            stall_before_wait: std::cell::Cell::new(None),
             client_here: None,
             client_stuck: false,
             wait_overshoot: 0,
@@ -86,6 +90,15 @@ impl Actions for Fake {
             }
         }
         self.delegated
+    }
+    fn prime_lead(&self, _: u16) -> Option<u64> {
+        if let Some((nth, ns)) = self.stall_before_wait.get() {
+            if self.counts.iter().sum::<u64>() == nth + 1 {
+                self.stall_before_wait.set(None);
+                self.clock.advance(ns);
+            }
+        }
+        None
     }
     fn fire(&mut self, action: u16, target: u64, seq: u64, _data: &[u8]) -> Fired {
         let at = self.clock.now();
@@ -1374,7 +1387,7 @@ fn spin_through(
         &AtomicBool::new(false),
         &progress,
         &Heartbeat::default(),
-        StallLog::off(),
+        StallLog::new(10_000),
     );
     assert_eq!(stats[0].releases, events.len() as u64);
     (e, fake)
@@ -1450,6 +1463,11 @@ fn stalled_dense_end(setup: impl FnOnce(&mut Fake)) -> (Vec<SlotStats>, LoopEnd,
 #[test]
 fn the_loop_logs_a_stall_in_its_own_bookkeeping() {
     let (_, le, fake) = stalled_dense_end(|_| {});
+    one_stall_after_the_sixth(le, &fake);
+}
+
+/// The loop logged one stall, `Busy`, of the 40 us its clock jumped, from the 6th action's end.
+fn one_stall_after_the_sixth(le: LoopEnd, fake: &Fake) {
     let fired: Vec<u64> = fake.log.iter().map(|l| l.3).collect();
     let (stalls, dropped) = le.stalls.into_stalls();
     assert_eq!(dropped, 0);
@@ -1461,6 +1479,18 @@ fn the_loop_logs_a_stall_in_its_own_bookkeeping() {
         fired[5] <= s.from && s.from < fired[5] + 1_000,
         "{s:?} {fired:?}"
     );
+}
+
+/// A loop spinning through dense releases that stalls on its way from the top of the loop to its
+/// spin (where the 10 us plan's one `dispatcher` release of b60 had no stall logged): the stall is
+/// logged, from the top's read.
+#[test]
+fn the_loop_logs_a_stall_on_its_way_into_the_spin() {
+    let (_, le, fake) = stalled_dense_end(|f| {
+        f.stall_after.set(None);
+        f.stall_before_wait.set(Some((5, 40_000)));
+    });
+    one_stall_after_the_sixth(le, &fake);
 }
 
 /// A wake-up that came after the instant is logged from when the timer was due; the wake-ups
@@ -1902,7 +1932,8 @@ fn a_long_wait_is_cut_at_the_breathers_interval() {
 }
 
 /// A breath partner on the manual clock: it stands by `ready_after` after the stand-by lead
-/// before a breather due without room, and a breather it wakes the loop from lasts `lasts`.
+/// before a breather due without room, and a breather it wakes the loop from lasts `lasts` (its
+/// wake-up sent halfway).
 struct FakePartner {
     clock: ManualClock,
     ready_after: u64,
@@ -1943,13 +1974,14 @@ impl crate::partner::Breath for FakePartner {
             .saturating_add(self.ready_after);
         !self.roomy.load(Ordering::Relaxed) && due != u64::MAX && self.clock.peek() >= from
     }
-    fn breathe(&self) -> bool {
+    fn breathe(&self) -> Option<u64> {
         if !self.ready() {
-            return false;
+            return None;
         }
         self.clock.advance(self.lasts);
         self.served.fetch_add(1, Ordering::Relaxed);
-        true
+        // It woke the loop halfway through.
+        Some(self.clock.peek() - self.lasts / 2)
     }
 }
 
@@ -1990,6 +2022,28 @@ fn a_plan_without_room_breathes_through_its_partner_and_keeps_its_releases() {
     // The loop never said it had room.
     assert_eq!(p.rooms.load(Ordering::Relaxed), 0);
     assert!(worst < 10_000, "a release {worst} ns late");
+}
+
+/// A partner's breather that runs past a release is logged as a wait whose wake-up was due when
+/// the partner sent it (before that the loop idled by its own choice), not from the breather's
+/// start.
+#[test]
+fn a_partnered_breather_is_logged_from_the_partners_wake_up() {
+    let clock = vm_clock();
+    // It stands by 50 us into its lead, and the loop is back 30 us after it blocked.
+    let p = FakePartner::new(&clock, 50_000, 30_000);
+    let (e, _) = dense_with(&clock, Some(&p));
+    assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
+    let (stalls, _) = e.stalls.into_stalls();
+    let timers: Vec<_> = stalls
+        .iter()
+        .filter(|s| s.kind == punctual_explain::StallKind::Timer)
+        .collect();
+    assert_eq!(timers.len() as u64, e.breathers_partnered, "{stalls:?}");
+    for s in timers {
+        // The fake partner woke the loop halfway through its 30 us.
+        assert!((15_000..16_000).contains(&(s.to - s.from)), "{s:?}");
+    }
 }
 
 #[test]
