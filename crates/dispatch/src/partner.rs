@@ -22,7 +22,7 @@
 
 use punctual_rt::futex::{self, Scope};
 use punctual_rt::SchedParams;
-use punctual_time::clock::{read_clock, voluntary_switches};
+use punctual_time::clock::read_clock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -187,13 +187,14 @@ impl Breath for Partner {
         {
             return None;
         }
-        let before = voluntary_switches();
         // Only the loop moves the word off ASLEEP, so this returns once the partner woke it (or
-        // on a signal: the switch count tells).
-        futex::wait(st, ASLEEP, None, Scope::Private);
+        // on a signal, which the call's result tells). No switch count around it: each
+        // `getrusage` is a system call, which costs microseconds on a virtual machine, and the
+        // breather is already a release late here.
+        let woken = futex::wait(st, ASLEEP, None, Scope::Private);
         let woke_at = self.words.woke_at.load(Ordering::Acquire);
         st.store(IDLE, Ordering::Release);
-        (voluntary_switches() > before).then_some(woke_at)
+        woken.then_some(woke_at)
     }
 }
 

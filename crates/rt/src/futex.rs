@@ -25,14 +25,15 @@ impl Scope {
 
 /// Sleep while `*word == expected`, at most `timeout_ns` (`None`: until woken). Returns at once
 /// when the word holds something else; a signal or a spurious wake-up returns early too, so
-/// callers check the word again.
-pub fn wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, scope: Scope) {
+/// callers check the word again. `true`: the kernel put the thread to sleep and a wake-up ended
+/// it (not a changed word, the timeout or a signal).
+pub fn wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, scope: Scope) -> bool {
     let ts = timeout_ns.map(punctual_time::clock::timespec);
     let ts_ptr = ts
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: FUTEX_WAIT on a live, aligned u32; `ts_ptr` is null or points at a live timespec.
-    unsafe {
+    let r = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -43,6 +44,7 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, scope: Sco
             0u32,
         )
     };
+    r == 0
 }
 
 /// Wake at most `n` of the threads waiting on `word`; returns how many were woken.
@@ -72,8 +74,8 @@ mod tests {
     #[test]
     fn a_wait_on_another_value_returns_at_once_and_nobody_is_woken() {
         let w = AtomicU32::new(1);
-        // Blocks for ever if the value check were wrong.
-        wait(&w, 0, None, Scope::Private);
+        // Blocks for ever if the value check were wrong; it did not sleep.
+        assert!(!wait(&w, 0, None, Scope::Private));
         assert_eq!(wake(&w, 1, Scope::Private), 0);
     }
 
@@ -81,12 +83,30 @@ mod tests {
     fn a_timed_wait_nobody_wakes_lasts_its_timeout() {
         let w = AtomicU32::new(0);
         let t0 = std::time::Instant::now();
-        wait(&w, 0, Some(2_000_000), Scope::Shared);
+        // Its timeout ended it, not a wake-up.
+        assert!(!wait(&w, 0, Some(2_000_000), Scope::Shared));
         assert!(
             t0.elapsed() >= std::time::Duration::from_millis(2),
             "{:?}",
             t0.elapsed()
         );
+    }
+
+    /// The wait says a wake-up ended its sleep (what a breather counts as a block).
+    #[test]
+    fn a_wait_a_wake_ends_says_so() {
+        let w = Arc::new(AtomicU32::new(0));
+        let t = {
+            let w = w.clone();
+            std::thread::spawn(move || wait(&w, 0, None, Scope::Private))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // The word stays 0: only a wake that found the waiter asleep ends the wait.
+        while wake(&w, 1, Scope::Private) == 0 {
+            assert!(std::time::Instant::now() < deadline, "never asleep");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(t.join().unwrap());
     }
 
     #[test]
