@@ -426,7 +426,8 @@ pub const HALTED_DARK_MIN_NS: u64 = 1_000_000;
 pub const HANDLER_USUAL_MIN_SAMPLES: usize = 200;
 
 /// How long an interrupt handler or system vector (not a bottom half) on a CPU with `events`
-/// takes in 99 of 100 cases, in the trace itself: `None` with fewer than
+/// takes in 99 of 100 cases (at most [`HANDLER_TAIL_OVER_P90`] times what 9 in 10 take), in the
+/// trace itself: `None` with fewer than
 /// [`HANDLER_USUAL_MIN_SAMPLES`]. Measured here: the local timer vector takes 8.4-9.1 us at the
 /// median and 12.5-24 us at the 99th percentile on the loop's CPU, with a tail to 60-167 us in
 /// which nothing happens inside (kurt-periodic rows, seventh session).
@@ -451,9 +452,18 @@ pub fn handler_usual(events: &[Event]) -> Option<u64> {
     if took.len() < HANDLER_USUAL_MIN_SAMPLES {
         return None;
     }
-    let k = took.len() * 99 / 100;
-    Some(*took.select_nth_unstable(k).1)
+    took.sort_unstable();
+    let at = |q: usize| took[took.len() * q / 100];
+    Some(at(99).min(at(90).saturating_mul(HANDLER_TAIL_OVER_P90)))
 }
+
+/// The usual handler time is the 99th percentile, but at most this many times the 90th: on a
+/// noisy host the host's own stops inside handlers make more than 1 in 100 of them long, and
+/// would raise the bar they are judged by. b61 (2026-11-30), CPU 1 of a kurt-periodic row: local
+/// timer and other handlers p50 10.3 us, p90 15.0 us, p99 130 us, and a 125 us silence inside the
+/// timer vector that woke the dispatcher read `dispatcher` for 23 releases. On a quiet host the
+/// cap does not bind (p99 12.5-24 us, three times p90 above it).
+pub const HANDLER_TAIL_OVER_P90: u64 = 3;
 
 /// What [`dark_stretches`] knows of a CPU: whether its trace says when it idled (`idle_known`),
 /// whether the kernel runs under a hypervisor, and its handlers' usual time ([`handler_usual`]).
@@ -1114,6 +1124,32 @@ mod tests {
             ..vm
         };
         assert!(dark_stretches(&t(60).events, &stalled, Some(0), metal).is_empty());
+    }
+
+    /// On a noisy host more than 1 in 100 handlers hold a stop of the host's: the usual time is
+    /// then three times the 90th percentile, so a 125 us silence is dark though 3 % of the ticks
+    /// were as long (b61: p90 15 us, p99 130 us on CPU 1).
+    #[test]
+    fn the_hosts_stops_in_many_handlers_do_not_raise_the_bar_they_are_judged_by() {
+        let mut s = Synth::new(1, T0, T0 + 2_000_000 * US);
+        s.switch(T0 + 10 * US, 0, 90, SLEEPING, 0);
+        for k in 0..300 {
+            let held = if k % 33 == 0 { 130 } else { 8 + k % 5 };
+            s.span(
+                0,
+                T0 + (100 + k * 4_000) * US,
+                T0 + (100 + k * 4_000 + held) * US,
+                EventKind::VectorEntry {
+                    vector: Vector::LocalTimer,
+                },
+                EventKind::VectorExit {
+                    vector: Vector::LocalTimer,
+                },
+            );
+        }
+        let t = s.build();
+        // p90 12 us: the usual time is 36 us, not the 130 us of the 99th percentile.
+        assert_eq!(handler_usual(&t.events), Some(36 * US));
     }
 
     /// Dark time is stolen in the accounting, whoever the trace says held the CPU, and a charge
