@@ -100,7 +100,7 @@ pub fn wakeups_by_cpu<'a>(
 }
 
 /// The switches out of idle missing from `events` (one CPU's, time order), given the wake-ups
-/// aimed at that CPU (`(ts, pid)`, time order, from every CPU traced).
+/// aimed at that CPU ([`Wake`]s in time order, from every CPU traced).
 pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[Wake]) -> (Vec<Event>, Repair) {
     let mut out = Vec::new();
     let mut r = Repair::default();
@@ -162,7 +162,7 @@ pub fn lost_idle_exits(cpu: u32, events: &[Event], wakeups: &[Wake]) -> (Vec<Eve
                         // wake-up, and the next handler on its CPU was the tick, 1.85 ms on).
                         Some(&Wake {
                             no_ipi: Some(at), ..
-                        }) => Some(at),
+                        }) => Some(at.min(e.ts)),
                         Some(w) => Some(exits.iter().copied().find(|&x| x >= w.ts).unwrap_or(w.ts)),
                         None => resched.or(other_ipi),
                     };
