@@ -107,11 +107,12 @@ pub struct Partner {
 }
 
 impl Partner {
-    /// Start a partner for the calling thread (the loop) on `cpus` (which must not hold the
-    /// loop's CPU), in the loop's scheduling class and priority `sched` (a refusal leaves it in
-    /// the normal class). `None` when no CPU is given or the thread could not be started: the
-    /// loop then breathes on its timer alone.
-    pub fn start(cpus: &[usize], sched: SchedParams, name: &str) -> Option<Partner> {
+    /// Start a partner for the calling thread (the loop, on `loop_cpu`; the partner thread is
+    /// named `punctual-bN` after it) on `cpus` (which must not hold the loop's CPU), in the loop's
+    /// scheduling class and priority `sched` (a refusal leaves it in the normal class). `None`
+    /// when no CPU is given or the thread could not be started: the loop then breathes on its
+    /// timer alone.
+    pub fn start(cpus: &[usize], sched: SchedParams, loop_cpu: usize) -> Option<Partner> {
         if cpus.is_empty() {
             return None;
         }
@@ -132,7 +133,7 @@ impl Partner {
         let stat = std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
         let cpus = cpus.to_vec();
         let thread = std::thread::Builder::new()
-            .name(name.into())
+            .name(format!("punctual-b{loop_cpu}"))
             .stack_size(64 << 10)
             .spawn(move || {
                 // One of punctual's own: `--explain` reads its turns on a CPU as the dispatcher's.
@@ -360,7 +361,7 @@ mod tests {
 
     #[test]
     fn every_breather_a_ready_partner_serves_is_a_real_block_it_ends() {
-        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
         let n = 50;
         let mut served = 0;
         p.due_at(now());
@@ -383,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_partner_stands_by_only_near_a_breather_due_without_room_and_not_for_ever() {
-        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
         // Nothing due: not ready, and the loop must not block.
         assert!(!p.ready());
         assert!(p.breathe().is_none());
@@ -409,7 +410,7 @@ mod tests {
     /// wakes it, rather than the partner sleeping out its idle look ([`IDLE_LOOK_NS`]).
     #[test]
     fn the_first_due_wakes_a_partner_started_before_it() {
-        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
         // Let it reach its sleep with nothing due.
         let deadline = now() + 10_000_000_000;
         while p.words.tid.load(Ordering::Acquire) == 0 {
@@ -430,7 +431,7 @@ mod tests {
 
     #[test]
     fn the_partner_thread_is_declared_punctuals_own_for_explain() {
-        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, "partner-test").unwrap();
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
         let deadline = now() + 10_000_000_000;
         let tid = loop {
             match p.words.tid.load(Ordering::Acquire) {
@@ -444,6 +445,6 @@ mod tests {
 
     #[test]
     fn no_cpu_no_partner() {
-        assert!(Partner::start(&[], NORMAL, "partner-test").is_none());
+        assert!(Partner::start(&[], NORMAL, 0).is_none());
     }
 }

@@ -13,7 +13,7 @@ use crate::teardown::{
 };
 use crate::{share, watchdog};
 use punctual_plan::Plan;
-use punctual_rt::{setup_current_thread, SchedParams, ThreadRequest};
+use punctual_rt::{setup_current_thread, ThreadRequest};
 use punctual_time::clock::{read_clock, thread_cpu_time};
 use punctual_time::{MarginPolicy, SystemClock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -279,13 +279,9 @@ fn dispatcher_thread(
     // Made (and its pages written) here, on the thread's own CPU, before the start instant.
     let stalls = engine::stall_log_for(&stats);
     // In the class and priority the loop got (after any fallback).
-    let partner = partner_on.zip(guards.as_ref()).and_then(|(cpus, g)| {
-        let sched = SchedParams {
-            policy: g.policy,
-            priority: g.priority,
-        };
-        Partner::start(&cpus, sched, &format!("punctual-b{}", prep.cpu))
-    });
+    let partner = partner_on
+        .zip(guards.as_ref())
+        .and_then(|(cpus, g)| Partner::start(&cpus, g.sched(), prep.cpu));
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;

@@ -573,10 +573,7 @@ fn timed(
                 },
                 fall_back_on_refusal: true,
             })?;
-            let params = SchedParams {
-                policy: guards.policy,
-                priority: guards.priority,
-            };
+            let params = guards.sched();
             let t0 = now();
             work(params)?;
             Ok((now() - t0, guards.fallback.clone()))

@@ -480,13 +480,7 @@ fn cause_of(
         // A polling CPU notices a wake-up at once: past the victim's time, it was not running.
         Occupant::IdlePoll if vm => Cause::Steal,
         Occupant::IdlePoll => Cause::Unexplained,
-        Occupant::Task { pid, .. }
-        | Occupant::Throttled { pid, .. }
-        | Occupant::Held { pid, .. }
-            if own.contains(&pid) =>
-        {
-            Cause::Dispatcher
-        }
+        _ if o.task().is_some_and(|(pid, _)| own.contains(&pid)) => Cause::Dispatcher,
         // Past the victim's wake-up, even a loop that chose to let it run (a breather) wanted
         // its CPU back: what kept it is that task's.
         Occupant::Held { .. } => Cause::Task,
@@ -551,9 +545,10 @@ fn offender(ev: &Evidence, o: Occupant) -> Option<String> {
         Occupant::Irq(i) => ev.irq_name(i),
         Occupant::Vector(v) => v.name().to_string(),
         Occupant::Softirq(s) => format!("softirq {}", softirq_name(s)),
-        Occupant::Task { pid, prio }
-        | Occupant::Throttled { pid, prio }
-        | Occupant::Held { pid, prio } => ev.task_name(pid, prio),
+        Occupant::Task { .. } | Occupant::Throttled { .. } | Occupant::Held { .. } => {
+            let (pid, prio) = o.task()?;
+            ev.task_name(pid, prio)
+        }
         Occupant::Idle(Some(s)) => format!("idle state {s}"),
         Occupant::Idle(None) => "idle".into(),
         Occupant::OwnWake => "its wake-up interrupt".into(),
@@ -661,16 +656,7 @@ fn explain_window(
         offender: named.then(|| offender(ev, top)).flatten(),
         cpu: Some(cpu),
         held_ns: held,
-        holder: match top {
-            Occupant::Task { pid, .. }
-            | Occupant::Throttled { pid, .. }
-            | Occupant::Held { pid, .. }
-                if named =>
-            {
-                Some(pid)
-            }
-            _ => None,
-        },
+        holder: top.task().filter(|_| named).map(|(pid, _)| pid),
         why,
     }
 }

@@ -60,6 +60,24 @@ pub enum Occupant {
     Unknown,
 }
 
+impl Occupant {
+    /// Another task on the CPU (in the victim's place, let in by throttling, or holding it past
+    /// the victim's wake-up): its pid and kernel priority.
+    pub fn task(self) -> Option<(i32, i32)> {
+        match self {
+            Occupant::Task { pid, prio }
+            | Occupant::Throttled { pid, prio }
+            | Occupant::Held { pid, prio } => Some((pid, prio)),
+            _ => None,
+        }
+    }
+
+    /// A task the scheduler charges for its time on the CPU: the victim or another.
+    fn charged(self) -> bool {
+        self == Occupant::Victim || self.task().is_some()
+    }
+}
+
 /// Time per occupant over a window, and what else the walk noticed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Accounting {
@@ -738,13 +756,7 @@ pub fn account(w: &Window) -> Accounting {
 fn account_span_after(st: &mut State, w: &Window, a: u64, b: u64) {
     if b > a && st.stack.is_empty() {
         let o = st.occupant(w.victim);
-        if matches!(
-            o,
-            Occupant::Victim
-                | Occupant::Task { .. }
-                | Occupant::Throttled { .. }
-                | Occupant::Held { .. }
-        ) {
+        if o.charged() {
             st.own_spans.push((o, a, b));
         }
     }
@@ -770,15 +782,7 @@ fn account_dark(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64
     if b <= a {
         return;
     }
-    if st.stack.is_empty()
-        && matches!(
-            st.occupant(w.victim),
-            Occupant::Victim
-                | Occupant::Task { .. }
-                | Occupant::Throttled { .. }
-                | Occupant::Held { .. }
-        )
-    {
+    if st.stack.is_empty() && st.occupant(w.victim).charged() {
         st.own_spans.push((Occupant::Stolen, a, b));
         return;
     }
@@ -796,21 +800,15 @@ fn account_lit(acc: &mut Accounting, st: &mut State, w: &Window, a: u64, b: u64)
         return;
     }
     let o = st.occupant(w.victim);
-    match o {
-        Occupant::Victim
-        | Occupant::Task { .. }
-        | Occupant::Throttled { .. }
-        | Occupant::Held { .. } => {
-            // Before its instant the victim is only early (clipped when settled).
-            if b > w.from.saturating_sub(LOOKBACK_NS) {
-                st.own_spans.push((o, a, b));
-            }
+    if o.charged() {
+        // Before its instant the victim is only early (clipped when settled).
+        if b > w.from.saturating_sub(LOOKBACK_NS) {
+            st.own_spans.push((o, a, b));
         }
-        _ => {
-            let (a, b) = (a.max(w.from), b.min(w.to));
-            if b > a {
-                acc.add(o, b - a);
-            }
+    } else {
+        let (a, b) = (a.max(w.from), b.min(w.to));
+        if b > a {
+            acc.add(o, b - a);
         }
     }
 }

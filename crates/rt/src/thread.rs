@@ -28,6 +28,16 @@ pub struct ThreadGuards {
     pub fallback: Option<Fallback>,
 }
 
+impl ThreadGuards {
+    /// The class and priority the thread got (after any fallback).
+    pub fn sched(&self) -> SchedParams {
+        SchedParams {
+            policy: self.policy,
+            priority: self.priority,
+        }
+    }
+}
+
 pub fn setup_current_thread(req: &ThreadRequest) -> Result<ThreadGuards, RtError> {
     let affinity = req.cpu.map(|c| AffinityGuard::pin(&[c])).transpose()?;
     let mut fallback = None;

@@ -450,11 +450,7 @@ impl Measurement for Replay {
                 let dense = schedule.spacing() < punctual_dispatch::partner::DENSE_BELOW_NS as f64;
                 let partner = cpu.filter(|_| dense).and_then(|c| {
                     let cpus = punctual_dispatch::partner::partner_cpus(c, &[])?;
-                    let sched = punctual_rt::SchedParams {
-                        policy: guards.policy,
-                        priority: guards.priority,
-                    };
-                    Partner::start(&cpus, sched, &format!("punctual-b{c}"))
+                    Partner::start(&cpus, guards.sched(), c)
                 });
                 let settings = LoopSettings {
                     start: punctual_dispatch::on_grid(
