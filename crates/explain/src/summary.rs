@@ -181,7 +181,8 @@ pub struct Explanation {
     /// Per series (the caller's numbering).
     pub series: BTreeMap<u32, Tally>,
     pub capture: CaptureStats,
-    /// Each late release with its cause (at most [`KEEP_DETAILS`], the first ones).
+    /// Each late release with its cause: the first [`KEEP_DETAILS`], then the first
+    /// [`EXAMPLES_PER_CAUSE`] of each cause not yet that often among them.
     pub details: Vec<(LateRelease, Attribution)>,
     /// The latest releases of the run with their causes (at most [`KEEP_WORST`], latest first).
     pub worst: Vec<(LateRelease, Attribution)>,
@@ -372,6 +373,7 @@ pub fn explain(
     let mut attributed: Vec<Attribution> = records.iter().map(|r| attribute(&ev, r)).collect();
     inherit_in_chains(records, &mut attributed);
     inherit_behind_clients(&ev, bound, records, &mut attributed);
+    let mut kept_of = [0usize; Cause::ALL.len()];
     for (r, a) in records.iter().zip(attributed) {
         out.series.entry(r.series).or_default().add(&a);
         if out.worst.len() < KEEP_WORST
@@ -385,7 +387,11 @@ pub fn explain(
                 .sort_by_key(|(w, _)| std::cmp::Reverse(w.lateness()));
             out.worst.truncate(KEEP_WORST);
         }
-        if out.details.len() < KEEP_DETAILS {
+        // The first ones, and past them the first few of each cause: a rare cause late in a run
+        // (a few `dispatcher` among 9,000 late releases of a 10 us plan) still has its examples.
+        let kept = &mut kept_of[index(a.cause)];
+        if out.details.len() < KEEP_DETAILS || *kept < EXAMPLES_PER_CAUSE {
+            *kept += 1;
             out.details.push((*r, a));
         }
     }
