@@ -19,12 +19,19 @@
 //! dequeues the loop), waits [`WAKE_AFTER_NS`] more for the loop's CPU to be in its idle loop, and
 //! wakes it, repeating the wake until the kernel says it found the loop asleep. A stand-by the loop
 //! did not use within [`STAND_BY_MAX_NS`] ends; the loop then keeps its timed sleep.
+//!
+//! The block still costs the loop 12-18 us here, more than the 10 us between two releases of a
+//! dense plan: the release it blocked before came late by the loop's own doing, one a breather.
+//! So the loop may hand the partner that release and the few after it ([`Relay`]): short actions
+//! that any thread may fire (a mark, a datagram). The partner fires each at its instant while the
+//! loop is not back; exactly one of the two fires each, decided on one word, and the loop returns
+//! from the breather only once the partner is done with them.
 
 use punctual_rt::futex::{self, Scope};
 use punctual_rt::SchedParams;
 use punctual_time::clock::read_clock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// How long before a breather is due the partner stands by.
@@ -36,6 +43,11 @@ pub const STAND_BY_MAX_NS: u64 = 2_000_000;
 /// no interrupt. One that finds the loop still switching out goes by an IPI, which took 20-30 us
 /// here; the switch came 2-8 us after the charge in traced runs.
 pub const WAKE_AFTER_NS: u64 = 5_000;
+/// A release handed over that falls due this soon is fired before the wake-up call, not late
+/// behind it: a futex wake took 10-17 us here (a loop that asked its partner with one was that
+/// late), and one release of a 10 us plan fell inside the call in 3 runs out of 3 (the fifteenth
+/// session's relay, 17 us late).
+pub const RELAY_BEFORE_WAKE_NS: u64 = 5_000;
 /// How long a partner with nothing due sleeps before it looks again (the loop's first due wakes
 /// it before).
 pub const IDLE_LOOK_NS: u64 = 1_000_000_000;
@@ -51,6 +63,25 @@ pub const DEQUEUE_WAIT_MAX_NS: u64 = 50_000;
 /// `dispatcher` (7-10 before).
 pub const DENSE_BELOW_NS: u64 = 100_000;
 
+/// Releases the loop hands its partner for the breather it blocks in: `fire` fires the next one
+/// (reading the loop's clock, so it never fires early) and returns the instant of the one after
+/// (`None`: no more). The partner calls it from `at` (`CLOCK_MONOTONIC`) on, then from each instant
+/// it returned, while the loop is not back.
+pub struct Relay<'f> {
+    pub at: u64,
+    pub fire: &'f mut (dyn FnMut() -> Option<u64> + Send),
+}
+
+/// How a breather went ([`Breath::breathe`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Breathed {
+    /// When the partner sent the wake-up that ended the block (`None`: the partner was not ready,
+    /// or the thread came back without having blocked: nothing was done that counts as a block).
+    pub woke_at: Option<u64>,
+    /// The partner fired at least one of the releases it was handed.
+    pub relayed: bool,
+}
+
 /// What the dispatch loop tells and asks its partner. [`Partner`] is the real one; tests inject
 /// others. The first two are plain stores: the loop calls them between releases.
 pub trait Breath: Sync {
@@ -61,15 +92,28 @@ pub trait Breath: Sync {
     fn room(&self);
     /// The partner spins ready: a breather now would be woken by it.
     fn ready(&self) -> bool;
-    /// Block the calling thread until the partner wakes it: when the partner sent the wake-up
-    /// that ended the block. `None`: the partner was not ready, or the thread came back without
-    /// having blocked (nothing was done that counts as a block).
-    fn breathe(&self) -> Option<u64>;
+    /// Block the calling thread until the partner wakes it, the partner firing `relay`'s releases
+    /// meanwhile as their instants come. Returns only once the partner is done with `relay`.
+    fn breathe(&self, relay: Option<Relay<'_>>) -> Breathed;
 }
 
 const IDLE: u32 = 0;
 const READY: u32 = 1;
 const ASLEEP: u32 = 2;
+
+// The relay word: nothing handed over, releases handed over, the partner firing one, all fired.
+const NO_RELAY: u32 = 0;
+const OFFERED: u32 = 1;
+const FIRING: u32 = 2;
+const FIRED: u32 = 3;
+
+/// The loop's [`Relay::fire`], its lifetime erased: only called between the relay word's
+/// OFFERED -> FIRING and its move back to OFFERED or on to FIRED, and the loop leaves the breather
+/// (ending the borrow) only after taking the word back from OFFERED or seeing FIRED.
+struct RelayFn(*mut (dyn FnMut() -> Option<u64> + Send + 'static));
+// SAFETY: the closure is `Send`; the pointer is only dereferenced as described above, by one
+// thread at a time.
+unsafe impl Send for RelayFn {}
 
 struct Words {
     /// When the loop's next breather is due (`u64::MAX`: none).
@@ -89,6 +133,13 @@ struct Words {
     woke_at: AtomicU64,
     /// The partner thread's id, once it runs (0 before).
     tid: AtomicI32,
+    /// NO_RELAY, OFFERED (by the loop), FIRING (the partner won the next one) or FIRED (all).
+    relay: AtomicU32,
+    /// The instant of the first release handed over (`CLOCK_MONOTONIC`).
+    relay_at: AtomicU64,
+    relay_fn: Mutex<Option<RelayFn>>,
+    /// Releases the partner fired.
+    relayed: AtomicU64,
 }
 
 impl Words {
@@ -96,6 +147,54 @@ impl Words {
     fn ring(&self) {
         self.bell.fetch_add(1, Ordering::Release);
         futex::wake(&self.bell, 1, Scope::Private);
+    }
+
+    /// The loop hands over `r` before it blocks.
+    fn offer(&self, r: Relay<'_>) {
+        // SAFETY: only the lifetime is erased; see [`RelayFn`].
+        let f: *mut (dyn FnMut() -> Option<u64> + Send + 'static) = unsafe {
+            std::mem::transmute::<
+                *mut (dyn FnMut() -> Option<u64> + Send + '_),
+                *mut (dyn FnMut() -> Option<u64> + Send),
+            >(r.fire)
+        };
+        *self.relay_fn.lock().unwrap_or_else(|e| e.into_inner()) = Some(RelayFn(f));
+        self.relay_at.store(r.at, Ordering::Relaxed);
+        self.relay.store(OFFERED, Ordering::Release);
+    }
+
+    /// The loop takes back the releases the partner has not fired (once it is done with the one
+    /// it may be firing): how many it fired.
+    fn take_back(&self, before: u64) -> u64 {
+        while let Err(FIRING) =
+            self.relay
+                .compare_exchange(OFFERED, NO_RELAY, Ordering::AcqRel, Ordering::Acquire)
+        {
+            std::hint::spin_loop();
+        }
+        self.relay.store(NO_RELAY, Ordering::Release);
+        self.relayed.load(Ordering::Acquire) - before
+    }
+
+    /// The partner fires the next release handed over, unless the loop took them back: the
+    /// instant of the one after (`None`: no more, or taken back).
+    fn fire_relay(&self) -> Option<u64> {
+        self.relay
+            .compare_exchange(OFFERED, FIRING, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        let f = self
+            .relay_fn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|f| f.0);
+        // SAFETY: the loop is inside `breathe` until it moved the word off OFFERED, which it
+        // cannot while it reads FIRING (see [`RelayFn`]).
+        let next = f.and_then(|f| unsafe { (*f)() });
+        self.relayed.fetch_add(1, Ordering::Release);
+        let word = if next.is_some() { OFFERED } else { FIRED };
+        self.relay.store(word, Ordering::Release);
+        next
     }
 }
 
@@ -125,6 +224,10 @@ impl Partner {
             woken: AtomicU64::new(0),
             woke_at: AtomicU64::new(0),
             tid: AtomicI32::new(0),
+            relay: AtomicU32::new(NO_RELAY),
+            relay_at: AtomicU64::new(0),
+            relay_fn: Mutex::new(None),
+            relayed: AtomicU64::new(0),
         });
         let w = words.clone();
         // The calling thread is the loop: the partner watches its charged runtime.
@@ -157,6 +260,11 @@ impl Partner {
     pub fn woken(&self) -> u64 {
         self.words.woken.load(Ordering::Relaxed)
     }
+
+    /// Releases this partner fired for its loop.
+    pub fn relayed(&self) -> u64 {
+        self.words.relayed.load(Ordering::Relaxed)
+    }
 }
 
 impl Breath for Partner {
@@ -180,22 +288,34 @@ impl Breath for Partner {
         self.words.state.load(Ordering::Acquire) == READY
     }
 
-    fn breathe(&self) -> Option<u64> {
-        let st = &self.words.state;
+    fn breathe(&self, relay: Option<Relay<'_>>) -> Breathed {
+        let w = &self.words;
+        let st = &w.state;
+        let handed = relay.is_some();
+        let before = w.relayed.load(Ordering::Acquire);
+        // Handed over before the word says asleep: the partner looks at it only after.
+        if let Some(r) = relay {
+            w.offer(r);
+        }
         if st
             .compare_exchange(READY, ASLEEP, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return None;
+            // Not ready: the partner never looks at the release.
+            w.relay.store(NO_RELAY, Ordering::Release);
+            return Breathed::default();
         }
         // Only the loop moves the word off ASLEEP, so this returns once the partner woke it (or
         // on a signal, which the call's result tells). No switch count around it: each
         // `getrusage` is a system call, which costs microseconds on a virtual machine, and the
         // breather is already a release late here.
         let woken = futex::wait(st, ASLEEP, None, Scope::Private);
-        let woke_at = self.words.woke_at.load(Ordering::Acquire);
+        let woke_at = w.woke_at.load(Ordering::Acquire);
         st.store(IDLE, Ordering::Release);
-        woken.then_some(woke_at)
+        Breathed {
+            woke_at: woken.then_some(woke_at),
+            relayed: handed && w.take_back(before) > 0,
+        }
     }
 }
 
@@ -310,14 +430,25 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
 }
 
 /// The loop said it blocks: wake it once its CPU is in the idle loop (`charged`: its runtime as
-/// last read before it said so).
+/// last read before it said so), and fire the releases it handed over as their instants come
+/// while the loop is not back.
 fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u64>) {
     let st = &w.state;
+    let relay_at = std::cell::Cell::new(
+        (w.relay.load(Ordering::Acquire) == OFFERED).then(|| w.relay_at.load(Ordering::Relaxed)),
+    );
+    // Fire the next release once its instant passed, whatever the partner is waiting for.
+    let relay_due = || {
+        if relay_at.get().is_some_and(|at| now() >= at) {
+            relay_at.set(w.fire_relay());
+        }
+    };
     let asked = now();
     let mut after = WAKE_AFTER_NS;
     match sched.filter(|_| charged.is_some()) {
         Some(f) => {
             while runtime(f) == charged && now().saturating_sub(asked) <= DEQUEUE_WAIT_MAX_NS {
+                relay_due();
                 std::hint::spin_loop();
             }
         }
@@ -325,17 +456,41 @@ fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u
     }
     let from = now();
     while now().saturating_sub(from) < after {
+        relay_due();
         std::hint::spin_loop();
     }
     // A wake that finds nobody queued came before the loop slept: try again until one does, or
     // the loop left the wait by itself (a signal).
     while st.load(Ordering::Acquire) == ASLEEP {
+        // The wake-up call holds the partner for microseconds: a release due before it would
+        // end is fired first.
+        if let Some(at) = relay_at
+            .get()
+            .filter(|&at| at < now() + RELAY_BEFORE_WAKE_NS)
+        {
+            while now() < at {
+                std::hint::spin_loop();
+            }
+        }
+        relay_due();
         w.woke_at.store(now(), Ordering::Release);
         if futex::wake(st, 1, Scope::Private) == 1 {
             w.woken.fetch_add(1, Ordering::Relaxed);
             break;
         }
         std::hint::spin_loop();
+    }
+    // The loop is on its way back: the releases are still the partner's to fire as their
+    // instants come (a host that holds the loop's CPU holds it longest), until the loop takes
+    // them back.
+    if relay_at.get().is_some() {
+        let woke = now();
+        while w.relay.load(Ordering::Acquire) == OFFERED
+            && now().saturating_sub(woke) <= STAND_BY_MAX_NS
+        {
+            relay_due();
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -368,7 +523,7 @@ mod tests {
         while served < n {
             until_ready(&p);
             // On a loaded machine the stand-by may end between the two calls.
-            if p.breathe().is_some() {
+            if p.breathe(None).woke_at.is_some() {
                 served += 1;
                 p.due_at(now());
             }
@@ -387,7 +542,7 @@ mod tests {
         let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
         // Nothing due: not ready, and the loop must not block.
         assert!(!p.ready());
-        assert!(p.breathe().is_none());
+        assert_eq!(p.breathe(None), Breathed::default());
         // Due in 2 s: nothing to stand by for yet. Then room seen: nothing past it either.
         p.due_at(now() + 2_000_000_000);
         std::thread::sleep(Duration::from_millis(300));
@@ -441,6 +596,85 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         };
         assert!(punctual_explain::record::own_threads().contains(&tid));
+    }
+
+    /// A release handed over is fired exactly once: by the partner, on its thread, when its
+    /// instant passed before the loop was back; else by nobody (the loop takes it back).
+    #[test]
+    fn a_release_handed_over_is_fired_by_the_partner_only_when_due_before_the_loop_is_back() {
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
+        // SAFETY: gettid has no arguments and cannot fail.
+        let me = unsafe { libc::gettid() };
+        let mut fired_on: Vec<(bool, Option<libc::pid_t>)> = Vec::new();
+        let mut served = 0;
+        p.due_at(now());
+        while served < 20 {
+            until_ready(&p);
+            // Every other one due already; the others in ten seconds.
+            let past = served % 2 == 0;
+            let at = if past { 0 } else { now() + 10_000_000_000 };
+            let mut tid = None;
+            let mut fire = || {
+                // SAFETY: as above.
+                tid = Some(unsafe { libc::gettid() });
+                None
+            };
+            let b = p.breathe(Some(Relay {
+                at,
+                fire: &mut fire,
+            }));
+            if b.woke_at.is_none() {
+                // The stand-by ended between the two calls: nothing was fired.
+                assert!(!b.relayed && tid.is_none(), "{b:?} {tid:?}");
+                continue;
+            }
+            assert_eq!(b.relayed, tid.is_some(), "{b:?} {tid:?}");
+            fired_on.push((past, tid));
+            served += 1;
+            p.due_at(now());
+        }
+        for (k, &(past, tid)) in fired_on.iter().enumerate() {
+            if past {
+                let tid = tid.unwrap_or_else(|| panic!("breather {k}: a due release not fired"));
+                assert_ne!(tid, me, "breather {k}: fired on the loop's thread");
+            } else {
+                assert_eq!(tid, None, "breather {k}: fired ten seconds early");
+            }
+        }
+        assert_eq!(p.relayed(), 10);
+    }
+
+    /// Of releases handed over together, the partner fires those due before the loop is back, in
+    /// order, and the loop takes back the rest.
+    #[test]
+    fn the_partner_fires_the_releases_handed_over_that_are_due_and_leaves_the_rest() {
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
+        let mut served = 0;
+        p.due_at(now());
+        while served < 10 {
+            until_ready(&p);
+            // Two due already, then one in ten seconds.
+            let later = now() + 10_000_000_000;
+            let ats = [0, 1, later];
+            let mut fired = Vec::new();
+            let mut fire = || {
+                fired.push(ats[fired.len()]);
+                ats.get(fired.len()).copied()
+            };
+            let b = p.breathe(Some(Relay {
+                at: ats[0],
+                fire: &mut fire,
+            }));
+            if b.woke_at.is_none() {
+                assert!(!b.relayed && fired.is_empty(), "{b:?} {fired:?}");
+                continue;
+            }
+            assert!(b.relayed);
+            assert_eq!(fired, [0, 1]);
+            served += 1;
+            p.due_at(now());
+        }
+        assert_eq!(p.relayed(), 20);
     }
 
     #[test]

@@ -191,7 +191,7 @@ pub fn fill_doc(doc: &mut ResultDoc, o: &Outcome) {
                 .iter()
                 .map(|c| {
                     serde_json::json!({"cpu": c.cpu, "spin_margin_ns": c.margin_ns,
-                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "breathers_partnered": c.breathers_partnered, "woke_late": c.woke_late,
+                    "spin_margin_cap_ns": (c.margin_cap_ns != u64::MAX).then_some(c.margin_cap_ns), "breathers": c.breathers, "breathers_partnered": c.breathers_partnered, "relayed": c.relayed, "woke_late": c.woke_late,
                     "woke_late_stolen": c.woke_late_stolen, "spun_through": c.spun_through,
                     "yields": c.yields, "cpu_ns": c.cpu_ns, "duration_ns": c.wall_ns, "policy": c.policy.name(), "priority": c.priority})
                 })
@@ -297,7 +297,15 @@ pub fn table(doc: &ResultDoc, o: &Outcome, plan: &str) -> Table {
             String::new()
         };
         let partnered = if c.breathers_partnered > 0 {
-            format!(" ({} woken by its partner thread)", c.breathers_partnered)
+            let relayed = if c.relayed > 0 {
+                format!(", which fired {} release(s) meanwhile", c.relayed)
+            } else {
+                String::new()
+            };
+            format!(
+                " ({} woken by its partner thread{relayed})",
+                c.breathers_partnered
+            )
         } else {
             String::new()
         };

@@ -334,6 +334,7 @@ fn dispatcher_thread(
         margin_cap_ns: prep.margin_cap,
         breathers: le.breathers,
         breathers_partnered: le.breathers_partnered,
+        relayed: le.relayed,
         woke_late: le.woke_late,
         woke_late_stolen: le.woke_late_stolen,
         spun_through: le.spun_through,

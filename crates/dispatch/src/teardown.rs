@@ -23,6 +23,8 @@ pub struct CpuResult {
     pub breathers: u64,
     /// Of those, the ones a partner thread woke the loop from ([`crate::partner`]).
     pub breathers_partnered: u64,
+    /// Releases the partner fired while the loop was in such a breather.
+    pub relayed: u64,
     pub woke_late: u64,
     /// Late wake-ups during which the hypervisor took the CPU (the margin did not follow them).
     pub woke_late_stolen: u64,

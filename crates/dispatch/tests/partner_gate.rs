@@ -10,7 +10,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Run `tasks` (period, offset) of `mark` for 1.2 s on the last CPU, watched at 400 ms (a breather
-/// due every 100 ms): (breathers, breathers the partner woke the loop from).
+/// due every 100 ms): (breathers, breathers the partner woke the loop from). Every release of the
+/// plan is fired once or counted missed, whoever fired it (the partner fires those that fall due
+/// in its breathers).
 fn breathers(tasks: &[(&str, &str)]) -> (u64, u64) {
     let mut text = String::from("[plan]\nduration = \"1200ms\"\n");
     for (i, (period, offset)) in tasks.iter().enumerate() {
@@ -35,7 +37,21 @@ fn breathers(tasks: &[(&str, &str)]) -> (u64, u64) {
     let progress = progress_for(&p);
     let o = execute(p, &cfg, stop, progress).unwrap();
     assert_eq!(o.cpus.len(), 1);
-    (o.cpus[0].breathers, o.cpus[0].breathers_partnered)
+    let c = &o.cpus[0];
+    for (s, (period, _)) in o.slots.iter().zip(tasks) {
+        let period = punctual_time::parse_duration_ns(period).unwrap();
+        let planned = 1_200_000_000 / period;
+        let (fired, missed) = (s.stats.releases, s.stats.lateness.missed_periods());
+        assert_eq!(
+            fired + missed,
+            planned,
+            "{} fired (the partner {} of them) and {missed} missed",
+            fired,
+            c.relayed
+        );
+    }
+    assert!(c.relayed <= c.breathers_partnered * punctual_dispatch::engine::RELAY_MAX as u64);
+    (c.breathers, c.breathers_partnered)
 }
 
 #[test]

@@ -78,6 +78,7 @@ fn outcome(trip: Option<Trip>) -> Outcome {
             margin_cap_ns: 454_545,
             breathers: 3,
             breathers_partnered: 0,
+            relayed: 0,
             woke_late: 7,
             woke_late_stolen: 2,
             spun_through: 0,

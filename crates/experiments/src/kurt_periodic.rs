@@ -1579,6 +1579,7 @@ mod tests {
                 margin_cap_ns: 125_000,
                 breathers: 3,
                 breathers_partnered: 0,
+                relayed: 0,
                 woke_late: 2,
                 woke_late_stolen: 0,
                 spun_through: 0,

@@ -23,6 +23,12 @@ pub trait ActionImpl: Send {
     fn short(&self) -> bool {
         self.delegated()
     }
+    /// Short work that any thread may do, at no cost to the loop's CPU's own state (a mark, a
+    /// datagram from a socket that is not bound to a CPU): the loop's breath partner may fire it
+    /// in the loop's place ([`crate::engine::Actions::relay`]).
+    fn relayable(&self) -> bool {
+        false
+    }
     /// Ready to run (a wake channel has its client).
     fn ready(&self) -> bool {
         true
@@ -64,6 +70,9 @@ pub struct Mark;
 
 impl ActionImpl for Mark {
     fn short(&self) -> bool {
+        true
+    }
+    fn relayable(&self) -> bool {
         true
     }
     #[inline]
@@ -136,5 +145,11 @@ impl Actions for RealActions {
     }
     fn wait_client(&self, action: u16, timeout_ns: u64) {
         self.get(action).wait_client(timeout_ns)
+    }
+    fn relay(&mut self, action: u16) -> Option<&mut dyn ActionImpl> {
+        match self.items[action as usize].as_deref_mut() {
+            Some(a) if a.relayable() => Some(a),
+            _ => None,
+        }
     }
 }

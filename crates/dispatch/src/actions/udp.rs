@@ -52,6 +52,10 @@ impl ActionImpl for Udp {
     fn short(&self) -> bool {
         true
     }
+    /// A connected socket sends from any thread, and its counts are the action's own.
+    fn relayable(&self) -> bool {
+        true
+    }
     #[inline]
     fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired {
         self.buf[0..8].copy_from_slice(&seq.to_le_bytes());

@@ -24,6 +24,7 @@
 mod record;
 mod sources;
 
+use crate::partner::{Breathed, Relay};
 pub use crate::slot::SlotSpec;
 use punctual_explain::{LateLog, StallKind, StallLog};
 use punctual_periodic::channel::Ack;
@@ -34,6 +35,7 @@ use record::{collect_owed_reports, count_missed, log_late, log_missed, publish, 
 pub use record::{LOG_MISSED_MAX, OWN_WORK_NS};
 use sources::{Sources, Timed};
 use std::cmp::Reverse;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Sleeps longer than this are cut into pieces, so a stop request is seen within it (and within a
@@ -123,6 +125,12 @@ pub trait Actions {
     /// For a delegated action: how the release its last report (from `fire` or `finish`) is
     /// about was handed over (`--explain` reads it; `None`: not known).
     fn handed(&self, _action: u16) -> Option<Handed> {
+        None
+    }
+    /// The action itself, when it is short work any thread may fire (a mark, a datagram): the
+    /// loop hands such a release to its breath partner for the breather it blocks in
+    /// ([`crate::partner::Relay`]). `None`: only the loop fires it.
+    fn relay(&mut self, _action: u16) -> Option<&mut dyn crate::actions::ActionImpl> {
         None
     }
 }
@@ -319,6 +327,8 @@ pub struct LoopEnd {
     pub breathers: u64,
     /// Of those, the ones a partner woke the loop from (no timer).
     pub breathers_partnered: u64,
+    /// Releases the partner fired while the loop was in its breather ([`crate::partner::Relay`]).
+    pub relayed: u64,
     /// Kernel wake-ups that came after the target itself.
     pub woke_late: u64,
     /// Of those, the ones during which the hypervisor took the CPU (left out of the margin).
@@ -454,114 +464,112 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         ..LoopEnd::default()
     };
     let mut between = Between::default();
+    // Releases a breather handed to the partner, `sources` already past them: taken first, in
+    // order (fired by the partner, else by the loop, back first).
+    let mut held: VecDeque<Held> = VecDeque::with_capacity(RELAY_MAX);
 
     loop {
-        if stop.load(Ordering::Relaxed) {
+        if held.is_empty() && stop.load(Ordering::Relaxed) {
             break;
         }
-        let Some(r) = sources.next(cfg, slots, &*actions) else {
-            break;
+        let (r, mut firing, mut advanced) = match held.pop_front() {
+            Some(h) => (h.r, h.fired, true),
+            None => match sources.next(cfg, slots, &*actions) {
+                Some(r) => (r, None, false),
+                None => break,
+            },
         };
         if r.target >= cfg.end {
             break;
         }
         let act_at = r.act_at;
-        // Long sleeps in slices, so a stop request is seen.
+        let action = slots[r.slot].action;
         let now = clock.now();
-        let m = margin.margin();
-        between.top(now, &mut end.stalls);
-        if act_at > now && act_at - now > m + breather.slice() {
-            clock.sleep_until(now + breather.slice());
-            breather.blocked(clock.now());
-            between.slept();
-            continue;
+        let mut w = None;
+        // The loop breathed before this release, and fires it itself.
+        let mut behind_breather = false;
+        if firing.is_none() {
+            let m = margin.margin();
+            between.top(now, &mut end.stalls);
+            // Long sleeps in slices, so a stop request is seen.
+            if !advanced && act_at > now && act_at - now > m + breather.slice() {
+                clock.sleep_until(now + breather.slice());
+                breather.blocked(clock.now());
+                between.slept();
+                continue;
+            }
+            let m = first_margin(cfg, m, end.spun_through == 0 && !slept_once);
+            let gap = act_at.saturating_sub(now);
+            let m = spin_margin(cfg, &margin, m, gap, &mut end.spun_through);
+            let breathed = !advanced && breather.due(now, gap, m, margin.needed());
+            if breathed {
+                let ahead = (&mut sources, cfg, slots, &mut held);
+                if breathe(clock, &mut breather, &mut end, (&r, action), actions, ahead) {
+                    // `r` went to the partner, and is the first held. The partner fired what
+                    // came due until the loop took the rest back, from its own thread, after
+                    // its way back: those the loop fires came after the breather, not behind it.
+                    firing = held.pop_front().and_then(|h| h.fired);
+                    advanced = true;
+                } else {
+                    behind_breather = true;
+                }
+            }
+            if firing.is_none() {
+                let (waited, x) = wait_and_fire(
+                    clock,
+                    actions,
+                    (&r, action),
+                    m,
+                    (&mut end, &mut breather, heartbeat),
+                    (!breathed).then_some(now),
+                    (&mut steal, &mut margin),
+                );
+                slept_once |= waited.slept;
+                w = Some(waited);
+                firing = Some(x);
+            }
         }
-        let auto = matches!(cfg.margin, MarginPolicy::Auto);
-        let m = first_margin(cfg, m, end.spun_through == 0 && !slept_once);
-        let gap = act_at.saturating_sub(now);
-        // Closer than the kernel can wake the loop (and within what the CPU's budget allows each
-        // release): a sleep would only make the release late, so the loop spins through.
-        let dense = gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap;
-        let m = if auto && (dense || gap <= cfg.spin_below) {
-            end.spun_through += 1;
-            u64::MAX
-        } else {
-            m
-        };
-        let breathed = breather.due(now, gap, m, margin.needed());
-        if breathed {
-            breathe(clock, &mut breather, &mut end, act_at);
-        }
-        let Waited {
-            wake: w,
-            slept,
-            on_client,
-        } = wait_for(
-            clock,
-            &*actions,
-            (act_at, slots[r.slot].action),
-            m,
-            &mut end,
-            &mut breather,
-            (!breathed).then_some(now),
-            |at| steal.before_sleep(at, act_at, m, &mut margin),
-        );
-        note_wait(&mut end.stalls, &w, slept);
-        slept_once |= slept;
-        if slept {
-            note_wake(&w, &mut breather, &mut end, &mut margin, &mut steal);
-        }
+        let Firing {
+            started,
+            fired,
+            done,
+        } = firing.expect("fired by the loop or its partner");
+        let relayed = w.is_none();
         let slot = r.slot;
         let spec = &slots[slot];
-        heartbeat.begin(spec.action, w.done);
-        let last_read = (w.done > w.before_done).then_some(w.before_done);
-        actions.spin_read(spec.action, last_read);
-        let started = clock.now();
-        let fired = actions.fire(spec.action, r.target, r.seq, r.data);
-        let done = clock.now();
-        heartbeat.end();
-        if actions.short(spec.action) {
-            end.stalls.note(StallKind::Busy, started, done);
-        }
         let delegated = actions.delegated(spec.action);
 
-        let behind = breathed || (now > act_at && prev_work >= now - act_at);
-        prev_work = done - started;
+        // A release the partner fired came in a breather, as did one the loop fired after it.
+        let behind = relayed || behind_breather || (now > act_at && prev_work >= now - act_at);
+        let (slept, on_client) = w
+            .as_ref()
+            .map_or((false, false), |w| (w.slept, w.on_client));
+        let last_read = w.as_ref().and_then(|w| w.last_read);
         let timed = Timed {
             behind,
             started,
             done,
             fired,
             slept,
-            woke: w.woke,
+            woke: w.as_ref().map_or(started, |w| w.wake.woke),
             last_read,
             own_from: between.own_from(act_at, behind || slept || on_client || last_read.is_some()),
         };
-        between.done(done);
-        let lateness = record_release(&mut stats[slot], spec, delegated, &r, &timed);
-        if stats[slot].late.enabled() {
-            log_late(
-                &mut stats[slot],
-                slot,
-                &r,
-                &timed,
-                delegated,
-                actions.handed(spec.action),
-            );
+        if relayed {
+            // Not the loop's own work: no bookkeeping stretch from its end.
+            between.slept();
+        } else {
+            prev_work = done - started;
+            between.done(done);
         }
-        if delegated {
-            stats[slot].handed_own_from = timed.own_from;
-        }
-        if spec.movable {
-            sources.watch_phase(&mut stats[slot], slots, &r, &timed, delegated, cfg);
-        }
-        if let Some(missed) = sources.advance(cfg, spec, &r, done, &*actions) {
-            if stats[slot].late.enabled() {
-                log_missed(&mut stats[slot], slot, spec, &r, &timed, missed);
-            }
-            count_missed(&mut stats[slot], &progress[slot], missed);
-        }
-        publish(&progress[slot], &stats[slot], lateness);
+        settle(
+            (&mut stats[slot], &progress[slot]),
+            (slots, cfg),
+            &mut sources,
+            &*actions,
+            (&r, &timed, delegated),
+            advanced,
+        );
         heartbeat
             .margin_ns
             .store(margin.margin(), Ordering::Relaxed);
@@ -579,6 +587,42 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
     end
 }
 
+/// Count release `r`, timed `t`, in its slot: its lateness, the late log, a movable task's phase,
+/// the releases whose instants it ran past (unless `sources` is already past it: `advanced`), and
+/// the live figures.
+#[inline(always)]
+fn settle<A: Actions + ?Sized>(
+    (st, pr): (&mut SlotStats, &SlotProgress),
+    (slots, cfg): (&[SlotSpec], &LoopConfig),
+    sources: &mut Sources,
+    actions: &A,
+    (r, t, delegated): (&sources::Release, &Timed, bool),
+    advanced: bool,
+) {
+    let slot = r.slot;
+    let spec = &slots[slot];
+    let lateness = record_release(st, spec, delegated, r, t);
+    if st.late.enabled() {
+        log_late(st, slot, r, t, delegated, actions.handed(spec.action));
+    }
+    if delegated {
+        st.handed_own_from = t.own_from;
+    }
+    if spec.movable {
+        sources.watch_phase(st, slots, r, t, delegated, cfg);
+    }
+    if let Some(missed) = (!advanced)
+        .then(|| sources.advance(cfg, spec, r, t.done, actions))
+        .flatten()
+    {
+        if st.late.enabled() {
+            log_missed(st, slot, spec, r, t, missed);
+        }
+        count_missed(st, pr, missed);
+    }
+    publish(pr, st, lateness);
+}
+
 /// How the loop waited for a release ([`wait_for`]).
 struct Waited {
     wake: punctual_time::Wake,
@@ -587,6 +631,62 @@ struct Waited {
     slept: bool,
     /// It blocked first until a client on its CPU came back (its own work did not run on).
     on_client: bool,
+    /// The spin's clock read before the one that found the instant passed ([`Timed::last_read`]).
+    last_read: Option<u64>,
+}
+
+/// One firing: when it started and ended, on the loop's clock, and how it went.
+struct Firing {
+    started: u64,
+    fired: Fired,
+    done: u64,
+}
+
+/// The wait for release `r` of `action` ([`wait_for`], its stalls noted, a sleep's wake-up taught
+/// to the margin), then its firing, watched by the heartbeat.
+#[inline(always)]
+fn wait_and_fire<C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    actions: &mut A,
+    (r, action): (&sources::Release, u16),
+    m: u64,
+    (end, breather, heartbeat): (&mut LoopEnd, &mut Breather, &Heartbeat),
+    from: Option<u64>,
+    (steal, margin): (&mut StealWatch, &mut AutoMargin),
+) -> (Waited, Firing) {
+    let act_at = r.act_at;
+    let mut w = wait_for(
+        clock,
+        &*actions,
+        (act_at, action),
+        m,
+        end,
+        breather,
+        from,
+        |at| steal.before_sleep(at, act_at, m, margin),
+    );
+    note_wait(&mut end.stalls, &w.wake, w.slept);
+    if w.slept {
+        note_wake(&w.wake, breather, end, margin, steal);
+    }
+    heartbeat.begin(action, w.wake.done);
+    w.last_read = (w.wake.done > w.wake.before_done).then_some(w.wake.before_done);
+    actions.spin_read(action, w.last_read);
+    let started = clock.now();
+    let fired = actions.fire(action, r.target, r.seq, r.data);
+    let done = clock.now();
+    heartbeat.end();
+    if actions.short(action) {
+        end.stalls.note(StallKind::Busy, started, done);
+    }
+    (
+        w,
+        Firing {
+            started,
+            fired,
+            done,
+        },
+    )
 }
 
 /// The wait for a release at `act_at`: the clients on the loop's CPU let finish
@@ -648,6 +748,7 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
         slept,
         wake,
         on_client,
+        last_read: None,
     }
 }
 
@@ -722,14 +823,72 @@ fn yield_to_clients<C: Clock + ?Sized, A: Actions + ?Sized>(
     }
 }
 
-/// A breather before the release due at `act_at`: woken by the partner where it stands by for
-/// one without room, else a timed pause. Either is a wait the loop chose: one that ran past the
-/// release is a stall.
-fn breathe<C: Clock + ?Sized>(clock: &C, breather: &mut Breather, end: &mut LoopEnd, act_at: u64) {
+/// The most releases one breather hands the partner: the one it lands on and those after it.
+pub const RELAY_MAX: usize = 8;
+/// ... within this much of the first: a breather came back after 20-50 us here.
+pub const RELAY_AHEAD_NS: u64 = 100_000;
+
+/// A release taken from [`Sources`] for a breather's partner, fired by it or not (yet).
+struct Held<'e> {
+    r: sources::Release<'e>,
+    fired: Option<Firing>,
+}
+
+/// A breather before release `r` of `action`: woken by the partner where it stands by for one
+/// without room, else a timed pause. Either is a wait the loop chose: one that ran past the
+/// release is a stall. Where any thread may fire the action ([`Actions::relay`]), the partner is
+/// handed `r` and the releases of the same action that follow it ([`RELAY_MAX`],
+/// [`RELAY_AHEAD_NS`]), taken from `sources` into `held`, and fires each at its instant while the
+/// loop is not back. Returns whether it was: `r` is then the first held.
+fn breathe<'e, C: Clock + ?Sized, A: Actions + ?Sized>(
+    clock: &C,
+    breather: &mut Breather,
+    end: &mut LoopEnd,
+    (r, action): (&sources::Release<'e>, u16),
+    actions: &mut A,
+    (sources, cfg, slots, held): (
+        &mut Sources,
+        &LoopConfig<'e>,
+        &[SlotSpec],
+        &mut VecDeque<Held<'e>>,
+    ),
+) -> bool {
     let from = clock.now();
+    let act_at = r.act_at;
+    let partnered = breather.take_partnered();
+    let handed = partnered && actions.relay(action).is_some();
+    let breathed = if !partnered {
+        Breathed::default()
+    } else if !handed {
+        breather.partner_breathe(None)
+    } else {
+        take_ahead(sources, cfg, slots, &*actions, *r, held);
+        let a = actions.relay(action).expect("relayable");
+        let at = held[0].r.act_at;
+        let mut k = 0;
+        let mut fire = || {
+            let h = &mut held[k];
+            while clock.now() < h.r.act_at {
+                std::hint::spin_loop();
+            }
+            let started = clock.now();
+            let fired = a.fire(h.r.target, h.r.seq, h.r.data);
+            h.fired = Some(Firing {
+                started,
+                fired,
+                done: clock.now(),
+            });
+            k += 1;
+            held.get(k).map(|h| h.r.act_at)
+        };
+        breather.partner_breathe(Some(Relay {
+            at,
+            fire: &mut fire,
+        }))
+    };
     // The partner's wake-up is when the loop's was due: before it the loop idled by its own
     // choice (`dispatcher`), after it its CPU had to bring it back.
-    let due = if let Some(woke_at) = breather.partnered() {
+    let due = if let Some(woke_at) = breathed.woke_at {
         end.breathers_partnered += 1;
         woke_at.clamp(from, clock.now())
     } else {
@@ -737,10 +896,65 @@ fn breathe<C: Clock + ?Sized>(clock: &C, breather: &mut Breather, end: &mut Loop
         from + BREATHER_NS
     };
     end.breathers += 1;
+    end.relayed += held.iter().filter(|h| h.fired.is_some()).count() as u64;
     let woke = clock.now();
     breather.blocked(woke);
     if woke > act_at {
         end.stalls.note(StallKind::Timer, due, woke);
+    }
+    handed
+}
+
+/// Take `r` and the releases of its action that follow it within [`RELAY_AHEAD_NS`] (at most
+/// [`RELAY_MAX`] in all, none of a task that moves its phase, none past the run's end) from
+/// `sources` into `held`, as if each was fired on time.
+fn take_ahead<'e, A: Actions + ?Sized>(
+    sources: &mut Sources,
+    cfg: &LoopConfig<'e>,
+    slots: &[SlotSpec],
+    actions: &A,
+    r: sources::Release<'e>,
+    held: &mut VecDeque<Held<'e>>,
+) {
+    let action = slots[r.slot].action;
+    let mut cur = r;
+    loop {
+        // Fired at its instant, nothing after it is missed.
+        sources.advance(cfg, &slots[cur.slot], &cur, cur.act_at, actions);
+        held.push_back(Held {
+            r: cur,
+            fired: None,
+        });
+        if held.len() >= RELAY_MAX {
+            return;
+        }
+        match sources.next(cfg, slots, actions) {
+            Some(n)
+                if slots[n.slot].action == action
+                    && !slots[n.slot].movable
+                    && n.target < cfg.end
+                    && n.act_at <= r.act_at.saturating_add(RELAY_AHEAD_NS) =>
+            {
+                cur = n
+            }
+            _ => return,
+        }
+    }
+}
+
+/// The margin `m` the loop sleeps to before a release `gap` away, or `u64::MAX` when it spins
+/// through (counted in `spun`): with the automatic margin, closer than the kernel can wake the loop
+/// (and within what the CPU's budget allows each release), where a sleep would only make the
+/// release late, or closer than [`LoopConfig::spin_below`].
+#[inline(always)]
+fn spin_margin(cfg: &LoopConfig, margin: &AutoMargin, m: u64, gap: u64, spun: &mut u64) -> u64 {
+    let auto = matches!(cfg.margin, MarginPolicy::Auto);
+    let dense = gap <= margin.needed().saturating_add(MIN_SLEEP_NS) && gap <= cfg.margin_cap;
+    if auto && (dense || gap <= cfg.spin_below) {
+        *spun += 1;
+        u64::MAX
+    } else {
+        m
     }
 }
 
@@ -834,13 +1048,15 @@ impl<'a> Breather<'a> {
         b
     }
 
-    /// Take the breather [`Breather::due`] chose through the partner: when the partner woke it,
-    /// if it blocked there (else the caller pauses on its timer).
-    fn partnered(&mut self) -> Option<u64> {
-        if !std::mem::take(&mut self.partnered) {
-            return None;
-        }
-        self.partner.and_then(|p| p.breathe())
+    /// Whether the breather [`Breather::due`] chose is the partner's (asked once).
+    fn take_partnered(&mut self) -> bool {
+        std::mem::take(&mut self.partnered) && self.partner.is_some()
+    }
+
+    /// Take the partner's breather, handing it `relay` ([`crate::partner::Breath::breathe`]).
+    fn partner_breathe(&self, relay: Option<Relay<'_>>) -> Breathed {
+        self.partner
+            .map_or_else(Breathed::default, |p| p.breathe(relay))
     }
 
     /// The longest sleep: [`SLEEP_SLICE_NS`], or the interval between breathers when shorter.

@@ -28,6 +28,7 @@ pub(super) struct Sources {
 }
 
 /// The next release, as [`Sources::next`] chose it.
+#[derive(Clone, Copy)]
 pub(super) struct Release<'e> {
     /// When the dispatcher acts: the release instant less the action's lead.
     pub(super) act_at: u64,

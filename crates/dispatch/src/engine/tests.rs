@@ -42,6 +42,27 @@ struct Fake {
     /// The client comes back this long after reading its clock at its instant.
     back_late: u64,
     asked: std::cell::RefCell<Vec<(u64, Option<u64>)>>,
+    /// The one action is handed to a breath partner ([`Actions::relay`]): its firings there.
+    relay_to: Option<RelayLog>,
+}
+
+/// A relayable action on the manual clock: each firing logged as (target, seq, at).
+struct RelayLog {
+    clock: ManualClock,
+    log: Vec<(u64, u64, u64)>,
+}
+
+impl crate::actions::ActionImpl for RelayLog {
+    fn relayable(&self) -> bool {
+        true
+    }
+    fn fire(&mut self, target: u64, seq: u64, _: &[u8]) -> Fired {
+        self.log.push((target, seq, self.clock.now()));
+        Fired {
+            error: false,
+            previous: None,
+        }
+    }
 }
 
 impl Fake {
@@ -71,11 +92,17 @@ impl Fake {
             stall_in_question: std::cell::Cell::new(None),
             back_late: 0,
             asked: Default::default(),
+            relay_to: None,
         }
     }
 }
 
 impl Actions for Fake {
+    fn relay(&mut self, _: u16) -> Option<&mut dyn crate::actions::ActionImpl> {
+        self.relay_to
+            .as_mut()
+            .map(|r| r as &mut dyn crate::actions::ActionImpl)
+    }
     fn lead(&self, action: u16) -> u64 {
         self.leads
             .get(action as usize)
@@ -1364,8 +1391,25 @@ fn spin_through(
     interval: u64,
     partner: Option<&FakePartner>,
 ) -> (LoopEnd, Fake) {
+    spin_through_relaying(clock, events, interval, partner, false)
+}
+
+/// [`spin_through`], the action handed to the partner for its breathers when `relay`.
+fn spin_through_relaying(
+    clock: &ManualClock,
+    events: &[Event],
+    interval: u64,
+    partner: Option<&FakePartner>,
+    relay: bool,
+) -> (LoopEnd, Fake) {
     let slots = event_slot();
     let mut fake = Fake::new(clock, 1);
+    if relay {
+        fake.relay_to = Some(RelayLog {
+            clock: clock.clone(),
+            log: vec![],
+        });
+    }
     let mut stats = vec![SlotStats::new(false)];
     let progress = vec![SlotProgress::default()];
     let cfg = LoopConfig {
@@ -1974,14 +2018,29 @@ impl crate::partner::Breath for FakePartner {
             .saturating_add(self.ready_after);
         !self.roomy.load(Ordering::Relaxed) && due != u64::MAX && self.clock.peek() >= from
     }
-    fn breathe(&self) -> Option<u64> {
+    fn breathe(&self, relay: Option<crate::partner::Relay<'_>>) -> crate::partner::Breathed {
         if !self.ready() {
-            return None;
+            return crate::partner::Breathed::default();
         }
-        self.clock.advance(self.lasts);
+        let back = self.clock.peek() + self.lasts;
+        // The releases handed over that come due before the loop is back are fired at their
+        // instants.
+        let mut relayed = false;
+        if let Some(crate::partner::Relay { at, fire }) = relay {
+            let mut next = Some(at);
+            while let Some(at) = next.filter(|&at| at < back) {
+                self.clock.advance(at.saturating_sub(self.clock.peek()));
+                next = fire();
+                relayed = true;
+            }
+        }
+        self.clock.advance(back.saturating_sub(self.clock.peek()));
         self.served.fetch_add(1, Ordering::Relaxed);
-        // It woke the loop halfway through.
-        Some(self.clock.peek() - self.lasts / 2)
+        crate::partner::Breathed {
+            // It woke the loop halfway through.
+            woke_at: Some(back - self.lasts / 2),
+            relayed,
+        }
     }
 }
 
@@ -2044,6 +2103,48 @@ fn a_partnered_breather_is_logged_from_the_partners_wake_up() {
         // The fake partner woke the loop halfway through its 30 us.
         assert!((15_000..16_000).contains(&(s.to - s.from)), "{s:?}");
     }
+}
+
+/// The releases a partner's breather would make late are handed to the partner, which fires each
+/// at its instant: a 45 us breather before releases 10 us apart makes none late, and every release
+/// is fired once, by one of the two.
+#[test]
+fn the_releases_a_partnered_breather_runs_over_are_fired_by_the_partner_on_time() {
+    let events: Vec<Event> = (0..100_000u64)
+        .map(|k| Event::new(k * 10_000, 0, &[]))
+        .collect();
+    let late = |fake: &Fake| {
+        let relayed = fake.relay_to.as_ref().map_or(&[][..], |r| &r.log[..]);
+        let mut all: Vec<(u64, u64)> = fake.log.iter().map(|l| (l.2, l.3 - l.1)).collect();
+        all.extend(relayed.iter().map(|r| (r.1, r.2 - r.0)));
+        all.sort_unstable();
+        // Each release once.
+        assert_eq!(all.len(), events.len());
+        assert!(all.iter().enumerate().all(|(k, a)| a.0 == k as u64));
+        all.iter().map(|a| a.1).max().unwrap()
+    };
+    // Not handed over: the releases the breather lands on are late.
+    let clock = vm_clock();
+    let p = FakePartner::new(&clock, 50_000, 45_000);
+    let (e, fake) = spin_through_relaying(&clock, &events, 10_000, Some(&p), false);
+    assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
+    assert_eq!(e.relayed, 0);
+    assert!(late(&fake) > 10_000, "{} ns", late(&fake));
+    // Handed over: the partner fires them, and the loop is back for the one after.
+    let clock = vm_clock();
+    let p = FakePartner::new(&clock, 50_000, 45_000);
+    let (e, fake) = spin_through_relaying(&clock, &events, 10_000, Some(&p), true);
+    assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
+    // Four or five a breather: those due in its 45 us.
+    assert!(
+        (4 * e.breathers_partnered..=5 * e.breathers_partnered).contains(&e.relayed),
+        "{} of {} breathers",
+        e.relayed,
+        e.breathers_partnered
+    );
+    let relayed = fake.relay_to.as_ref().unwrap().log.len() as u64;
+    assert_eq!(relayed, e.relayed);
+    assert!(late(&fake) < 10_000, "a release {} ns late", late(&fake));
 }
 
 #[test]
