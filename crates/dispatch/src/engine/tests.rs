@@ -1986,6 +1986,8 @@ struct FakePartner {
     roomy: AtomicBool,
     rooms: AtomicU64,
     served: AtomicU64,
+    /// For each breather handed releases: how far off the first was (ns; negative: past).
+    ahead: std::sync::Mutex<Vec<i64>>,
 }
 
 impl FakePartner {
@@ -1998,6 +2000,7 @@ impl FakePartner {
             roomy: AtomicBool::new(false),
             rooms: AtomicU64::new(0),
             served: AtomicU64::new(0),
+            ahead: Default::default(),
         }
     }
 }
@@ -2027,6 +2030,8 @@ impl crate::partner::Breath for FakePartner {
         // instants.
         let mut relayed = false;
         if let Some(crate::partner::Relay { at, fire }) = relay {
+            let off = at as i64 - self.clock.peek() as i64;
+            self.ahead.lock().unwrap().push(off);
             let mut next = Some(at);
             while let Some(at) = next.filter(|&at| at < back) {
                 self.clock.advance(at.saturating_sub(self.clock.peek()));
@@ -2145,6 +2150,65 @@ fn the_releases_a_partnered_breather_runs_over_are_fired_by_the_partner_on_time(
     let relayed = fake.relay_to.as_ref().unwrap().log.len() as u64;
     assert_eq!(relayed, e.relayed);
     assert!(late(&fake) < 10_000, "a release {} ns late", late(&fake));
+}
+
+/// A loop that reaches the release its partner's breather is due before already late (its
+/// previous action ran over) fires that one itself and breathes before the next: a release
+/// handed over past its instant is late by the hand-over.
+#[test]
+fn a_partnered_breather_waits_for_a_release_the_partner_can_take_in_time() {
+    let events: Vec<Event> = (0..100_000u64)
+        .map(|k| Event::new(k * 10_000, 0, &[]))
+        .collect();
+    let run = |stall: bool| {
+        let clock = vm_clock();
+        let p = FakePartner::new(&clock, 50_000, 25_000);
+        let slots = event_slot();
+        let mut fake = Fake::new(&clock, 1);
+        fake.relay_to = Some(RelayLog {
+            clock: clock.clone(),
+            log: vec![],
+        });
+        // The breather comes due at 100 ms, at the top for the release after the one due at
+        // 100 ms (the 9,901st), which ran 12 us: past the next instant.
+        if stall {
+            fake.long_once = Some((0, 9_900, 12_000));
+        }
+        let mut stats = vec![SlotStats::new(false)];
+        let cfg = LoopConfig {
+            interval: 10_000,
+            breather_every: Some(100_000_000),
+            partner: Some(&p as &dyn crate::partner::Breath),
+            shielded: true,
+            spin_below: SHIELDED_SPIN_BELOW_NS,
+            events: &events,
+            event_slot: &[Some(0)],
+            ..loop_cfg(1_000_000, u64::MAX)
+        };
+        let e = dispatch(
+            &clock,
+            &cfg,
+            &slots,
+            &mut stats,
+            &mut fake,
+            &AtomicBool::new(false),
+            &[SlotProgress::default()],
+            &Heartbeat::default(),
+            StallLog::new(10_000),
+        );
+        assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
+        let ahead = p.ahead.lock().unwrap().clone();
+        assert_eq!(ahead.len() as u64, e.breathers_partnered);
+        ahead
+    };
+    // The loop keeps its pace: each breather hands over a release 9-10 us off.
+    assert!(run(false).iter().all(|&a| a >= 9_000), "{:?}", run(false));
+    // The first breather came due with the loop 2 us late: it waited for the next release.
+    let ahead = run(true);
+    assert!(
+        ahead.iter().all(|&a| a >= PARTNER_GAP_MIN_NS as i64),
+        "{ahead:?}"
+    );
 }
 
 #[test]
