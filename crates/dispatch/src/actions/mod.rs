@@ -7,7 +7,7 @@ pub mod plugin;
 pub mod udp;
 pub mod wake;
 
-use crate::engine::{Actions, Fired, Handed};
+use crate::engine::{Actions, Fire, Fired, Handed};
 use punctual_periodic::channel::Ack;
 use punctual_stats::Recorder;
 
@@ -25,7 +25,7 @@ pub trait ActionImpl: Send {
     }
     /// Short work that any thread may do, at no cost to the loop's CPU's own state (a mark, a
     /// datagram from a socket that is not bound to a CPU): the loop's breath partner may fire it
-    /// in the loop's place ([`crate::engine::Actions::relay`]).
+    /// in the loop's place ([`Actions::relay`]).
     fn relayable(&self) -> bool {
         false
     }
@@ -146,10 +146,17 @@ impl Actions for RealActions {
     fn wait_client(&self, action: u16, timeout_ns: u64) {
         self.get(action).wait_client(timeout_ns)
     }
-    fn relay(&mut self, action: u16) -> Option<&mut dyn ActionImpl> {
-        match self.items[action as usize].as_deref_mut() {
+    fn relay(&mut self, action: u16) -> Option<&mut dyn Fire> {
+        match self.items[action as usize].as_mut() {
             Some(a) if a.relayable() => Some(a),
             _ => None,
         }
+    }
+}
+
+impl Fire for Box<dyn ActionImpl> {
+    #[inline]
+    fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired {
+        ActionImpl::fire(&mut **self, target, seq, data)
     }
 }

@@ -130,9 +130,15 @@ pub trait Actions {
     /// The action itself, when it is short work any thread may fire (a mark, a datagram): the
     /// loop hands such a release to its breath partner for the breather it blocks in
     /// ([`crate::partner::Relay`]). `None`: only the loop fires it.
-    fn relay(&mut self, _action: u16) -> Option<&mut dyn crate::actions::ActionImpl> {
+    fn relay(&mut self, _action: u16) -> Option<&mut dyn Fire> {
         None
     }
+}
+
+/// An action any thread may fire ([`Actions::relay`]).
+pub trait Fire: Send {
+    /// Perform the action for the release at `target`.
+    fn fire(&mut self, target: u64, seq: u64, data: &[u8]) -> Fired;
 }
 
 /// How a delegated release was handed over, for explaining it when its client reports it late.

@@ -52,10 +52,7 @@ struct RelayLog {
     log: Vec<(u64, u64, u64)>,
 }
 
-impl crate::actions::ActionImpl for RelayLog {
-    fn relayable(&self) -> bool {
-        true
-    }
+impl Fire for RelayLog {
     fn fire(&mut self, target: u64, seq: u64, _: &[u8]) -> Fired {
         self.log.push((target, seq, self.clock.now()));
         Fired {
@@ -98,10 +95,8 @@ impl Fake {
 }
 
 impl Actions for Fake {
-    fn relay(&mut self, _: u16) -> Option<&mut dyn crate::actions::ActionImpl> {
-        self.relay_to
-            .as_mut()
-            .map(|r| r as &mut dyn crate::actions::ActionImpl)
+    fn relay(&mut self, _: u16) -> Option<&mut dyn Fire> {
+        self.relay_to.as_mut().map(|r| r as &mut dyn Fire)
     }
     fn lead(&self, action: u16) -> u64 {
         self.leads
