@@ -293,24 +293,45 @@ pub fn group_shift(
 }
 
 /// Whether task `s` at phase `a` keeps clear of task `o` at phase `b`: the actions' own time, and
-/// their lead-ins where both are on one CPU. Not periodic: nothing to collide with.
+/// their spans before the instant on a CPU both keep busy: a client's lead-in against another's
+/// ([`SlotSpec::lead_in`]) or against the loop's spin for a hand-over elsewhere
+/// ([`SlotSpec::loop_in`]). Two such spins are the loop's to order (its releases come one after
+/// the other), and at their caps they would leave no room to move on a machine whose clients
+/// have a CPU each. Not periodic: nothing to collide with.
 fn apart(s: &SlotSpec, a: u64, o: &SlotSpec, b: u64) -> bool {
     let (Some(p), Some(q)) = (s.period, o.period) else {
         return true;
     };
-    let (sb, ob) = match (s.lead_in, o.lead_in) {
-        (Some((x, sb)), Some((y, ob))) if x == y => (sb.min(p), ob.min(q)),
-        _ => (0, 0),
-    };
     let span = |w: Option<u64>, before: u64| Some(w.unwrap_or(0).max(1_000) + before);
-    clear(
-        a + p - sb,
-        p,
-        span(s.wcet, sb),
-        b + q - ob,
-        q,
-        span(o.wcet, ob),
-    )
+    let with = |sb: u64, ob: u64| {
+        let (sb, ob) = (sb.min(p), ob.min(q));
+        clear(
+            a + p - sb,
+            p,
+            span(s.wcet, sb),
+            b + q - ob,
+            q,
+            span(o.wcet, ob),
+        )
+    };
+    let pairs = [
+        (s.lead_in, o.lead_in),
+        (s.lead_in, o.loop_in),
+        (s.loop_in, o.lead_in),
+    ];
+    let mut shared = false;
+    for (x, y) in pairs {
+        if let (Some((x, sb)), Some((y, ob))) = (x, y) {
+            if x == y {
+                shared = true;
+                if !with(sb, ob) {
+                    return false;
+                }
+            }
+        }
+    }
+    // With spans on one CPU, the actions' own times are inside them.
+    shared || with(0, 0)
 }
 
 /// Late events of one stream at a fixed spacing (a replay's sends), by index, kept to see whether
@@ -515,6 +536,7 @@ mod tests {
             miss: Default::default(),
             movable: true,
             lead_in: None,
+            loop_in: None,
         }
     }
 
@@ -573,6 +595,7 @@ mod tests {
                 .map(|i| SlotSpec {
                     wcet: None,
                     lead_in: Some((cpu, before)),
+                    loop_in: None,
                     ..spec(p, i * 500_000)
                 })
                 .collect()
@@ -605,6 +628,50 @@ mod tests {
         assert_eq!(next_shift(0, &unplaced, &shifts, None), Some(step));
     }
 
+    /// The loop's spin before a hand-over to a client on another CPU is on the loop's CPU: a
+    /// client there may not move into it.
+    #[test]
+    fn a_move_keeps_clear_of_the_loops_spin_for_a_client_elsewhere() {
+        let p = 10_000_000;
+        let step = (p as f64 * STEP) as u64;
+        // Client 0 on the loop's CPU 1; client 1 on CPU 0, whose hand-over the loop spins for
+        // on CPU 1 up to 300 us before its instant, 150 us after where the first try puts 0.
+        let here = SlotSpec {
+            wcet: None,
+            lead_in: Some((1, 100_000)),
+            ..spec(p, 0)
+        };
+        let elsewhere = SlotSpec {
+            wcet: None,
+            lead_in: Some((0, 100_000)),
+            loop_in: Some((1, 300_000)),
+            movable: false,
+            ..spec(p, step + 150_000)
+        };
+        let shifts = [0u64; 2];
+        assert_eq!(
+            next_shift(0, &[here.clone(), elsewhere.clone()], &shifts, None),
+            Some((2 * step) % p)
+        );
+        // Without the loop's span, only the clients' own CPUs counted: the first try was taken.
+        let unseen = SlotSpec {
+            loop_in: None,
+            ..elsewhere.clone()
+        };
+        assert_eq!(next_shift(0, &[here, unseen], &shifts, None), Some(step));
+        // Two spins of the loop's own are its to order: a client on a third CPU moves into it.
+        let third = SlotSpec {
+            wcet: None,
+            lead_in: Some((2, 100_000)),
+            loop_in: Some((1, 300_000)),
+            ..spec(p, 0)
+        };
+        assert_eq!(
+            next_shift(0, &[third, elsewhere], &shifts, None),
+            Some(step)
+        );
+    }
+
     /// The same 20 clients at their caps: none may move alone, but the group turns together by
     /// a share of the 500 us between them, unless a task that stays is in the way.
     #[test]
@@ -614,6 +681,7 @@ mod tests {
             .map(|i| SlotSpec {
                 wcet: None,
                 lead_in: Some((1, 375_000)),
+                loop_in: None,
                 ..spec(p, i * 500_000)
             })
             .collect();
@@ -627,6 +695,7 @@ mod tests {
         d.push(SlotSpec {
             movable: false,
             lead_in: None,
+            loop_in: None,
             ..spec(p, step + 1)
         });
         assert!(!in_group(0, &d, 20));

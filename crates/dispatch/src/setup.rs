@@ -208,7 +208,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                 wcet: t.wcet,
                 miss: t.miss,
                 movable: cfg.movable.contains(&ti),
-                lead_in: None,
+                ..SlotSpec::default()
             });
             slots.push(SlotInfo {
                 name: t.name.clone(),
@@ -238,7 +238,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
                     wcet: a.wcet,
                     miss: Default::default(),
                     movable: false,
-                    lead_in: None,
+                    ..SlotSpec::default()
                 });
                 slots.push(SlotInfo {
                     name: a.name.clone(),
@@ -324,7 +324,7 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
 
 /// Each `wake` slot's [`SlotSpec::lead_in`] on dispatcher CPU `cpu`: its client's CPU (placed by
 /// `cfg.client_cpus`), for its lead's cap, plus the loop's margin cap when the client shares the
-/// loop's CPU. Caps, not the values of the moment: leads and margins grow during a run (a move
+/// loop's CPU; for a client elsewhere, [`SlotSpec::loop_in`]: the loop's CPU for both caps. Caps, not the values of the moment: leads and margins grow during a run (a move
 /// judged on them put a (d) 20 process 180 us before another's instant, and the loop's spin for
 /// that hand-over later made it late 43 times).
 fn set_lead_ins(
@@ -339,11 +339,14 @@ fn set_lead_ins(
             continue;
         }
         if let Some(&(_, client)) = cfg.client_cpus.iter().find(|(a, _)| *a == s.action) {
-            let loop_too = if client == cpu { margin_cap } else { 0 };
-            s.lead_in = Some((
-                client,
-                lead_caps[s.action as usize].saturating_add(loop_too),
-            ));
+            let cap = lead_caps[s.action as usize];
+            let with_loop = cap.saturating_add(margin_cap);
+            if client == cpu {
+                s.lead_in = Some((client, with_loop));
+            } else {
+                s.lead_in = Some((client, cap));
+                s.loop_in = Some((cpu, with_loop));
+            }
         }
     }
 }
@@ -441,7 +444,8 @@ mod tests {
     use super::*;
 
     /// Three wake tasks and a mark: the wake client on the loop's CPU spans its lead cap and the
-    /// loop's margin cap, the one elsewhere its lead cap; the unplaced one and the mark none.
+    /// loop's margin cap, the one elsewhere its lead cap there and both caps on the loop's CPU;
+    /// the unplaced one and the mark none.
     #[test]
     fn lead_ins_are_caps_on_the_clients_cpus() {
         let text = "[[task]]\nname = \"a\"\nperiod = \"10ms\"\naction = { kind = \"wake\" }\n\
@@ -458,6 +462,7 @@ mod tests {
             miss: t.miss,
             movable: true,
             lead_in: None,
+            loop_in: None,
         };
         let mut specs: Vec<SlotSpec> = plan.tasks.iter().map(spec).collect();
         let cfg = RunConfig {
@@ -470,5 +475,9 @@ mod tests {
         assert_eq!(specs[0].lead_in, Some((1, cap(0) + 40)));
         assert_eq!(specs[1].lead_in, Some((0, cap(1))));
         assert_eq!((specs[2].lead_in, specs[3].lead_in), (None, None));
+        // The loop spins for the hand-over to the client elsewhere on its own CPU, before it.
+        assert_eq!(specs[0].loop_in, None);
+        assert_eq!(specs[1].loop_in, Some((1, cap(1) + 40)));
+        assert_eq!((specs[2].loop_in, specs[3].loop_in), (None, None));
     }
 }

@@ -4,7 +4,7 @@
 use punctual_plan::MissPolicy;
 
 /// One periodic task or one group of events (all events of one action), as the loop sees it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SlotSpec {
     pub name: String,
     pub action: u16,
@@ -22,4 +22,10 @@ pub struct SlotSpec {
     /// cap). A move keeps such spans on one CPU apart ([`crate::rephase::next_shift`]); `None`
     /// (not placed, or not a `wake`): only the action's own time counts.
     pub lead_in: Option<(usize, u64)>,
+    /// A `wake` release handed to a client on another CPU keeps the loop's own CPU busy before
+    /// its instant too: the loop spins its margin there before the hand-over, which comes up to
+    /// the lead's cap before the instant. That CPU, and the two caps together. (A move that left
+    /// it out put a group of clients on the loop's CPU inside those spins: 127 releases of one
+    /// (c) row late by the loop's hold, sixteenth session.)
+    pub loop_in: Option<(usize, u64)>,
 }

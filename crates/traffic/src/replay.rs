@@ -944,6 +944,7 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
         miss: MissPolicy::CatchUp,
         movable: false,
         lead_in: None,
+        loop_in: None,
     }];
     let event_slot = [Some(0usize)];
     let mut stats = [SlotStats::new(false)];

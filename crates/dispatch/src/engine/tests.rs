@@ -222,6 +222,7 @@ fn task(
         miss,
         movable: false,
         lead_in: None,
+        loop_in: None,
     }
 }
 
@@ -337,6 +338,7 @@ fn releases_come_in_time_order_across_tasks_and_events_and_none_is_lost() {
             miss: MissPolicy::Skip,
             movable: false,
             lead_in: None,
+            loop_in: None,
         },
     ];
     let events = [
@@ -1251,6 +1253,7 @@ fn a_wake_group_with_no_room_for_one_turns_together() {
         .map(|i| SlotSpec {
             movable: true,
             lead_in: Some((1, 400_000)),
+            loop_in: None,
             ..task(
                 "w",
                 i,
@@ -1304,6 +1307,7 @@ fn event_slot() -> Vec<SlotSpec> {
         miss: MissPolicy::Skip,
         movable: false,
         lead_in: None,
+        loop_in: None,
     }]
 }
 
