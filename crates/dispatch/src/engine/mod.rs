@@ -840,9 +840,12 @@ pub const PARTNER_GAP_MIN_NS: u64 = 5_000;
 pub const PARTNER_DEFER_MAX_NS: u64 = 1_000_000;
 
 /// The most releases one breather hands the partner: the one it lands on and those after it.
-pub const RELAY_MAX: usize = 8;
-/// ... within this much of the first: a breather came back after 20-50 us here.
-pub const RELAY_AHEAD_NS: u64 = 100_000;
+pub const RELAY_MAX: usize = 32;
+/// ... within this much of the first. The loop came back from a breather 20-120 us after it
+/// blocked here, longer where a kernel worker ran in it. With 100 us, a 10 us plan's loop came
+/// back after its partner had fired all 8 releases it held, and fired the next one 12 us late
+/// (b65, the sixteenth session).
+pub const RELAY_AHEAD_NS: u64 = 300_000;
 
 /// A release taken from [`Sources`] for a breather's partner, fired by it or not (yet).
 struct Held<'e> {

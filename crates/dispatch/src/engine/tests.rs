@@ -2151,6 +2151,32 @@ fn the_releases_a_partnered_breather_runs_over_are_fired_by_the_partner_on_time(
     assert!(late(&fake) < 10_000, "a release {} ns late", late(&fake));
 }
 
+/// A breather in which a kernel worker ran keeps the loop away for 200 us: the partner fires
+/// every release of the 10 us plan due in it, not only the first few (b65: the loop came back
+/// after its partner had fired the 8 it held, and fired the next one 12 us late).
+#[test]
+fn the_partner_covers_a_breather_a_kernel_worker_stretched() {
+    let events: Vec<Event> = (0..100_000u64)
+        .map(|k| Event::new(k * 10_000, 0, &[]))
+        .collect();
+    let clock = vm_clock();
+    let p = FakePartner::new(&clock, 50_000, 200_000);
+    let (e, fake) = spin_through_relaying(&clock, &events, 10_000, Some(&p), true);
+    assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
+    // Nineteen or twenty a breather: those due in its 200 us.
+    assert!(
+        (19 * e.breathers_partnered..=20 * e.breathers_partnered).contains(&e.relayed),
+        "{} of {} breathers",
+        e.relayed,
+        e.breathers_partnered
+    );
+    let relayed = &fake.relay_to.as_ref().unwrap().log;
+    let worst = relayed.iter().map(|r| r.2 - r.0).max().unwrap();
+    assert!(worst < 10_000, "a relayed release {worst} ns late");
+    let worst = fake.log.iter().map(|l| l.3 - l.1).max().unwrap();
+    assert!(worst < 10_000, "a release the loop fired {worst} ns late");
+}
+
 /// A loop that reaches the release its partner's breather is due before already late (its
 /// previous action ran over) fires that one itself and breathes before the next: a release
 /// handed over past its instant is late by the hand-over.
