@@ -324,9 +324,10 @@ pub fn prepare(plan: Plan, cfg: &RunConfig, stop: &AtomicBool) -> Result<Prepare
 
 /// Each `wake` slot's [`SlotSpec::lead_in`] on dispatcher CPU `cpu`: its client's CPU (placed by
 /// `cfg.client_cpus`), for its lead's cap, plus the loop's margin cap when the client shares the
-/// loop's CPU; for a client elsewhere, [`SlotSpec::loop_in`]: the loop's CPU for both caps. Caps, not the values of the moment: leads and margins grow during a run (a move
-/// judged on them put a (d) 20 process 180 us before another's instant, and the loop's spin for
-/// that hand-over later made it late 43 times).
+/// loop's CPU; for a client elsewhere, [`SlotSpec::loop_in`]: the loop's CPU for both caps.
+/// Caps, not the values of the moment: leads and margins grow during a run (a move judged on them
+/// put a (d) 20 process 180 us before another's instant, and the loop's spin for that hand-over
+/// later made it late 43 times).
 fn set_lead_ins(
     specs: &mut [SlotSpec],
     plan: &Plan,
