@@ -250,7 +250,14 @@ def kurt(out):
         if None not in v.values():
             target(out, "b. (d) 1 process not worse than 10 and 20", ">= min(10, 20)", f"{100*v[1]:.2f} vs {100*v[10]:.2f} / {100*v[20]:.2f} %", v[1] >= min(v[10], v[20]))
     print(f"   ({steal(d)})")
-    examples(d, OWN + ("unexplained",))
+    # The experiment keeps its examples per series: punctual's own in the (c)/(d) rows, two a row.
+    for key in sorted(rows):
+        if not key[2].startswith("wake"):
+            continue
+        lt = rows[key].get("lateness") or {}
+        ex = [e for e in (lt.get("lateness_examples") or []) if e.get("cause") in OWN + ("unexplained",)][:2]
+        for e in ex:
+            print(f"     example ({key[2]} {key[0]} {key[1]}): " + json.dumps(e)[:600])
 
 def dense(out):
     d = load(f"{out}/dense-10us.json")
