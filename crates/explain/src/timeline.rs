@@ -528,6 +528,7 @@ pub fn dark_stretches(
     // Handlers entered before the stall and still running at its start (exits seen walking back
     // close the entries before them), innermost first; each says whether it is a bottom half.
     let (mut open, mut closed) = (Vec::new(), 0usize);
+    let mut charged = false;
     for e in events[start.saturating_sub(SWITCH_SEARCH)..start]
         .iter()
         .rev()
@@ -540,6 +541,7 @@ pub fn dark_stretches(
                 idle = state;
                 idle_seen = true;
             }
+            (_, EventKind::StatRuntime { pid, .. }) if pid == s.tid => charged = true,
             (_, EventKind::Switch { next_pid, .. }) => {
                 current = Some(next_pid);
                 break;
@@ -547,6 +549,15 @@ pub fn dark_stretches(
             (_, EventKind::Lost { .. }) => break,
             _ => {}
         }
+    }
+    if charged {
+        // A thread charged its runtime after the last switch on its CPU is on that CPU, whatever
+        // the switch said: the kernel emits `sched_stat_runtime` for the task it charges there,
+        // the one running. This VM drops the switch out of the idle task (issue 26, b67: a 10 us
+        // plan's loop read as idle for the half second before its first breather, its ticks
+        // charging it all along). Only the thread's own charges count: one reading another
+        // thread's CPU time charges it from its own CPU, and punctual's threads are pinned.
+        current = Some(s.tid);
     }
     // A timer is due only if the thread was asleep when the stall began: switched out sleeping and
     // not woken since (a thread preempted or already woken waits for its CPU, not its timer).
@@ -647,13 +658,20 @@ pub fn account(w: &Window) -> Accounting {
         charged_at: None,
         own_spans: Vec::new(),
     };
-    // The task on the CPU when the walk starts: the last switch before it, however far back.
+    // The task on the CPU when the walk starts: the last switch before it, however far back,
+    // unless the victim was charged since (on the CPU: see [`dark_stretches`]).
     let mut idle_seen = false;
+    let mut charged = false;
+    let mut woken_prio = None;
     for e in ev[start.saturating_sub(SWITCH_SEARCH)..start].iter().rev() {
         match e.kind {
             EventKind::CpuIdle { state } if !idle_seen => {
                 st.idle = state;
                 idle_seen = true;
+            }
+            EventKind::StatRuntime { pid, .. } if pid == w.victim => charged = true,
+            EventKind::Waking { pid, prio, .. } if pid == w.victim && woken_prio.is_none() => {
+                woken_prio = Some(prio)
             }
             EventKind::Switch {
                 next_pid,
@@ -669,6 +687,11 @@ pub fn account(w: &Window) -> Accounting {
             EventKind::Lost { .. } => break,
             _ => {}
         }
+    }
+    if charged && st.current.is_none_or(|c| c.0 != w.victim) {
+        let prio = woken_prio.or(st.victim_prio).unwrap_or(0);
+        st.current = Some((w.victim, prio));
+        st.victim_prio = Some(prio);
     }
     if st.current.is_none() {
         // No switch before (the task has held the CPU since before the trace began): the first

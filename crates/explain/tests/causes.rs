@@ -980,6 +980,57 @@ fn a_spinning_loop_whose_clock_jumped_over_the_instant_with_no_guest_event_was_n
     assert_eq!(d.cause, Cause::Dispatcher, "{d:?}");
 }
 
+/// Issue 26 (b67's 10 us plan): this VM drops the switch out of its idle task, so the last
+/// switch on the loop's CPU says "idle" while the loop spins there. The ticks' charges of the
+/// loop's runtime say it is on the CPU: a stall of its own clock with no guest event was the
+/// vCPU not running, not an idle the loop chose. (Three `dispatcher` releases read "Idle(Some(0))
+/// 18-38 us" inside a 48 us `Busy` stall of the loop, the first behind its previous action,
+/// which the stall had stretched.)
+#[test]
+fn a_loop_charged_on_its_cpu_after_a_lost_switch_from_idle_is_on_it() {
+    let t = T0 + 10_000 * US;
+    let trace = |charged: bool| {
+        let mut s = synth();
+        switch(&mut s, t - 4_000 * US, 0, 300, SLEEPING, 0, 120);
+        s.event(t - 3_900 * US, 0, EventKind::CpuIdle { state: Some(0) });
+        waking(&mut s, t - 3_800 * US, 0, DISPATCHER, 9);
+        if charged {
+            for at in [t - 2_000 * US, t + 2_000 * US] {
+                s.event(
+                    at,
+                    0,
+                    EventKind::StatRuntime {
+                        pid: DISPATCHER,
+                        runtime: 1_990 * US,
+                    },
+                );
+            }
+        }
+        let mut c = s.captured();
+        c.stalls.push(Stall {
+            tid: DISPATCHER,
+            cpu: 0,
+            kind: StallKind::Busy,
+            from: t - 10 * US,
+            to: t + 38 * US,
+        });
+        c
+    };
+    // Behind its previous action, which the stall stretched: no spin's reads to go by.
+    let behind = LateRelease {
+        behind: true,
+        ..own(DISPATCHER, Waiter::Loop, t, t + 38 * US)
+    };
+    let c = trace(true);
+    let a = attribute(&Evidence::new(&c, std::slice::from_ref(&behind)), &behind);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(!a.why.contains("Idle"), "{}", a.why);
+    // With no charge to go by, the last switch decides: the idle the loop chose (a breather).
+    let c = trace(false);
+    let b = attribute(&Evidence::new(&c, std::slice::from_ref(&behind)), &behind);
+    assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
+}
+
 /// Issue 26, the replay's and the 10 us plan's `dispatcher` releases: a loop on time at its send
 /// call whose kernel stamp came far later than its sends take, or one that reached its release
 /// late from bookkeeping far longer than usual, with no guest event between, was not running.
