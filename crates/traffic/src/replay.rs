@@ -937,14 +937,8 @@ pub fn replay<C: Clock + ?Sized, S: Sender + ?Sized>(
     let ts = store.timestamps();
     let slots = [SlotSpec {
         name: "replay".into(),
-        action: 0,
-        period: None,
-        offset: 0,
-        wcet: None,
         miss: MissPolicy::CatchUp,
-        movable: false,
-        lead_in: None,
-        loop_in: None,
+        ..SlotSpec::default()
     }];
     let event_slot = [Some(0usize)];
     let mut stats = [SlotStats::new(false)];

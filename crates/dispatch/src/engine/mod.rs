@@ -550,7 +550,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
         let (slept, on_client) = w
             .as_ref()
             .map_or((false, false), |w| (w.slept, w.on_client));
-        let last_read = w.as_ref().and_then(|w| w.last_read);
+        let last_read = w.as_ref().and_then(Waited::last_read);
         let timed = Timed {
             behind,
             started,
@@ -637,8 +637,13 @@ struct Waited {
     slept: bool,
     /// It blocked first until a client on its CPU came back (its own work did not run on).
     on_client: bool,
+}
+
+impl Waited {
     /// The spin's clock read before the one that found the instant passed ([`Timed::last_read`]).
-    last_read: Option<u64>,
+    fn last_read(&self) -> Option<u64> {
+        (self.wake.done > self.wake.before_done).then_some(self.wake.before_done)
+    }
 }
 
 /// One firing: when it started and ended, on the loop's clock, and how it went.
@@ -661,7 +666,7 @@ fn wait_and_fire<C: Clock + ?Sized, A: Actions + ?Sized>(
     (steal, margin): (&mut StealWatch, &mut AutoMargin),
 ) -> (Waited, Firing) {
     let act_at = r.act_at;
-    let mut w = wait_for(
+    let w = wait_for(
         clock,
         &*actions,
         (act_at, action),
@@ -676,8 +681,7 @@ fn wait_and_fire<C: Clock + ?Sized, A: Actions + ?Sized>(
         note_wake(&w.wake, breather, end, margin, steal);
     }
     heartbeat.begin(action, w.wake.done);
-    w.last_read = (w.wake.done > w.wake.before_done).then_some(w.wake.before_done);
-    actions.spin_read(action, w.last_read);
+    actions.spin_read(action, w.last_read());
     let started = clock.now();
     let fired = actions.fire(action, r.target, r.seq, r.data);
     let done = clock.now();
@@ -754,7 +758,6 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
         slept,
         wake,
         on_client,
-        last_read: None,
     }
 }
 
