@@ -72,10 +72,24 @@ pub const DENSE_BELOW_NS: u64 = 100_000;
 /// Releases the loop hands its partner for the breather it blocks in: `fire` fires the next one
 /// (reading the loop's clock, so it never fires early) and returns the instant of the one after
 /// (`None`: no more). The partner calls it from `at` (`CLOCK_MONOTONIC`) on, then from each instant
-/// it returned, while the loop is not back.
+/// it returned, while the loop is not back, with what it did before ([`Look`]).
 pub struct Relay<'f> {
     pub at: u64,
-    pub fire: &'f mut (dyn FnMut() -> Option<u64> + Send),
+    pub fire: &'f mut (dyn FnMut(Look) -> Option<u64> + Send),
+}
+
+/// What the partner did before the look that found a release handed over due: for the record of
+/// one that came late, whose thread (the one that had to run at the instant) is the partner's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Look {
+    /// When it took the releases handed over (its first read once the loop was asleep): one
+    /// due before came to it late, by the loop's way into the breather.
+    pub took: u64,
+    /// Its clock read before the one that found the release due.
+    pub last_read: u64,
+    /// Its own work lay between the two reads (its wake-up call, or the firing of the release
+    /// before): from `last_read` on it was not merely reading its clock.
+    pub busy: bool,
 }
 
 /// How a breather went ([`Breath::breathe`]).
@@ -116,7 +130,7 @@ const FIRED: u32 = 3;
 /// The loop's [`Relay::fire`], its lifetime erased: only called between the relay word's
 /// OFFERED -> FIRING and its move back to OFFERED or on to FIRED, and the loop leaves the breather
 /// (ending the borrow) only after taking the word back from OFFERED or seeing FIRED.
-struct RelayFn(*mut (dyn FnMut() -> Option<u64> + Send + 'static));
+struct RelayFn(*mut (dyn FnMut(Look) -> Option<u64> + Send + 'static));
 // SAFETY: the closure is `Send`; the pointer is only dereferenced as described above, by one
 // thread at a time.
 unsafe impl Send for RelayFn {}
@@ -175,10 +189,10 @@ impl Words {
     /// The loop hands over `r` before it blocks.
     fn offer(&self, r: Relay<'_>) {
         // SAFETY: only the lifetime is erased; see [`RelayFn`].
-        let f: *mut (dyn FnMut() -> Option<u64> + Send + 'static) = unsafe {
+        let f: *mut (dyn FnMut(Look) -> Option<u64> + Send + 'static) = unsafe {
             std::mem::transmute::<
-                *mut (dyn FnMut() -> Option<u64> + Send + '_),
-                *mut (dyn FnMut() -> Option<u64> + Send),
+                *mut (dyn FnMut(Look) -> Option<u64> + Send + '_),
+                *mut (dyn FnMut(Look) -> Option<u64> + Send),
             >(r.fire)
         };
         *self.relay_fn.lock().unwrap_or_else(|e| e.into_inner()) = Some(RelayFn(f));
@@ -199,19 +213,9 @@ impl Words {
         self.relayed.load(Ordering::Acquire) - before
     }
 
-    /// The partner fires every release handed over whose instant passed (`next`: the instant of
-    /// the next one, `None` when there is none), in order, and moves `next` on. All of them, not
-    /// one: before the wake-up call it is the last look for up to 20 us (the seventeenth
-    /// session's A/B: two were due there, and the second was fired 18 us late, after the call).
-    fn fire_due(&self, next: &std::cell::Cell<Option<u64>>) {
-        while next.get().is_some_and(|at| now() >= at) {
-            next.set(self.fire_relay());
-        }
-    }
-
     /// The partner fires the next release handed over, unless the loop took them back: the
     /// instant of the one after (`None`: no more, or taken back).
-    fn fire_relay(&self) -> Option<u64> {
+    fn fire_relay(&self, look: Look) -> Option<u64> {
         self.relay
             .compare_exchange(OFFERED, FIRING, Ordering::AcqRel, Ordering::Acquire)
             .ok()?;
@@ -223,11 +227,77 @@ impl Words {
             .map(|f| f.0);
         // SAFETY: the loop is inside `breathe` until it moved the word off OFFERED, which it
         // cannot while it reads FIRING (see [`RelayFn`]).
-        let next = f.and_then(|f| unsafe { (*f)() });
+        let next = f.and_then(|f| unsafe { (*f)(look) });
         self.relayed.fetch_add(1, Ordering::Release);
         let word = if next.is_some() { OFFERED } else { FIRED };
         self.relay.store(word, Ordering::Release);
         next
+    }
+}
+
+/// The partner's side of the releases handed over for one breather: the instant of the next,
+/// and what it did since its last look at the clock.
+struct Relaying<'w> {
+    w: &'w Words,
+    next: std::cell::Cell<Option<u64>>,
+    look: std::cell::Cell<Look>,
+}
+
+impl<'w> Relaying<'w> {
+    /// The releases the loop handed `w` for this breather, if any.
+    fn new(w: &'w Words) -> Relaying<'w> {
+        let next = (w.relay.load(Ordering::Acquire) == OFFERED)
+            .then(|| w.relay_at.load(Ordering::Relaxed));
+        let took = now();
+        Relaying {
+            w,
+            next: std::cell::Cell::new(next),
+            look: std::cell::Cell::new(Look {
+                took,
+                last_read: took,
+                busy: false,
+            }),
+        }
+    }
+
+    /// Fire every release handed over whose instant passed, in order. All of them, not one:
+    /// before the wake-up call it is the last look for up to 20 us (the seventeenth session's
+    /// A/B: two were due there, and the second was fired 18 us late, after the call).
+    fn fire_due(&self) {
+        while let Some(at) = self.next.get() {
+            let t = now();
+            if t < at {
+                self.look.set(Look {
+                    last_read: t,
+                    busy: false,
+                    ..self.look.get()
+                });
+                return;
+            }
+            self.next.set(self.w.fire_relay(self.look.get()));
+            self.look.set(Look {
+                last_read: t,
+                busy: true,
+                ..self.look.get()
+            });
+        }
+    }
+
+    /// Fire each release handed over as it falls due until the one due at `at` is fired (or
+    /// they were taken back).
+    fn fire_through(&self, at: u64) {
+        while self.next.get().is_some_and(|n| n <= at) {
+            self.fire_due();
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The partner is about to do work of its own (its wake-up call).
+    fn busy(&self) {
+        self.look.set(Look {
+            busy: true,
+            ..self.look.get()
+        });
     }
 }
 
@@ -454,13 +524,11 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
 /// while the loop is not back.
 fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u64>) {
     let st = &w.state;
-    let relay_at = std::cell::Cell::new(
-        (w.relay.load(Ordering::Acquire) == OFFERED).then(|| w.relay_at.load(Ordering::Relaxed)),
-    );
+    let relay = Relaying::new(w);
     // Fire the releases whose instants passed, whatever the partner is waiting for.
-    let relay_due = || w.fire_due(&relay_at);
+    let relay_due = || relay.fire_due();
     let asked = now();
-    let mut after = if relay_at.get().is_some() {
+    let mut after = if relay.next.get().is_some() {
         WAKE_AFTER_RELAY_NS
     } else {
         WAKE_AFTER_NS
@@ -484,15 +552,15 @@ fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u
     while st.load(Ordering::Acquire) == ASLEEP {
         // The wake-up call holds the partner for microseconds: a release due before it would
         // end is fired first.
-        if let Some(at) = relay_at
+        if let Some(at) = relay
+            .next
             .get()
             .filter(|&at| at < now() + RELAY_BEFORE_WAKE_NS)
         {
-            while now() < at {
-                std::hint::spin_loop();
-            }
+            relay.fire_through(at);
         }
         relay_due();
+        relay.busy();
         w.woke_at.store(now(), Ordering::Release);
         if futex::wake(st, 1, Scope::Private) == 1 {
             w.woken.fetch_add(1, Ordering::Relaxed);
@@ -503,7 +571,7 @@ fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u
     // The loop is on its way back: the releases are still the partner's to fire as their
     // instants come (a host that holds the loop's CPU holds it longest), until the loop takes
     // them back.
-    if relay_at.get().is_some() {
+    if relay.next.get().is_some() {
         let woke = now();
         while w.relay.load(Ordering::Acquire) == OFFERED
             && now().saturating_sub(woke) <= STAND_BY_MAX_NS
@@ -634,7 +702,7 @@ mod tests {
             let past = served % 2 == 0;
             let at = if past { 0 } else { now() + 10_000_000_000 };
             let mut tid = None;
-            let mut fire = || {
+            let mut fire = |_: Look| {
                 // SAFETY: as above.
                 tid = Some(unsafe { libc::gettid() });
                 None
@@ -684,7 +752,7 @@ mod tests {
             let later = now() + 10_000_000_000;
             let ats = [0, 1, later];
             let mut fired = Vec::new();
-            let mut fire = || {
+            let mut fire = |_: Look| {
                 fired.push(ats[fired.len()]);
                 ats.get(fired.len()).copied()
             };
@@ -704,33 +772,80 @@ mod tests {
         assert_eq!(p.relayed(), 20);
     }
 
-    /// One look fires every release handed over that is due, in order, and leaves the next.
+    /// One look fires every release handed over that is due, in order, and leaves the next; each
+    /// is told what the partner did since its previous read of the clock.
     #[test]
     fn one_look_fires_every_release_already_due() {
         let w = Words::new();
         let later = now() + 10_000_000_000;
         let ats = [0, 1, 2, later];
         let mut fired = Vec::new();
-        let next = std::cell::Cell::new(Some(0));
         {
-            let mut fire = || {
-                fired.push(ats[fired.len()]);
+            let mut fire = |look: Look| {
+                fired.push((ats[fired.len()], look));
                 ats.get(fired.len()).copied()
             };
             w.offer(Relay {
                 at: 0,
                 fire: &mut fire,
             });
-            w.fire_due(&next);
-            assert_eq!(next.get(), Some(later));
+            let r = Relaying::new(&w);
+            let start = r.look.get();
+            assert!(!start.busy);
+            r.fire_due();
+            assert_eq!(r.next.get(), Some(later));
             assert_eq!(w.take_back(0), 3);
+            // The look that found the next one not due yet is a plain read.
+            let end = r.look.get();
+            assert!(!end.busy && end.last_read >= start.last_read, "{end:?}");
         }
-        assert_eq!(fired, [0, 1, 2]);
+        let at: Vec<u64> = fired.iter().map(|f| f.0).collect();
+        assert_eq!(at, [0, 1, 2]);
+        // The first came after a plain read; each after it, after the partner fired the one
+        // before, read in order.
+        assert!(!fired[0].1.busy, "{:?}", fired[0]);
+        for k in 1..3 {
+            assert!(fired[k].1.busy, "{:?}", fired[k]);
+            assert!(fired[k].1.last_read >= fired[k - 1].1.last_read);
+        }
         // Taken back: nothing more is fired.
-        next.set(Some(0));
-        w.fire_due(&next);
-        assert_eq!(next.get(), None);
+        let r = Relaying::new(&w);
+        assert_eq!(r.next.get(), None);
+        r.next.set(Some(0));
+        r.fire_due();
+        assert_eq!(r.next.get(), None);
         assert_eq!(w.relayed.load(Ordering::Relaxed), 3);
+    }
+
+    /// Its wake-up call is the partner's own work: a release it finds due after the call is told
+    /// so, with the read before the call.
+    #[test]
+    fn a_release_found_due_after_the_wake_up_call_is_told_the_partner_was_busy() {
+        let w = Words::new();
+        let mut looks = Vec::new();
+        let before;
+        {
+            let mut fire = |look: Look| {
+                looks.push(look);
+                None
+            };
+            w.offer(Relay {
+                at: now() + 1_000_000_000,
+                fire: &mut fire,
+            });
+            let r = Relaying::new(&w);
+            r.fire_due();
+            before = r.look.get();
+            assert!(!before.busy);
+            r.busy();
+            // The call outlasts the release's instant.
+            r.next.set(Some(now()));
+            r.fire_due();
+            assert_eq!(w.take_back(0), 1);
+        }
+        assert_eq!(looks.len(), 1);
+        assert_eq!(looks[0].last_read, before.last_read);
+        assert!(looks[0].busy, "{:?}", looks[0]);
     }
 
     #[test]

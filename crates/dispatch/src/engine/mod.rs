@@ -24,7 +24,7 @@
 mod record;
 mod sources;
 
-use crate::partner::{Breathed, Relay};
+use crate::partner::{Breathed, Look, Relay};
 pub use crate::slot::SlotSpec;
 use punctual_explain::{LateLog, StallKind, StallLog};
 use punctual_periodic::channel::Ack;
@@ -539,6 +539,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             started,
             fired,
             done,
+            by,
         } = firing.expect("fired by the loop or its partner");
         let relayed = w.is_none();
         let slot = r.slot;
@@ -560,6 +561,7 @@ pub fn dispatch<C: Clock + ?Sized, A: Actions + ?Sized>(
             woke: w.as_ref().map_or(started, |w| w.wake.woke),
             last_read,
             own_from: between.own_from(act_at, behind || slept || on_client || last_read.is_some()),
+            by,
         };
         if relayed {
             // Not the loop's own work: no bookkeeping stretch from its end.
@@ -651,6 +653,18 @@ struct Firing {
     started: u64,
     fired: Fired,
     done: u64,
+    /// Fired by the loop's partner ([`Relay`]): by which thread, where, and what it did before.
+    by: Option<By>,
+}
+
+/// The partner thread that fired a release the loop handed over, the CPU it fired on, and what it
+/// did before the look that found the release due: a late one is explained on that thread (one
+/// due before the partner took it is the loop's: it came to the partner late).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct By {
+    pub(super) tid: i32,
+    pub(super) cpu: u32,
+    pub(super) look: Look,
 }
 
 /// The wait for release `r` of `action` ([`wait_for`], its stalls noted, a sleep's wake-up taught
@@ -695,6 +709,7 @@ fn wait_and_fire<C: Clock + ?Sized, A: Actions + ?Sized>(
             started,
             fired,
             done,
+            by: None,
         },
     )
 }
@@ -888,17 +903,31 @@ fn breathe<'e, C: Clock + ?Sized, A: Actions + ?Sized>(
         let a = actions.relay(action).expect("relayable");
         let at = held[0].r.act_at;
         let mut k = 0;
-        let mut fire = || {
+        // The partner's thread and CPU, read once it fired its first (a system call after it).
+        let mut partner = None;
+        let mut fire = |mut look: Look| {
             let h = &mut held[k];
-            while clock.now() < h.r.act_at {
+            let started = loop {
+                let t = clock.now();
+                if t >= h.r.act_at {
+                    break t;
+                }
+                look = Look {
+                    last_read: t,
+                    busy: false,
+                    ..look
+                };
                 std::hint::spin_loop();
-            }
-            let started = clock.now();
+            };
             let fired = a.fire(h.r.target, h.r.seq, h.r.data);
+            let done = clock.now();
+            let (tid, cpu) = *partner.get_or_insert_with(punctual_explain::here);
             h.fired = Some(Firing {
                 started,
                 fired,
-                done: clock.now(),
+                done,
+                // Due before the partner took it: late by the loop's way into the breather.
+                by: (h.r.target >= look.took).then_some(By { tid, cpu, look }),
             });
             k += 1;
             held.get(k).map(|h| h.r.act_at)

@@ -102,23 +102,7 @@ pub(super) fn log_late(
 ) {
     if !delegated {
         if st.late.is_late(t.started.saturating_sub(r.target)) {
-            let (tid, cpu) = punctual_explain::here();
-            st.late.push(LateRelease {
-                series: slot as u32,
-                tid,
-                cpu,
-                waiter: Waiter::Loop,
-                target: r.target,
-                actual: t.started,
-                handover: None,
-                behind: t.behind,
-                last_read: t.last_read,
-                own_work: t.own_from.map(|at| OwnWork {
-                    kind: WorkKind::Bookkeeping,
-                    at,
-                    usual: u64::MAX,
-                }),
-            });
+            st.late.push(self_timed(slot, r, t));
         }
         return;
     }
@@ -133,6 +117,42 @@ pub(super) fn log_late(
     };
     let own_from = st.handed_own_from;
     push_client(&mut st.late, slot, h, actual, own_from);
+}
+
+/// A self-timed release's late record. One the loop fired is its own (its thread, its CPU); one its
+/// partner fired in a breather is the partner's (its thread, its CPU): behind where the instant
+/// fell in the partner's own work (its wake-up call, the release before), which began after its
+/// last read; else that read, where it only read its clock from it on.
+fn self_timed(slot: usize, r: &Release, t: &Timed) -> LateRelease {
+    let (tid, cpu, behind, last_read, own_from) = match t.by {
+        Some(b) => (
+            b.tid,
+            b.cpu,
+            b.look.busy && b.look.last_read <= r.target,
+            (!b.look.busy).then_some(b.look.last_read),
+            None,
+        ),
+        None => {
+            let (tid, cpu) = punctual_explain::here();
+            (tid, cpu, t.behind, t.last_read, t.own_from)
+        }
+    };
+    LateRelease {
+        series: slot as u32,
+        tid,
+        cpu,
+        waiter: Waiter::Loop,
+        target: r.target,
+        actual: t.started,
+        handover: None,
+        behind,
+        last_read,
+        own_work: own_from.map(|at| OwnWork {
+            kind: WorkKind::Bookkeeping,
+            at,
+            usual: u64::MAX,
+        }),
+    }
 }
 
 /// A client's late release, with how it was handed over (`own_from`: where the loop's bookkeeping

@@ -58,6 +58,8 @@ pub(super) struct Timed {
     /// When the loop reached this release late from its own bookkeeping (no spin, no sleep, not
     /// behind): the previous action's end, its last clock read before the instant.
     pub(super) own_from: Option<u64>,
+    /// Fired by the loop's partner: its thread, its CPU, what it did before.
+    pub(super) by: Option<super::By>,
 }
 
 impl Sources {

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::rephase;
-use punctual_explain::Waiter;
+use punctual_explain::{LateRelease, Waiter};
 use punctual_plan::MissPolicy;
 use punctual_time::ManualClock;
 use std::sync::Arc;
@@ -1987,6 +1987,11 @@ struct FakePartner {
     served: AtomicU64,
     /// For each breather handed releases: how far off the first was (ns; negative: past).
     ahead: std::sync::Mutex<Vec<i64>>,
+    /// In each breather, the partner is held this long at the instant of the release it fires
+    /// `.0`-th: by its own work (`.2`, its wake-up call) or with its CPU stopped.
+    held_at: Option<(usize, u64, bool)>,
+    /// It takes the releases handed over this long after the loop blocked.
+    takes_after: u64,
 }
 
 impl FakePartner {
@@ -2000,6 +2005,8 @@ impl FakePartner {
             rooms: AtomicU64::new(0),
             served: AtomicU64::new(0),
             ahead: Default::default(),
+            held_at: None,
+            takes_after: 0,
         }
     }
 }
@@ -2032,10 +2039,39 @@ impl crate::partner::Breath for FakePartner {
             let off = at as i64 - self.clock.peek() as i64;
             self.ahead.lock().unwrap().push(off);
             let mut next = Some(at);
+            self.clock.advance(self.takes_after);
+            let took = self.clock.peek();
+            let mut look = crate::partner::Look {
+                took,
+                last_read: took,
+                busy: false,
+            };
+            let mut k = 0;
             while let Some(at) = next.filter(|&at| at < back) {
-                self.clock.advance(at.saturating_sub(self.clock.peek()));
-                next = fire();
+                let now = self.clock.peek();
+                if now < at {
+                    // It read its clock before the instant, then spun to it.
+                    look = crate::partner::Look {
+                        last_read: now,
+                        busy: false,
+                        ..look
+                    };
+                    self.clock.advance(at - now);
+                }
+                if let Some((_, by, busy)) = self.held_at.filter(|h| h.0 == k) {
+                    look.busy |= busy;
+                    self.clock.advance(by);
+                }
+                let found = self.clock.peek();
+                // Fired from the partner's own thread, as the real one does.
+                next = std::thread::scope(|s| s.spawn(|| fire(look)).join()).expect("fired");
+                look = crate::partner::Look {
+                    last_read: found,
+                    busy: true,
+                    ..look
+                };
                 relayed = true;
+                k += 1;
             }
         }
         self.clock.advance(back.saturating_sub(self.clock.peek()));
@@ -2177,53 +2213,127 @@ fn the_partner_covers_a_breather_a_kernel_worker_stretched() {
     assert!(worst < 10_000, "a release the loop fired {worst} ns late");
 }
 
+/// Releases 10 us apart from 1 ms on (`n` of them), explained past 10 us, the loop's breathers
+/// (every 100 ms) served by a partner that stands by 50 us into its lead and lasts `lasts`, both
+/// set up further by `setup`: what the loop said, the late records, and for each breather handed
+/// releases how far off the first was.
+fn relayed_run(
+    n: u64,
+    lasts: u64,
+    setup: impl FnOnce(&mut FakePartner, &mut Fake),
+) -> (LoopEnd, Vec<LateRelease>, Vec<i64>) {
+    let events: Vec<Event> = (0..n).map(|k| Event::new(k * 10_000, 0, &[])).collect();
+    let clock = vm_clock();
+    let mut p = FakePartner::new(&clock, 50_000, lasts);
+    let slots = event_slot();
+    let mut fake = Fake::new(&clock, 1);
+    fake.relay_to = Some(RelayLog {
+        clock: clock.clone(),
+        log: vec![],
+    });
+    setup(&mut p, &mut fake);
+    let mut stats = vec![SlotStats::new(false)];
+    stats[0].late = LateLog::new(10_000, 1024);
+    let cfg = LoopConfig {
+        interval: 10_000,
+        breather_every: Some(100_000_000),
+        partner: Some(&p as &dyn crate::partner::Breath),
+        shielded: true,
+        spin_below: SHIELDED_SPIN_BELOW_NS,
+        events: &events,
+        event_slot: &[Some(0)],
+        ..loop_cfg(1_000_000, u64::MAX)
+    };
+    let e = dispatch(
+        &clock,
+        &cfg,
+        &slots,
+        &mut stats,
+        &mut fake,
+        &AtomicBool::new(false),
+        &[SlotProgress::default()],
+        &Heartbeat::default(),
+        StallLog::new(10_000),
+    );
+    let ahead = p.ahead.lock().unwrap().clone();
+    assert_eq!(ahead.len() as u64, e.breathers_partnered);
+    (e, stats[0].late.records().to_vec(), ahead)
+}
+
+/// [`relayed_run`] over three seconds with a partner that lasts 100 us: the late records and the
+/// partnered breathers.
+fn relayed_late(setup: impl FnOnce(&mut FakePartner)) -> (Vec<LateRelease>, u64) {
+    let (e, late, _) = relayed_run(30_000, 100_000, |p, _| setup(p));
+    assert!(e.breathers_partnered >= 2, "{}", e.breathers_partnered);
+    (late, e.breathers_partnered)
+}
+
+/// Issue 26: a release the partner fired late is recorded on the partner's thread, not the
+/// loop's, with what the partner did before it: held at the instant after a read of its clock (a
+/// stop there reads `steal`) it is not behind, and that read is kept; held by its own work (its
+/// wake-up call), it is behind. The two that fell due while it was held came before the work it
+/// was doing then: neither.
+#[test]
+fn a_release_the_partner_fired_late_is_recorded_as_the_partners() {
+    let (me, _) = punctual_explain::here();
+    for busy in [false, true] {
+        // The third release of each breather, 30 us.
+        let (late, breathers) = relayed_late(|p| p.held_at = Some((2, 30_000, busy)));
+        let partners: Vec<_> = late.iter().filter(|r| r.tid != me).collect();
+        // The held one and the two due in its 30 us, in every breather; nothing else was late.
+        assert_eq!(
+            partners.len() as u64,
+            3 * breathers,
+            "busy {busy}: {late:?}"
+        );
+        assert_eq!(partners.len(), late.len(), "busy {busy}: {late:?}");
+        for held in partners.chunks(3) {
+            let first = held[0];
+            assert!(first.lateness() >= 20_000, "{first:?}");
+            assert_eq!(first.behind, busy, "{first:?}");
+            if busy {
+                assert_eq!(first.last_read, None, "{first:?}");
+            } else {
+                let read = first.last_read.expect("its read before the instant");
+                assert!(read <= first.target, "{first:?}");
+            }
+            for r in &held[1..] {
+                assert!(!r.behind && r.last_read.is_none(), "{r:?}");
+                assert!(r.target > first.target && r.target < first.actual, "{r:?}");
+            }
+        }
+    }
+}
+
+/// A release due before the partner took the releases handed over came to it late, by the loop's
+/// way into its breather: it stays the loop's, behind its breather.
+#[test]
+fn a_release_due_before_the_partner_took_it_stays_the_loops() {
+    let (me, _) = punctual_explain::here();
+    // The loop hands over 9-10 us ahead; the partner takes them 25 us after the loop blocked.
+    let (late, breathers) = relayed_late(|p| p.takes_after = 25_000);
+    let loops: Vec<_> = late.iter().filter(|r| r.tid == me).collect();
+    assert_eq!(loops.len() as u64, breathers, "{late:?}");
+    assert!(
+        loops.iter().all(|r| r.behind && r.lateness() >= 10_000),
+        "{loops:?}"
+    );
+}
+
 /// A loop that reaches the release its partner's breather is due before already late (its
 /// previous action ran over) fires that one itself and breathes before the next: a release
 /// handed over past its instant is late by the hand-over.
 #[test]
 fn a_partnered_breather_waits_for_a_release_the_partner_can_take_in_time() {
-    let events: Vec<Event> = (0..100_000u64)
-        .map(|k| Event::new(k * 10_000, 0, &[]))
-        .collect();
     let run = |stall: bool| {
-        let clock = vm_clock();
-        let p = FakePartner::new(&clock, 50_000, 25_000);
-        let slots = event_slot();
-        let mut fake = Fake::new(&clock, 1);
-        fake.relay_to = Some(RelayLog {
-            clock: clock.clone(),
-            log: vec![],
+        let (e, _, ahead) = relayed_run(100_000, 25_000, |_, fake| {
+            // The breather comes due at 100 ms, at the top for the release after the one due
+            // at 100 ms (the 9,901st), which ran 12 us: past the next instant.
+            if stall {
+                fake.long_once = Some((0, 9_900, 12_000));
+            }
         });
-        // The breather comes due at 100 ms, at the top for the release after the one due at
-        // 100 ms (the 9,901st), which ran 12 us: past the next instant.
-        if stall {
-            fake.long_once = Some((0, 9_900, 12_000));
-        }
-        let mut stats = vec![SlotStats::new(false)];
-        let cfg = LoopConfig {
-            interval: 10_000,
-            breather_every: Some(100_000_000),
-            partner: Some(&p as &dyn crate::partner::Breath),
-            shielded: true,
-            spin_below: SHIELDED_SPIN_BELOW_NS,
-            events: &events,
-            event_slot: &[Some(0)],
-            ..loop_cfg(1_000_000, u64::MAX)
-        };
-        let e = dispatch(
-            &clock,
-            &cfg,
-            &slots,
-            &mut stats,
-            &mut fake,
-            &AtomicBool::new(false),
-            &[SlotProgress::default()],
-            &Heartbeat::default(),
-            StallLog::new(10_000),
-        );
         assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
-        let ahead = p.ahead.lock().unwrap().clone();
-        assert_eq!(ahead.len() as u64, e.breathers_partnered);
         ahead
     };
     // The loop keeps its pace: each breather hands over a release 9-10 us off.
