@@ -25,7 +25,12 @@
 //! So the loop may hand the partner that release and the few after it ([`Relay`]): short actions
 //! that any thread may fire (a mark, a datagram). The partner fires each at its instant while the
 //! loop is not back; exactly one of the two fires each, decided on one word, and the loop returns
-//! from the breather only once the partner is done with them.
+//! from the breather only once the partner is done with them. Such a loop blocks on its own timer
+//! ([`Relay::back_in`]) and the partner makes no wake-up call: the call holds the partner for
+//! 10-27 us whenever a kernel worker runs in the breather (the wake-up must interrupt it), and the
+//! release that fell due inside it came late (every `dispatcher` release of three 10 us plan runs,
+//! the eighteenth session). The timer's cost on a virtual machine is the loop's, whose releases
+//! the partner fires meanwhile.
 
 use punctual_rt::futex::{self, Scope};
 use punctual_rt::SchedParams;
@@ -43,17 +48,6 @@ pub const STAND_BY_MAX_NS: u64 = 2_000_000;
 /// no interrupt. One that finds the loop still switching out goes by an IPI, which took 20-30 us
 /// here; the switch came 2-8 us after the charge in traced runs.
 pub const WAKE_AFTER_NS: u64 = 5_000;
-/// ... and how long when it fires releases the loop handed over: the loop's way back then costs
-/// no release, and a wake-up before the switch costs the partner's own. In the 19 breathers of a
-/// 10 us plan's run (b65, the sixteenth session), the switch came 5.9-11.7 us after the charge;
-/// 8 wake-ups came before it, each a call of 19-24 us through an IPI, and 3 of those made a
-/// release that fell inside the call late.
-pub const WAKE_AFTER_RELAY_NS: u64 = 12_000;
-/// A release handed over that falls due this soon is fired before the wake-up call, not late
-/// behind it: a futex wake took 10-17 us here (a loop that asked its partner with one was that
-/// late), and one release of a 10 us plan fell inside the call in 3 runs out of 3 (the fifteenth
-/// session's relay, 17 us late).
-pub const RELAY_BEFORE_WAKE_NS: u64 = 5_000;
 /// How long a partner with nothing due sleeps before it looks again (the loop's first due wakes
 /// it before).
 pub const IDLE_LOOK_NS: u64 = 1_000_000_000;
@@ -76,6 +70,8 @@ pub const DENSE_BELOW_NS: u64 = 100_000;
 pub struct Relay<'f> {
     pub at: u64,
     pub fire: &'f mut (dyn FnMut(Look) -> Option<u64> + Send),
+    /// How long the loop blocks on its own timer: the partner does not wake it.
+    pub back_in: u64,
 }
 
 /// What the partner did before the look that found a release handed over due: for the record of
@@ -87,16 +83,17 @@ pub struct Look {
     pub took: u64,
     /// Its clock read before the one that found the release due.
     pub last_read: u64,
-    /// Its own work lay between the two reads (its wake-up call, or the firing of the release
-    /// before): from `last_read` on it was not merely reading its clock.
+    /// Its own work lay between the two reads (the firing of the release before): from
+    /// `last_read` on it was not merely reading its clock.
     pub busy: bool,
 }
 
 /// How a breather went ([`Breath::breathe`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Breathed {
-    /// When the partner sent the wake-up that ended the block (`None`: the partner was not ready,
-    /// or the thread came back without having blocked: nothing was done that counts as a block).
+    /// When the wake-up that ended the block was due: when the partner sent it, or the end of the
+    /// loop's own timer when it handed over releases (`None`: the partner was not ready, or the
+    /// thread came back without having blocked: nothing was done that counts as a block).
     pub woke_at: Option<u64>,
     /// The partner fired at least one of the releases it was handed.
     pub relayed: bool,
@@ -112,8 +109,9 @@ pub trait Breath: Sync {
     fn room(&self);
     /// The partner spins ready: a breather now would be woken by it.
     fn ready(&self) -> bool;
-    /// Block the calling thread until the partner wakes it, the partner firing `relay`'s releases
-    /// meanwhile as their instants come. Returns only once the partner is done with `relay`.
+    /// Block the calling thread until the partner wakes it; with `relay`, for its
+    /// [`Relay::back_in`], the partner firing its releases meanwhile as their instants come.
+    /// Returns only once the partner is done with `relay`.
     fn breathe(&self, relay: Option<Relay<'_>>) -> Breathed;
 }
 
@@ -260,9 +258,9 @@ impl<'w> Relaying<'w> {
         }
     }
 
-    /// Fire every release handed over whose instant passed, in order. All of them, not one:
-    /// before the wake-up call it is the last look for up to 20 us (the seventeenth session's
-    /// A/B: two were due there, and the second was fired 18 us late, after the call).
+    /// Fire every release handed over whose instant passed, in order. All of them, not one: a
+    /// look may come long after the last (the seventeenth session's A/B: two were due at the look
+    /// before a wake-up call, and the second was fired 18 us late, after it).
     fn fire_due(&self) {
         while let Some(at) = self.next.get() {
             let t = now();
@@ -281,23 +279,6 @@ impl<'w> Relaying<'w> {
                 ..self.look.get()
             });
         }
-    }
-
-    /// Fire each release handed over as it falls due until the one due at `at` is fired (or
-    /// they were taken back).
-    fn fire_through(&self, at: u64) {
-        while self.next.get().is_some_and(|n| n <= at) {
-            self.fire_due();
-            std::hint::spin_loop();
-        }
-    }
-
-    /// The partner is about to do work of its own (its wake-up call).
-    fn busy(&self) {
-        self.look.set(Look {
-            busy: true,
-            ..self.look.get()
-        });
     }
 }
 
@@ -382,6 +363,7 @@ impl Breath for Partner {
         let w = &self.words;
         let st = &w.state;
         let handed = relay.is_some();
+        let timeout = relay.as_ref().map(|r| r.back_in);
         let before = w.relayed.load(Ordering::Acquire);
         // Handed over before the word says asleep: the partner looks at it only after.
         if let Some(r) = relay {
@@ -399,11 +381,15 @@ impl Breath for Partner {
         // on a signal, which the call's result tells). No switch count around it: each
         // `getrusage` is a system call, which costs microseconds on a virtual machine, and the
         // breather is already a release late here.
-        let woken = futex::wait(st, ASLEEP, None, Scope::Private);
-        let woke_at = w.woke_at.load(Ordering::Acquire);
+        let asleep = now();
+        let woken = futex::wait(st, ASLEEP, timeout, Scope::Private);
+        let woke_at = match timeout {
+            Some(t) => Some(asleep + t),
+            None => woken.then(|| w.woke_at.load(Ordering::Acquire)),
+        };
         st.store(IDLE, Ordering::Release);
         Breathed {
-            woke_at: woken.then_some(woke_at),
+            woke_at,
             relayed: handed && w.take_back(before) > 0,
         }
     }
@@ -520,23 +506,27 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
 }
 
 /// The loop said it blocks: wake it once its CPU is in the idle loop (`charged`: its runtime as
-/// last read before it said so), and fire the releases it handed over as their instants come
-/// while the loop is not back.
+/// last read before it said so). One that handed over releases comes back on its own timer: fire
+/// them as their instants come while the loop is not back, with no wake-up call.
 fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u64>) {
-    let st = &w.state;
     let relay = Relaying::new(w);
-    // Fire the releases whose instants passed, whatever the partner is waiting for.
-    let relay_due = || relay.fire_due();
+    if relay.next.get().is_some() {
+        let from = now();
+        // Until the loop takes them back (a host that holds the loop's CPU holds it longest).
+        while w.relay.load(Ordering::Acquire) == OFFERED
+            && now().saturating_sub(from) <= STAND_BY_MAX_NS
+        {
+            relay.fire_due();
+            std::hint::spin_loop();
+        }
+        return;
+    }
+    let st = &w.state;
     let asked = now();
-    let mut after = if relay.next.get().is_some() {
-        WAKE_AFTER_RELAY_NS
-    } else {
-        WAKE_AFTER_NS
-    };
+    let mut after = WAKE_AFTER_NS;
     match sched.filter(|_| charged.is_some()) {
         Some(f) => {
             while runtime(f) == charged && now().saturating_sub(asked) <= DEQUEUE_WAIT_MAX_NS {
-                relay_due();
                 std::hint::spin_loop();
             }
         }
@@ -544,41 +534,17 @@ fn wake_when_off_cpu(w: &Words, sched: Option<&std::fs::File>, charged: Option<u
     }
     let from = now();
     while now().saturating_sub(from) < after {
-        relay_due();
         std::hint::spin_loop();
     }
     // A wake that finds nobody queued came before the loop slept: try again until one does, or
     // the loop left the wait by itself (a signal).
     while st.load(Ordering::Acquire) == ASLEEP {
-        // The wake-up call holds the partner for microseconds: a release due before it would
-        // end is fired first.
-        if let Some(at) = relay
-            .next
-            .get()
-            .filter(|&at| at < now() + RELAY_BEFORE_WAKE_NS)
-        {
-            relay.fire_through(at);
-        }
-        relay_due();
-        relay.busy();
         w.woke_at.store(now(), Ordering::Release);
         if futex::wake(st, 1, Scope::Private) == 1 {
             w.woken.fetch_add(1, Ordering::Relaxed);
             break;
         }
         std::hint::spin_loop();
-    }
-    // The loop is on its way back: the releases are still the partner's to fire as their
-    // instants come (a host that holds the loop's CPU holds it longest), until the loop takes
-    // them back.
-    if relay.next.get().is_some() {
-        let woke = now();
-        while w.relay.load(Ordering::Acquire) == OFFERED
-            && now().saturating_sub(woke) <= STAND_BY_MAX_NS
-        {
-            relay_due();
-            std::hint::spin_loop();
-        }
     }
 }
 
@@ -708,22 +674,27 @@ mod tests {
                 None
             };
             let asked = now();
+            let woken = p.woken();
             let b = p.breathe(Some(Relay {
                 at,
                 fire: &mut fire,
+                back_in: 50_000,
             }));
+            let back = now();
             let Some(woke_at) = b.woke_at else {
                 // The stand-by ended between the two calls: nothing was fired.
                 assert!(!b.relayed && tid.is_none(), "{b:?} {tid:?}");
                 continue;
             };
             assert_eq!(b.relayed, tid.is_some(), "{b:?} {tid:?}");
-            // Firing for the loop, the partner leaves it longer to be off its CPU.
+            // Firing for the loop, the partner does not wake it: its own timer does.
             assert!(
-                woke_at >= asked + WAKE_AFTER_RELAY_NS,
-                "woken {} ns after it blocked",
-                woke_at - asked
+                woke_at >= asked + 50_000 && back >= woke_at,
+                "due {} ns after it blocked, back {} ns after",
+                woke_at - asked,
+                back - asked
             );
+            assert_eq!(p.woken(), woken, "the partner made a wake-up call");
             fired_on.push((past, tid));
             served += 1;
             p.due_at(now());
@@ -759,6 +730,7 @@ mod tests {
             let b = p.breathe(Some(Relay {
                 at: ats[0],
                 fire: &mut fire,
+                back_in: 50_000,
             }));
             if b.woke_at.is_none() {
                 assert!(!b.relayed && fired.is_empty(), "{b:?} {fired:?}");
@@ -788,6 +760,7 @@ mod tests {
             w.offer(Relay {
                 at: 0,
                 fire: &mut fire,
+                back_in: 0,
             });
             let r = Relaying::new(&w);
             let start = r.look.get();
@@ -815,37 +788,6 @@ mod tests {
         r.fire_due();
         assert_eq!(r.next.get(), None);
         assert_eq!(w.relayed.load(Ordering::Relaxed), 3);
-    }
-
-    /// Its wake-up call is the partner's own work: a release it finds due after the call is told
-    /// so, with the read before the call.
-    #[test]
-    fn a_release_found_due_after_the_wake_up_call_is_told_the_partner_was_busy() {
-        let w = Words::new();
-        let mut looks = Vec::new();
-        let before;
-        {
-            let mut fire = |look: Look| {
-                looks.push(look);
-                None
-            };
-            w.offer(Relay {
-                at: now() + 1_000_000_000,
-                fire: &mut fire,
-            });
-            let r = Relaying::new(&w);
-            r.fire_due();
-            before = r.look.get();
-            assert!(!before.busy);
-            r.busy();
-            // The call outlasts the release's instant.
-            r.next.set(Some(now()));
-            r.fire_due();
-            assert_eq!(w.take_back(0), 1);
-        }
-        assert_eq!(looks.len(), 1);
-        assert_eq!(looks[0].last_read, before.last_read);
-        assert!(looks[0].busy, "{:?}", looks[0]);
     }
 
     #[test]

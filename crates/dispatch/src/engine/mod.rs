@@ -932,9 +932,12 @@ fn breathe<'e, C: Clock + ?Sized, A: Actions + ?Sized>(
             k += 1;
             held.get(k).map(|h| h.r.act_at)
         };
+        // The loop comes back on its timer, as from a breather without a partner: the partner
+        // fires its releases meanwhile, and a wake-up call would hold it (partner.rs).
         breather.partner_breathe(Some(Relay {
             at,
             fire: &mut fire,
+            back_in: BREATHER_NS,
         }))
     };
     // The partner's wake-up is when the loop's was due: before it the loop idled by its own

@@ -121,7 +121,7 @@ pub(super) fn log_late(
 
 /// A self-timed release's late record. One the loop fired is its own (its thread, its CPU); one its
 /// partner fired in a breather is the partner's (its thread, its CPU): behind where the instant
-/// fell in the partner's own work (its wake-up call, the release before), which began after its
+/// fell in the partner's own work (firing the release before), which began after its
 /// last read; else that read, where it only read its clock from it on.
 fn self_timed(slot: usize, r: &Release, t: &Timed) -> LateRelease {
     let (tid, cpu, behind, last_read, own_from) = match t.by {

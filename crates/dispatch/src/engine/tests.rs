@@ -1988,7 +1988,7 @@ struct FakePartner {
     /// For each breather handed releases: how far off the first was (ns; negative: past).
     ahead: std::sync::Mutex<Vec<i64>>,
     /// In each breather, the partner is held this long at the instant of the release it fires
-    /// `.0`-th: by its own work (`.2`, its wake-up call) or with its CPU stopped.
+    /// `.0`-th: by its own work (`.2`: firing the one before ran long) or with its CPU stopped.
     held_at: Option<(usize, u64, bool)>,
     /// It takes the releases handed over this long after the loop blocked.
     takes_after: u64,
@@ -2035,7 +2035,7 @@ impl crate::partner::Breath for FakePartner {
         // The releases handed over that come due before the loop is back are fired at their
         // instants.
         let mut relayed = false;
-        if let Some(crate::partner::Relay { at, fire }) = relay {
+        if let Some(crate::partner::Relay { at, fire, .. }) = relay {
             let off = at as i64 - self.clock.peek() as i64;
             self.ahead.lock().unwrap().push(off);
             let mut next = Some(at);
@@ -2270,8 +2270,8 @@ fn relayed_late(setup: impl FnOnce(&mut FakePartner)) -> (Vec<LateRelease>, u64)
 
 /// Issue 26: a release the partner fired late is recorded on the partner's thread, not the
 /// loop's, with what the partner did before it: held at the instant after a read of its clock (a
-/// stop there reads `steal`) it is not behind, and that read is kept; held by its own work (its
-/// wake-up call), it is behind. The two that fell due while it was held came before the work it
+/// stop there reads `steal`) it is not behind, and that read is kept; held by its own work (the
+/// firing before it ran long), it is behind. The two that fell due while it was held came before the work it
 /// was doing then: neither.
 #[test]
 fn a_release_the_partner_fired_late_is_recorded_as_the_partners() {
