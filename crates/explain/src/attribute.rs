@@ -491,7 +491,7 @@ fn cause_of(
         Occupant::Task { prio: p, .. } if prio.is_some_and(|v| p < v) => Cause::Task,
         // A loop that was behind with its own work (an action, a breather): whatever else held
         // the CPU meanwhile, the loop chose it.
-        Occupant::Victim | Occupant::Task { .. } if waiter == Waiter::Loop && behind => {
+        Occupant::Victim | Occupant::Task { .. } if waiter.is_punctuals() && behind => {
             Cause::Dispatcher
         }
         Occupant::Task { .. } => Cause::Task,
@@ -499,7 +499,7 @@ fn cause_of(
         // Idle, the victim's wake-up interrupt, or the victim charged for running: its way back
         // to the CPU (a loop's own wake-up or work: the dispatcher's).
         Occupant::Idle(_) | Occupant::OwnWake | Occupant::VictimRan => match waiter {
-            Waiter::Loop => Cause::Dispatcher,
+            Waiter::Loop | Waiter::Partner => Cause::Dispatcher,
             Waiter::Sleeper | Waiter::Client => Cause::WakePath,
         },
         // Not charged to the task although nothing else ran; or the victim on its CPU past its
@@ -573,7 +573,7 @@ fn explain_window(
     spun: bool,
 ) -> Attribution {
     // A loop behind its breather idled by its own choice until its partner woke it.
-    let idle_chosen = waiter == Waiter::Loop && behind;
+    let idle_chosen = waiter.is_punctuals() && behind;
     let Some(acc) = ev.window(cpu, victim, (from, to), after, idle_chosen) else {
         return Attribution::unexplained(format!("CPU {cpu} not traced over the window"));
     };
@@ -585,7 +585,7 @@ fn explain_window(
     // entry and exit around it, which the trace does not see), so the others present decide
     // (with none, see `not_running` and `stopped_between`).
     let mut deciding = acc.clone();
-    if spun && matches!(waiter, Waiter::Loop | Waiter::Client) && !behind {
+    if spun && matches!(waiter, Waiter::Loop | Waiter::Partner | Waiter::Client) && !behind {
         let others: Vec<(Occupant, u64)> = acc
             .by
             .iter()
@@ -602,7 +602,7 @@ fn explain_window(
         }
     }
     // Only a loop behind with its own work is told apart by it (see `cause_of`).
-    let prio = (waiter == Waiter::Loop && behind)
+    let prio = (waiter.is_punctuals() && behind)
         .then(|| ev.prio_of(cpu, victim, to))
         .flatten();
     let Some((mut cause, top, held)) = decide(
@@ -674,11 +674,11 @@ fn explain_window(
 /// Measured on this VM: a plain C sender, no punctual code, had 0.27 % of its sends take 80 us or
 /// more, many before the stamp, each without a guest event there.
 fn not_running(ev: &Evidence, r: &LateRelease, a: Attribution) -> Attribution {
-    if a.cause != Cause::Dispatcher || r.waiter != Waiter::Loop || r.behind {
+    if a.cause != Cause::Dispatcher || !r.waiter.is_punctuals() || r.behind {
         return a;
     }
     if let Some(read) = r.last_read.filter(|&t| t <= r.target) {
-        return stopped_between(ev, r.cpu, "the loop", (read, r.target, r.actual), a);
+        return stopped_between(ev, r.cpu, r.waiter.who(), (read, r.target, r.actual), a);
     }
     match r.own_work {
         Some(w) => stalled_work(ev, r.cpu, (r.target, r.actual), w, a),

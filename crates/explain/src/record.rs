@@ -14,6 +14,27 @@ pub enum Waiter {
     /// A client released by another thread (a `wake` client): an idle CPU between the hand-over
     /// and its running is the wake path, its own time past the instant the hypervisor's (`steal`).
     Client,
+    /// The loop's partner thread, firing a release the loop handed it for a breather: judged as
+    /// the loop (its own time is punctual's), named as itself.
+    Partner,
+}
+
+impl Waiter {
+    /// punctual's own timing thread, the loop or its partner: its own time past the instant is
+    /// the dispatcher's.
+    pub fn is_punctuals(self) -> bool {
+        matches!(self, Waiter::Loop | Waiter::Partner)
+    }
+
+    /// How an explanation names the thread.
+    pub fn who(self) -> &'static str {
+        match self {
+            Waiter::Loop => "the loop",
+            Waiter::Partner => "the loop's partner",
+            Waiter::Sleeper => "the thread",
+            Waiter::Client => "the client",
+        }
+    }
 }
 
 /// A release handed over by another thread (the dispatcher of a `wake` action).

@@ -2,7 +2,7 @@
 //! result document show.
 
 use crate::attribute::{attribute, Attribution, Cause, Evidence};
-use crate::record::{LateRelease, Waiter};
+use crate::record::LateRelease;
 use punctual_trace::capture::Captured;
 use std::collections::BTreeMap;
 
@@ -221,7 +221,7 @@ fn inherit_in_chains(records: &[LateRelease], attributed: &mut [Attribution]) {
         .enumerate()
         .filter_map(|(i, r)| match r.handover {
             Some(h) => Some((h.tid, h.planned, h.at, i)),
-            None if r.waiter == Waiter::Loop => Some((r.tid, r.target, r.actual, i)),
+            None if r.waiter.is_punctuals() => Some((r.tid, r.target, r.actual, i)),
             None => None,
         })
         .collect();
@@ -241,7 +241,12 @@ fn inherit_in_chains(records: &[LateRelease], attributed: &mut [Attribution]) {
                     let first = &records[h];
                     let mut a = attributed[h].clone();
                     a.why = format!(
-                        "due while the loop was still late on its release {} earlier (late by {}): {}",
+                        "due while {} was still late on its release {} earlier (late by {}): {}",
+                        // A hand-over's chain is its dispatcher's.
+                        match first.handover {
+                            Some(_) => "the loop",
+                            None => first.waiter.who(),
+                        },
                         punctual_time::format_ns(due - first_due),
                         punctual_time::format_ns(first.lateness()),
                         a.why

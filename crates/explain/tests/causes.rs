@@ -936,6 +936,46 @@ fn the_scheduler_charging_the_loop_for_the_stall_makes_it_the_dispatchers_own_wo
     assert_eq!(b.cause, Cause::Steal, "{b:?}");
 }
 
+/// A release the loop's partner fired is judged as the loop's and named as the partner's: its
+/// spin's clock jumping over the instant with no guest event is `steal` ("the loop's partner read
+/// its clock..."), its own work across the instant is the dispatcher's, and a release that fell
+/// due while it was late takes the first's cause, saying whose lateness that was.
+#[test]
+fn a_release_the_loops_partner_fired_is_judged_as_the_loops_and_named_as_the_partners() {
+    let t = T0 + 10_000 * US;
+    let mut s = synth();
+    loop_charged(&mut s, t, 0);
+    let spun = LateRelease {
+        last_read: Some(t - US),
+        ..own(DISPATCHER, Waiter::Partner, t, t + 60 * US)
+    };
+    let a = cause_of(&s, &spun);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(
+        a.why.starts_with("the loop's partner read its clock"),
+        "{}",
+        a.why
+    );
+    // Busy with its own work (firing the release before) across the instant: punctual's.
+    let busy = LateRelease {
+        behind: true,
+        ..own(DISPATCHER, Waiter::Partner, t, t + 60 * US)
+    };
+    assert_eq!(cause_of(&s, &busy).cause, Cause::Dispatcher);
+    // The next release, due 10 us after the first, fired right after it.
+    let next = own(DISPATCHER, Waiter::Partner, t + 10 * US, t + 61 * US);
+    assert_eq!(cause_of(&s, &next).cause, Cause::Dispatcher);
+    let x = explain(&s.captured(), 10 * US, &[spun, next], &[]);
+    let (_, b) = &x.details[1];
+    assert_eq!(b.cause, Cause::Steal, "{b:?}");
+    assert!(
+        b.why
+            .starts_with("due while the loop's partner was still late"),
+        "{}",
+        b.why
+    );
+}
+
 #[test]
 fn a_spinning_loop_whose_clock_jumped_over_the_instant_with_no_guest_event_was_not_running() {
     let t = T0 + 10_000 * US;

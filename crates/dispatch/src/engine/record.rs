@@ -124,6 +124,11 @@ pub(super) fn log_late(
 /// fell in the partner's own work (firing the release before), which began after its
 /// last read; else that read, where it only read its clock from it on.
 fn self_timed(slot: usize, r: &Release, t: &Timed) -> LateRelease {
+    let waiter = if t.by.is_some() {
+        Waiter::Partner
+    } else {
+        Waiter::Loop
+    };
     let (tid, cpu, behind, last_read, own_from) = match t.by {
         Some(b) => (
             b.tid,
@@ -141,7 +146,7 @@ fn self_timed(slot: usize, r: &Release, t: &Timed) -> LateRelease {
         series: slot as u32,
         tid,
         cpu,
-        waiter: Waiter::Loop,
+        waiter,
         target: r.target,
         actual: t.started,
         handover: None,

@@ -2287,6 +2287,10 @@ fn a_release_the_partner_fired_late_is_recorded_as_the_partners() {
             "busy {busy}: {late:?}"
         );
         assert_eq!(partners.len(), late.len(), "busy {busy}: {late:?}");
+        assert!(
+            partners.iter().all(|r| r.waiter == Waiter::Partner),
+            "{late:?}"
+        );
         for held in partners.chunks(3) {
             let first = held[0];
             assert!(first.lateness() >= 20_000, "{first:?}");
@@ -2315,7 +2319,9 @@ fn a_release_due_before_the_partner_took_it_stays_the_loops() {
     let loops: Vec<_> = late.iter().filter(|r| r.tid == me).collect();
     assert_eq!(loops.len() as u64, breathers, "{late:?}");
     assert!(
-        loops.iter().all(|r| r.behind && r.lateness() >= 10_000),
+        loops
+            .iter()
+            .all(|r| r.behind && r.lateness() >= 10_000 && r.waiter == Waiter::Loop),
         "{loops:?}"
     );
 }
