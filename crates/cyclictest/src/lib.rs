@@ -7,7 +7,7 @@
 //! - [`measure`] runs punctual's engine (`punctual_latency::run_with`) with cyclictest's thread
 //!   layout, printing its status lines while it runs, and keeps cyclictest's exact figures in the
 //!   result document (`extra.cyclictest`).
-//! - [`format`] writes cyclictest's formats from those figures: status lines and the `-q` summary,
+//! - [`format`](mod@format) writes cyclictest's formats from those figures: status lines and the `-q` summary,
 //!   the `-h`/`-H` histogram with its trailer, `--spike` lines, rt-tests' JSON; [`export`] puts the
 //!   file formats behind the result crate's `Exporter`.
 //!

@@ -63,7 +63,7 @@ pub fn wake_lead_cap(plan: &Plan) -> u64 {
 /// over another release's instant puts that spin on a client of its own at its instant (a (c)
 /// row with 15 clients on each of 2 CPUs read `dispatcher` 483 times, leads at their 333 us cap
 /// with releases 333 us apart). So the leads of what it releases are also held to the spacing of
-/// its releases, less its margin cap and [`CLIENT_READ_NS`].
+/// its releases, less its margin cap and `CLIENT_READ_NS`.
 pub fn wake_lead_caps(
     plan: &Plan,
     placed: &[(u16, usize)],

@@ -397,7 +397,7 @@ impl LateEvents {
 
 /// The shift (from the stream's start, `current` now) for the rest of a stream of events
 /// `spacing` apart whose late ones line up: forward by a multiple of [`STEP`] of the spacing
-/// (modulo it, the first [`TRIES`], at least a quarter of the spacing from the old phase) whose
+/// (modulo it, the first `TRIES`, at least a quarter of the spacing from the old phase) whose
 /// instants keep clear of the periodic interference watched before the run (near at most
 /// [`MOVE_NEAR_SHARE`] of them), the one of least cost (the first without a watch). `avoid`:
 /// the watch's costs by phase of the spacing, computed before the run (this runs inside the

@@ -777,7 +777,7 @@ pub struct AppRow {
     pub ratio: [Option<f64>; 2],
     /// Quanta never billed (fraction).
     pub missed: [Option<f64>; 2],
-    /// The billing ratio's range over [`PHASES`] tick phases.
+    /// The billing ratio's range over `PHASES` tick phases.
     pub phases: [Option<(f64, f64)>; 2],
     pub quanta_per_s: f64,
     /// Share of one CPU.

@@ -5,7 +5,7 @@
 //! every frame's kernel receive timestamp, and the inter-arrival times are compared with the
 //! spacing (the thesis used an ATM cell analyzer).
 //!
-//! measure: [`KurtArts::run`] (each stream by [`KurtArts::stream`]); model: [`Model`]; tables:
+//! measure: [`KurtArts::run`] (each stream by `KurtArts::stream`); model: [`Model`]; tables:
 //! [`tables`]; figures: [`figures`].
 
 use punctual_dispatch::engine::SlotProgress;

@@ -5,7 +5,7 @@
 //! then as 1 to 12 parallel tasks (Fig. 8), then beside a parallel build. The loop is the latency
 //! engine's `rel` mode, which is exactly this loop.
 //!
-//! measure: [`McKenneyNanosleep::run`] (rows by [`McKenneyNanosleep::row`]); model: [`Model`];
+//! measure: [`McKenneyNanosleep::run`] (rows by `McKenneyNanosleep::row`); model: [`Model`];
 //! tables: [`tables`]; figures: [`figures`].
 
 use crate::common::group;
@@ -256,7 +256,7 @@ impl Measurement for McKenneyNanosleep {
     /// mlockall against rows with it, and every row's loop runs on threads of this process, so a
     /// session-wide mlockall would lock the "no mlock" rows too (and a row's own munlockall would
     /// release the session's lock). The rows that want locked memory lock it themselves
-    /// ([`McKenneyNanosleep::row`]). No cpu_dma_latency request: the paper made none.
+    /// (`McKenneyNanosleep::row`). No cpu_dma_latency request: the paper made none.
     fn wants(&self) -> Option<RtWant> {
         Some(RtWant {
             policy: Policy::Fifo,

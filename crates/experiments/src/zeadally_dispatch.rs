@@ -9,7 +9,7 @@
 //! first case: from each hrtimer's programmed expiry to the clock reading its interrupt handler
 //! took (the raiser's own 10 ms timer among them). Without tracefs the row stays "-" and says why.
 //!
-//! measure: [`ZeadallyDispatch::run`] (each case by [`ZeadallyDispatch::case`]); model: [`Model`];
+//! measure: [`ZeadallyDispatch::run`] (each case by `ZeadallyDispatch::case`); model: [`Model`];
 //! tables: [`tables`]; figures: [`figures`].
 
 use crate::published::{ZeadallyRow, ZEADALLY_T1, ZEADALLY_T2, ZEADALLY_T3, ZEADALLY_T4};

@@ -381,7 +381,7 @@ pub fn record_load_reports(
 }
 
 /// A measurement whose `run` returns a prepared outcome, while everything else (wants, loads,
-/// report, status, outputs) is the real measurement's: with [`Env::fake`], a command's whole
+/// report, status, outputs) is the real measurement's: with `Env::fake`, a command's whole
 /// pipeline runs without touching the machine, so its tables and document can be snapshot-tested
 /// (hyperfine's mock executor).
 pub struct Canned<M: Measurement> {

@@ -1,4 +1,4 @@
-//! Looking back at results: [`compare`] puts matching series of two or more sides of runs side by
+//! Looking back at results: [`compare`](mod@compare) puts matching series of two or more sides of runs side by
 //! side with a verdict that accounts for noise (an interval of each percentile's ratio: from the
 //! spread between runs with several runs per side, [`runs`], else a bootstrap of the two HDR
 //! histograms, [`bootstrap`]); [`render`] turns a

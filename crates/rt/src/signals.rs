@@ -273,7 +273,7 @@ fn unstick_until_exit() {
 /// The threads [`unstick`] handled, each with the CPUs it left the thread on.
 pub type Moved = Vec<(i32, Vec<usize>)>;
 
-/// Every runnable thread of this process (the caller excepted), as [`unstick_runnable`] does.
+/// Every runnable thread of this process (the caller excepted), as `unstick_runnable` does.
 /// Returns how many were handled.
 pub fn unstick(moved: &mut Moved) -> usize {
     // SAFETY: gettid has no preconditions.

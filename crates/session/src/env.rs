@@ -126,7 +126,7 @@ impl Env {
         self.host.get_or_init(punctual_rt::host::detect).clone()
     }
 
-    /// A new run id for a document ([`ResultDoc::run_id`]): random, or always the same one in a
+    /// A new run id for a document ([`ResultDoc::run_id`](punctual_result::ResultDoc::run_id)): random, or always the same one in a
     /// fake environment, so its documents stay comparable.
     pub fn run_id(&self) -> String {
         if self.real {

@@ -61,7 +61,7 @@ impl Recorder {
         r
     }
 
-    /// A recorder that keeps its first [`COMPACT_SAMPLES`] samples in a list and builds its
+    /// A recorder that keeps its first `COMPACT_SAMPLES` samples in a list and builds its
     /// histogram (270 KB: 1 ns to an hour at 3 digits) only past them or when it is read. For
     /// analyses that keep one per source or thread of an input file: thousands of sources seen
     /// once each made a 250 KB trace take 1.1 GB (issue 32). Its `record` allocates, unlike

@@ -194,7 +194,7 @@ pub struct Replay {
     pub explain: Option<punctual_explain::ExplainConfig>,
     explained: Option<punctual_explain::Explanation>,
     /// `--avoid-interference`: start a fixed-spacing replay at the phase of its spacing that a
-    /// watch of the sending CPU found quietest ([`Replay::quiet_grid`]).
+    /// watch of the sending CPU found quietest (`Replay::quiet_grid`).
     pub avoid_interference: bool,
     /// What that watch saw and chose, for the result document.
     avoided: Option<serde_json::Value>,

@@ -116,7 +116,7 @@ pub trait Actions {
     fn finish(&mut self, action: u16) -> Option<Ack>;
     /// The earliest instant before `before` of a release handed to a client on the loop's own CPU
     /// that is still busy with it, and its action (`None`: none). The loop outranks its clients:
-    /// it lets such a client run rather than spin across its instant ([`yield_to_clients`]).
+    /// it lets such a client run rather than spin across its instant (`yield_to_clients`).
     fn busy_here(&self, _before: u64) -> Option<(u64, u16)> {
         None
     }
