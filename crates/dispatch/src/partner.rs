@@ -78,8 +78,8 @@ pub struct Relay<'f> {
 /// one that came late, whose thread (the one that had to run at the instant) is the partner's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Look {
-    /// When it took the releases handed over (its first read once the loop was asleep): one
-    /// due before came to it late, by the loop's way into the breather.
+    /// When the loop said it blocks (its clock, just before): one due before came to the partner
+    /// late, by the loop's way into the breather; one due after was the partner's to fire on time.
     pub took: u64,
     /// Its clock read before the one that found the release due.
     pub last_read: u64,
@@ -151,6 +151,8 @@ struct Words {
     woke_at: AtomicU64,
     /// The partner thread's id, once it runs (0 before).
     tid: AtomicI32,
+    /// When the loop last said it blocks (its clock, read just before).
+    asleep_at: AtomicU64,
     /// NO_RELAY, OFFERED (by the loop), FIRING (the partner won the next one) or FIRED (all).
     relay: AtomicU32,
     /// The instant of the first release handed over (`CLOCK_MONOTONIC`).
@@ -171,6 +173,7 @@ impl Words {
             woken: AtomicU64::new(0),
             woke_at: AtomicU64::new(0),
             tid: AtomicI32::new(0),
+            asleep_at: AtomicU64::new(0),
             relay: AtomicU32::new(NO_RELAY),
             relay_at: AtomicU64::new(0),
             relay_fn: Mutex::new(None),
@@ -246,13 +249,12 @@ impl<'w> Relaying<'w> {
     fn new(w: &'w Words) -> Relaying<'w> {
         let next = (w.relay.load(Ordering::Acquire) == OFFERED)
             .then(|| w.relay_at.load(Ordering::Relaxed));
-        let took = now();
         Relaying {
             w,
             next: std::cell::Cell::new(next),
             look: std::cell::Cell::new(Look {
-                took,
-                last_read: took,
+                took: w.asleep_at.load(Ordering::Acquire),
+                last_read: now(),
                 busy: false,
             }),
         }
@@ -369,6 +371,7 @@ impl Breath for Partner {
         if let Some(r) = relay {
             w.offer(r);
         }
+        w.asleep_at.store(now(), Ordering::Relaxed);
         if st
             .compare_exchange(READY, ASLEEP, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -381,11 +384,10 @@ impl Breath for Partner {
         // on a signal, which the call's result tells). No switch count around it: each
         // `getrusage` is a system call, which costs microseconds on a virtual machine, and the
         // breather is already a release late here.
-        let asleep = now();
-        let woken = futex::wait(st, ASLEEP, timeout, Scope::Private);
         let woke_at = match timeout {
-            Some(t) => Some(asleep + t),
-            None => woken.then(|| w.woke_at.load(Ordering::Acquire)),
+            Some(t) => timed_block(st, t),
+            None => futex::wait(st, ASLEEP, None, Scope::Private)
+                .then(|| w.woke_at.load(Ordering::Acquire)),
         };
         st.store(IDLE, Ordering::Release);
         Breathed {
@@ -394,6 +396,41 @@ impl Breath for Partner {
         }
     }
 }
+
+/// A timed block of the calling thread on `st` (ASLEEP) for `t`, up to [`BLOCK_TRIES`] times,
+/// until one leaves the CPU: when its timer was due (`None`: none did).
+/// A timer that ends before the thread is off its CPU ends no block (the wake-up finds it still
+/// running): nothing of lower priority ran, and RLIMIT_RTTIME counts on. On this VM arming the
+/// timer costs an exit to the host; in two of ten 10 us plan runs every 20 us block from some
+/// point on ended so, the kernel's timer wake-up logged with no switch, until RLIMIT_RTTIME
+/// stopped the run 4 s later (eighteenth session). Two reads of the thread's switch count cost
+/// a few microseconds, which a breather whose releases the partner fires can spare.
+fn timed_block(st: &AtomicU32, t: u64) -> Option<u64> {
+    retry_block(
+        t,
+        |t| {
+            futex::wait(st, ASLEEP, Some(t), Scope::Private);
+        },
+        punctual_time::clock::voluntary_switches,
+    )
+}
+
+/// [`timed_block`]'s tries: `wait` blocks for the time it is given, `switches` counts the
+/// thread's voluntary switches.
+fn retry_block(t: u64, mut wait: impl FnMut(u64), switches: impl Fn() -> u64) -> Option<u64> {
+    for _ in 0..BLOCK_TRIES {
+        let before = switches();
+        let asleep = now();
+        wait(t);
+        if switches() > before {
+            return Some(asleep + t);
+        }
+    }
+    None
+}
+
+/// How many timed blocks a breather tries before it gives up ([`timed_block`]).
+pub const BLOCK_TRIES: u32 = 4;
 
 impl Drop for Partner {
     fn drop(&mut self) {
@@ -484,8 +521,15 @@ fn stand_by(w: &Words, sched: Option<&std::fs::File>, due: u64) -> bool {
     // made, and the wait for it ran out: 1 breather in 3 lasted 50 us more, b60 and after.)
     let mut charged = None;
     loop {
-        if st.load(Ordering::Acquire) == ASLEEP {
-            break;
+        match st.load(Ordering::Acquire) {
+            ASLEEP => break,
+            // The loop blocked and is back already, before this look: one that handed over
+            // releases blocks on its own timer, which may end first (a partner held by a tick
+            // or the host). Nothing is left to do; waiting for the word to leave READY would
+            // spin forever (twice in ten 10 us plan runs the partner spun until RLIMIT_RTTIME
+            // stopped the run, eighteenth session).
+            IDLE => return true,
+            _ => {}
         }
         charged = sched.and_then(runtime);
         let over = now().saturating_sub(since) > STAND_BY_MAX_NS;
@@ -788,6 +832,106 @@ mod tests {
         r.fire_due();
         assert_eq!(r.next.get(), None);
         assert_eq!(w.relayed.load(Ordering::Relaxed), 3);
+    }
+
+    /// A loop that blocked and came back before its partner looked (its own timer ended the
+    /// block) ends the stand-by: the partner does not spin on, waiting for a word only it could
+    /// have moved.
+    #[test]
+    fn a_stand_by_the_loop_came_back_from_unseen_ends() {
+        let w = Arc::new(Words::new());
+        // A stand-by ends by itself after 2 ms: on a loaded machine the test may look too late,
+        // and then tries again.
+        for _ in 0..50 {
+            w.state.store(IDLE, Ordering::Release);
+            w.due.store(now(), Ordering::Release);
+            let due = w.due.load(Ordering::Acquire);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = w.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(stand_by(&p, None, due));
+            });
+            let deadline = now() + 10_000_000_000;
+            let mut seen = false;
+            while now() < deadline {
+                if w.state.load(Ordering::Acquire) == READY {
+                    seen = true;
+                    break;
+                }
+                if w.state.load(Ordering::Acquire) == IDLE && now() > deadline - 9_000_000_000 {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            if !seen {
+                let _ = rx.recv_timeout(Duration::from_secs(10));
+                continue;
+            }
+            // The loop blocks and is back, unseen: READY -> ASLEEP -> IDLE between two looks.
+            w.state.store(IDLE, Ordering::Release);
+            w.due.store(due + 1, Ordering::Release);
+            let ended = rx.recv_timeout(Duration::from_secs(10));
+            if ended == Ok(false) {
+                // It had ended by itself first.
+                continue;
+            }
+            // Whatever happens, leave no thread spinning behind the test.
+            w.stop.store(1, Ordering::Release);
+            assert_eq!(ended, Ok(true), "the stand-by did not end");
+            return;
+        }
+        panic!("never caught the partner standing by");
+    }
+
+    /// Every breather whose releases the partner fires, reported as a block, switched the loop
+    /// out.
+    #[test]
+    fn a_timed_breather_reported_as_a_block_switched_the_thread_out() {
+        let p = Partner::start(&punctual_rt::online_cpus(), NORMAL, 0).unwrap();
+        let mut blocks = 0;
+        p.due_at(now());
+        for k in 0..20 {
+            until_ready(&p);
+            let mut fire = |_: Look| None;
+            let before = punctual_time::clock::voluntary_switches();
+            let b = p.breathe(Some(Relay {
+                at: now() + 10_000_000_000,
+                fire: &mut fire,
+                back_in: 50_000,
+            }));
+            if b.woke_at.is_some() {
+                let after = punctual_time::clock::voluntary_switches();
+                assert!(after > before, "breather {k}: reported a block without one");
+                blocks += 1;
+            }
+            p.due_at(now());
+        }
+        // A stand-by that ended between the calls reports none.
+        assert!(blocks >= 10, "{blocks} blocks of 20");
+    }
+
+    /// A timed block whose timer ended before the thread left its CPU is tried again, and none of
+    /// [`BLOCK_TRIES`] that left it is no block.
+    #[test]
+    fn a_timed_block_that_did_not_leave_the_cpu_is_tried_again_longer() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let switched_on = |n: usize| {
+            let asked = &asked;
+            move || {
+                let k = asked.borrow().len();
+                // The count before and after each wait: it moves in the n-th wait.
+                u64::from(k >= n)
+            }
+        };
+        let t0 = now();
+        let at = retry_block(20_000, |t| asked.borrow_mut().push(t), switched_on(3));
+        assert_eq!(*asked.borrow(), [20_000, 20_000, 20_000]);
+        let at = at.expect("the third blocked");
+        assert!(at >= t0 + 20_000, "due {} ns after the first try", at - t0);
+        asked.borrow_mut().clear();
+        let none = retry_block(20_000, |t| asked.borrow_mut().push(t), || 0);
+        assert_eq!(none, None);
+        assert_eq!(asked.borrow().len(), BLOCK_TRIES as usize);
     }
 
     #[test]

@@ -120,23 +120,31 @@ pub(super) fn log_late(
 }
 
 /// A self-timed release's late record. One the loop fired is its own (its thread, its CPU); one its
-/// partner fired in a breather is the partner's (its thread, its CPU): behind where the instant
-/// fell in the partner's own work (firing the release before), which began after its
-/// last read; else that read, where it only read its clock from it on.
-fn self_timed(slot: usize, r: &Release, t: &Timed) -> LateRelease {
+/// partner fired in a breather is the partner's (its thread, its CPU). As for the loop, the
+/// partner was behind only where its own work (firing the release before) began before the
+/// instant and lasted at least the lateness; where its last read came after the instant, the
+/// release came due while the partner was late on the one before, or before it had looked at
+/// them (no read of its own: a chain's member, or read on the partner's CPU); otherwise its last
+/// read stands, from which it only fired one short release or spun.
+pub(super) fn self_timed(slot: usize, r: &Release, t: &Timed) -> LateRelease {
     let waiter = if t.by.is_some() {
         Waiter::Partner
     } else {
         Waiter::Loop
     };
     let (tid, cpu, behind, last_read, own_from) = match t.by {
-        Some(b) => (
-            b.tid,
-            b.cpu,
-            b.look.busy && b.look.last_read <= r.target,
-            (!b.look.busy).then_some(b.look.last_read),
-            None,
-        ),
+        Some(b) => {
+            let late = t.started.saturating_sub(r.target);
+            let read = b.look.last_read;
+            let (behind, last_read) = match (b.look.busy, read <= r.target) {
+                // Its look came after the instant: late on an earlier one, or held since it
+                // took the releases.
+                (_, false) => (false, None),
+                (true, true) if b.prev_work >= late => (true, None),
+                _ => (false, Some(read)),
+            };
+            (b.tid, b.cpu, behind, last_read, None)
+        }
         None => {
             let (tid, cpu) = punctual_explain::here();
             (tid, cpu, t.behind, t.last_read, t.own_from)

@@ -1990,7 +1990,9 @@ struct FakePartner {
     /// In each breather, the partner is held this long at the instant of the release it fires
     /// `.0`-th: by its own work (`.2`: firing the one before ran long) or with its CPU stopped.
     held_at: Option<(usize, u64, bool)>,
-    /// It takes the releases handed over this long after the loop blocked.
+    /// The loop says it blocks this long after the breather began (its way in was slow).
+    said_after: u64,
+    /// It takes the releases handed over this long after the loop said it blocks.
     takes_after: u64,
 }
 
@@ -2006,6 +2008,7 @@ impl FakePartner {
             served: AtomicU64::new(0),
             ahead: Default::default(),
             held_at: None,
+            said_after: 0,
             takes_after: 0,
         }
     }
@@ -2039,11 +2042,12 @@ impl crate::partner::Breath for FakePartner {
             let off = at as i64 - self.clock.peek() as i64;
             self.ahead.lock().unwrap().push(off);
             let mut next = Some(at);
-            self.clock.advance(self.takes_after);
+            self.clock.advance(self.said_after);
             let took = self.clock.peek();
+            self.clock.advance(self.takes_after);
             let mut look = crate::partner::Look {
                 took,
-                last_read: took,
+                last_read: self.clock.peek(),
                 busy: false,
             };
             let mut k = 0;
@@ -2269,10 +2273,10 @@ fn relayed_late(setup: impl FnOnce(&mut FakePartner)) -> (Vec<LateRelease>, u64)
 }
 
 /// Issue 26: a release the partner fired late is recorded on the partner's thread, not the
-/// loop's, with what the partner did before it: held at the instant after a read of its clock (a
-/// stop there reads `steal`) it is not behind, and that read is kept; held by its own work (the
-/// firing before it ran long), it is behind. The two that fell due while it was held came before the work it
-/// was doing then: neither.
+/// loop's, with what the partner did before it. Held at the instant, after a read of its clock or
+/// after a firing too short to account for it, it is not behind and that read is kept (a stop
+/// there reads `steal`). The two that fell due while it was held came before the work it was
+/// doing then: neither behind nor with a read of their own.
 #[test]
 fn a_release_the_partner_fired_late_is_recorded_as_the_partners() {
     let (me, _) = punctual_explain::here();
@@ -2294,13 +2298,11 @@ fn a_release_the_partner_fired_late_is_recorded_as_the_partners() {
         for held in partners.chunks(3) {
             let first = held[0];
             assert!(first.lateness() >= 20_000, "{first:?}");
-            assert_eq!(first.behind, busy, "{first:?}");
-            if busy {
-                assert_eq!(first.last_read, None, "{first:?}");
-            } else {
-                let read = first.last_read.expect("its read before the instant");
-                assert!(read <= first.target, "{first:?}");
-            }
+            // Held after a read before the instant, or after a short firing that began before it:
+            // not behind, and that read kept.
+            assert!(!first.behind, "{first:?}");
+            let read = first.last_read.expect("its read before the instant");
+            assert!(read <= first.target, "{first:?}");
             for r in &held[1..] {
                 assert!(!r.behind && r.last_read.is_none(), "{r:?}");
                 assert!(r.target > first.target && r.target < first.actual, "{r:?}");
@@ -2309,20 +2311,90 @@ fn a_release_the_partner_fired_late_is_recorded_as_the_partners() {
     }
 }
 
-/// A release due before the partner took the releases handed over came to it late, by the loop's
-/// way into its breather: it stays the loop's, behind its breather.
+/// How the partner's look becomes a late record: behind only where its own firing of the release
+/// before began before the instant and lasted the lateness; a read after the instant (it was late
+/// on the one before) leaves no read; else its read stands, as a spin's.
 #[test]
-fn a_release_due_before_the_partner_took_it_stays_the_loops() {
+fn the_partners_record_is_behind_only_where_its_own_work_covers_the_lateness() {
+    let target = 1_000_000;
+    let record = |busy: bool, last_read: u64, prev_work: u64| {
+        let r = sources::Release {
+            act_at: target,
+            from_event: false,
+            slot: 0,
+            target,
+            seq: 0,
+            data: &[],
+        };
+        let started = target + 25_000;
+        let t = Timed {
+            behind: true,
+            started,
+            done: started + 100,
+            fired: Fired {
+                error: false,
+                previous: None,
+            },
+            slept: false,
+            woke: started,
+            last_read: None,
+            own_from: None,
+            by: Some(By {
+                tid: 7,
+                cpu: 3,
+                look: crate::partner::Look {
+                    took: 0,
+                    last_read,
+                    busy,
+                },
+                prev_work,
+            }),
+        };
+        let l = record::self_timed(0, &r, &t);
+        assert_eq!((l.tid, l.cpu, l.waiter), (7, 3, Waiter::Partner));
+        (l.behind, l.last_read)
+    };
+    // Its firing before began 2 us before the instant and took 30 us: its own work.
+    assert_eq!(record(true, target - 2_000, 30_000), (true, None));
+    // ... took 1 us: something else held it after; its read stands.
+    assert_eq!(
+        record(true, target - 2_000, 1_000),
+        (false, Some(target - 2_000))
+    );
+    // Began after the instant: late on the one before.
+    assert_eq!(record(true, target + 5_000, 30_000), (false, None));
+    // A spin up to it.
+    assert_eq!(record(false, target - 300, 0), (false, Some(target - 300)));
+}
+
+/// A release due before the loop said it blocks came to the partner late, by the loop's way into
+/// its breather: it stays the loop's, behind its breather. One due after, which the partner looked
+/// at late, is the partner's, with no read of its own (its CPU's trace decides).
+#[test]
+fn a_release_due_before_the_loop_said_it_blocks_stays_the_loops() {
     let (me, _) = punctual_explain::here();
-    // The loop hands over 9-10 us ahead; the partner takes them 25 us after the loop blocked.
-    let (late, breathers) = relayed_late(|p| p.takes_after = 25_000);
+    // The loop hands over 9-10 us ahead, and says it blocks 25 us later.
+    let (late, breathers) = relayed_late(|p| p.said_after = 25_000);
     let loops: Vec<_> = late.iter().filter(|r| r.tid == me).collect();
     assert_eq!(loops.len() as u64, breathers, "{late:?}");
+    assert_eq!(loops.len(), late.len(), "{late:?}");
     assert!(
         loops
             .iter()
             .all(|r| r.behind && r.lateness() >= 10_000 && r.waiter == Waiter::Loop),
         "{loops:?}"
+    );
+    // The loop says so at once; the partner looks 25 us later.
+    let (late, breathers) = relayed_late(|p| p.takes_after = 25_000);
+    let partners: Vec<_> = late.iter().filter(|r| r.tid != me).collect();
+    assert_eq!(partners.len() as u64, breathers, "{late:?}");
+    assert_eq!(partners.len(), late.len(), "{late:?}");
+    assert!(
+        partners.iter().all(|r| !r.behind
+            && r.last_read.is_none()
+            && r.lateness() >= 10_000
+            && r.waiter == Waiter::Partner),
+        "{partners:?}"
     );
 }
 
