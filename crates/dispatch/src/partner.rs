@@ -27,10 +27,11 @@
 //! loop is not back; exactly one of the two fires each, decided on one word, and the loop returns
 //! from the breather only once the partner is done with them. Such a loop blocks on its own timer
 //! ([`Relay::back_in`]) and the partner makes no wake-up call: the call holds the partner for
-//! 10-27 us whenever a kernel worker runs in the breather (the wake-up must interrupt it), and the
-//! release that fell due inside it came late (every `dispatcher` release of three 10 us plan runs,
-//! the eighteenth session). The timer's cost on a virtual machine is the loop's, whose releases
-//! the partner fires meanwhile.
+//! 10-40 us whenever a kernel worker runs in the breather (the wake-up must interrupt it), and the
+//! release that fell due inside it came late (every `dispatcher` release read in seven 10 us plan
+//! runs, the eighteenth session). The timer's cost on a virtual machine is the loop's, whose
+//! releases the partner fires meanwhile; a timer that ends before the loop has left its CPU is no
+//! block, and the loop tries again (`timed_block`).
 
 use punctual_rt::futex::{self, Scope};
 use punctual_rt::SchedParams;
