@@ -401,11 +401,11 @@ impl Breath for Partner {
 /// A timed block of the calling thread on `st` (ASLEEP) for `t`, up to [`BLOCK_TRIES`] times,
 /// until one leaves the CPU: when its timer was due (`None`: none did).
 /// A timer that ends before the thread is off its CPU ends no block (the wake-up finds it still
-/// running): nothing of lower priority ran, and RLIMIT_RTTIME counts on. On this VM arming the
-/// timer costs an exit to the host; in two of ten 10 us plan runs every 20 us block from some
-/// point on ended so, the kernel's timer wake-up logged with no switch, until RLIMIT_RTTIME
-/// stopped the run 4 s later (eighteenth session). Two reads of the thread's switch count cost
-/// a few microseconds, which a breather whose releases the partner fires can spare.
+/// running): nothing of lower priority ran, and RLIMIT_RTTIME counts on. RLIMIT_RTTIME stopped two
+/// of ten 10 us plan runs with 20 us blocks; in the one whose trace was read, every block from
+/// some point on ended so (the kernel's timer wake-up logged, no switch) until SIGXCPU 4 s later
+/// (eighteenth session). Two reads of the thread's switch count cost a few microseconds, which a
+/// breather whose releases the partner fires can spare.
 fn timed_block(st: &AtomicU32, t: u64) -> Option<u64> {
     retry_block(
         t,
