@@ -402,10 +402,11 @@ impl Breath for Partner {
 /// until one leaves the CPU: when its timer was due (`None`: none did).
 /// A timer that ends before the thread is off its CPU ends no block (the wake-up finds it still
 /// running): nothing of lower priority ran, and RLIMIT_RTTIME counts on. RLIMIT_RTTIME stopped two
-/// of ten 10 us plan runs with 20 us blocks; in the one whose trace was read, every block from
-/// some point on ended so (the kernel's timer wake-up logged, no switch) until SIGXCPU 4 s later
-/// (eighteenth session). Two reads of the thread's switch count cost a few microseconds, which a
-/// breather whose releases the partner fires can spare.
+/// of ten 10 us plan runs with 20 us blocks; in both traces every block from some point on ended
+/// so (the kernel's timer wake-up logged, no switch) until SIGXCPU 4.5 s later (eighteenth
+/// session). The same check as the kernel clock's `pause`, which a timed breather takes; here
+/// the block must stay the partner's futex wait. Two reads of the thread's switch count cost a
+/// few microseconds, which a breather whose releases the partner fires can spare.
 fn timed_block(st: &AtomicU32, t: u64) -> Option<u64> {
     retry_block(
         t,
