@@ -404,8 +404,8 @@ impl Breath for Partner {
 /// running): nothing of lower priority ran, and RLIMIT_RTTIME counts on. RLIMIT_RTTIME stopped two
 /// of ten 10 us plan runs with 20 us blocks; in both traces every block from some point on ended
 /// so (the kernel's timer wake-up logged, no switch) until SIGXCPU 4.5 s later (eighteenth
-/// session). The same check as the kernel clock's `pause`, which a timed breather takes; here
-/// the block must stay the partner's futex wait. Two reads of the thread's switch count cost a
+/// session). The kernel clock's `pause` makes the same check ([`punctual_time::clock::until_switched`]);
+/// here the block must stay the partner's futex wait. Two reads of the thread's switch count cost a
 /// few microseconds, which a breather whose releases the partner fires can spare.
 fn timed_block(st: &AtomicU32, t: u64) -> Option<u64> {
     retry_block(
@@ -420,15 +420,17 @@ fn timed_block(st: &AtomicU32, t: u64) -> Option<u64> {
 /// [`timed_block`]'s tries: `wait` blocks for the time it is given, `switches` counts the
 /// thread's voluntary switches.
 fn retry_block(t: u64, mut wait: impl FnMut(u64), switches: impl Fn() -> u64) -> Option<u64> {
-    for _ in 0..BLOCK_TRIES {
-        let before = switches();
-        let asleep = now();
-        wait(t);
-        if switches() > before {
-            return Some(asleep + t);
-        }
-    }
-    None
+    let mut asleep = 0;
+    let tries = std::iter::repeat_n(t, BLOCK_TRIES as usize);
+    punctual_time::clock::until_switched(
+        tries,
+        |t| {
+            asleep = now();
+            wait(t);
+        },
+        switches,
+    )
+    .map(|t| asleep + t)
 }
 
 /// How many timed blocks a breather tries before it gives up ([`timed_block`]).
@@ -854,19 +856,18 @@ mod tests {
                 let _ = tx.send(stand_by(&p, None, due));
             });
             let deadline = now() + 10_000_000_000;
-            let mut seen = false;
-            while now() < deadline {
+            // Standing by, or already over by itself (then try again).
+            let ready = loop {
                 if w.state.load(Ordering::Acquire) == READY {
-                    seen = true;
-                    break;
+                    break true;
                 }
-                if w.state.load(Ordering::Acquire) == IDLE && now() > deadline - 9_000_000_000 {
-                    break;
+                if rx.try_recv().is_ok() {
+                    break false;
                 }
+                assert!(now() < deadline, "the partner never stood by");
                 std::thread::yield_now();
-            }
-            if !seen {
-                let _ = rx.recv_timeout(Duration::from_secs(10));
+            };
+            if !ready {
                 continue;
             }
             // The loop blocks and is back, unseen: READY -> ASLEEP -> IDLE between two looks.

@@ -82,21 +82,36 @@ impl Clock for SystemClock {
         sleep_abs(self.id.as_raw(), t)
     }
 
-    /// A short sleep does not always block: when arming the timer takes longer than the sleep (a
-    /// VM exit can take tens of microseconds), the timer has fired before the thread would give
-    /// up the CPU and the call returns without a context switch. So sleep, check the thread's
-    /// voluntary context switches, and sleep twice as long until it did block (at most 1 ms).
+    /// A short sleep does not always block ([`until_switched`]): sleep twice as long until it
+    /// did (at most 1 ms).
     fn pause(&self, ns: u64) {
-        let mut d = ns.max(1);
-        loop {
-            let before = voluntary_switches();
-            sleep_abs(self.id.as_raw(), self.now() + d);
-            if voluntary_switches() > before || d >= 1_000_000 {
-                return;
-            }
-            d = (d * 2).min(1_000_000);
-        }
+        let tries = std::iter::successors(Some(ns.max(1)), |&d| {
+            (d < 1_000_000).then(|| (d * 2).min(1_000_000))
+        });
+        until_switched(
+            tries,
+            |d| sleep_abs(self.id.as_raw(), self.now() + d),
+            voluntary_switches,
+        );
     }
+}
+
+/// Block with `wait` for each time of `tries` in turn until the calling thread has left its CPU
+/// (`switches`, its voluntary context switches, moved across the wait): that wait's time, `None`
+/// when none did. A short timed block does not always block: when arming the timer takes longer
+/// than the block (a VM exit can take tens of microseconds), the timer has fired before the
+/// thread would give up the CPU, and the call returns without a context switch. Nothing of lower
+/// priority ran then, and RLIMIT_RTTIME counts on.
+pub fn until_switched(
+    tries: impl IntoIterator<Item = u64>,
+    mut wait: impl FnMut(u64),
+    switches: impl Fn() -> u64,
+) -> Option<u64> {
+    tries.into_iter().find(|&t| {
+        let before = switches();
+        wait(t);
+        switches() > before
+    })
 }
 
 /// Voluntary context switches of the calling thread so far.

@@ -2149,6 +2149,17 @@ fn a_partnered_breather_is_logged_from_the_partners_wake_up() {
     }
 }
 
+/// At least 8 breathers were partnered, and the partner fired `each` releases in every one.
+fn relayed_per_breather(e: &LoopEnd, each: std::ops::RangeInclusive<u64>) {
+    let n = e.breathers_partnered;
+    assert!(n >= 8, "{n}");
+    assert!(
+        (each.start() * n..=each.end() * n).contains(&e.relayed),
+        "{} of {n} breathers",
+        e.relayed
+    );
+}
+
 /// The releases a partner's breather would make late are handed to the partner, which fires each
 /// at its instant: a 45 us breather before releases 10 us apart makes none late, and every release
 /// is fired once, by one of the two.
@@ -2178,14 +2189,8 @@ fn the_releases_a_partnered_breather_runs_over_are_fired_by_the_partner_on_time(
     let clock = vm_clock();
     let p = FakePartner::new(&clock, 50_000, 45_000);
     let (e, fake) = spin_through_relaying(&clock, &events, 10_000, Some(&p), true);
-    assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
     // Four or five a breather: those due in its 45 us.
-    assert!(
-        (4 * e.breathers_partnered..=5 * e.breathers_partnered).contains(&e.relayed),
-        "{} of {} breathers",
-        e.relayed,
-        e.breathers_partnered
-    );
+    relayed_per_breather(&e, 4..=5);
     let relayed = fake.relay_to.as_ref().unwrap().log.len() as u64;
     assert_eq!(relayed, e.relayed);
     assert!(late(&fake) < 10_000, "a release {} ns late", late(&fake));
@@ -2202,14 +2207,8 @@ fn the_partner_covers_a_breather_a_kernel_worker_stretched() {
     let clock = vm_clock();
     let p = FakePartner::new(&clock, 50_000, 200_000);
     let (e, fake) = spin_through_relaying(&clock, &events, 10_000, Some(&p), true);
-    assert!(e.breathers_partnered >= 8, "{}", e.breathers_partnered);
     // Nineteen or twenty a breather: those due in its 200 us.
-    assert!(
-        (19 * e.breathers_partnered..=20 * e.breathers_partnered).contains(&e.relayed),
-        "{} of {} breathers",
-        e.relayed,
-        e.breathers_partnered
-    );
+    relayed_per_breather(&e, 19..=20);
     let relayed = &fake.relay_to.as_ref().unwrap().log;
     let worst = relayed.iter().map(|r| r.2 - r.0).max().unwrap();
     assert!(worst < 10_000, "a relayed release {worst} ns late");
