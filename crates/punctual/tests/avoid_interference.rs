@@ -36,7 +36,8 @@ fn avoid_interference_watches_the_cpus_and_records_what_it_chose() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{err}\n{out}");
     assert!(err.contains("interference: watched CPU"), "{err}");
     let doc = valid_doc(&json);
     let inf = &doc["settings"]["interference"];
