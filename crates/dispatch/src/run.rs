@@ -69,6 +69,7 @@ pub fn execute_with(
         ..cfg.clone()
     };
     let n = cpus.len();
+    let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
     let shared = Shared {
         barrier: Arc::new(Barrier::new(n + 1)),
         start: Arc::new(AtomicU64::new(0)),
@@ -78,8 +79,8 @@ pub fn execute_with(
         heartbeats,
         plan,
         avoid: cfg.avoid.clone(),
+        steal: punctual_rt::host::StealSampler::start(&cpu_list).map(Arc::new),
     };
-    let cpu_list: Vec<usize> = cpus.iter().map(|c| c.cpu).collect();
     let mut handles = Vec::new();
     for (ci, prep) in cpus.into_iter().enumerate() {
         handles.push(spawn_dispatcher(ci, prep, &shared, cfg, &cpu_list)?);
@@ -180,6 +181,8 @@ struct Shared {
     heartbeats: Arc<[Heartbeat]>,
     plan: Arc<Plan>,
     avoid: Option<Arc<punctual_plan::admission::Interference>>,
+    /// The CPUs' stolen time, read off the loops' threads (a loop never reads `/proc/stat`).
+    steal: Option<Arc<punctual_rt::host::StealSampler>>,
 }
 
 /// A dispatcher thread's settings, taken from the [`RunConfig`].
@@ -290,7 +293,7 @@ fn dispatcher_thread(
         return None;
     }
     let end = settings.duration.map(|d| s0 + d).unwrap_or(u64::MAX);
-    let steal = punctual_rt::host::CpuSteal::open(prep.cpu);
+    let steal = shared.steal.as_ref().and_then(|s| s.cpu(prep.cpu));
     let lc = LoopConfig {
         start: s0,
         end,

@@ -260,8 +260,9 @@ fn parse_cpu_line(text: &str, cpu: usize, hz: u64) -> Option<(u64, Option<u64>)>
     Some((ns(busy), f.get(7).map(|&s| ns(s))))
 }
 
-/// One CPU's steal time for a timing loop: `/proc/stat` kept open and read into a buffer allocated
-/// once, so a reading allocates nothing. Its resolution is the kernel's USER_HZ tick (10 ms).
+/// One CPU's steal time, from `/proc/stat` kept open and read into a buffer allocated once. Its
+/// resolution is the kernel's USER_HZ tick (10 ms). A read takes tens of microseconds, more with
+/// more CPUs: a timing loop reads a [`StealSampler`]'s [`SampledSteal`] instead.
 pub struct CpuSteal {
     file: std::fs::File,
     cpu: usize,
@@ -286,6 +287,13 @@ impl CpuSteal {
 
     /// The CPU's stolen time since boot, in ns.
     pub fn total_ns(&self) -> Option<u64> {
+        self.all_ns()?
+            .into_iter()
+            .find_map(|(cpu, ns)| (cpu == self.cpu).then_some(ns))
+    }
+
+    /// Every CPU's stolen time since boot, as `(cpu, ns)`, from one read.
+    fn all_ns(&self) -> Option<Vec<(usize, u64)>> {
         use std::os::unix::fs::FileExt;
         let mut buf = self.buf.borrow_mut();
         let n = self.file.read_at(&mut buf, 0).ok()?;
@@ -293,9 +301,11 @@ impl CpuSteal {
             Ok(t) => t,
             Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
         };
-        text.lines()
-            .filter_map(|l| steal_of_line(l, self.user_hz))
-            .find_map(|(cpu, ns)| (cpu == self.cpu).then_some(ns))
+        Some(
+            text.lines()
+                .filter_map(|l| steal_of_line(l, self.user_hz))
+                .collect(),
+        )
     }
 }
 
@@ -306,6 +316,114 @@ fn steal_of_line(l: &str, user_hz: u64) -> Option<(usize, u64)> {
     let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
     let ticks: u64 = f.nth(7)?.parse().ok()?;
     Some((cpu, ticks.saturating_mul(1_000_000_000) / user_hz))
+}
+
+/// How often a [`StealSampler`] reads `/proc/stat`: half the resolution of its counters (USER_HZ,
+/// 10 ms), which the kernel moves on at its own tick.
+pub const STEAL_SAMPLE_NS: u64 = 5_000_000;
+
+/// Every CPU's stolen time, read from `/proc/stat` by a thread of its own every
+/// [`STEAL_SAMPLE_NS`] (normal class, kept off `away_from` where other CPUs are online), for timing
+/// loops to read from memory ([`SampledSteal`]). A read of `/proc/stat` on a dispatch loop's own
+/// thread took 31 us at the median, 74 us at p99 and 341 us at most on a 2-CPU VM (kurt-periodic
+/// --quick, nineteenth session), which a kernel trace shows as the loop running, and the file's cost
+/// grows with the CPUs and interrupts it lists. Dropping it stops the thread.
+pub struct StealSampler {
+    shared: std::sync::Arc<Sampled>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Sampled {
+    /// Per CPU (index), its stolen time since boot (ns) as last read.
+    totals: Box<[std::sync::atomic::AtomicU64]>,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// One CPU's stolen time as its [`StealSampler`] last read it (ns since boot, at most
+/// [`STEAL_SAMPLE_NS`] old while the sampler gets its turns): a load from memory.
+#[derive(Clone)]
+pub struct SampledSteal {
+    shared: std::sync::Arc<Sampled>,
+    cpu: usize,
+}
+
+impl SampledSteal {
+    pub fn total_ns(&self) -> u64 {
+        self.shared.totals[self.cpu].load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl StealSampler {
+    /// `None` when `/proc/stat` has no steal column, or the thread cannot be started.
+    pub fn start(away_from: &[usize]) -> Option<StealSampler> {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let reader = CpuSteal::open(0)?;
+        let first = reader.all_ns()?;
+        let n = first.iter().map(|&(c, _)| c + 1).max()?;
+        let totals: Box<[AtomicU64]> = (0..n).map(|_| AtomicU64::new(0)).collect();
+        for (c, ns) in first {
+            totals[c].store(ns, Ordering::Relaxed);
+        }
+        let shared = std::sync::Arc::new(Sampled {
+            totals,
+            stop: AtomicBool::new(false),
+        });
+        let online = crate::affinity::online_cpus();
+        let elsewhere: Vec<usize> = online
+            .iter()
+            .copied()
+            .filter(|c| !away_from.contains(c))
+            .collect();
+        let cpus = if elsewhere.is_empty() {
+            online
+        } else {
+            elsewhere
+        };
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("punctual-steal".into())
+            .spawn(move || {
+                // A thread started by a real-time one inherits its class and CPU: neither is ours.
+                let _ = crate::sched::set_current(crate::SchedParams {
+                    policy: crate::Policy::Other,
+                    priority: 0,
+                });
+                let _ = crate::affinity::set(0, &cpus);
+                while !s.stop.load(Ordering::Relaxed) {
+                    for (c, ns) in reader.all_ns().unwrap_or_default() {
+                        if let Some(t) = s.totals.get(c) {
+                            t.store(ns, Ordering::Relaxed);
+                        }
+                    }
+                    std::thread::park_timeout(std::time::Duration::from_nanos(STEAL_SAMPLE_NS));
+                }
+            })
+            .ok()?;
+        Some(StealSampler {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// `cpu`'s stolen time as this sampler reads it; `None` for a CPU `/proc/stat` did not list.
+    pub fn cpu(&self, cpu: usize) -> Option<SampledSteal> {
+        (cpu < self.shared.totals.len()).then(|| SampledSteal {
+            shared: self.shared.clone(),
+            cpu,
+        })
+    }
+}
+
+impl Drop for StealSampler {
+    fn drop(&mut self) {
+        self.shared
+            .stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
 }
 
 /// `cpuN user nice system idle iowait irq softirq steal ...` in `user_hz` ticks.
@@ -336,6 +454,86 @@ mod tests {
         assert!(elapsed >= 20_000_000, "{elapsed}");
         let share = m.share().unwrap();
         assert!((0.0..=1.0).contains(&share), "{share}");
+    }
+
+    /// The sampler's thread, by its name among this process's threads.
+    fn sampler_threads() -> Vec<i32> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|t| {
+                read(&format!("/proc/self/task/{t}/comm")).as_deref() == Some("punctual-steal")
+            })
+            .collect()
+    }
+
+    /// A loop reads the sampler from memory: what `/proc/stat` said between the sampler's start
+    /// and a sample after, for every CPU. Its thread is in the normal class and off the CPU it is
+    /// kept away from, even when a real-time thread pinned to that CPU started it, and it is gone
+    /// once the sampler is dropped.
+    #[test]
+    fn a_steal_sampler_publishes_proc_stat_from_a_normal_thread_off_the_loops_cpu() {
+        const NAME: &str =
+            "a_steal_sampler_publishes_proc_stat_from_a_normal_thread_off_the_loops_cpu";
+        let Some(before) = steal_ns() else {
+            punctual_testkit::skip(NAME, "/proc/stat has no steal column here");
+            return;
+        };
+        let loop_cpu = crate::affinity::last_online_cpu();
+        let (sampler, rt) = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _pin = crate::affinity::AffinityGuard::pin(&[loop_cpu]).unwrap();
+                // Without SCHED_RESET_ON_FORK (which `sched::set_current` adds): the class would
+                // pass on to the sampler's thread.
+                let p = libc::sched_param { sched_priority: 1 };
+                // SAFETY: the calling thread, a valid sched_param.
+                let rt = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0;
+                let sampler = StealSampler::start(&[loop_cpu]).expect("steal is readable");
+                let _ = crate::sched::set_current(crate::SchedParams {
+                    policy: crate::Policy::Other,
+                    priority: 0,
+                });
+                (sampler, rt)
+            })
+            .join()
+            .unwrap()
+        });
+        if !rt {
+            punctual_testkit::skip(
+                NAME,
+                "SCHED_FIFO refused: only the normal-class start is tested",
+            );
+        }
+        let threads = sampler_threads();
+        assert_eq!(threads.len(), 1, "{threads:?}");
+        let after = steal_ns().unwrap();
+        for (cpu, b) in &before {
+            let v = sampler.cpu(*cpu).expect("listed").total_ns();
+            let a = after.iter().find(|(c, _)| c == cpu).unwrap().1;
+            assert!(*b <= v && v <= a, "CPU {cpu}: {b} <= {v} <= {a}");
+        }
+        assert!(sampler.cpu(100_000).is_none(), "no such CPU");
+        // Its first turn sets its class and CPUs (waited for, however loaded the machine).
+        let elsewhere = crate::affinity::online_cpus().len() > 1;
+        let settled = || {
+            // SAFETY: a plain query of a thread of this process.
+            let class = unsafe { libc::sched_getscheduler(threads[0]) };
+            let cpus = crate::affinity::get(threads[0]).unwrap();
+            (class, cpus)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let (class, cpus) = loop {
+            let (class, cpus) = settled();
+            let done = class == libc::SCHED_OTHER && !(elsewhere && cpus.contains(&loop_cpu));
+            if done || std::time::Instant::now() > deadline {
+                break (class, cpus);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(class, libc::SCHED_OTHER);
+        assert!(!(elsewhere && cpus.contains(&loop_cpu)), "{cpus:?}");
+        drop(sampler);
+        assert!(sampler_threads().is_empty(), "{:?}", sampler_threads());
     }
 
     #[test]

@@ -426,6 +426,8 @@ impl Measurement for Replay {
             _ => 0,
         };
         let stop = ctx.stop().clone();
+        // Read off the sending thread: a read of `/proc/stat` there is a stall of its own.
+        let sampler = cpu.and_then(|c| punctual_rt::host::StealSampler::start(&[c]));
         let explain_bound = self.explain.as_ref().map(|x| x.bound);
         let explainer = self
             .explain
@@ -445,7 +447,7 @@ impl Measurement for Replay {
             s.spawn(move || {
                 let guards = setup_current_thread(&req)
                     .map_err(|e| Failure::system(format!("the sending thread: {e}")))?;
-                let steal = cpu.and_then(punctual_rt::host::CpuSteal::open);
+                let steal = sampler.as_ref().zip(cpu).and_then(|(s, c)| s.cpu(c));
                 // Only sends closer than a timed breather fits between need one.
                 let dense = schedule.spacing() < punctual_dispatch::partner::DENSE_BELOW_NS as f64;
                 let partner = cpu.filter(|_| dense).and_then(|c| {
