@@ -492,6 +492,28 @@ pub struct CpuFacts {
     pub handler_usual: Option<u64>,
 }
 
+/// Whether thread `tid` was awake when a stall began, from the events before it on its CPU
+/// (`back`), walking back: a timer is due only if the thread was asleep then, switched out
+/// sleeping and not woken since (a thread preempted or already woken waits for its CPU, not its
+/// timer). (A thread on the CPU is awake: the caller asks only for one that is not, since for a
+/// loop that has spun for seconds the walk would be long.)
+fn woken_before(back: &[Event], tid: i32) -> bool {
+    for e in back.iter().rev() {
+        match e.kind {
+            EventKind::Waking { pid, .. } if pid == tid => break,
+            EventKind::Switch { next_pid, .. } if next_pid == tid => break,
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                ..
+            } if prev_pid == tid => return leave_reason(prev_state) == Leave::Preempted,
+            EventKind::Lost { .. } => break,
+            _ => {}
+        }
+    }
+    true
+}
+
 /// The stretches of a measuring thread's stall on its CPU's `events` in which the guest did
 /// nothing where it had to: at least [`DARK_MIN_NS`] without any event, and
 /// - the thread itself on the CPU (its own short work, or its way back from a sleep); or
@@ -559,39 +581,20 @@ pub fn dark_stretches(
         // thread's CPU time charges it from its own CPU, and punctual's threads are pinned.
         current = Some(s.tid);
     }
-    // A timer is due only if the thread was asleep when the stall began: switched out sleeping and
-    // not woken since (a thread preempted or already woken waits for its CPU, not its timer).
-    // (A thread on the CPU is awake: no walk back, which for a loop that has spun for seconds
-    // would be long.)
-    let mut woken = true;
-    let back = if current == Some(s.tid) {
-        &events[..0]
-    } else {
-        &events[start.saturating_sub(SWITCH_SEARCH)..start]
-    };
-    for e in back.iter().rev() {
-        match e.kind {
-            EventKind::Waking { pid, .. } if pid == s.tid => break,
-            EventKind::Switch { next_pid, .. } if next_pid == s.tid => break,
-            EventKind::Switch {
-                prev_pid,
-                prev_state,
-                ..
-            } if prev_pid == s.tid => {
-                woken = leave_reason(prev_state) == Leave::Preempted;
-                break;
-            }
-            EventKind::Lost { .. } => break,
-            _ => {}
-        }
-    }
+    let mut woken = current == Some(s.tid)
+        || woken_before(&events[start.saturating_sub(SWITCH_SEARCH)..start], s.tid);
     // The open handlers, outermost first: whether each is a bottom half.
     let mut frames: Vec<bool> = open.into_iter().rev().collect();
     // How long a silent stretch must be to be dark (`None`: never). Inside a bottom half the time
     // is the handler's, however long (it may work through a long queue without an event we
     // trace); inside an interrupt or a system vector alone, under a hypervisor, a silence longer
     // than such handlers take here (`in_handler`) is the host's.
-    let dark = |current: Option<i32>, idle: Option<u32>, woken: bool, frames: &[bool]| {
+    // Whether the CPU left an idle state (its exit event) since the stall began or the last switch.
+    let mut left_idle = false;
+    let dark = |current: Option<i32>,
+                idle: Option<u32>,
+                (woken, left_idle): (bool, bool),
+                frames: &[bool]| {
         let timer_due = s.kind == StallKind::Timer && !woken;
         match current {
             _ if frames.iter().any(|&soft| soft) => None,
@@ -601,6 +604,11 @@ pub fn dark_stretches(
                 Some(DARK_MIN_NS)
             }
             Some(0) if timer_due && virtualized => Some(HALTED_DARK_MIN_NS),
+            // Out of its idle state with the thread woken: the idle task switches to it at once.
+            // b71's (d) disk 20: 94 us between the idle exit and the switch to the loop, with no
+            // event, read as the loop's own idling. (A polling CPU past a wake-up is steal
+            // already: `IdlePoll`.)
+            Some(0) if woken && left_idle => Some(DARK_MIN_NS),
             Some(p) if timer_due && p != 0 => Some(DARK_MIN_NS),
             _ => None,
         }
@@ -610,7 +618,7 @@ pub fn dark_stretches(
     let mut out = Vec::new();
     let mut t = s.from;
     for e in &events[start..end] {
-        if long(t, e.ts, dark(current, idle, woken, &frames)) {
+        if long(t, e.ts, dark(current, idle, (woken, left_idle), &frames)) {
             out.push((t, e.ts));
         }
         match (handler_edge(&e.kind), e.kind) {
@@ -618,12 +626,27 @@ pub fn dark_stretches(
             (Some(false), _) => {
                 frames.pop();
             }
-            (_, EventKind::Switch { next_pid, .. }) => {
+            (
+                _,
+                EventKind::Switch {
+                    prev_pid,
+                    prev_state,
+                    next_pid,
+                    ..
+                },
+            ) => {
+                if prev_pid == s.tid {
+                    woken = leave_reason(prev_state) == Leave::Preempted;
+                }
                 current = Some(next_pid);
                 frames.clear();
+                left_idle = false;
             }
             (_, EventKind::Waking { pid, .. }) if pid == s.tid => woken = true,
-            (_, EventKind::CpuIdle { state }) => idle = state,
+            (_, EventKind::CpuIdle { state }) => {
+                idle = state;
+                left_idle = state.is_none();
+            }
             (_, EventKind::Lost { .. }) => {
                 current = None;
                 frames.clear();
@@ -632,7 +655,7 @@ pub fn dark_stretches(
         }
         t = t.max(e.ts);
     }
-    if long(t, s.to, dark(current, idle, woken, &frames)) {
+    if long(t, s.to, dark(current, idle, (woken, left_idle), &frames)) {
         out.push((t, s.to));
     }
     out
@@ -976,13 +999,8 @@ mod tests {
         assert_eq!(us(d), vec![(100, 237)]);
     }
 
-    /// A timer that was due is dark until its wake-up whoever ran (a due timer interrupts them),
-    /// then not while the loop waits for its CPU, and dark again from its switch-in to its first
-    /// clock read.
-    #[test]
-    fn a_timer_stall_is_dark_until_the_wake_up_and_after_the_switch_in() {
-        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
-        s.switch(T0 + 10 * US, 0, 90, SLEEPING, 500);
+    /// The local timer's vector on CPU 0 from 1,100 to 1,105 us, waking thread 90 inside it.
+    fn timer_waking_the_loop(s: &mut Synth) {
         s.span(
             0,
             T0 + 1_100 * US,
@@ -995,6 +1013,16 @@ mod tests {
             },
         );
         s.waking(T0 + 1_101 * US, 0, 90);
+    }
+
+    /// A timer that was due is dark until its wake-up whoever ran (a due timer interrupts them),
+    /// then not while the loop waits for its CPU, and dark again from its switch-in to its first
+    /// clock read.
+    #[test]
+    fn a_timer_stall_is_dark_until_the_wake_up_and_after_the_switch_in() {
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0 + 10 * US, 0, 90, SLEEPING, 500);
+        timer_waking_the_loop(&mut s);
         s.switch(T0 + 1_200 * US, 0, 500, PREEMPTED, 90);
         let t = s.build();
         let d = dark_stretches(
@@ -1004,6 +1032,39 @@ mod tests {
             facts(true, true),
         );
         assert_eq!(us(d), vec![(1_000, 1_100), (1_200, 1_300)]);
+    }
+
+    /// Woken on a CPU that has left its idle state, the loop is switched in at once: a silence
+    /// there is dark (b71: 94 us from the idle exit to the switch), a short way is not, and idle
+    /// time while the loop sleeps is not either.
+    #[test]
+    fn the_idle_task_silent_after_waking_the_loop_is_dark() {
+        let woken = |exit: u64, switch_in: u64| {
+            let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+            s.switch(T0 + 10 * US, 0, 90, SLEEPING, 0);
+            s.event(T0 + 20 * US, 0, EventKind::CpuIdle { state: Some(2) });
+            timer_waking_the_loop(&mut s);
+            s.event(T0 + exit * US, 0, EventKind::CpuIdle { state: None });
+            s.switch(T0 + switch_in * US, 0, 0, 0, 90);
+            s.build()
+        };
+        let timer = stall(StallKind::Timer, 1_000, 1_300);
+        let vm = facts(true, true);
+        let d = dark_stretches(&woken(1_106, 1_200).events, &timer, Some(0), vm);
+        assert_eq!(us(d), vec![(1_106, 1_200), (1_200, 1_300)]);
+        let d = dark_stretches(&woken(1_106, 1_110).events, &timer, Some(0), vm);
+        assert_eq!(us(d), vec![(1_110, 1_300)]);
+        // A stall across the loop's own sleep: its CPU idle out of a state is not dark while the
+        // loop sleeps.
+        let mut s = Synth::new(1, T0, T0 + 10_000 * US);
+        s.switch(T0 + 50 * US, 0, 0, 0, 90);
+        s.switch(T0 + 237 * US, 0, 90, SLEEPING, 0);
+        s.event(T0 + 240 * US, 0, EventKind::CpuIdle { state: None });
+        s.waking(T0 + 380 * US, 0, 90);
+        s.switch(T0 + 381 * US, 0, 0, 0, 90);
+        let t = s.build();
+        let d = dark_stretches(&t.events, &stall(StallKind::Busy, 100, 384), Some(0), vm);
+        assert_eq!(us(d), vec![(100, 237)]);
     }
 
     /// A CPU halted in an idle state waits for the host to wake it: its wake path, not dark,
