@@ -323,7 +323,7 @@ fn steal_of_line(l: &str, user_hz: u64) -> Option<(usize, u64)> {
 pub const STEAL_SAMPLE_NS: u64 = 5_000_000;
 
 /// Every CPU's stolen time, read from `/proc/stat` by a thread of its own every
-/// [`STEAL_SAMPLE_NS`] (normal class, kept off `away_from` where other CPUs are online), for timing
+/// [`STEAL_SAMPLE_NS`] (normal class, kept off `away_from` where it may run elsewhere), for timing
 /// loops to read from memory ([`SampledSteal`]). A read of `/proc/stat` on a dispatch loop's own
 /// thread took 31 us at the median, 74 us at p99 and 341 us at most on a 2-CPU VM (kurt-periodic
 /// --quick, nineteenth session), which a kernel trace shows as the loop running, and the file's cost
@@ -357,7 +357,8 @@ impl StealSampler {
     /// `None` when `/proc/stat` has no steal column, or the thread cannot be started.
     pub fn start(away_from: &[usize]) -> Option<StealSampler> {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-        let reader = CpuSteal::open(0)?;
+        let online = crate::affinity::online_cpus();
+        let reader = CpuSteal::open(*online.first()?)?;
         let first = reader.all_ns()?;
         let n = first.iter().map(|&(c, _)| c + 1).max()?;
         let totals: Box<[AtomicU64]> = (0..n).map(|_| AtomicU64::new(0)).collect();
@@ -368,17 +369,20 @@ impl StealSampler {
             totals,
             stop: AtomicBool::new(false),
         });
-        let online = crate::affinity::online_cpus();
-        let elsewhere: Vec<usize> = online
-            .iter()
-            .copied()
-            .filter(|c| !away_from.contains(c))
-            .collect();
-        let cpus = if elsewhere.is_empty() {
-            online
-        } else {
-            elsewhere
+        // Where this thread may run (a cpuset's CPUs), else every online CPU, less `away_from`.
+        let away = |cpus: Vec<usize>| -> Vec<usize> {
+            cpus.into_iter()
+                .filter(|c| !away_from.contains(c))
+                .collect()
         };
+        let cpus = [
+            away(crate::affinity::get(0).unwrap_or_default()),
+            away(online.clone()),
+            online,
+        ]
+        .into_iter()
+        .find(|c| !c.is_empty())
+        .unwrap_or_default();
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("punctual-steal".into())

@@ -62,7 +62,8 @@ pub const STEAL_REFRESH_NS: u64 = 50_000_000;
 pub const STEAL_READ_ROOM_NS: u64 = 1_000_000;
 
 /// The running total of time the hypervisor took from the dispatcher's CPU (ns), read without
-/// allocating or a system call. Late wake-ups during which it moved are stolen time, not the kernel's latency.
+/// allocating or a system call. Late wake-ups during which it moved are stolen time, not the
+/// kernel's latency.
 pub trait StolenTime {
     fn total_ns(&self) -> u64;
 }
