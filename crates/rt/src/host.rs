@@ -292,7 +292,7 @@ impl CpuSteal {
             .find_map(|(cpu, ns)| (cpu == self.cpu).then_some(ns))
     }
 
-    /// Every CPU's stolen time since boot, as `(cpu, ns)`, from one read.
+    /// Every CPU's stolen time since boot, as `(cpu, ns)`, from one read ([`parse_steal`]).
     fn all_ns(&self) -> Option<Vec<(usize, u64)>> {
         use std::os::unix::fs::FileExt;
         let mut buf = self.buf.borrow_mut();
@@ -301,11 +301,7 @@ impl CpuSteal {
             Ok(t) => t,
             Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
         };
-        Some(
-            text.lines()
-                .filter_map(|l| steal_of_line(l, self.user_hz))
-                .collect(),
-        )
+        parse_steal(text, self.user_hz)
     }
 }
 
