@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The replay's send prime (docs/benchmarks.md, "Priming the send"), side by side in one script:
 #  1. a plain C sender (scripts/send-prime.c), ROUNDS rounds of N sends 500 us apart on CPU 1,
-#     each round unprimed then primed PRIME_US before each send: the path from the send call to
-#     the kernel's transmit stamp (p50 / p90 / p99, and the share over its median + 5 us);
+#     each round unprimed, then primed with MSG_PROBE PRIME_US before each send, then primed with
+#     a whole loopback send WARM_US before (tried in punctual 2026-12-01, not kept): the path
+#     from the send call to the kernel's transmit stamp (p50 / p90 / p99, the share over its
+#     median + 5 us);
 #  2. with OLD=/path/to/punctual (a build without the prime), `punctual traffic replay` of N
 #     packets 500 us apart, shielded on CPU 1 and explained, OLD then this build, ROUNDS rounds:
 #     the sends' lateness and the late gaps by cause.
 # Each sends to a python receiver on CPU 0 over loopback. Needs root (SCHED_FIFO, the shield), cc,
 # and a release build (PUNCTUAL=/path/to/punctual measures that binary instead of building one).
-# Usage: [N=20000] [ROUNDS=3] [PRIME_US=20] [SENDTO=1] [OLD=...] scripts/bench-send-prime.sh
+# Usage: [N=20000] [ROUNDS=3] [PRIME_US=20] [WARM_US=30] [SENDTO=1] [OLD=...] scripts/bench-send-prime.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${N:-20000}; ROUNDS=${ROUNDS:-3}; PRIME_US=${PRIME_US:-20}
+N=${N:-20000}; ROUNDS=${ROUNDS:-3}; PRIME_US=${PRIME_US:-20}; WARM_US=${WARM_US:-30}
 [ -n "${PUNCTUAL:-}" ] || cargo build --release -q -p punctual
 NEW=$(realpath "${PUNCTUAL:-target/release/punctual}")
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
@@ -26,12 +28,13 @@ try:
 except OSError: pass" & RX=$!
   sleep 0.5
 }
-echo "# $(date -Is) $(uname -r), $(nproc) CPUs, $(git rev-parse --short HEAD); N=$N, prime ${PRIME_US} us"
+echo "# $(date -Is) $(uname -r), $(nproc) CPUs, $(git rev-parse --short HEAD); N=$N, probe ${PRIME_US} us, warm ${WARM_US} us"
 echo "== 1. plain C sender: send call to kernel stamp${SENDTO:+ (unconnected)}"
 for r in $(seq "$ROUNDS"); do
-  for prime in 0 "$PRIME_US"; do
+  for prime in 0 "$PRIME_US" "warm $WARM_US"; do
     receive
-    "$D/send-prime" "$PORT" "$N" "$prime" ${SENDTO:+sendto} > "$D/c.txt"
+    set -- $prime
+    "$D/send-prime" "$PORT" "$N" "${2:-$1}" ${SENDTO:+sendto} ${2:+warm} > "$D/c.txt"
     wait "$RX"
     python3 - "$D/c.txt" "$r" "$prime" <<'PY'
 import sys
@@ -39,7 +42,7 @@ p = sorted(int(l) for l in open(sys.argv[1]).read().split()[10:])
 q = lambda f: p[int(len(p) * f)] / 1e3
 med = p[len(p) // 2]
 slow = 100 * sum(x > med + 5000 for x in p) / len(p)
-what = "unprimed" if sys.argv[3] == "0" else f"primed {sys.argv[3]} us before"
+what = {"0": "unprimed"}.get(sys.argv[3], f"{'warm' if 'warm' in sys.argv[3] else 'probe'} {sys.argv[3].split()[-1]} us before")
 print(f"   round {sys.argv[2]} {what:>20}: p50 {q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f} us; over p50 + 5 us {slow:.2f} %")
 PY
   done
@@ -72,7 +75,18 @@ late = s['send lateness']['percentiles']
 c = {k: v for k, v in s['gap error'].get('lateness_causes', {}).items() if v}
 causes = ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda x: -x[1])) or "none"
 steal = ", ".join(f"CPU {k} {int(v) / 1e6:.0f} ms" for k, v in sorted(d['settings'].get('steal_ns', {}).items()))
-print(f"   round {sys.argv[2]} {sys.argv[3]}: late p50 {late['50'] / 1e3:.2f} p90 {late['90'] / 1e3:.2f} p99 {late['99'] / 1e3:.2f} us; "
+# Sends 5-30 us late beyond the median (a slow send path, not a stop), where the hdrhistogram
+# package (pip install hdrhistogram) can read the run's histogram.
+try:
+    from hdrh.histogram import HdrHistogram
+    h = HdrHistogram.decode(s['send lateness']['histogram']['data'])
+    m = h.get_value_at_percentile(50)
+    slow = sum(i.count_at_value_iterated_to for i in h.get_recorded_iterator()
+               if m + 5000 < i.value_iterated_to < 30000)
+    slow = f"; slow {slow}"
+except ImportError:
+    slow = ""
+print(f"   round {sys.argv[2]} {sys.argv[3]}: late p50 {late['50'] / 1e3:.2f} p90 {late['90'] / 1e3:.2f} p99 {late['99'] / 1e3:.2f} us{slow}; "
       f"gaps over 5 us {sum(c.values())}: {causes}; steal {steal}")
 PY
   done

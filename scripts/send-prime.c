@@ -4,7 +4,9 @@
  * With PRIME_US > 0, a send with MSG_PROBE (the kernel stops it after the route and sends nothing)
  * is made PRIME_US before each instant. Software transmit stamps are on; prints one line a send:
  * the ns from the clock read before the send call to its kernel stamp. "sendto" leaves the socket
- * unconnected (as punctual's --udp-to). */
+ * unconnected (as punctual's --udp-to). "warm" makes the prime a whole send of 64 bytes from a
+ * loopback socket to itself, read back at once (tried in punctual on 2026-12-01, not kept:
+ * docs/benchmarks.md, "A whole send through the loopback before each send"). */
 #define _GNU_SOURCE
 #include <netinet/in.h>
 #include <sched.h>
@@ -28,11 +30,15 @@ static unsigned long long ns(clockid_t c) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s PORT N PRIME_US [sendto]\n", argv[0]);
+        fprintf(stderr, "usage: %s PORT N PRIME_US [sendto] [warm]\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), n = atoi(argv[2]), prime_us = atoi(argv[3]);
-    int unconnected = argc > 4 && strcmp(argv[4], "sendto") == 0;
+    int unconnected = 0, warm = 0;
+    for (int i = 4; i < argc; i++) {
+        unconnected |= strcmp(argv[i], "sendto") == 0;
+        warm |= strcmp(argv[i], "warm") == 0;
+    }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     a.sin_addr.s_addr = htonl(0x7f000001);
     mlockall(MCL_CURRENT | MCL_FUTURE);
@@ -49,6 +55,16 @@ int main(int argc, char **argv) {
         perror("connect");
         return 1;
     }
+    struct sockaddr_in wa = {.sin_family = AF_INET};
+    wa.sin_addr.s_addr = htonl(0x7f000001);
+    socklen_t wl = sizeof wa;
+    int w = socket(AF_INET, SOCK_DGRAM, 0);
+    if (warm && (bind(w, (void *)&wa, sizeof wa) || getsockname(w, (void *)&wa, &wl) ||
+                 connect(w, (void *)&wa, sizeof wa))) {
+        perror("the warm-up socket");
+        return 1;
+    }
+    char junk[64] = {0};
     int on = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_TSONLY;
     setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof on);
     char pkt[200];
@@ -63,7 +79,13 @@ int main(int argc, char **argv) {
         if (prime_us > 0) {
             while (ns(CLOCK_MONOTONIC) < t - prime_us * 1000ULL)
                 ;
-            sendto(fd, 0, 0, MSG_PROBE, unconnected ? (void *)&a : 0, unconnected ? sizeof a : 0);
+            if (warm) {
+                send(w, junk, sizeof junk, 0);
+                while (recv(w, junk, sizeof junk, MSG_DONTWAIT) > 0)
+                    ;
+            } else {
+                sendto(fd, 0, 0, MSG_PROBE, unconnected ? (void *)&a : 0, unconnected ? sizeof a : 0);
+            }
         }
         while (ns(CLOCK_MONOTONIC) < t)
             ;
