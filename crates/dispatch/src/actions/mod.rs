@@ -132,7 +132,7 @@ impl Actions for RealActions {
     fn handed(&self, action: u16) -> Option<Handed> {
         self.get(action).handed()
     }
-    fn busy_here(&self, before: u64) -> Option<(u64, u16)> {
+    fn busy_here(&self, from: u64, before: u64) -> Option<(u64, u16)> {
         // SAFETY: sched_getcpu takes no arguments and touches no memory (the vDSO's getcpu).
         let cpu = unsafe { libc::sched_getcpu() };
         let cpu = u32::try_from(cpu).ok()?;
@@ -140,7 +140,7 @@ impl Actions for RealActions {
             .iter()
             .enumerate()
             .filter_map(|(i, a)| Some((a.as_ref()?.busy_on(cpu)?, i as u16)))
-            .filter(|&(t, _)| t < before)
+            .filter(|&(t, _)| (from..before).contains(&t))
             .min()
     }
     fn wait_client(&self, action: u16, timeout_ns: u64) {

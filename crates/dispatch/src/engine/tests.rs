@@ -41,6 +41,9 @@ struct Fake {
     stall_in_question: std::cell::Cell<Option<u64>>,
     /// The client comes back this long after reading its clock at its instant.
     back_late: u64,
+    /// The client has a release every this long from `client_here` on, each handed to it half
+    /// this before its instant (`None`: the one release).
+    client_every: Option<u64>,
     asked: std::cell::RefCell<Vec<(u64, Option<u64>)>>,
     /// The one action is handed to a breath partner ([`Actions::relay`]): its firings there.
     relay_to: Option<RelayLog>,
@@ -63,10 +66,14 @@ impl Fire for RelayLog {
 }
 
 impl Fake {
-    /// Whether the client beside the loop is still busy with its release at `now`.
-    fn client_busy_at(&self, now: u64) -> bool {
-        self.client_here
-            .is_some_and(|t| self.client_stuck || now < t + crate::budget::CLIENT_READ_NS)
+    /// The instant of the release the client beside the loop is busy with at `now`.
+    fn client_instant_at(&self, now: u64) -> Option<u64> {
+        let t0 = self.client_here?;
+        let t = match self.client_every {
+            None => t0,
+            Some(p) => t0 + (now + p / 2).checked_sub(t0)? / p * p,
+        };
+        (self.client_stuck || now < t + crate::budget::CLIENT_READ_NS + self.back_late).then_some(t)
     }
 
     fn new(clock: &ManualClock, actions: usize) -> Self {
@@ -88,6 +95,7 @@ impl Fake {
             wait_overshoot: 0,
             stall_in_question: std::cell::Cell::new(None),
             back_late: 0,
+            client_every: None,
             asked: Default::default(),
             relay_to: None,
         }
@@ -157,11 +165,11 @@ impl Actions for Fake {
             woke_late: false,
         })
     }
-    fn busy_here(&self, before: u64) -> Option<(u64, u16)> {
+    fn busy_here(&self, from: u64, before: u64) -> Option<(u64, u16)> {
         let now = self.clock.now();
         let said = self
-            .client_here
-            .filter(|&t| t < before && self.client_busy_at(now));
+            .client_instant_at(now)
+            .filter(|&t| (from..before).contains(&t));
         self.asked.borrow_mut().push((now, said));
         if said.is_some() {
             if let Some(ns) = self.stall_in_question.take() {
@@ -175,7 +183,8 @@ impl Actions for Fake {
         // no longer holds its CPU).
         let now = self.clock.now();
         let back = self
-            .client_here
+            .client_instant_at(now)
+            .or(self.client_here)
             .filter(|_| !self.client_stuck)
             .map_or(u64::MAX, |t| {
                 t + crate::budget::CLIENT_READ_NS + self.back_late
@@ -1644,6 +1653,16 @@ fn beside_a_client(
     end: u64,
     margin: MarginPolicy,
 ) -> (Fake, Run, Vec<(u64, u64)>) {
+    beside_a_client_with(instant, end, margin, |f| f.client_stuck = stuck)
+}
+
+/// [`beside_a_client`], the fake client set up by `setup`.
+fn beside_a_client_with(
+    instant: Option<u64>,
+    end: u64,
+    margin: MarginPolicy,
+    setup: impl FnOnce(&mut Fake),
+) -> (Fake, Run, Vec<(u64, u64)>) {
     let clock = SleepLog {
         clock: ManualClock::with_wake_latency(0, 10, |_| 15_000),
         sleeps: Default::default(),
@@ -1651,7 +1670,7 @@ fn beside_a_client(
     let slots = vec![task("a", 0, 1_000_000, 0, None, MissPolicy::Skip)];
     let mut fake = Fake::new(&clock.clock, 1);
     fake.client_here = instant;
-    fake.client_stuck = stuck;
+    setup(&mut fake);
     let r = run(&clock, &slots, &mut fake, &[], &[None], end, margin);
     let sleeps = clock.sleeps.into_inner().unwrap();
     (fake, r, sleeps)
@@ -1695,28 +1714,34 @@ fn the_loop_lets_a_client_on_its_cpu_take_its_instant_before_spinning_across_it(
 
 #[test]
 fn a_client_that_never_acknowledges_holds_the_loop_at_most_until_its_own_release() {
-    let (fake, _, _) = beside_a_client(Some(CLIENTS_INSTANT), true, 4_500_000, FIXED_100_US);
+    let (fake, r, sleeps) = beside_a_client(Some(CLIENTS_INSTANT), true, 4_500_000, FIXED_100_US);
     assert_eq!(fake.log.len(), 4, "{:?}", fake.log);
     // Each release at its instant, give or take the loop's clock reads after its wait (10 ns each
     // on this clock).
     for (_, target, _, at) in &fake.log {
         assert!(*at >= *target && *at < target + 200, "{:?}", fake.log);
     }
-    // It waited for the client from its first release until its second (it asked again when
-    // its wait ended), and after it until the client had been busy CLIENT_WAIT_MAX_NS past its
-    // instant. After that it asked three more times (before spinning to the third release,
-    // before sleeping and before spinning to the fourth) and never waited again (a wait ends in
-    // one more question).
+    // It waited for the client (due 40 us before the second release) from its first release
+    // until its second, and asked again when its wait ended. After it, the client's instant lay
+    // far before the loop's next wake-up: the loop slept on its timer, the client free to run,
+    // and when it woke the client had been busy longer than CLIENT_WAIT_MAX_NS past its instant,
+    // so it never waited again.
     let asked = fake.asked.borrow();
-    let t = CLIENTS_INSTANT;
     let ended = |at: u64| asked.iter().any(|a| a.0 >= at && a.0 < at + 1_000);
     assert!(ended(2_000_000), "{asked:?}");
-    assert!(ended(t + CLIENT_WAIT_MAX_NS), "{asked:?}");
-    let later = asked
-        .iter()
-        .filter(|a| a.0 > t + CLIENT_WAIT_MAX_NS + 1_000)
-        .count();
-    assert_eq!(later, 3, "{asked:?}");
+    assert_eq!(r.end.yields, 1, "{asked:?}");
+    assert!(
+        sleeps
+            .iter()
+            .any(|&(from, to)| from > 2_000_000 && to == 2_900_000),
+        "{sleeps:?}"
+    );
+    assert!(
+        asked
+            .iter()
+            .any(|a| a.0 > 2_900_000 && a.1 == Some(CLIENTS_INSTANT)),
+        "{asked:?}"
+    );
 }
 
 /// `--explain`: a wait for a client that the loop came back from 30 us after its timeout (its
@@ -1813,14 +1838,14 @@ impl StolenTime for ReadLog {
     }
 }
 
-/// The loop reads its steal meter (`/proc/stat`: 3 us at the median here, 156 us at the 99.9th
-/// percentile, 384 us at most, pinned at FIFO 90) to refresh it before a long sleep and to judge
-/// a late wake-up, but only after a client on its CPU, handed a release the loop's read would
-/// hold it from, came back.
+/// The loop reads its steal meter to refresh it before a long sleep and to judge a late wake-up,
+/// before it sleeps, and never between the instant of a client on its CPU and that client's
+/// return, where the read would hold the client.
 #[test]
-fn the_loop_reads_the_stolen_time_only_after_a_client_on_its_cpu_came_back() {
+fn the_loop_reads_the_stolen_time_before_it_sleeps_never_over_a_clients_instant() {
     // A 3 ms task from 1 ms: the 52 ms release is the first after a refresh is due (50 ms), and
-    // its wake-up comes 50 us after its instant; the client beside it has its instant at 52.5 ms.
+    // its wake-up comes 50 us after its instant; the client beside it has its instant at 52.5 ms,
+    // far before the loop's next wake-up (54.9 ms), so the loop sleeps without waiting for it.
     let clock = waking_late_in(51_800_000..52_000_000, 150_000);
     let meter = ReadLog {
         clock: clock.clone(),
@@ -1838,12 +1863,12 @@ fn the_loop_reads_the_stolen_time_only_after_a_client_on_its_cpu_came_back() {
     let back = instant + crate::budget::CLIENT_READ_NS;
     let reads = meter.reads.into_inner();
     assert!(
-        reads.iter().all(|&r| !(52_000_000..back).contains(&r)),
-        "read while the client waited: {reads:?}"
+        reads.iter().all(|&r| !(instant..back).contains(&r)),
+        "read over the client's instant: {reads:?}"
     );
     assert!(
-        reads.iter().any(|&r| (back..55_000_000).contains(&r)),
-        "{reads:?}"
+        reads.iter().any(|&r| (52_000_000..54_900_000).contains(&r)),
+        "not judged before the sleep: {reads:?}"
     );
 }
 
@@ -1905,19 +1930,88 @@ impl Clock for SleepLog {
 }
 
 #[test]
-fn a_client_due_well_before_the_loops_wake_up_is_waited_for_then_the_loop_sleeps() {
-    // The client's instant 500 us before the loop's second release: the loop waits for it to
-    // come back, then sleeps to its margin as usual, and its release is on time.
+fn a_client_due_well_before_the_loops_wake_up_is_left_to_finish_while_the_loop_sleeps() {
+    // The client's instant 500 us before the loop's second release, 400 us before its wake-up
+    // (more than CLIENT_BACK_NS): the loop does not wait for it to come back (which would have it
+    // woken by the client, preempting it) but sleeps to its margin at once; the client is back
+    // when the loop wakes, and the release is on time.
     let t = 1_500_000;
-    let (fake, _, sleeps) = beside_a_client(Some(t), false, 2_500_000, FIXED_100_US);
-    let back = t + crate::budget::CLIENT_READ_NS;
+    let (fake, r, sleeps) = beside_a_client(Some(t), false, 2_500_000, FIXED_100_US);
     assert!(
-        sleeps
-            .iter()
-            .any(|&(from, to)| from >= back && to == 1_900_000),
+        sleeps.iter().any(|&(from, to)| from < t && to == 1_900_000),
         "{sleeps:?}"
     );
+    assert_eq!(r.end.yields, 0);
     second_on_time(&fake);
+}
+
+#[test]
+fn a_client_left_to_finish_and_still_busy_when_the_loop_wakes_is_waited_for() {
+    // The same client, back 430 us late: still busy when the loop wakes from its timer, so the
+    // loop waits for it there rather than spin over it, and still releases on time.
+    let t = 1_500_000;
+    let (fake, r, sleeps) =
+        beside_a_client_with(Some(t), 2_500_000, FIXED_100_US, |f| f.back_late = 430_000);
+    let back = t + crate::budget::CLIENT_READ_NS + 430_000;
+    assert!(
+        sleeps.iter().any(|&(from, to)| from < t && to == 1_900_000),
+        "{sleeps:?}"
+    );
+    let asked = fake.asked.borrow();
+    assert!(
+        asked
+            .iter()
+            .any(|&(at, said)| at >= 1_900_000 && at < back && said == Some(t)),
+        "{asked:?}"
+    );
+    assert_eq!(r.end.yields, 1);
+    drop(asked);
+    second_on_time(&fake);
+}
+
+/// A client with a release every 1 ms, 500 us before each of the loop's, coming back `back_late`
+/// after its instant: the loop's run to 20 ms.
+fn beside_a_periodic_client(back_late: u64) -> (Fake, Run) {
+    let (fake, r, _) = beside_a_client_with(Some(1_500_000), 20_500_000, FIXED_100_US, |f| {
+        f.client_every = Some(1_000_000);
+        f.back_late = back_late;
+    });
+    (fake, r)
+}
+
+#[test]
+fn a_periodic_client_that_is_back_long_before_the_loops_wake_up_never_wakes_it() {
+    // Back 5 us after each instant, 395 us before the loop wakes: the loop leaves it every time
+    // and never waits for it.
+    let (fake, r) = beside_a_periodic_client(0);
+    assert_eq!(r.end.yields, 0);
+    assert!(r.end.clients_left >= 17, "{}", r.end.clients_left);
+    assert_eq!(r.end.clients_left_busy, 0);
+    for (_, target, _, at) in &fake.log {
+        assert!(*at >= *target && *at < target + 200, "{:?}", fake.log);
+    }
+}
+
+#[test]
+fn a_periodic_client_still_busy_when_the_loop_wakes_is_waited_for_before_the_loop_sleeps() {
+    // Back 430 us after each instant, 35 us after the loop's wake-up: the first time the loop
+    // left it, it found it busy when it woke; from then on it waits for it before it sleeps
+    // (its timer no longer lands in the client's work), and every release stays on time.
+    let (fake, r) = beside_a_periodic_client(430_000);
+    assert_eq!(r.end.clients_left_busy, r.end.clients_left);
+    assert!(r.end.clients_left >= 17, "{}", r.end.clients_left);
+    let asked = fake.asked.borrow();
+    // Questions that found the client busy after the loop's wake-up (900 us into each period):
+    // only in the first period it was left.
+    let at_wake = asked
+        .iter()
+        .filter(|&&(at, said)| said.is_some() && at % 1_000_000 >= 900_000)
+        .count();
+    assert_eq!(at_wake, 1, "{asked:?}");
+    drop(asked);
+    for (_, target, _, at) in &fake.log {
+        assert!(*at >= *target && *at < target + 200, "{:?}", fake.log);
+    }
 }
 
 /// The loop's second release (due at 2 ms) went out within 100 ns of its instant.
@@ -1935,8 +2029,9 @@ fn waiting_for_a_client_teaches_the_margin_nothing() {
     // An automatic margin learns the kernel's wake-ups (15 us here). A wait for the client that
     // ends after the loop's planned wake-up (here at the loop's release: the client comes back
     // 3 us after it) is no kernel wake-up: the margin and the count of late wake-ups come out
-    // as in the same run without the client. The loop waited twice: before its second release
-    // (until it) and before its third (until the client came back).
+    // as in the same run without the client. The loop waited once, before its second release
+    // (until it); before its third the client was due long before the loop's wake-up, and back
+    // by then.
     let (_, alone, _) = beside_a_client(None, false, 4_500_000, MarginPolicy::Auto);
     let (_, beside, _) = beside_a_client(
         Some(2_000_000 - 2_000),
@@ -1948,7 +2043,7 @@ fn waiting_for_a_client_teaches_the_margin_nothing() {
         (beside.end.margin_ns, beside.end.woke_late),
         (alone.end.margin_ns, alone.end.woke_late)
     );
-    assert_eq!(beside.end.yields, 2);
+    assert_eq!(beside.end.yields, 1);
 }
 
 /// A loop waiting 1 s for its release blocks in slices no longer than its breathers' interval,
