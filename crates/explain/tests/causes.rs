@@ -1745,3 +1745,54 @@ fn a_cause_first_seen_after_the_kept_details_still_has_its_examples() {
     assert_eq!(irq.len(), 1, "{examples}");
     assert_eq!(irq[0]["target_ns"], t2);
 }
+
+/// Issue 26 (b73's (d) disk 30): a client on its CPU by its instant, spinning, read its clock
+/// just before it; its CPU then logged nothing for 145 us (the client charged for running all of
+/// it), until the dispatcher's timer there and the dispatcher's own 27 us run preempting it. The
+/// silence after its read holds most of the lateness: the virtual CPU was not running (`steal`),
+/// not the dispatcher that came after it. Where the dispatcher took the CPU right after the
+/// instant instead, the dispatcher is named.
+#[test]
+fn a_spinning_client_silent_for_most_of_its_lateness_before_the_loop_came_is_steal() {
+    let t = T0 + 10_000 * US;
+    let trace = |quiet: u64| {
+        let mut s = synth();
+        waking(&mut s, t - 160 * US, 0, CLIENT, 19);
+        switch(&mut s, t - 150 * US, 0, 0, 0, CLIENT, 19);
+        vector(
+            &mut s,
+            0,
+            t + quiet,
+            t + quiet + 12 * US,
+            Vector::LocalTimer,
+        );
+        waking(&mut s, t + quiet + US, 0, DISPATCHER, 9);
+        switch(&mut s, t + quiet + 15 * US, 0, CLIENT, 0, DISPATCHER, 9);
+        switch(&mut s, t + 187 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
+        s.event(
+            t + 2_000 * US,
+            0,
+            EventKind::StatRuntime {
+                pid: CLIENT,
+                runtime: 2_000 * US,
+            },
+        );
+        s
+    };
+    let r = LateRelease {
+        last_read: Some(t - US),
+        ..client(
+            t,
+            t + 190 * US,
+            Handover {
+                cpu: 0,
+                ..handover(t - 160 * US, t - 160 * US, 30 * US)
+            },
+        )
+    };
+    let a = cause_of(&trace(145 * US), &r);
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(a.why.contains("logged no guest event"), "{}", a.why);
+    let b = cause_of(&trace(5 * US), &r);
+    assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
+}
