@@ -678,7 +678,13 @@ fn not_running(ev: &Evidence, r: &LateRelease, a: Attribution) -> Attribution {
         return a;
     }
     if let Some(read) = r.last_read.filter(|&t| t <= r.target) {
-        return stopped_between(ev, r.cpu, r.waiter.who(), (read, r.target, r.actual), a);
+        return stopped_between(
+            ev,
+            (r.cpu, r.tid),
+            r.waiter.who(),
+            (read, r.target, r.actual),
+            a,
+        );
     }
     match r.own_work {
         Some(w) => stalled_work(ev, r.cpu, (r.target, r.actual), w, a),
@@ -764,16 +770,19 @@ fn silent_then_steal(
     }
 }
 
-/// `who` (the loop, a spinning client) on `cpu` read its clock at `read`, before an instant
-/// `due`, and next at `seen`, after it, with nothing between but that read: no guest event on
-/// `cpu` in between (and the trace covering it) means the virtual CPU was not running, and `a`
-/// becomes `steal`. So does a silence from `read` that ends in a guest event but holds more than
-/// half the lateness by itself: b73's (d) disk 30 had three clients silent 92-150 us past their
-/// instants, charged for running, before the dispatcher's timer on their CPU and its 14-27 us
-/// run there, which read `dispatcher` because the window was not silent throughout.
+/// `who` (the loop, a spinning client: thread `victim`) on `cpu` read its clock at `read`, before
+/// an instant `due`, and next at `seen`, after it, with nothing between but that read: no guest
+/// event on `cpu` in between (and the trace covering it) means the virtual CPU was not running, and
+/// `a` becomes `steal`. So do silences with guest events between them: where the stretches of
+/// [`DARK_MIN_NS`](crate::timeline::DARK_MIN_NS) or more in which `victim` held its CPU outside
+/// any handler and the CPU logged nothing hold more than half the lateness past `due`. b73's and
+/// b74's (d) disk 30 and (c) idle 30 had clients silent 92-150 us past their instants, charged
+/// for running, before the dispatcher's timer and its 14-37 us run on their CPU (and, in b74's, 83
+/// us of silence again after it), which read `dispatcher` because the window was not silent
+/// throughout.
 fn stopped_between(
     ev: &Evidence,
-    cpu: u32,
+    (cpu, victim): (u32, i32),
     who: &str,
     (read, due, seen): (u64, u64, u64),
     a: Attribution,
@@ -784,40 +793,75 @@ fn stopped_between(
         punctual_time::format_ns(due.saturating_sub(read)),
         punctual_time::format_ns(seen.saturating_sub(due)),
     );
-    let Some(quiet_to) = first_event_after(ev, cpu, read).map(|t| t.min(seen)) else {
-        return a;
-    };
-    if quiet_to >= seen {
+    if eventless(ev, cpu, read, seen) {
         return silent_then_steal(ev, cpu, (read, seen), said, a);
     }
     let late = seen.saturating_sub(due);
-    if quiet_to <= due || quiet_to.saturating_sub(due).saturating_mul(2) <= late {
+    let Some(silent) = silent_holding(ev, (cpu, victim), (read, due, seen)) else {
+        return a;
+    };
+    if silent.saturating_mul(2) <= late {
         return a;
     }
     Attribution {
         cause: Cause::Steal,
         offender: None,
         cpu: Some(cpu),
-        held_ns: quiet_to - read,
+        held_ns: silent,
         holder: None,
         why: format!(
-            "{who} read its clock {} before its instant, and CPU {cpu} logged no guest event for \
-             {} after that read, {} of its {} lateness: the virtual CPU was not running ({})",
+            "{who} read its clock {} before its instant; past it, CPU {cpu} logged no guest event \
+             for {} of its {} lateness while {who} held it: the virtual CPU was not running ({})",
             punctual_time::format_ns(due.saturating_sub(read)),
-            punctual_time::format_ns(quiet_to - read),
-            punctual_time::format_ns(quiet_to - due),
+            punctual_time::format_ns(silent),
             punctual_time::format_ns(late),
             a.why
         ),
     }
 }
 
-/// The first guest event on `cpu` after `t`, where the trace covers `t` (`u64::MAX`: none after).
-fn first_event_after(ev: &Evidence, cpu: u32, t: u64) -> Option<u64> {
+/// Of `(due, seen]`, the time in silent stretches of `cpu`'s trace from `read` on: gaps between
+/// its events of [`DARK_MIN_NS`](crate::timeline::DARK_MIN_NS) or more, with `victim` on the CPU
+/// (it was at `read`) and no handler open. `None` where the trace does not cover `read`.
+fn silent_holding(
+    ev: &Evidence,
+    (cpu, victim): (u32, i32),
+    (read, due, seen): (u64, u64, u64),
+) -> Option<u64> {
     let events = ev.trace.cpu_events(cpu as usize)?;
-    ev.trace.covered(cpu as usize).filter(|&start| start <= t)?;
-    let i = events.partition_point(|e| e.ts <= t);
-    Some(events.get(i).map_or(u64::MAX, |e| e.ts))
+    ev.trace
+        .covered(cpu as usize)
+        .filter(|&start| start <= read)?;
+    let from = events.partition_point(|e| e.ts <= read);
+    let to = events.partition_point(|e| e.ts < seen);
+    let (mut on, mut handlers, mut last) = (true, 0u32, read);
+    let mut silent = 0;
+    let stamps = events[from..to]
+        .iter()
+        .map(Some)
+        .chain(std::iter::once(None));
+    for e in stamps {
+        let at = e.map_or(seen, |e| e.ts);
+        if on && handlers == 0 && at - last >= crate::timeline::DARK_MIN_NS {
+            silent += at.saturating_sub(last.max(due));
+        }
+        last = at;
+        match e.map(|e| &e.kind) {
+            Some(EventKind::Switch { next_pid, .. }) => on = *next_pid == victim,
+            Some(
+                EventKind::IrqEntry { .. }
+                | EventKind::SoftirqEntry { .. }
+                | EventKind::VectorEntry { .. },
+            ) => handlers += 1,
+            Some(
+                EventKind::IrqExit { .. }
+                | EventKind::SoftirqExit { .. }
+                | EventKind::VectorExit { .. },
+            ) => handlers = handlers.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Some(silent)
 }
 
 /// The cause of one late release.
@@ -880,7 +924,7 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
         // stopped; or it reached it late from its bookkeeping, which can too.
         if a.cause == Cause::Dispatcher {
             if let Some(read) = h.last_read.filter(|&t| t <= h.planned) {
-                a = stopped_between(ev, h.cpu, "the loop", (read, h.planned, h.at), a);
+                a = stopped_between(ev, (h.cpu, h.tid), "the loop", (read, h.planned, h.at), a);
             } else if let Some(w) = h.own_work {
                 a = stalled_work(ev, h.cpu, (h.planned, h.at), w, a);
             }
@@ -961,7 +1005,8 @@ pub fn attribute(ev: &Evidence, r: &LateRelease) -> Attribution {
     );
     match (r.last_read, first_in) {
         (Some(read), _) if spun && matches!(a.cause, Cause::WakePath | Cause::Dispatcher) => {
-            stopped_between(ev, r.cpu, "the client", (read, r.target, r.actual), a)
+            let reads = (read, r.target, r.actual);
+            stopped_between(ev, (r.cpu, r.tid), "the client", reads, a)
         }
         (_, Some(s)) if on_cpu_in_time && a.cause == Cause::WakePath => {
             back_in_then_stopped(ev, r.cpu, (s, r.target, r.actual), a)

@@ -480,16 +480,26 @@ fn a_hand_over_the_dispatcher_spun_to_with_no_guest_event_between_its_reads_was_
     // Without the reads it stays the dispatcher's own.
     let b = cause_of(&s, &r(None));
     assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
-    // A tick between the reads is a guest event: not a stop of the virtual CPU.
-    vector(
-        &mut s,
-        1,
-        planned + 500 * US,
-        planned + 505 * US,
-        Vector::LocalTimer,
-    );
-    let c = cause_of(&s, &r(Some(planned - US)));
-    assert_ne!(c.cause, Cause::Steal, "{c:?}");
+    // A 5 us tick halfway: the silences around it still hold the lateness (the loop only reads
+    // its clock there), so the virtual CPU was not running for most of it.
+    let tick = |s: &mut Synth, from: u64, to: u64| {
+        vector(
+            s,
+            1,
+            planned + from * US,
+            planned + to * US,
+            Vector::LocalTimer,
+        )
+    };
+    let mut ticked = handed_over_at(t, at);
+    tick(&mut ticked, 500, 505);
+    let c = cause_of(&ticked, &r(Some(planned - US)));
+    assert_eq!(c.cause, Cause::Steal, "{c:?}");
+    // A handler that held the CPU for 600 us of it is a guest event that explains the most: not
+    // a stop of the virtual CPU.
+    tick(&mut s, 300, 900);
+    let d = cause_of(&s, &r(Some(planned - US)));
+    assert_ne!(d.cause, Cause::Steal, "{d:?}");
 }
 
 /// b55's (c) 30 disk: the same hand-over, the task on the client's CPU charged only 3 us of its
@@ -1795,4 +1805,20 @@ fn a_spinning_client_silent_for_most_of_its_lateness_before_the_loop_came_is_ste
     assert!(a.why.contains("logged no guest event"), "{}", a.why);
     let b = cause_of(&trace(5 * US), &r);
     assert_eq!(b.cause, Cause::Dispatcher, "{b:?}");
+    // b74's shape: 114 us silent, the tick and the loop (37 us), the client silent 83 us more
+    // before its read: the silences together hold most of the lateness.
+    let r2 = LateRelease {
+        actual: t + 247 * US,
+        ..r
+    };
+    let mut s2 = synth();
+    waking(&mut s2, t - 160 * US, 0, CLIENT, 19);
+    switch(&mut s2, t - 150 * US, 0, 0, 0, CLIENT, 19);
+    vector(&mut s2, 0, t + 114 * US, t + 125 * US, Vector::LocalTimer);
+    waking(&mut s2, t + 115 * US, 0, DISPATCHER, 9);
+    switch(&mut s2, t + 127 * US, 0, CLIENT, 0, DISPATCHER, 9);
+    waking(&mut s2, t + 138 * US, 0, 400, 19);
+    switch(&mut s2, t + 164 * US, 0, DISPATCHER, SLEEPING, CLIENT, 19);
+    let c = cause_of(&s2, &r2);
+    assert_eq!(c.cause, Cause::Steal, "{c:?}");
 }
