@@ -152,6 +152,8 @@ pub struct Evidence<'a> {
     /// Per traced CPU, the stretches the measuring threads' stalls show the guest did nothing
     /// where it had to ([`crate::timeline::dark_stretches`]): in time order, merged.
     pub dark: std::collections::HashMap<u32, Vec<(u64, u64)>>,
+    /// Per traced CPU, what [`crate::timeline::dark_stretches`] needs to know of it.
+    facts: std::collections::HashMap<u32, CpuFacts>,
 }
 
 impl<'a> Evidence<'a> {
@@ -181,7 +183,17 @@ impl<'a> Evidence<'a> {
             }
             dark.values_mut().for_each(merge);
         }
-        Evidence { trace, own, dark }
+        let facts = trace
+            .cpus
+            .iter()
+            .filter_map(|&c| Some((c as u32, cpu_facts(trace, c as u32)?)))
+            .collect();
+        Evidence {
+            trace,
+            own,
+            dark,
+            facts,
+        }
     }
 }
 
@@ -207,7 +219,7 @@ pub fn dark_by_cpu(
     records: &[LateRelease],
 ) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
     let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
-    let mut facts: std::collections::HashMap<u32, CpuFacts> = Default::default();
+    let mut facts: std::collections::HashMap<u32, Option<CpuFacts>> = Default::default();
     let sleepers = records
         .iter()
         .filter(|r| r.waiter == Waiter::Sleeper && r.handover.is_none())
@@ -222,21 +234,32 @@ pub fn dark_by_cpu(
         let Some(events) = trace.cpu_events(s.cpu as usize) else {
             continue;
         };
-        let cpu_facts = *facts.entry(s.cpu).or_insert_with(|| CpuFacts {
-            idle_known: trace.idle_unsaid(s.cpu as usize).is_some()
-                || events
-                    .iter()
-                    .any(|e| matches!(e.kind, EventKind::CpuIdle { .. })),
-            virtualized: trace.virtualized,
-            handler_usual: crate::timeline::handler_usual(events),
-        });
+        let Some(known) = *facts
+            .entry(s.cpu)
+            .or_insert_with(|| cpu_facts(trace, s.cpu))
+        else {
+            continue;
+        };
         let poll = trace.poll_state(s.cpu as usize);
         out.entry(s.cpu)
             .or_default()
-            .extend(dark_stretches(events, &s, poll, cpu_facts));
+            .extend(dark_stretches(events, &s, poll, known));
     }
     out.values_mut().for_each(merge);
     out
+}
+
+/// What [`dark_stretches`] needs to know of `cpu`'s trace (`None`: not traced).
+fn cpu_facts(trace: &Captured, cpu: u32) -> Option<CpuFacts> {
+    let events = trace.cpu_events(cpu as usize)?;
+    Some(CpuFacts {
+        idle_known: trace.idle_unsaid(cpu as usize).is_some()
+            || events
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::CpuIdle { .. })),
+        virtualized: trace.virtualized,
+        handler_usual: crate::timeline::handler_usual(events),
+    })
 }
 
 /// How far back [`wake_ipis_not_taken`] looks for the task on a CPU.
@@ -773,9 +796,9 @@ fn silent_then_steal(
 /// `who` (the loop, a spinning client: thread `victim`) on `cpu` read its clock at `read`, before
 /// an instant `due`, and next at `seen`, after it, with nothing between but that read: no guest
 /// event on `cpu` in between (and the trace covering it) means the virtual CPU was not running, and
-/// `a` becomes `steal`. So do silences with guest events between them: where the stretches of
-/// [`DARK_MIN_NS`](crate::timeline::DARK_MIN_NS) or more in which `victim` held its CPU outside
-/// any handler and the CPU logged nothing hold more than half the lateness past `due`. b73's and
+/// `a` becomes `steal`. So do silences with guest events between them: where the dark stretches
+/// of a stall of `victim`'s own short work from `read` to `seen` ([`silent_holding`]) hold more
+/// than half the lateness past `due`. b73's and
 /// b74's (d) disk 30 and (c) idle 30 had clients silent 92-150 us past their instants, charged
 /// for running, before the dispatcher's timer and its 14-37 us run on their CPU (and, in b74's, 83
 /// us of silence again after it), which read `dispatcher` because the window was not silent
@@ -820,9 +843,11 @@ fn stopped_between(
     }
 }
 
-/// Of `(due, seen]`, the time in silent stretches of `cpu`'s trace from `read` on: gaps between
-/// its events of [`DARK_MIN_NS`](crate::timeline::DARK_MIN_NS) or more, with `victim` on the CPU
-/// (it was at `read`) and no handler open. `None` where the trace does not cover `read`.
+/// Of `(due, seen]`, the time the guest did nothing on `cpu` while `victim` had to run there
+/// from `read` on: [`dark_stretches`] of a stall of its own short work from `read` to `seen`
+/// (silences of [`DARK_MIN_NS`](crate::timeline::DARK_MIN_NS) or more with it on the CPU and no
+/// handler open, or longer than the CPU's handlers take inside one). `None` where the trace does
+/// not cover `read`.
 fn silent_holding(
     ev: &Evidence,
     (cpu, victim): (u32, i32),
@@ -832,36 +857,20 @@ fn silent_holding(
     ev.trace
         .covered(cpu as usize)
         .filter(|&start| start <= read)?;
-    let from = events.partition_point(|e| e.ts <= read);
-    let to = events.partition_point(|e| e.ts < seen);
-    let (mut on, mut handlers, mut last) = (true, 0u32, read);
-    let mut silent = 0;
-    let stamps = events[from..to]
-        .iter()
-        .map(Some)
-        .chain(std::iter::once(None));
-    for e in stamps {
-        let at = e.map_or(seen, |e| e.ts);
-        if on && handlers == 0 && at - last >= crate::timeline::DARK_MIN_NS {
-            silent += at.saturating_sub(last.max(due));
-        }
-        last = at;
-        match e.map(|e| &e.kind) {
-            Some(EventKind::Switch { next_pid, .. }) => on = *next_pid == victim,
-            Some(
-                EventKind::IrqEntry { .. }
-                | EventKind::SoftirqEntry { .. }
-                | EventKind::VectorEntry { .. },
-            ) => handlers += 1,
-            Some(
-                EventKind::IrqExit { .. }
-                | EventKind::SoftirqExit { .. }
-                | EventKind::VectorExit { .. },
-            ) => handlers = handlers.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Some(silent)
+    let spin = Stall {
+        tid: victim,
+        cpu,
+        kind: StallKind::Busy,
+        from: read,
+        to: seen,
+    };
+    let poll = ev.trace.poll_state(cpu as usize);
+    let dark = dark_stretches(events, &spin, poll, *ev.facts.get(&cpu)?);
+    Some(
+        dark.iter()
+            .map(|&(a, b)| b.saturating_sub(a.max(due)))
+            .sum(),
+    )
 }
 
 /// The cause of one late release.
