@@ -9,6 +9,7 @@
  * docs/benchmarks.md, "A whole send through the loopback before each send"). */
 #define _GNU_SOURCE
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,10 +35,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     int port = atoi(argv[1]), n = atoi(argv[2]), prime_us = atoi(argv[3]);
-    int unconnected = 0, warm = 0;
+    int unconnected = 0, warm = 0, cork = 0;
     for (int i = 4; i < argc; i++) {
         unconnected |= strcmp(argv[i], "sendto") == 0;
         warm |= strcmp(argv[i], "warm") == 0;
+        cork |= strcmp(argv[i], "cork") == 0;
     }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     a.sin_addr.s_addr = htonl(0x7f000001);
@@ -79,7 +81,9 @@ int main(int argc, char **argv) {
         if (prime_us > 0) {
             while (ns(CLOCK_MONOTONIC) < t - prime_us * 1000ULL)
                 ;
-            if (warm) {
+            if (cork) {
+                sendto(fd, pkt, sizeof pkt, MSG_MORE, unconnected ? (void *)&a : 0, unconnected ? sizeof a : 0);
+            } else if (warm) {
                 send(w, junk, sizeof junk, 0);
                 while (recv(w, junk, sizeof junk, MSG_DONTWAIT) > 0)
                     ;
@@ -90,7 +94,12 @@ int main(int argc, char **argv) {
         while (ns(CLOCK_MONOTONIC) < t)
             ;
         unsigned long long before = ns(CLOCK_REALTIME);
-        sendto(fd, pkt, sizeof pkt, 0, unconnected ? (void *)&a : 0, unconnected ? sizeof a : 0);
+        if (cork && prime_us > 0) {
+            int off = 0;
+            setsockopt(fd, IPPROTO_UDP, UDP_CORK, &off, sizeof off);
+        } else {
+            sendto(fd, pkt, sizeof pkt, 0, unconnected ? (void *)&a : 0, unconnected ? sizeof a : 0);
+        }
         char c[256], d[16];
         struct iovec io = {d, sizeof d};
         struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = c, .msg_controllen = sizeof c};

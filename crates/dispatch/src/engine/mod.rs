@@ -106,8 +106,10 @@ pub trait Actions {
     fn prime_lead(&self, _action: u16) -> Option<u64> {
         None
     }
-    /// Ready the action due soon without performing it (a send that sends nothing).
-    fn prime(&self, _action: u16) {}
+    /// Ready the release due soon (its event's `data`) without performing it: the next
+    /// [`Actions::fire`] of `action` is that release's (a send whose datagram is built and held
+    /// back until the instant).
+    fn prime(&self, _action: u16, _data: &[u8]) {}
     /// How far the action's later events moved from the plan's instants (a replay's sends that
     /// left a phase interference kept hitting, [`crate::rephase::stream_shift`]); 0: they did
     /// not. Read for each event, so a move made in [`Actions::fire`] applies from the next one.
@@ -694,7 +696,7 @@ fn wait_and_fire<C: Clock + ?Sized, A: Actions + ?Sized>(
     let w = wait_for(
         clock,
         &*actions,
-        (act_at, action),
+        (act_at, action, r.data),
         m,
         end,
         breather,
@@ -741,7 +743,7 @@ fn wait_and_fire<C: Clock + ?Sized, A: Actions + ?Sized>(
 fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
     clock: &C,
     actions: &A,
-    (act_at, action): (u64, u16),
+    (act_at, action, data): (u64, u16, &[u8]),
     m: u64,
     end: &mut LoopEnd,
     breather: &mut Breather,
@@ -750,7 +752,7 @@ fn wait_for<C: Clock + ?Sized, A: Actions + ?Sized>(
 ) -> Waited {
     let prime = actions.prime_lead(action).map(|lead| Prime {
         lead,
-        call: || actions.prime(action),
+        call: || actions.prime(action, data),
     });
     // A primed action is woken for at least its prime's lead before it.
     let m = prime.as_ref().map_or(m, |p| m.max(p.lead));
