@@ -2,9 +2,11 @@
 # The replay's send prime (docs/benchmarks.md, "Priming the send"), side by side in one script:
 #  1. a plain C sender (scripts/send-prime.c), ROUNDS rounds of N sends 500 us apart on CPU 1,
 #     each round unprimed, then primed with MSG_PROBE PRIME_US before each send, then primed with
-#     a whole loopback send WARM_US before (tried in punctual 2026-12-01, not kept): the path
-#     from the send call to the kernel's transmit stamp (p50 / p90 / p99, the share over its
-#     median + 5 us);
+#     a whole loopback send WARM_US before (tried in punctual 2026-12-01, not kept), then with the
+#     datagram itself built PRIME_US before (MSG_MORE) and pushed at the instant (UDP_CORK off:
+#     punctual's prime since 2026-12-01): the path from the send call to the kernel's transmit
+#     stamp (p50 / p90 / p99, the share over its median + 5 us, the gaps between consecutive
+#     sends' stamps more than 5 us off);
 #  2. with OLD=/path/to/punctual (a build without the prime), `punctual traffic replay` of N
 #     packets 500 us apart, shielded on CPU 1 and explained, OLD then this build, ROUNDS rounds:
 #     the sends' lateness and the late gaps by cause.
@@ -31,19 +33,23 @@ except OSError: pass" & RX=$!
 echo "# $(date -Is) $(uname -r), $(nproc) CPUs, $(git rev-parse --short HEAD); N=$N, probe ${PRIME_US} us, warm ${WARM_US} us"
 echo "== 1. plain C sender: send call to kernel stamp${SENDTO:+ (unconnected)}"
 for r in $(seq "$ROUNDS"); do
-  for prime in 0 "$PRIME_US" "warm $WARM_US"; do
+  for prime in 0 "$PRIME_US" "warm $WARM_US" "cork $PRIME_US"; do
     receive
     set -- $prime
-    "$D/send-prime" "$PORT" "$N" "${2:-$1}" ${SENDTO:+sendto} ${2:+warm} > "$D/c.txt"
+    "$D/send-prime" "$PORT" "$N" "${2:-$1}" ${SENDTO:+sendto} ${2:+$1} > "$D/c.txt"
     wait "$RX"
     python3 - "$D/c.txt" "$r" "$prime" <<'PY'
 import sys
-p = sorted(int(l) for l in open(sys.argv[1]).read().split()[10:])
+v = [int(l) for l in open(sys.argv[1]).read().split()[10:]]
+p = sorted(v)
 q = lambda f: p[int(len(p) * f)] / 1e3
 med = p[len(p) // 2]
 slow = 100 * sum(x > med + 5000 for x in p) / len(p)
-what = {"0": "unprimed"}.get(sys.argv[3], f"{'warm' if 'warm' in sys.argv[3] else 'probe'} {sys.argv[3].split()[-1]} us before")
-print(f"   round {sys.argv[2]} {what:>20}: p50 {q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f} us; over p50 + 5 us {slow:.2f} %")
+# Each send is called at its instant (spun to), so a gap's error is the change in path.
+gaps = sum(abs(b - a) > 5000 for a, b in zip(v, v[1:]))
+kind = sys.argv[3].split()[0] if " " in sys.argv[3] else "probe"
+what = {"0": "unprimed"}.get(sys.argv[3], f"{kind} {sys.argv[3].split()[-1]} us before")
+print(f"   round {sys.argv[2]} {what:>20}: p50 {q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f} us; over p50 + 5 us {slow:.2f} %; gaps over 5 us {gaps}")
 PY
   done
 done

@@ -6,7 +6,10 @@
  * the ns from the clock read before the send call to its kernel stamp. "sendto" leaves the socket
  * unconnected (as punctual's --udp-to). "warm" makes the prime a whole send of 64 bytes from a
  * loopback socket to itself, read back at once (tried in punctual on 2026-12-01, not kept:
- * docs/benchmarks.md, "A whole send through the loopback before each send"). */
+ * docs/benchmarks.md, "A whole send through the loopback before each send"). "cork" makes the
+ * prime the datagram itself, sent with MSG_MORE (the kernel builds it and holds it), and the send
+ * a setsockopt turning UDP_CORK off, which pushes it (punctual's prime since 2026-12-01:
+ * docs/benchmarks.md, "The datagram built before its instant"). */
 #define _GNU_SOURCE
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -31,7 +34,7 @@ static unsigned long long ns(clockid_t c) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s PORT N PRIME_US [sendto] [warm]\n", argv[0]);
+        fprintf(stderr, "usage: %s PORT N PRIME_US [sendto] [warm|cork]\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]), n = atoi(argv[2]), prime_us = atoi(argv[3]);

@@ -660,9 +660,10 @@ impl Timing {
     /// The late gaps' records for `--explain`, taken out of the log, with the usual time of a
     /// send call filled in: the 99th percentile of the run's stamped calls (from the clock read
     /// before the call to the kernel's stamp), else of its lateness (from the instant to the
-    /// stamp, which also holds the little before the call). b76's replay: calls p99 2-3 us, the
-    /// lateness p99 3.5-6 us, and sends held 5-6.5 us inside a 1 us path with no guest event read
-    /// `dispatcher` against the lateness's.
+    /// stamp, which also holds the little before the call). Measured 2026-12-01: calls p99
+    /// 2.2-3.0 us, the lateness p99 3.5-6 us, and sends held 5-6.5 us inside a 1 us path with no
+    /// guest event read `dispatcher` against the lateness's (docs/benchmarks.md, "The datagram
+    /// built before its instant").
     pub fn late_records(&mut self) -> (Vec<LateRelease>, u64) {
         let mut log = std::mem::take(&mut self.late);
         let usual = if self.call.count() > 0 {
