@@ -38,6 +38,9 @@ pub trait System: Send + Sync {
     fn lock_memory(&self) -> Result<Box<dyn Any>, String>;
     /// Hold `/dev/cpu_dma_latency` at `us` until the returned guard drops.
     fn hold_dma_latency(&self, us: u32) -> Result<Box<dyn Any>, String>;
+    /// The CPUs this process may run on whose idle halts whatever `/dev/cpu_dma_latency` asks
+    /// (no polling idle state: [`punctual_rt::idle_poll`]).
+    fn idle_halts(&self) -> Vec<usize>;
     /// Steal time per CPU from now on (`None`: the kernel does not report it).
     fn steal(&self) -> Option<StealMeter>;
     /// Start `spec`'s load processes (`opts`: their scheduling class, when not inherited).
@@ -65,6 +68,13 @@ impl System for RealSystem {
         punctual_rt::dma::DmaLatencyGuard::request(us)
             .map(|g| Box::new(g) as Box<dyn Any>)
             .map_err(|e| e.to_string())
+    }
+    fn idle_halts(&self) -> Vec<usize> {
+        punctual_rt::affinity::get(0)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&c| punctual_rt::idle_poll::halts_when_idle(c))
+            .collect()
     }
     fn steal(&self) -> Option<StealMeter> {
         StealMeter::start()
@@ -129,6 +139,9 @@ impl System for FakeSystem {
     }
     fn hold_dma_latency(&self, _us: u32) -> Result<Box<dyn Any>, String> {
         Ok(Box::new(()))
+    }
+    fn idle_halts(&self) -> Vec<usize> {
+        Vec::new()
     }
     fn steal(&self) -> Option<StealMeter> {
         None

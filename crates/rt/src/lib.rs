@@ -16,6 +16,7 @@ pub mod error;
 pub mod futex;
 pub mod held;
 pub mod host;
+pub mod idle_poll;
 pub mod journal;
 mod knobs;
 pub mod memlock;

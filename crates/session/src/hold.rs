@@ -11,6 +11,8 @@ use std::any::Any;
 pub struct Held {
     pub plan: RtPlan,
     real_time: bool,
+    /// The CPUs whose idle halts although `cpu_dma_latency` 0 is held (`settings.idle_halts_cpus`).
+    idle_halts: Vec<usize>,
     _guards: Vec<Box<dyn Any>>,
 }
 
@@ -27,6 +29,7 @@ impl Held {
                 fallbacks: Vec::new(),
             },
             real_time: false,
+            idle_halts: Vec::new(),
             _guards: Vec::new(),
         }
     }
@@ -41,9 +44,22 @@ impl Held {
         for f in &plan.fallbacks {
             env.note(&format!("fallback: {f}"));
         }
+        let idle_halts = match plan.dma_latency_us {
+            Some(0) => env.system.idle_halts(),
+            _ => Vec::new(),
+        };
+        if !idle_halts.is_empty() {
+            env.note(&format!(
+                "CPUs {} have no polling idle state (no cpuidle driver): cpu_dma_latency 0 cannot \
+                 keep them from halting when idle, so a wake-up there waits for the CPU to leave \
+                 its halt (under a hypervisor, for the host)",
+                punctual_rt::affinity::format_cpu_list(&idle_halts)
+            ));
+        }
         Held {
             plan,
             real_time: true,
+            idle_halts,
             _guards: got.guards,
         }
     }
@@ -67,5 +83,95 @@ impl Held {
         if let Some(slack) = self.plan.timer_slack_ns {
             s.extra.insert("timer_slack_ns".into(), slack.into());
         }
+        if !self.idle_halts.is_empty() {
+            s.extra
+                .insert("idle_halts_cpus".into(), self.idle_halts.clone().into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use punctual_measure::{FakeSystem, RunningLoads, System};
+
+    /// [`FakeSystem`] on a machine whose CPUs 1 and 3 halt when idle.
+    struct Halting;
+
+    impl System for Halting {
+        fn privileges(&self) -> punctual_rt::Privileges {
+            FakeSystem.privileges()
+        }
+        fn lock_memory(&self) -> Result<Box<dyn Any>, String> {
+            FakeSystem.lock_memory()
+        }
+        fn hold_dma_latency(&self, us: u32) -> Result<Box<dyn Any>, String> {
+            FakeSystem.hold_dma_latency(us)
+        }
+        fn idle_halts(&self) -> Vec<usize> {
+            vec![1, 3]
+        }
+        fn steal(&self) -> Option<punctual_rt::host::StealMeter> {
+            None
+        }
+        fn start_loads(
+            &self,
+            spec: &punctual_load::LoadSpec,
+            exe: &std::path::Path,
+            opts: &punctual_load::StartOptions,
+        ) -> Result<Box<dyn RunningLoads>, punctual_result::Failure> {
+            FakeSystem.start_loads(spec, exe, opts)
+        }
+    }
+
+    fn want(dma_latency_us: Option<u32>) -> RtWant {
+        RtWant {
+            policy: Policy::Fifo,
+            priority: 99,
+            mlock: true,
+            dma_latency_us,
+        }
+    }
+
+    /// Holding `cpu_dma_latency` 0 on CPUs that halt when idle says so once, names them, and
+    /// records them in the document; a request other than 0, or none, says nothing.
+    #[test]
+    fn cpus_that_halt_whatever_the_request_are_named() {
+        let mut env = Env::fake(&["punctual", "latency"]);
+        env.system = Box::new(Halting);
+        let held = Held::take(&env, &want(Some(0)));
+        let (_, err) = env.captured();
+        assert_eq!(err.matches("no polling idle state").count(), 1, "{err}");
+        assert!(err.contains("CPUs 1,3 "), "{err}");
+        let mut doc = ResultDoc::new(
+            env.command.clone(),
+            fake_doc_host(),
+            "2026-01-01T00:00:00Z".into(),
+        );
+        held.describe(&mut doc);
+        assert_eq!(
+            doc.settings.extra.get("idle_halts_cpus"),
+            Some(&serde_json::json!([1, 3]))
+        );
+        for other in [Some(50), None] {
+            let env2 = {
+                let mut e = Env::fake(&["punctual", "latency"]);
+                e.system = Box::new(Halting);
+                e
+            };
+            let held = Held::take(&env2, &want(other));
+            assert!(!env2.captured().1.contains("no polling idle state"));
+            let mut doc = ResultDoc::new(
+                env2.command.clone(),
+                fake_doc_host(),
+                "2026-01-01T00:00:00Z".into(),
+            );
+            held.describe(&mut doc);
+            assert!(doc.settings.extra.get("idle_halts_cpus").is_none());
+        }
+    }
+
+    fn fake_doc_host() -> punctual_result::HostFacts {
+        punctual_measure::fake_host()
     }
 }
