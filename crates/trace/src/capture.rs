@@ -506,12 +506,7 @@ pub fn kind_name(k: &EventKind) -> &'static str {
 
 /// The index of `cpu`'s cpuidle state named `POLL` (sysfs), if any.
 pub fn poll_state_of(cpu: usize) -> Option<u32> {
-    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
-    (0..16u32).find(|k| {
-        std::fs::read_to_string(format!("{dir}/state{k}/name"))
-            .map(|n| n.trim() == "POLL")
-            .unwrap_or(false)
-    })
+    punctual_rt::idle_poll::poll_state(cpu)
 }
 
 /// One cpuidle state's entries so far (sysfs `usage`), and whether it is the polling one.
