@@ -453,20 +453,7 @@ if [[ $only == *d* ]]; then
 echo
 echo "== d. $replay_n UDP packets 500 us apart to a loopback receiver, shielded, explained"
 port=$(( 42000 + $$ % 1000 ))
-python3 - "$out/udp.pcap" "$replay_n" "$port" <<'PY'
-import struct, sys
-path, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-with open(path, 'wb') as out:
-    out.write(struct.pack('<IHHiIII', 0xa1b23c4d, 2, 4, 0, 0, 65535, 1))
-    for i in range(n):
-        payload = struct.pack('<Q', i) + b'x' * 56
-        udp = struct.pack('!HHHH', 40000, port, 8 + len(payload), 0) + payload
-        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
-                         bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1]))
-        fr = b'\0' * 12 + b'\x08\x00' + ip + udp
-        ts = 1_700_000_000_000_000_000 + i * 500_000
-        out.write(struct.pack('<IIII', ts // 10**9, ts % 10**9, len(fr), len(fr)) + fr)
-PY
+python3 scripts/make-udp-pcap.py "$out/udp.pcap" "$replay_n" "$port"
 # The receiver: takes every datagram with the kernel's receive timestamp, stops 2 s after the last.
 python3 "$H" receive "$port" "$out/receiver.json" & rx=$!
 sleep 0.5

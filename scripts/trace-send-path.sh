@@ -20,19 +20,7 @@ I=$T/instances/punctual-send-path-$$
 mkdir "$I"
 cleanup() { echo 0 > "$I/tracing_on" 2>/dev/null || true; rmdir "$I" 2>/dev/null || true; [ -z "$MOUNTED" ] || umount "$T"; }
 trap cleanup EXIT
-python3 - "$OUT/udp.pcap" "$N" "$PORT" <<'PY'
-import struct, sys
-path, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-with open(path, 'wb') as out:
-    out.write(struct.pack('<IHHiIII', 0xa1b23c4d, 2, 4, 0, 0, 65535, 1))
-    for i in range(n):
-        payload = struct.pack('<Q', i) + b'x' * 56
-        udp = struct.pack('!HHHH', 40000, port, 8 + len(payload), 0) + payload
-        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1]))
-        fr = b'\0' * 12 + b'\x08\x00' + ip + udp
-        ts = 1_700_000_000_000_000_000 + i * 500_000
-        out.write(struct.pack('<IIII', ts // 10**9, ts % 10**9, len(fr), len(fr)) + fr)
-PY
+python3 scripts/make-udp-pcap.py "$OUT/udp.pcap" "$N" "$PORT"
 printf '%x' $(( 1 << CPU )) > "$I/tracing_cpumask"
 echo x86-tsc > "$I/trace_clock"
 echo 131072 > "$I/buffer_size_kb"
