@@ -1151,6 +1151,67 @@ fn own_work_far_longer_than_usual_with_no_guest_event_was_not_running() {
     assert_eq!(cause_of(&trace(true), &kept(US)).cause, Cause::Irq);
 }
 
+/// Issue 26, the replay's last `dispatcher` sends (2026-12-01, `scripts/trace-send-path.sh`): the
+/// loop read its clock just before its instant, called the kernel 4.5 us after it, and the stamp
+/// came 7 us after the instant, its sends taking 2 us at most. Neither part holds half the
+/// lateness beyond what it usually takes, but from the read to the stamp nothing happened in the
+/// guest and 5 of the 7 us are beyond the call's usual time: the virtual CPU was not running.
+/// A guest event in the window, or a lateness under twice the call's usual time, leaves it as it
+/// was.
+#[test]
+fn a_send_stalled_partly_before_its_call_and_partly_in_it_with_no_guest_event_was_not_running() {
+    let t = T0 + 10_000 * US;
+    let trace = |irq_at: Option<u64>| {
+        let mut s = synth();
+        loop_charged(&mut s, t, 0);
+        if let Some(at) = irq_at {
+            s.span(
+                0,
+                at,
+                at + 500,
+                EventKind::IrqEntry { irq: 24 },
+                EventKind::IrqExit {
+                    irq: 24,
+                    handled: true,
+                },
+            );
+        }
+        s
+    };
+    let sent = |usual: u64, late: u64| LateRelease {
+        last_read: Some(t - 200),
+        own_work: Some(OwnWork {
+            kind: WorkKind::Send,
+            at: t + 4_500,
+            usual,
+        }),
+        ..own(DISPATCHER, Waiter::Loop, t, t + late)
+    };
+    let a = cause_of(&trace(None), &sent(2 * US, 7 * US));
+    assert_eq!(a.cause, Cause::Steal, "{a:?}");
+    assert!(
+        a.why.contains("called the kernel 4.50 us after it") && a.why.contains("2.00 us at most"),
+        "{}",
+        a.why
+    );
+    // The call's own rule alone: 2.5 us from the call to the stamp is not 2 us + half of 7 us.
+    let no_read = LateRelease {
+        last_read: None,
+        ..sent(2 * US, 7 * US)
+    };
+    assert_eq!(cause_of(&trace(None), &no_read).cause, Cause::Dispatcher);
+    // Calls that usually take 4 us: 3 of the 7 us beyond that is under half.
+    assert_eq!(
+        cause_of(&trace(None), &sent(4 * US, 7 * US)).cause,
+        Cause::Dispatcher
+    );
+    // A guest event between the read and the call.
+    assert_ne!(
+        cause_of(&trace(Some(t + 1_000)), &sent(2 * US, 7 * US)).cause,
+        Cause::Steal
+    );
+}
+
 #[test]
 fn releases_due_while_the_loop_was_still_late_on_an_earlier_one_take_its_cause() {
     let t = T0 + 10_000 * US;

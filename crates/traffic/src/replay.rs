@@ -693,7 +693,8 @@ impl Timing {
 /// When most of its lateness came before the send call, the window ends at the call and keeps
 /// the spin's last read: a stop of the virtual CPU during the spin is then seen as one (a gap
 /// with no guest event), which the send path's own events after the call would hide. Otherwise
-/// it keeps the call (its usual time is filled in after the run: [`Timing::late_records`]).
+/// it keeps the call (its usual time is filled in after the run: [`Timing::late_records`]) and
+/// the spin's last read too, for a stop split between the two.
 #[cold]
 fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
     let (tid, cpu) = punctual_explain::here();
@@ -706,7 +707,11 @@ fn log_gap(log: &mut LateLog, target: u64, actual: u64, before: BeforeSend) {
                 at: before.at,
                 usual: u64::MAX,
             };
-            (actual, None, Some(call))
+            (
+                actual,
+                before.last_read.filter(|&r| r <= target),
+                Some(call),
+            )
         };
     log.push(LateRelease {
         series: 0,
@@ -1485,9 +1490,11 @@ mod tests {
             (r[0].target, r[0].actual, r[0].last_read),
             (2_000, 2_038, Some(1_990))
         );
+        // The send path's record keeps the spin's last read as well, for a stop split between
+        // the spin and the call.
         assert_eq!(
             (r[1].target, r[1].actual, r[1].last_read),
-            (3_000, 3_080, None)
+            (3_000, 3_080, Some(3_000))
         );
         // The send path's record keeps its call, judged only once the run's usual time is in.
         assert_eq!(r[0].own_work, None);
