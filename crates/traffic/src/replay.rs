@@ -172,22 +172,7 @@ impl UdpSender {
     /// holds (the kernel does not report a failure of that push; its stamp then never comes).
     fn push_held(&self) -> std::io::Result<()> {
         let off: libc::c_int = 0;
-        // SAFETY: the kernel reads one c_int from `off`, which lives across the call; the
-        // descriptor is open (owned by `self.sock`).
-        let r = unsafe {
-            libc::setsockopt(
-                self.sock.as_raw_fd(),
-                libc::SOL_UDP,
-                libc::UDP_CORK,
-                (&off as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        crate::txstamp::setsockopt(self.sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_CORK, &off)
     }
 }
 
@@ -746,6 +731,12 @@ fn log_move(log: &mut LateLog, scheduled: u64, actual: u64) {
     });
 }
 
+/// The send number an event of the replay carries (its first 8 bytes, little-endian).
+#[inline(always)]
+fn send_number(data: &[u8]) -> u64 {
+    u64::from_le_bytes(data[..8].try_into().expect("8 bytes of send number"))
+}
+
 /// The replay as the dispatch loop's one action: `fire` sends packet `schedule.packet(k)` for the
 /// send number k carried in the event.
 pub struct ReplayActions<'a, C: Clock + ?Sized, S: Sender + ?Sized> {
@@ -878,8 +869,8 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
         self.sender.primes().then_some(PRIME_LEAD_NS)
     }
     fn prime(&self, _: u16, data: &[u8]) {
-        let k = u64::from_le_bytes(data[..8].try_into().expect("8 bytes of send number"));
-        self.sender.prime(self.store.get(self.schedule.packet(k)));
+        self.sender
+            .prime(self.store.get(self.schedule.packet(send_number(data))));
     }
     #[inline(always)]
     fn event_shift(&self, _: u16) -> u64 {
@@ -895,7 +886,7 @@ impl<C: Clock + ?Sized, S: Sender + ?Sized> Actions for ReplayActions<'_, C, S> 
     }
     #[inline(always)]
     fn fire(&mut self, _: u16, target: u64, _seq: u64, data: &[u8]) -> Fired {
-        let k = u64::from_le_bytes(data[..8].try_into().expect("8 bytes of send number"));
+        let k = send_number(data);
         let bytes = self.store.get(self.schedule.packet(k));
         let key = self.sender.stamp_key();
         let actual = self.clock.now();

@@ -34,7 +34,8 @@ const ERRQUEUE_BYTES: libc::c_int = 8 << 20;
 /// Sends whose stamp is awaited, at most: beyond it the oldest take the instant before their send.
 pub const PENDING_MAX: usize = 4096;
 
-fn setsockopt<T>(fd: RawFd, level: i32, name: i32, v: &T) -> std::io::Result<()> {
+/// Sets socket option `name` at `level` on `fd` to `v`.
+pub(crate) fn setsockopt<T>(fd: RawFd, level: i32, name: i32, v: &T) -> std::io::Result<()> {
     // SAFETY: `v` is a live T of the size passed.
     let r = unsafe {
         libc::setsockopt(
