@@ -564,6 +564,8 @@ pub fn run(cfg: &GapsConfig, stop: &AtomicBool) -> Result<GapsOutcome, BenchErro
         ));
     }
     punctual_rt::affinity::check_online(&cfg.cpus)?;
+    // The loops keep their CPUs for the whole watch: punctual's idle pollers there wait.
+    let _aside = punctual_rt::idle_poll::Claim::aside(&cfg.cpus);
     let cal = Calibration::measure(50_000_000);
     let threshold_ticks = cal.from_ns(cfg.threshold_ns).max(1);
     let irq_before = read_interrupts();

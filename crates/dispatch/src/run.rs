@@ -81,6 +81,10 @@ pub fn execute_with(
         avoid: cfg.avoid.clone(),
         steal: punctual_rt::host::StealSampler::start(&cpu_list).map(Arc::new),
     };
+    // The clients are woken on their CPUs: polled there when those would halt (each dispatcher
+    // thread claims its own CPU as it sets up).
+    let client_cpus: Vec<usize> = cfg.client_cpus.iter().map(|&(_, c)| c).collect();
+    let _poll = punctual_rt::idle_poll::Claim::poll(&client_cpus);
     let mut handles = Vec::new();
     for (ci, prep) in cpus.into_iter().enumerate() {
         handles.push(spawn_dispatcher(ci, prep, &shared, cfg, &cpu_list)?);
@@ -285,6 +289,10 @@ fn dispatcher_thread(
     let partner = partner_on
         .zip(guards.as_ref())
         .and_then(|(cpus, g)| Partner::start(&cpus, g.sched(), prep.cpu));
+    // A dense loop keeps its CPU throughout: punctual's idle poller there waits, breathers
+    // included (design.md, "Idle that halts").
+    let _aside =
+        (prep.interval < DENSE_BELOW_NS).then(|| punctual_rt::idle_poll::Claim::aside(&[prep.cpu]));
     shared.barrier.wait();
     shared.barrier.wait();
     let guards = guards?;

@@ -41,6 +41,9 @@ pub trait System: Send + Sync {
     /// The CPUs this process may run on whose idle halts whatever `/dev/cpu_dma_latency` asks
     /// (no polling idle state: [`punctual_rt::idle_poll`]).
     fn idle_halts(&self) -> Vec<usize>;
+    /// Keep `cpus` from halting when idle until the returned guard drops: an idle-class thread
+    /// spinning on each ([`punctual_rt::idle_poll::Pollers`]).
+    fn poll_when_idle(&self, cpus: &[usize]) -> Result<Box<dyn Any>, String>;
     /// Steal time per CPU from now on (`None`: the kernel does not report it).
     fn steal(&self) -> Option<StealMeter>;
     /// Start `spec`'s load processes (`opts`: their scheduling class, when not inherited).
@@ -75,6 +78,9 @@ impl System for RealSystem {
             .into_iter()
             .filter(|&c| punctual_rt::idle_poll::halts_when_idle(c))
             .collect()
+    }
+    fn poll_when_idle(&self, cpus: &[usize]) -> Result<Box<dyn Any>, String> {
+        punctual_rt::idle_poll::Pollers::start(cpus).map(|p| Box::new(p) as Box<dyn Any>)
     }
     fn steal(&self) -> Option<StealMeter> {
         StealMeter::start()
@@ -142,6 +148,9 @@ impl System for FakeSystem {
     }
     fn idle_halts(&self) -> Vec<usize> {
         Vec::new()
+    }
+    fn poll_when_idle(&self, _cpus: &[usize]) -> Result<Box<dyn Any>, String> {
+        Ok(Box::new(()))
     }
     fn steal(&self) -> Option<StealMeter> {
         None

@@ -57,7 +57,8 @@ pub struct RtArgs {
     /// CPUs to run on, as a list (0-3,5).
     #[arg(short = 'a', long, value_name = "CPUS")]
     pub affinity: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this value while running (keeps CPUs out of deep idle), or off.
+    /// Hold /dev/cpu_dma_latency at this value while running (keeps CPUs out of deep idle; at 0,
+    /// CPUs that halt anyway are polled by punctual where its real-time work is woken), or off.
     #[arg(long, default_value = "0", value_name = "off|0|DURATION", value_parser = str::parse::<DmaLatency>)]
     pub dma_latency: DmaLatency,
     /// Do not lock memory (mlockall) while measuring.

@@ -23,6 +23,9 @@ pub struct ThreadGuards {
     _slack: Option<TimerSlackGuard>,
     _sched: Option<SchedGuard>,
     _affinity: Option<AffinityGuard>,
+    /// A real-time thread pinned to a CPU is woken there: that CPU is polled when it would halt
+    /// ([`crate::idle_poll::Claim`]).
+    _poll: Option<crate::idle_poll::Claim>,
     pub policy: Policy,
     pub priority: u32,
     pub fallback: Option<Fallback>,
@@ -63,10 +66,15 @@ pub fn setup_current_thread(req: &ThreadRequest) -> Result<ThreadGuards, RtError
         Some(req.timer_slack_ns.unwrap_or(1))
     };
     let slack = slack_ns.map(TimerSlackGuard::set).transpose()?;
+    let poll = req
+        .cpu
+        .filter(|_| policy.is_realtime())
+        .map(|c| crate::idle_poll::Claim::poll(&[c]));
     Ok(ThreadGuards {
         _slack: slack,
         _sched: sched,
         _affinity: affinity,
+        _poll: poll,
         policy,
         priority,
         fallback,

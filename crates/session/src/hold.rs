@@ -13,6 +13,8 @@ pub struct Held {
     real_time: bool,
     /// The CPUs whose idle halts although `cpu_dma_latency` 0 is held (`settings.idle_halts_cpus`).
     idle_halts: Vec<usize>,
+    /// The CPUs an idle poller keeps busy (`settings.idle_poll_cpus`).
+    idle_polled: Vec<usize>,
     _guards: Vec<Box<dyn Any>>,
 }
 
@@ -30,6 +32,7 @@ impl Held {
             },
             real_time: false,
             idle_halts: Vec::new(),
+            idle_polled: Vec::new(),
             _guards: Vec::new(),
         }
     }
@@ -48,19 +51,36 @@ impl Held {
             Some(0) => env.system.idle_halts(),
             _ => Vec::new(),
         };
+        let mut guards = got.guards;
+        let mut idle_polled = Vec::new();
         if !idle_halts.is_empty() {
-            env.note(&format!(
-                "CPUs {} have no polling idle state (no cpuidle driver): cpu_dma_latency 0 cannot \
-                 keep them from halting when idle, so a wake-up there waits for the CPU to leave \
-                 its halt (under a hypervisor, for the host)",
-                punctual_rt::affinity::format_cpu_list(&idle_halts)
-            ));
+            let cpus = punctual_rt::affinity::format_cpu_list(&idle_halts);
+            match env.system.poll_when_idle(&idle_halts) {
+                Ok(g) => {
+                    guards.push(g);
+                    idle_polled = idle_halts.clone();
+                    env.note(&format!(
+                        "CPUs {cpus} have no polling idle state (no cpuidle driver), so \
+                         cpu_dma_latency 0 cannot keep them from halting: while punctual's \
+                         real-time threads wait there, an idle-class thread of its own \
+                         ({}<cpu>) keeps the CPU busy",
+                        punctual_rt::idle_poll::THREAD_PREFIX
+                    ));
+                }
+                Err(e) => env.note(&format!(
+                    "CPUs {cpus} have no polling idle state (no cpuidle driver): cpu_dma_latency 0 \
+                     cannot keep them from halting when idle, so a wake-up there waits for the \
+                     CPU to leave its halt (under a hypervisor, for the host); keeping them busy \
+                     failed: {e}"
+                )),
+            }
         }
         Held {
             plan,
             real_time: true,
             idle_halts,
-            _guards: got.guards,
+            idle_polled,
+            _guards: guards,
         }
     }
 
@@ -87,6 +107,10 @@ impl Held {
             s.extra
                 .insert("idle_halts_cpus".into(), self.idle_halts.clone().into());
         }
+        if !self.idle_polled.is_empty() {
+            s.extra
+                .insert("idle_poll_cpus".into(), self.idle_polled.clone().into());
+        }
     }
 }
 
@@ -95,8 +119,12 @@ mod tests {
     use super::*;
     use punctual_measure::{FakeSystem, RunningLoads, System};
 
-    /// [`FakeSystem`] on a machine whose CPUs 1 and 3 halt when idle.
-    struct Halting;
+    /// [`FakeSystem`] on a machine whose CPUs 1 and 3 halt when idle; `refuse`: starting pollers
+    /// fails.
+    #[derive(Clone, Copy)]
+    struct Halting {
+        refuse: bool,
+    }
 
     impl System for Halting {
         fn privileges(&self) -> punctual_rt::Privileges {
@@ -110,6 +138,14 @@ mod tests {
         }
         fn idle_halts(&self) -> Vec<usize> {
             vec![1, 3]
+        }
+        fn poll_when_idle(&self, cpus: &[usize]) -> Result<Box<dyn Any>, String> {
+            assert_eq!(cpus, [1, 3]);
+            if self.refuse {
+                Err("refused here".into())
+            } else {
+                Ok(Box::new(()))
+            }
         }
         fn steal(&self) -> Option<punctual_rt::host::StealMeter> {
             None
@@ -133,41 +169,48 @@ mod tests {
         }
     }
 
-    /// Holding `cpu_dma_latency` 0 on CPUs that halt when idle says so once, names them, and
-    /// records them in the document; a request other than 0, or none, says nothing.
-    #[test]
-    fn cpus_that_halt_whatever_the_request_are_named() {
-        let mut env = Env::fake(&["punctual", "latency"]);
-        env.system = Box::new(Halting);
-        let held = Held::take(&env, &want(Some(0)));
-        let (_, err) = env.captured();
-        assert_eq!(err.matches("no polling idle state").count(), 1, "{err}");
-        assert!(err.contains("CPUs 1,3 "), "{err}");
+    fn described(env: &Env, held: &Held) -> ResultDoc {
         let mut doc = ResultDoc::new(
             env.command.clone(),
             fake_doc_host(),
             "2026-01-01T00:00:00Z".into(),
         );
         held.describe(&mut doc);
-        assert_eq!(
-            doc.settings.extra.get("idle_halts_cpus"),
-            Some(&serde_json::json!([1, 3]))
-        );
-        for other in [Some(50), None] {
-            let env2 = {
-                let mut e = Env::fake(&["punctual", "latency"]);
-                e.system = Box::new(Halting);
-                e
-            };
-            let held = Held::take(&env2, &want(other));
-            assert!(!env2.captured().1.contains("no polling idle state"));
-            let mut doc = ResultDoc::new(
-                env2.command.clone(),
-                fake_doc_host(),
-                "2026-01-01T00:00:00Z".into(),
+        doc
+    }
+
+    /// Holding `cpu_dma_latency` 0 on CPUs that halt when idle keeps them busy with pollers, says
+    /// so once, names them, and records them in the document; when the pollers cannot start it
+    /// says why and records only the halting CPUs; a request other than 0, or none, does nothing.
+    #[test]
+    fn cpus_that_halt_whatever_the_request_are_polled_and_named() {
+        for refuse in [false, true] {
+            let mut env = Env::fake(&["punctual", "latency"]);
+            env.system = Box::new(Halting { refuse });
+            let held = Held::take(&env, &want(Some(0)));
+            let (_, err) = env.captured();
+            assert_eq!(err.matches("no polling idle state").count(), 1, "{err}");
+            assert!(err.contains("CPUs 1,3 "), "{err}");
+            assert_eq!(
+                err.contains("an idle-class thread of its own"),
+                !refuse,
+                "{err}"
             );
-            held.describe(&mut doc);
+            assert_eq!(err.contains("failed: refused here"), refuse, "{err}");
+            let doc = described(&env, &held);
+            let x = &doc.settings.extra;
+            assert_eq!(x.get("idle_halts_cpus"), Some(&serde_json::json!([1, 3])));
+            let polled = (!refuse).then(|| serde_json::json!([1, 3]));
+            assert_eq!(x.get("idle_poll_cpus"), polled.as_ref(), "refuse {refuse}");
+        }
+        for other in [Some(50), None] {
+            let mut env = Env::fake(&["punctual", "latency"]);
+            env.system = Box::new(Halting { refuse: false });
+            let held = Held::take(&env, &want(other));
+            assert!(!env.captured().1.contains("no polling idle state"));
+            let doc = described(&env, &held);
             assert!(doc.settings.extra.get("idle_halts_cpus").is_none());
+            assert!(doc.settings.extra.get("idle_poll_cpus").is_none());
         }
     }
 

@@ -454,6 +454,11 @@ impl Measurement for Replay {
                     let cpus = punctual_dispatch::partner::partner_cpus(c, &[])?;
                     Partner::start(&cpus, guards.sched(), c)
                 });
+                // A dense loop keeps its CPU throughout: punctual's idle poller there waits,
+                // breathers included (design.md, "Idle that halts").
+                let _aside = cpu
+                    .filter(|_| dense)
+                    .map(|c| punctual_rt::idle_poll::Claim::aside(&[c]));
                 let settings = LoopSettings {
                     start: punctual_dispatch::on_grid(
                         read_clock(libc::CLOCK_MONOTONIC) + LEAD_IN_NS,
